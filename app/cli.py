@@ -1,0 +1,148 @@
+"""`earshot` command line. With no subcommand it opens the GUI; subcommands work headless.
+
+Subcommands mirror the tabs; each long one drives the same job generator the GUI runs, with a tqdm bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app import __version__
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="earshot",
+        description="Explore audio with research models. Run without a subcommand to open the window.",
+    )
+    parser.add_argument("--version", action="version", version=f"earshot {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("gui", help="open the Earshot window (the default)")
+    p.add_argument("--library", type=Path, help="sound library folder to open")
+    p.set_defaults(handler=cmd_gui)
+
+    p = sub.add_parser("info", help="compute devices, audio devices and models found on this machine")
+    p.add_argument("--device", default="auto", help="device preference to resolve (auto, cpu, cuda, mps)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_info)
+
+    p = sub.add_parser("models", help="list the available model checkpoints")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_models)
+
+    p = sub.add_parser("probe", help="decode audio files and report what Earshot sees (or why it can't)")
+    p.add_argument("files", nargs="+", type=Path)
+    p.add_argument("--sample-rate", type=int, default=None, help="resample to this rate (Hz)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_probe)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = getattr(args, "handler", cmd_gui)
+    if not hasattr(args, "library"):
+        args.library = None
+    from app.services.jobs import JobCancelled
+
+    try:
+        return handler(args)
+    except JobCancelled:
+        print("cancelled", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError, LookupError) as e:  # user-facing problems: a message, not a traceback
+        print(f"earshot: error: {e}", file=sys.stderr)
+        return 2
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    from app.ui.main_window import run_gui
+
+    return run_gui(library=args.library)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from app.services.environment import probe_environment
+    from app.services.jobs import drain
+    from app.services.registry import ModelRegistry, user_models_dir
+
+    env = drain(probe_environment(ModelRegistry(), args.device))
+    info: dict[str, Any] = {
+        "earshot": __version__,
+        "python": env.python,
+        "torch": env.torch_version,
+        "devices": env.devices,
+        "device": env.device,
+        "device_error": env.device_error,
+        "audio_input": env.audio_input,
+        "audio_output": env.audio_output,
+        "audio": env.audio_message,
+        "models": [e.name for e in env.models],
+        "user_models_dir": str(user_models_dir()),
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        for key, value in info.items():
+            print(f"{key:>16}: {', '.join(value) if isinstance(value, list) else value}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from app.services.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    entries = registry.scan()
+    rows = [
+        {"name": e.name, "kind": e.kind, "source": e.source, "path": str(e.path),
+         "metrics": e.training.get("metrics", {})}
+        for e in entries
+    ]
+    if args.json:
+        print(json.dumps({"models": rows, "problems": [
+            {"path": str(p.path), "message": p.message} for p in registry.problems]}, indent=2))
+        return 0
+    if not rows:
+        print("no models yet; train one with the Train tab or `earshot train`")
+    for r in rows:
+        print(f"{r['name']:<28} {r['kind']:<10} {r['source']:<8} {r['path']}")
+    for p in registry.problems:
+        print(f"problem: {p.path}: {p.message}", file=sys.stderr)
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from app.services.audio import AudioError, decode
+
+    rows = []
+    for path in args.files:
+        try:
+            d = decode(path, sample_rate=args.sample_rate)
+            rows.append({"path": str(path), "ok": True, "duration": round(d.duration, 3),
+                         "sample_rate": d.sample_rate, "source_rate": d.source_rate, "channels": d.channels})
+        except AudioError as e:
+            rows.append({"path": str(path), "ok": False, "error": str(e), "type": type(e).__name__})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            if r["ok"]:
+                print(f"ok     {r['path']}: {r['duration']} s, {r['source_rate']} Hz, {r['channels']} ch")
+            else:
+                print(f"error  {r['path']}: {r['error']}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

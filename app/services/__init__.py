@@ -1,0 +1,1 @@
+"""Services the front ends drive. No Qt widgets here."""

@@ -1,0 +1,55 @@
+"""What this machine offers Earshot: compute devices, audio devices, models. Cheap to call again."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+
+from app.services.jobs import Job
+from app.services.registry import ModelEntry, ModelRegistry, RegistryProblem
+
+
+@dataclass
+class Environment:
+    devices: list[str]
+    device: str  # what "auto" or the preference resolves to
+    device_error: str = ""
+    torch_version: str = ""
+    audio_input: bool = False
+    audio_output: bool = False
+    audio_message: str = ""
+    models: list[ModelEntry] = field(default_factory=list)
+    model_problems: list[RegistryProblem] = field(default_factory=list)
+    python: str = platform.python_version()
+
+
+def probe_environment(registry: ModelRegistry, device_preference: str = "auto") -> Job[Environment]:
+    """Import the heavy libraries and look around; a job so the GUI can run it off its thread."""
+    yield {"message": "loading PyTorch"}
+    import torch
+
+    from training.device import available_devices, resolve_device
+
+    devices = available_devices()
+    device_error = ""
+    try:
+        device = str(resolve_device(device_preference))
+    except ValueError as e:
+        device, device_error = devices[0], str(e)
+    yield {"message": "looking for audio devices"}
+    from app.services.audio import device_status
+
+    audio = device_status()
+    yield {"message": "listing models"}
+    models = registry.scan()
+    return Environment(
+        devices=devices,
+        device=device,
+        device_error=device_error,
+        torch_version=torch.__version__,
+        audio_input=audio.input_ok,
+        audio_output=audio.output_ok,
+        audio_message=audio.message,
+        models=models,
+        model_problems=list(registry.problems),
+    )

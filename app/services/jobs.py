@@ -1,0 +1,87 @@
+"""The job protocol: long work is a generator that yields progress dicts and returns its result.
+
+    def index_folder(...) -> Job[Index]:
+        for i, path in enumerate(paths):
+            ...
+            yield {"step": i + 1, "total": len(paths), "message": path.name}
+        return index
+
+One implementation, two front ends: `run_in_terminal` drives a job with a tqdm bar (the CLI);
+`app.workers.JobRunner` drives it off the GUI thread with pause and cancel between yields.
+A job cleans up in `finally` (or on `GeneratorExit`): both runners close the generator on cancel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Mapping
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+R = TypeVar("R")
+Progress = dict[str, Any]
+Job = Generator[Progress, None, R]
+
+# keys with a meaning to the runners; a job may add any others (metrics, audio_seconds, ...)
+PROGRESS_KEYS = ("step", "total", "loss", "message")
+
+
+class JobCancelled(Exception):
+    """The user cancelled a job (Ctrl-C in the terminal, Cancel in the GUI)."""
+
+
+def format_progress(progress: Mapping[str, Any]) -> str:
+    """One human line for a progress dict: '12/40 loss 0.532 · reading foo.wav'."""
+    parts = []
+    if "step" in progress:
+        total = progress.get("total")
+        parts.append(f"{progress['step']}/{total}" if total else f"{progress['step']}")
+    loss = progress.get("loss")
+    if isinstance(loss, int | float) and math.isfinite(loss):
+        parts.append(f"loss {loss:.4g}")
+    if progress.get("message"):
+        parts.append(str(progress["message"]))
+    return " · ".join(parts)
+
+
+def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) -> R:
+    """Drive `job` to completion with a tqdm bar; Ctrl-C closes the job and raises JobCancelled."""
+    bar = tqdm(desc=desc, unit="step", disable=disable, dynamic_ncols=True)
+    try:
+        while True:
+            try:
+                progress = next(job)
+            except StopIteration as stop:
+                return stop.value
+            _update_bar(bar, progress)
+    except KeyboardInterrupt:
+        job.close()  # runs the job's `finally`, e.g. to keep its last good checkpoint
+        raise JobCancelled("cancelled by the user") from None
+    finally:
+        bar.close()
+
+
+def _update_bar(bar: tqdm, progress: Mapping[str, Any]) -> None:
+    total = progress.get("total")
+    if total and bar.total != total:
+        bar.total = total
+    step = progress.get("step")
+    if isinstance(step, int | float):
+        bar.update(step - bar.n)
+    postfix = {k: v for k, v in progress.items() if k not in ("step", "total", "message")}
+    if postfix:
+        bar.set_postfix({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in postfix.items()},
+                        refresh=False)
+    if progress.get("message"):
+        bar.set_description_str(f"{bar.desc.split(':')[0]}: {progress['message']}"[:60], refresh=False)
+    bar.refresh()
+
+
+def drain(job: Job[R]) -> R:
+    """Run a job with no front end (tests, scripts) and return its result."""
+    while True:
+        try:
+            next(job)
+        except StopIteration as stop:
+            return stop.value

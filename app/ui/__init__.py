@@ -1,0 +1,1 @@
+"""Qt widgets, one module per tab plus shared plot widgets."""

@@ -1,0 +1,97 @@
+"""Preferences and About dialogs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QSpinBox,
+    QTabWidget,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import __version__
+from app.services.registry import ModelEntry, default_models_dir, user_models_dir
+
+DEVICE_LABELS = {"auto": "Automatic (best available)", "cpu": "CPU", "cuda": "CUDA GPU", "mps": "Apple GPU (MPS)"}
+
+
+class PreferencesDialog(QDialog):
+    """Compute device and CPU threads. Unavailable devices are listed but disabled, with the reason."""
+
+    def __init__(self, device: str, threads: int, available: list[str], max_threads: int,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Preferences")
+        form = QFormLayout()
+        self.device = QComboBox()
+        for key, label in DEVICE_LABELS.items():
+            ok = key == "auto" or key in available
+            self.device.addItem(label if ok else f"{label} — not available", key)
+            if not ok:
+                self.device.model().item(self.device.count() - 1).setEnabled(False)
+        index = self.device.findData(device)
+        self.device.setCurrentIndex(index if index >= 0 else 0)
+        self.device.setToolTip("Where models run. Mixed precision is used on CUDA.")
+        form.addRow("Compute device", self.device)
+        self.threads = QSpinBox()
+        self.threads.setRange(1, max(1, max_threads))
+        self.threads.setValue(min(max(1, threads), max(1, max_threads)))
+        self.threads.setToolTip("CPU threads for models; leave one core free for the interface and audio.")
+        form.addRow("CPU threads", self.threads)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+    def values(self) -> tuple[str, int]:
+        return str(self.device.currentData()), int(self.threads.value())
+
+
+class AboutDialog(QDialog):
+    """Version, folders, and one page per model card."""
+
+    def __init__(self, models: list[ModelEntry], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("About Earshot")
+        self.resize(640, 480)
+        tabs = QTabWidget()
+        about = QLabel(
+            f"<h2>Earshot {__version__}</h2>"
+            "<p>Explore audio with research models: text-to-audio search (PaSST + text encoder), "
+            "speech-unit discovery with resynthesis (Transformer VQ-VAE), and multi-view acoustic "
+            "word embeddings.</p>"
+            f"<p>Shipped models: <code>{default_models_dir()}</code><br>"
+            f"Your models: <code>{user_models_dir()}</code></p>"
+        )
+        about.setWordWrap(True)
+        tabs.addTab(about, "About")
+        for entry in models:
+            tabs.addTab(self._card(entry), entry.name)
+        if not models:
+            tabs.addTab(QLabel("No models installed yet."), "Model cards")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(tabs)
+        layout.addWidget(buttons)
+
+    @staticmethod
+    def _card(entry: ModelEntry) -> QTextBrowser:
+        view = QTextBrowser()
+        card: Path | None = entry.card
+        if card is not None:
+            view.setMarkdown(card.read_text(encoding="utf-8", errors="replace"))
+        else:
+            metrics = entry.training.get("metrics", {})
+            view.setMarkdown(f"# {entry.name}\n\nkind: {entry.kind}\n\nmetrics: {metrics or 'none recorded'}")
+        return view

@@ -1,0 +1,243 @@
+"""The Earshot main window: four tabs, menus, a status bar, preferences persisted with QSettings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+from PySide6.QtCore import QSettings, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
+
+from app.services.environment import Environment, probe_environment
+from app.services.registry import ModelRegistry
+from app.ui.dialogs import AboutDialog, PreferencesDialog
+from app.ui.search_tab import SearchTab
+from app.ui.train_tab import TrainTab
+from app.ui.units_tab import UnitsTab
+from app.ui.words_tab import WordsTab
+from app.workers import JobRunner, cancel_all
+
+log = logging.getLogger(__name__)
+ORGANIZATION = "Earshot"
+APPLICATION = "Earshot"
+
+
+def demo_library() -> Path:
+    return Path(str(resources.files("resources") / "demo"))
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, registry: ModelRegistry | None = None, library: Path | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle("Earshot")
+        self.setAcceptDrops(True)
+        self.settings = QSettings()
+        self.registry = registry or ModelRegistry(device=str(self.settings.value("device", "auto")))
+        self.environment: Environment | None = None
+        self._probe: JobRunner | None = None
+
+        self.tabs = QTabWidget()
+        self.search_tab = SearchTab()
+        self.units_tab = UnitsTab()
+        self.words_tab = WordsTab()
+        self.train_tab = TrainTab()
+        for widget, name in ((self.search_tab, "Search"), (self.units_tab, "Units"),
+                             (self.words_tab, "Words"), (self.train_tab, "Train")):
+            self.tabs.addTab(widget, name)
+        self.setCentralWidget(self.tabs)
+        self._build_menus()
+        self._build_status_bar()
+
+        geometry = self.settings.value("geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1100, 720)
+        self.tabs.setCurrentIndex(int(self.settings.value("tab", 0)))
+
+        saved = self.settings.value("library")
+        start = library or (Path(str(saved)) if saved else None)
+        self.open_library(start if start and start.is_dir() else demo_library(), remember=library is not None)
+        QTimer.singleShot(0, self.refresh_environment)
+
+    # ------------------------------------------------------------------------------------------- building
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_action = QAction("&Open Library Folder…", self)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(self.choose_library)
+        file_menu.addAction(self.open_action)
+        demo = QAction("Open &Demo Library", self)
+        demo.triggered.connect(lambda: self.open_library(demo_library()))
+        file_menu.addAction(demo)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self.prefs_action = QAction("&Preferences…", self)
+        self.prefs_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        self.prefs_action.triggered.connect(self.show_preferences)
+        edit_menu.addAction(self.prefs_action)
+
+        help_menu = self.menuBar().addMenu("&Help")
+        self.about_action = QAction("&About Earshot and Model Cards", self)
+        self.about_action.triggered.connect(self.show_about)
+        help_menu.addAction(self.about_action)
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.device_label = QLabel("Device: …")
+        self.models_label = QLabel("Models: …")
+        self.audio_label = QLabel("Audio: …")
+        for label in (self.device_label, self.models_label, self.audio_label):
+            bar.addPermanentWidget(label)
+
+    # ------------------------------------------------------------------------------------------- actions
+
+    @Slot()
+    def choose_library(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open Library Folder", str(Path.home()))
+        if folder:
+            self.open_library(Path(folder))
+
+    def open_library(self, path: Path, remember: bool = True) -> bool:
+        if not path.is_dir():
+            self.statusBar().showMessage(f"Not a folder: {path}", 8000)
+            return False
+        self.library = path
+        if remember and path != demo_library():
+            self.settings.setValue("library", str(path))
+        self.search_tab.set_library(path)
+        label = "demo library" if path == demo_library() else str(path)
+        self.setWindowTitle(f"Earshot — {label}")
+        self.statusBar().showMessage(f"Library: {label}", 5000)
+        return True
+
+    @Slot()
+    def refresh_environment(self) -> None:
+        """Look for devices, audio and models in a worker: importing torch must not freeze the window."""
+        if self._probe is not None and self._probe.is_running():
+            return
+        runner = JobRunner(lambda: probe_environment(self.registry, self.registry.device_preference),
+                           name="environment", parent=self)
+        runner.progress.connect(lambda p: self.statusBar().showMessage(str(p.get("message", "")), 3000))
+        runner.result.connect(self.set_environment)
+        runner.error.connect(lambda msg: self.statusBar().showMessage(f"Could not inspect this machine: {msg}"))
+        self._probe = runner
+        runner.start()
+
+    @Slot(object)
+    def set_environment(self, env: Environment) -> None:
+        self.environment = env
+        text = f"Device: {env.device}"
+        self.device_label.setText(text + (" (preference unavailable)" if env.device_error else ""))
+        self.device_label.setToolTip(env.device_error or f"available: {', '.join(env.devices)}")
+        loaded = self.registry.loaded()
+        self.models_label.setText(f"Models: {len(env.models)} installed, "
+                                  f"{', '.join(loaded) if loaded else 'none'} loaded")
+        self.models_label.setToolTip("\n".join(f"{e.name} ({e.kind}, {e.source})" for e in env.models)
+                                     + "".join(f"\nproblem: {p.message}" for p in env.model_problems))
+        if env.audio_input or env.audio_output:
+            self.audio_label.setText("Audio: " + ("in+out" if env.audio_input and env.audio_output
+                                                  else "in" if env.audio_input else "out only"))
+        else:
+            self.audio_label.setText("Audio: no device")
+        self.audio_label.setToolTip(env.audio_message)
+        for tab in (self.search_tab, self.units_tab, self.words_tab):
+            tab.set_models(env.models)
+
+    @Slot()
+    def show_preferences(self) -> None:
+        available = self.environment.devices if self.environment else ["cpu"]
+        dialog = PreferencesDialog(
+            device=self.registry.device_preference,
+            threads=int(self.settings.value("threads", max(1, (os.cpu_count() or 2) - 1))),
+            available=available,
+            max_threads=os.cpu_count() or 1,
+            parent=self,
+        )
+        if dialog.exec():
+            self.apply_preferences(*dialog.values())
+
+    def apply_preferences(self, device: str, threads: int) -> None:
+        self.settings.setValue("device", device)
+        self.settings.setValue("threads", threads)
+        self.registry.set_device(device)
+        self.refresh_environment()
+
+    @Slot()
+    def show_about(self) -> None:
+        AboutDialog(self.environment.models if self.environment else [], parent=self).exec()
+
+    # -------------------------------------------------------------------------------------- drag and drop
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt API)
+        if _dropped_folder(event) is not None:
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt API)
+        folder = _dropped_folder(event)
+        if folder is not None and self.open_library(folder):
+            event.acceptProposedAction()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt API)
+        self.settings.setValue("geometry", self.saveGeometry())
+        self.settings.setValue("tab", self.tabs.currentIndex())
+        cancel_all()
+        super().closeEvent(event)
+
+
+def _dropped_folder(event: QDragEnterEvent | QDropEvent) -> Path | None:
+    mime = event.mimeData()
+    if not mime.hasUrls():
+        return None
+    for url in mime.urls():
+        if url.isLocalFile() and Path(url.toLocalFile()).is_dir():
+            return Path(url.toLocalFile())
+    return None
+
+
+def install_excepthook(window: QWidget | None = None) -> None:
+    """Unexpected errors in slots are logged and shown as a message; the app keeps running."""
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        log.error("unexpected error:\n%s", "".join(traceback.format_exception(exc_type, exc, tb)))
+        if isinstance(window, QMainWindow):
+            window.statusBar().showMessage(f"Unexpected error: {exc}", 15000)
+
+    sys.excepthook = hook
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    app.setApplicationDisplayName("Earshot")
+    return app  # type: ignore[return-value]
+
+
+def run_gui(library: Path | None = None) -> int:
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        print("earshot: no display found. Run it in a desktop session, or under `xvfb-run earshot`.",
+              file=sys.stderr)
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    app = create_application()
+    window = MainWindow(library=library)
+    install_excepthook(window)
+    window.show()
+    window.raise_()
+    window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    return app.exec()

@@ -1,0 +1,55 @@
+"""What every tab shares: a stack that shows an empty state until the tab's model is available."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
+
+from app.services.registry import ModelEntry
+from app.ui.widgets import EmptyState
+
+
+class ModelTab(QWidget):
+    """A tab driven by one kind of model. Subclasses fill `self.page` (the working view)."""
+
+    kind: str = ""
+    title: str = ""
+    purpose: str = ""
+    status_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.models: list[ModelEntry] = []
+        self.stack = QStackedWidget(self)
+        self.empty = EmptyState(self.title, self.empty_message())
+        self.page = QWidget()
+        self.stack.addWidget(self.empty)
+        self.stack.addWidget(self.page)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.stack)
+
+    def empty_message(self) -> str:
+        return (
+            f"{self.purpose}\n\nNo {self.kind} model loaded: none is installed yet. "
+            "Train one in the Train tab, or copy a checkpoint into the models folder "
+            "(Help → About lists where)."
+        )
+
+    def has_working_view(self) -> bool:
+        """True once a subclass provides a real view for this tab; until then the empty state stays."""
+        return False
+
+    @Slot(list)
+    def set_models(self, entries: list[ModelEntry]) -> None:
+        self.models = [e for e in entries if e.kind == self.kind]
+        ready = bool(self.models) and self.has_working_view()
+        self.stack.setCurrentWidget(self.page if ready else self.empty)
+        if self.models and not self.has_working_view():
+            names = ", ".join(e.name for e in self.models)
+            self.empty.set_message(
+                f"{self.purpose}\n\nFound {self.kind} model(s): {names}.\n"
+                "This view is not available yet in this version of Earshot."
+            )
+        elif not self.models:
+            self.empty.set_message(self.empty_message())

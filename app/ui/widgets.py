@@ -1,0 +1,95 @@
+"""Shared widgets: empty-state panels and pyqtgraph plots used by several tabs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
+
+
+class EmptyState(QWidget):
+    """A centred title, explanation and optional action: what a tab shows when it cannot work yet."""
+
+    action_clicked = Signal()
+
+    def __init__(self, title: str, message: str, action: str | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.addStretch(1)
+        self.title = QLabel(title)
+        self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        font = self.title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.5)
+        font.setBold(True)
+        self.title.setFont(font)
+        self.message = QLabel(message)
+        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.title)
+        layout.addWidget(self.message)
+        self.button: QPushButton | None = None
+        if action:
+            self.button = QPushButton(action)
+            self.button.clicked.connect(self.action_clicked)
+            layout.addWidget(self.button, alignment=Qt.AlignmentFlag.AlignCenter)
+        layout.addStretch(2)
+
+    def set_message(self, message: str) -> None:
+        self.message.setText(message)
+
+
+class WaveformPlot(pg.PlotWidget):
+    """Min/max envelope of a waveform, decimated to the widget width so long files draw fast."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(x=False, y=False)
+        self.hideButtons()
+        self.getPlotItem().hideAxis("left")
+        self.setLabel("bottom", "time", units="s")
+        self._curve = self.plot(pen=pg.mkPen("#4c9be8"))
+
+    def set_audio(self, audio: np.ndarray, sample_rate: int) -> None:
+        x, y = envelope(audio, sample_rate, points=2000)
+        self._curve.setData(x, y)
+        self.setXRange(0, len(audio) / max(sample_rate, 1), padding=0)
+        self.setYRange(-1, 1, padding=0.05)
+
+
+def envelope(audio: np.ndarray, sample_rate: int, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Interleaved min/max per bucket: the standard way to draw millions of samples on a few pixels."""
+    n = len(audio)
+    if n <= 2 * points:
+        return np.arange(n) / sample_rate, audio.astype(np.float32)
+    size = n // points
+    trimmed = audio[: size * points].reshape(points, size)
+    y = np.empty(2 * points, dtype=np.float32)
+    y[0::2] = trimmed.min(axis=1)
+    y[1::2] = trimmed.max(axis=1)
+    x = np.repeat(np.arange(points) * size, 2) / sample_rate
+    return x, y
+
+
+class SpectrogramView(pg.PlotWidget):
+    """A (time, frequency) image, e.g. log-mel or linear magnitude frames, with time in seconds."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(x=False, y=False)
+        self.hideButtons()
+        self.setLabel("bottom", "time", units="s")
+        self._image = pg.ImageItem()
+        self._image.setColorMap(pg.colormap.get("viridis"))
+        self.addItem(self._image)
+
+    def set_frames(self, frames: np.ndarray, hop_seconds: float) -> None:
+        """frames: (T, F); drawn with frequency upwards."""
+        self._image.setImage(np.asarray(frames, dtype=np.float32).T, autoLevels=True)
+        self._image.setRect(0, 0, frames.shape[0] * hop_seconds, frames.shape[1])
+        self.setXRange(0, frames.shape[0] * hop_seconds, padding=0)

@@ -1,0 +1,1 @@
+"""Pure PyTorch models: one file per model, each with a @dataclass config."""

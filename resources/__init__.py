@@ -1,0 +1,1 @@
+"""Data shipped with Earshot: default checkpoints, demo sound library, icons, model cards."""

@@ -1,0 +1,71 @@
+"""Shared fixtures. Qt runs offscreen; a test that leaves a thread running fails."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_threads() -> Iterator[None]:
+    """Fail any test that leaves a Python thread or an Earshot worker running (napari/superqt style)."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        left = [
+            t for t in threading.enumerate()
+            if t not in before and t.is_alive() and not isinstance(t, threading._DummyThread)
+        ]
+        runners = _active_runners()
+        if not left and not runners:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"test left threads running: {[t.name for t in left]} workers: {runners}")
+        _process_qt_events()
+        time.sleep(0.02)
+
+
+def _active_runners() -> list[str]:
+    import sys
+
+    workers = sys.modules.get("app.workers")
+    return [repr(r) for r in workers.active_runners()] if workers else []
+
+
+def _process_qt_events() -> None:
+    import sys
+
+    if "PySide6.QtCore" in sys.modules:
+        from PySide6.QtCore import QCoreApplication
+
+        if QCoreApplication.instance() is not None:
+            QCoreApplication.processEvents()
+
+
+@pytest.fixture
+def fsdd() -> Path:
+    path = SHARED_DATA / "fsdd"
+    if not (path / "metadata.csv").is_file():
+        pytest.skip(f"FSDD not found at {path}")
+    return path
+
+
+@pytest.fixture
+def sfx() -> Path:
+    path = SHARED_DATA / "sfx"
+    if not (path / "captions.csv").is_file():
+        pytest.skip(f"sfx corpus not found at {path}")
+    return path

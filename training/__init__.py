@@ -1,0 +1,1 @@
+"""Datasets, training loops, metrics, checkpoints, distributed launch. No Qt."""

@@ -1,0 +1,316 @@
+"""Earshot checkpoints: one `.safetensors` file per model.
+
+Weights are tensors; the safetensors `__metadata__` holds JSON strings:
+`kind` (retrieval|units|words), `config` (the model dataclass), `features` (front-end config),
+`training` (data, steps, metrics) and `earshot_version`. Loading checks the kind, the config and every
+tensor name and shape, and raises `CheckpointError` naming the problem. Nothing here unpickles, except
+`load_foreign_state_dict`, which reads third-party `.pt` files with `torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import struct
+import tempfile
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+EARSHOT_VERSION = "0.1.0"
+KINDS = ("retrieval", "units", "words")
+# kind -> "module:function" that builds the model from its config dict; imported only when needed.
+BUILDERS: dict[str, str] = {
+    "retrieval": "models.retrieval:from_config_dict",
+    "units": "models.vqvae:from_config_dict",
+    "words": "models.awe:from_config_dict",
+}
+_MAX_HEADER = 100 * 1024 * 1024  # a safetensors header larger than this is not a checkpoint of ours
+
+T = TypeVar("T")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, damaged, foreign, of the wrong kind, or does not fit the model."""
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    kind: str
+    config: dict[str, Any]
+    features: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] = field(default_factory=dict)
+    version: str = EARSHOT_VERSION
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise TypeError(f"expected a dataclass instance, got {type(config).__name__}")
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+    """Rebuild dataclass `cls` from a dict, refusing unknown keys and recursing into nested dataclasses.
+
+    Missing keys take the field default, so checkpoints from before a field was added still load.
+    """
+    if not isinstance(data, Mapping):
+        raise CheckpointError(f"{cls.__name__}: expected a JSON object, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise CheckpointError(f"{cls.__name__}: unknown config field(s) {', '.join(unknown)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(hints.get(name, Any), value, f"{cls.__name__}.{name}")
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{cls.__name__}: {e}") from e
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        return config_from_dict(hint, value)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(hint):
+            if arg is type(None) and value is None:
+                return None
+            if dataclasses.is_dataclass(arg) and isinstance(value, Mapping):
+                return config_from_dict(arg, value)
+        return value
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and not isinstance(value, hint):
+        raise CheckpointError(f"{where}: expected {hint.__name__}, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    kind: str,
+    model: torch.nn.Module,
+    config: Any,
+    features: Mapping[str, Any] | None = None,
+    training: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write `model`'s weights and its metadata atomically: a crash mid-write leaves the old file intact."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown checkpoint kind {kind!r}; expected one of {', '.join(KINDS)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # clone: safetensors refuses tensors that share storage (tied weights); load fills both again
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
+    metadata = {
+        "kind": kind,
+        "config": json.dumps(config if isinstance(config, Mapping) else config_to_dict(config)),
+        "features": json.dumps(dict(features or {})),
+        "training": json.dumps(dict(training or {})),
+        "earshot_version": EARSHOT_VERSION,
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse and validate the safetensors header without reading the weights.
+
+    Catches the usual damage: an empty or foreign file, a header that is not JSON, and a file cut short
+    (the last tensor must end inside the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise CheckpointError(f"{path.name}: not a checkpoint (file is {size} bytes, too short)")
+        (n,) = struct.unpack("<Q", head)
+        if n < 2 or n > _MAX_HEADER or n + 8 > size:
+            raise CheckpointError(
+                f"{path.name}: not a safetensors checkpoint (header length {n} does not fit a {size}-byte"
+                " file; is it a PyTorch .pt file or damaged?)"
+            )
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path.name}: damaged checkpoint header ({e})") from e
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path.name}: damaged checkpoint header (not a JSON object)")
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            end = max(end, int(info["data_offsets"][1]))
+        except (KeyError, TypeError, IndexError, ValueError) as e:
+            raise CheckpointError(f"{path.name}: damaged entry for tensor {name!r}") from e
+    if 8 + n + end > size:
+        raise CheckpointError(
+            f"{path.name}: truncated checkpoint ({size} bytes on disk, {8 + n + end} expected)"
+        )
+    return header
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The decoded `__metadata__` of an Earshot checkpoint: kind, config, features, training, version."""
+    path = Path(path)
+    meta = read_header(path).get("__metadata__") or {}
+    if "kind" not in meta or "config" not in meta:
+        raise CheckpointError(
+            f"{path.name}: a safetensors file without Earshot metadata (no 'kind'/'config'); "
+            "third-party weights are loaded through a model's --weights option instead"
+        )
+    if meta["kind"] not in KINDS:
+        raise CheckpointError(f"{path.name}: unknown checkpoint kind {meta['kind']!r}")
+    out: dict[str, Any] = {"kind": meta["kind"], "earshot_version": meta.get("earshot_version", "?")}
+    for key in ("config", "features", "training"):
+        try:
+            value = json.loads(meta.get(key) or "{}")
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{path.name}: metadata field {key!r} is not valid JSON ({e})") from e
+        if not isinstance(value, dict):
+            raise CheckpointError(f"{path.name}: metadata field {key!r} is not a JSON object")
+        out[key] = value
+    return out
+
+
+def read_checkpoint(path: str | os.PathLike[str], kind: str | None = None) -> Checkpoint:
+    """Read a whole checkpoint; with `kind`, refuse a checkpoint of any other kind."""
+    path = Path(path)
+    meta = read_metadata(path)
+    if kind is not None and meta["kind"] != kind:
+        raise CheckpointError(
+            f"{path.name}: this is a {meta['kind']!r} checkpoint, but a {kind!r} model was asked for"
+        )
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, RuntimeError) as e:
+        raise CheckpointError(f"{path.name}: cannot read the weights ({e})") from e
+    return Checkpoint(
+        path=path,
+        kind=meta["kind"],
+        config=meta["config"],
+        features=meta["features"],
+        training=meta["training"],
+        version=meta["earshot_version"],
+        tensors=tensors,
+    )
+
+
+def load_state(model: torch.nn.Module, tensors: Mapping[str, torch.Tensor], source: str = "checkpoint") -> None:
+    """Copy `tensors` into `model`, refusing any missing, unexpected or mis-shaped tensor by name."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    mismatched = [
+        f"{k} {tuple(tensors[k].shape)} != {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in tensors and tuple(tensors[k].shape) != tuple(v.shape)
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing {len(missing)} tensor(s): {_first(missing)}")
+    if unexpected:
+        problems.append(f"unexpected {len(unexpected)} tensor(s): {_first(unexpected)}")
+    if mismatched:
+        problems.append(f"{len(mismatched)} shape mismatch(es): {_first(mismatched)}")
+    if problems:
+        raise CheckpointError(f"{source} does not fit the model: " + "; ".join(problems))
+    model.load_state_dict(dict(tensors), strict=True)
+
+
+def _first(items: list[str], n: int = 5) -> str:
+    return ", ".join(items[:n]) + (f", … ({len(items) - n} more)" if len(items) > n else "")
+
+
+def builder_for(kind: str) -> Callable[[dict[str, Any]], torch.nn.Module]:
+    """The function that rebuilds a model of `kind` from its config dict."""
+    target = BUILDERS.get(kind)
+    if target is None:
+        raise CheckpointError(f"unknown checkpoint kind {kind!r}")
+    module_name, func = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, func)
+    except (ImportError, AttributeError) as e:
+        raise CheckpointError(f"this version of Earshot cannot build {kind!r} models yet ({e})") from e
+
+
+def load_model(
+    path: str | os.PathLike[str],
+    kind: str | None = None,
+    device: str | torch.device = "cpu",
+    builder: Callable[[dict[str, Any]], torch.nn.Module] | None = None,
+) -> tuple[torch.nn.Module, Checkpoint]:
+    """Rebuild a model from its checkpoint alone: the caller needs no hyper-parameters."""
+    ckpt = read_checkpoint(path, kind)
+    build = builder or builder_for(ckpt.kind)
+    try:
+        model = build(ckpt.config)
+    except CheckpointError as e:
+        raise CheckpointError(f"{ckpt.path.name}: {e}") from e
+    except (TypeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{ckpt.path.name}: config does not build a {ckpt.kind} model ({e})") from e
+    load_state(model, ckpt.tensors, source=ckpt.path.name)
+    ckpt.tensors = {}  # the model holds the weights now
+    return model.to(device).eval(), ckpt
+
+
+def load_foreign_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """Read third-party weights (official PaSST `.pt`, plain `.safetensors`) without unpickling code."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such weights file")
+    if path.suffix == ".safetensors":
+        try:
+            return load_file(str(path))
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{path.name}: cannot read safetensors weights ({e})") from e
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
+        raise CheckpointError(
+            f"{path.name}: refused: not a plain tensor state dict ({type(e).__name__}: {str(e)[:200]})"
+        ) from e
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+            obj = obj[key]
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise CheckpointError(f"{path.name}: does not hold a state dict of tensors")
+    return obj
