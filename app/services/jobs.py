@@ -25,6 +25,7 @@ Job = Generator[Progress, None, R]
 
 # keys with a meaning to the runners; a job may add any others (metrics, audio_seconds, ...)
 PROGRESS_KEYS = ("step", "total", "loss", "message")
+tqdm.monitor_interval = 0  # no monitor thread: bars are updated from the job's own loop
 
 
 class JobCancelled(Exception):
@@ -54,7 +55,7 @@ def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) ->
                 progress = next(job)
             except StopIteration as stop:
                 return stop.value
-            _update_bar(bar, progress)
+            _update_bar(bar, progress, desc)
     except KeyboardInterrupt:
         job.close()  # runs the job's `finally`, e.g. to keep its last good checkpoint
         raise JobCancelled("cancelled by the user") from None
@@ -62,7 +63,7 @@ def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) ->
         bar.close()
 
 
-def _update_bar(bar: tqdm, progress: Mapping[str, Any]) -> None:
+def _update_bar(bar: tqdm, progress: Mapping[str, Any], desc: str) -> None:
     total = progress.get("total")
     if total and bar.total != total:
         bar.total = total
@@ -74,7 +75,8 @@ def _update_bar(bar: tqdm, progress: Mapping[str, Any]) -> None:
         bar.set_postfix({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in postfix.items()},
                         refresh=False)
     if progress.get("message"):
-        bar.set_description_str(f"{bar.desc.split(':')[0]}: {progress['message']}"[:60], refresh=False)
+        bar.set_description_str(f"{desc}: {progress['message']}"[:60] if desc else str(progress["message"])[:60],
+                                refresh=False)
     bar.refresh()
 
 

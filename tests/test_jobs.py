@@ -1,0 +1,44 @@
+"""The terminal job runner: tqdm progress, result, Ctrl-C closes the job."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.services.jobs import Job, JobCancelled, drain, format_progress, run_in_terminal
+
+
+def job(n: int, closed: list[str]) -> Job[str]:
+    try:
+        for i in range(n):
+            yield {"step": i + 1, "total": n, "loss": 0.5, "message": f"item {i}"}
+    finally:
+        closed.append("closed")
+    return "done"
+
+
+def test_run_in_terminal_returns_the_result(capsys) -> None:
+    closed: list[str] = []
+    assert run_in_terminal(job(3, closed), desc="test", disable=False) == "done"
+    assert closed == ["closed"]
+    assert "3/3" in capsys.readouterr().err
+
+
+def test_ctrl_c_closes_the_job_and_raises_cancelled() -> None:
+    closed: list[str] = []
+
+    def interrupted() -> Job[None]:
+        try:
+            yield {"step": 1}
+            raise KeyboardInterrupt
+        finally:
+            closed.append("closed")
+
+    with pytest.raises(JobCancelled):
+        run_in_terminal(interrupted(), disable=True)
+    assert closed == ["closed"]
+
+
+def test_drain_and_format() -> None:
+    assert drain(job(2, [])) == "done"
+    assert format_progress({"step": 2, "total": 5, "loss": 0.12345, "message": "x"}) == "2/5 · loss 0.1235 · x"
+    assert format_progress({"message": "loading"}) == "loading"
