@@ -12,7 +12,7 @@ from types import TracebackType
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QTabWidget, QWidget
 
 from app.services.environment import Environment, probe_environment
 from app.services.registry import ModelRegistry
@@ -38,7 +38,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Earshot")
         self.setAcceptDrops(True)
         self.settings = QSettings()
-        self.registry = registry or ModelRegistry(device=str(self.settings.value("device", "auto")))
+        self.registry = registry or ModelRegistry()
+        if self.settings.contains("device"):
+            self.registry.set_device(str(self.settings.value("device")))
         self.environment: Environment | None = None
         self._probe: JobRunner | None = None
 
@@ -100,6 +102,7 @@ class MainWindow(QMainWindow):
         self.models_label = QLabel("Models: …")
         self.audio_label = QLabel("Audio: …")
         for label in (self.device_label, self.models_label, self.audio_label):
+            label.setContentsMargins(8, 0, 8, 0)
             bar.addPermanentWidget(label)
 
     # ------------------------------------------------------------------------------------------- actions
@@ -155,6 +158,7 @@ class MainWindow(QMainWindow):
         self.audio_label.setToolTip(env.audio_message)
         for tab in (self.search_tab, self.units_tab, self.words_tab):
             tab.set_models(env.models)
+        self.statusBar().showMessage("Ready", 3000)
 
     @Slot()
     def show_preferences(self) -> None:

@@ -20,7 +20,10 @@ class SearchTab(ModelTab):
         super().__init__(parent)
 
     def empty_message(self) -> str:
-        where = f"Library: {self.library}" if self.library else "No library folder open (File → Open Library…)."
+        if self.library is None:
+            where = "No library folder open (File → Open Library…, or drop a folder on the window)."
+        else:
+            where = f"Library: {self.library}"
         return f"{super().empty_message()}\n\n{where}"
 
     @Slot(Path)

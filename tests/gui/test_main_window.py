@@ -1,0 +1,117 @@
+"""GUI smoke: the window opens offscreen with its four tabs, states are clear, settings persist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from app.services.registry import ModelRegistry
+from app.ui.main_window import MainWindow, demo_library
+
+
+@pytest.fixture
+def window(qtbot, tmp_path: Path) -> MainWindow:
+    registry = ModelRegistry(folders=[(tmp_path / "models", "user")])
+    win = MainWindow(registry=registry)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.environment is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: win._probe is not None and not win._probe.is_running(), timeout=10_000)
+    return win
+
+
+def test_every_tab_opens_and_is_captured(window: MainWindow, tmp_path: Path) -> None:
+    names = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    assert names == ["Search", "Units", "Words", "Train"]
+    for i in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(i)
+        shot = window.grab()
+        path = tmp_path / f"tab-{names[i].lower()}.png"
+        assert shot.save(str(path)) and path.stat().st_size > 5_000
+        image = shot.toImage()
+        colours = {image.pixel(x, y) for x in range(0, image.width(), 37) for y in range(0, image.height(), 37)}
+        assert len(colours) > 3, f"{names[i]} tab rendered blank"
+
+
+def test_status_bar_reports_device_audio_and_models(window: MainWindow) -> None:
+    env = window.environment
+    assert env is not None and env.device in env.devices
+    assert window.device_label.text() == f"Device: {env.device}"
+    assert window.models_label.text().startswith("Models: 0 installed")
+    assert window.audio_label.text().startswith("Audio:")
+    assert window.audio_label.toolTip()  # says why audio is (not) available
+
+
+def test_tabs_explain_missing_models(window: MainWindow) -> None:
+    for tab in (window.search_tab, window.units_tab, window.words_tab):
+        assert tab.stack.currentWidget() is tab.empty
+        assert f"No {tab.kind} model loaded" in tab.empty.message.text()
+    assert str(demo_library()) in window.search_tab.empty.message.text()
+
+
+def test_demo_library_opens_by_default_and_has_clips(window: MainWindow) -> None:
+    assert window.library == demo_library()
+    assert len(list(demo_library().glob("*.wav"))) >= 30
+    assert (demo_library() / "ATTRIBUTION.md").is_file()
+
+
+def test_dropping_a_folder_opens_it_as_library(window: MainWindow, tmp_path: Path) -> None:
+    folder = tmp_path / "sounds"
+    folder.mkdir()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(folder))])
+    event = QDropEvent(QPoint(10, 10).toPointF(), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+    assert window.library == folder
+    assert str(folder) in window.search_tab.empty.message.text()
+    assert window.settings.value("library") == str(folder)
+
+
+def test_opening_a_missing_folder_is_a_message(window: MainWindow, tmp_path: Path) -> None:
+    assert not window.open_library(tmp_path / "nope")
+    assert "Not a folder" in window.statusBar().currentMessage()
+
+
+def test_preferences_and_geometry_persist(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    window.resize(640, 480)  # the offscreen screen is 800x600
+    window.tabs.setCurrentIndex(2)
+    window.apply_preferences("cpu", 1)
+    qtbot.waitUntil(lambda: not window._probe.is_running(), timeout=30_000)
+    window.close()
+    again = MainWindow(registry=ModelRegistry(folders=[(tmp_path / "models", "user")]))
+    qtbot.addWidget(again)
+    assert (again.width(), again.height()) == (640, 480)
+    assert again.tabs.currentIndex() == 2
+    assert again.registry.device_preference == "cpu"
+    qtbot.waitUntil(lambda: again.environment is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: not again._probe.is_running(), timeout=10_000)
+
+
+def test_unavailable_device_preference_falls_back_with_a_reason(qtbot, tmp_path: Path) -> None:
+    registry = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cuda")
+    win = MainWindow(registry=registry)
+    qtbot.addWidget(win)
+    qtbot.waitUntil(lambda: win.environment is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: not win._probe.is_running(), timeout=10_000)
+    if "cuda" in win.environment.devices:
+        pytest.skip("this machine has CUDA")
+    assert win.environment.device == "cpu"
+    assert "not available" in win.device_label.toolTip()
+
+
+def test_dialogs_open(qtbot, window: MainWindow) -> None:
+    from app.ui.dialogs import AboutDialog, PreferencesDialog
+
+    prefs = PreferencesDialog("cpu", 1, ["cpu"], 2)
+    qtbot.addWidget(prefs)
+    assert prefs.values() == ("cpu", 1)
+    cuda_index = prefs.device.findData("cuda")
+    assert not prefs.device.model().item(cuda_index).isEnabled()
+    about = AboutDialog([])
+    qtbot.addWidget(about)
+    about.show()
+    assert about.windowTitle() == "About Earshot"
