@@ -16,8 +16,42 @@ from app import __version__
 
 Handler = Callable[[argparse.Namespace], int]
 
+# kind -> module in training/ with add_train_arguments(p), train(args) -> Job[dict],
+# add_eval_arguments(p) and evaluate(args) -> Job[dict]; imported only when that kind is invoked
+TASKS = {
+    "retrieval": ("training.retrieval_train", "text-to-audio retrieval (PaSST + text encoder)"),
+    "units": ("training.units_train", "speech units (Transformer VQ-VAE + codebook inverter)"),
+    "words": ("training.words_train", "multi-view acoustic word embeddings"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _task_module(kind: str) -> Any:  # noqa: ANN401 - a module
+    import importlib
+    import importlib.util
+
+    name = TASKS[kind][0]
+    if importlib.util.find_spec(name) is None:
+        raise LookupError(f"training and evaluation of {kind} models are not available in this version of Earshot")
+    return importlib.import_module(name)
+
+
+def _add_task_parsers(sub: Any, verb: str, argv: Sequence[str]) -> None:  # noqa: ANN401 - argparse internals
+    what = "train a model" if verb == "train" else "evaluate model checkpoint(s)"
+    parser = sub.add_parser(verb, help=f"{what}: {', '.join(TASKS)}")
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind, (_, description) in TASKS.items():
+        p = kinds.add_parser(kind, help=description, description=f"{what}: {description}")
+        p.set_defaults(handler=cmd_train if verb == "train" else cmd_eval)
+        # arguments come from the task module; import it only when this kind is the one invoked
+        if len(argv) >= 2 and argv[0] == verb and argv[1] == kind:
+            try:
+                module = _task_module(kind)
+            except LookupError:
+                continue
+            (module.add_train_arguments if verb == "train" else module.add_eval_arguments)(p)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="earshot",
         description="Explore audio with research models. Run without a subcommand to open the window.",
@@ -43,11 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-rate", type=int, default=None, help="resample to this rate (Hz)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_probe)
+
+    _add_task_parsers(sub, "train", argv)
+    _add_task_parsers(sub, "eval", argv)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler: Handler = getattr(args, "handler", cmd_gui)
     if not hasattr(args, "library"):
@@ -142,6 +180,37 @@ def cmd_probe(args: argparse.Namespace) -> int:
             else:
                 print(f"error  {r['path']}: {r['error']}")
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def _print_result(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+        return
+    for key, value in result.items():
+        if isinstance(value, dict):
+            print(f"{key}:")
+            for k, v in value.items():
+                print(f"  {k:>24}: {v:.4f}" if isinstance(v, float) else f"  {k:>24}: {v}")
+        else:
+            print(f"{key:>26}: {value:.4f}" if isinstance(value, float) else f"{key:>26}: {value}")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from app.services.jobs import run_in_terminal
+
+    module = _task_module(args.kind)
+    result = run_in_terminal(module.train(args), desc=f"train {args.kind}")
+    _print_result(result, getattr(args, "json", False))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from app.services.jobs import run_in_terminal
+
+    module = _task_module(args.kind)
+    result = run_in_terminal(module.evaluate(args), desc=f"eval {args.kind}")
+    _print_result(result, getattr(args, "json", False))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,666 @@
+"""Audio services: decoding (formats, rates, broken files), block streaming, ring buffer, record, play."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import sounddevice as sd
+import soundfile as sf
+
+from app.services import audio
+from app.services.audio import (
+    AudioError,
+    EmptyAudioError,
+    NoAudioDeviceError,
+    Player,
+    Recorder,
+    RingBuffer,
+    TooLongAudioError,
+    TruncatedAudioError,
+    UnreadableAudioError,
+    audio_info,
+    decode,
+    device_status,
+    iter_blocks,
+    save_wav,
+)
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def tone(freq: float, seconds: float, sr: int, channels: int = 1, amp: float = 0.5) -> np.ndarray:
+    t = np.arange(round(seconds * sr)) / sr
+    x = (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+    return np.stack([x] * channels, axis=1) if channels > 1 else x
+
+
+def peak_hz(x: np.ndarray, sr: int) -> float:
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    return float(np.fft.rfftfreq(len(x), 1 / sr)[spec.argmax()])
+
+
+def write(path: Path, x: np.ndarray, sr: int, **kw: object) -> Path:
+    sf.write(path, x, sr, **kw)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+
+
+@pytest.mark.parametrize("subtype, tol", [("PCM_16", 1 / 32768), ("FLOAT", 0.0)])
+def test_wav_round_trip(tmp_path, subtype, tol):
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(-0.9, 0.9, 8000)).astype(np.float32)
+    path = write(tmp_path / "a.wav", x, 16000, subtype=subtype)
+    d = decode(path)
+    assert d.audio.dtype == np.float32 and d.audio.shape == (8000,)
+    assert d.sample_rate == d.source_rate == 16000 and d.channels == 1
+    assert d.duration == pytest.approx(0.5)
+    np.testing.assert_allclose(d.audio, x, atol=tol)
+
+
+def test_stereo_44k_to_16k_mono_keeps_pitch(tmp_path):
+    x = tone(440, 2.0, 44100, channels=2)
+    x[:, 1] *= 0.5  # the mix must be the mean of the channels
+    path = write(tmp_path / "stereo.wav", x, 44100, subtype="FLOAT")
+    d = decode(path, sample_rate=16000)
+    assert d.audio.ndim == 1 and d.channels == 2 and d.source_rate == 44100 and d.sample_rate == 16000
+    assert len(d.audio) == 32000 and d.duration == pytest.approx(2.0)
+    assert abs(peak_hz(d.audio, 16000) - 440) < 1.0
+    mid = d.audio[8000:24000]  # away from the resampler's edges
+    assert np.abs(mid).max() == pytest.approx(0.75 * 0.5, rel=0.02)
+
+    both = decode(path, sample_rate=16000, mono=False)
+    assert both.audio.shape == (32000, 2)
+    np.testing.assert_allclose(both.audio.mean(axis=1), d.audio, atol=1e-6)
+
+
+@pytest.mark.parametrize("ext, kw, tol_s", [
+    ("flac", {}, 0.0),
+    ("ogg", {"subtype": "VORBIS"}, 0.0),
+    ("mp3", {"format": "MP3"}, 0.06),
+    ("aiff", {}, 0.0),
+])
+def test_compressed_and_other_formats(tmp_path, ext, kw, tol_s):
+    x = tone(440, 1.5, 22050)
+    path = write(tmp_path / f"t.{ext}", x, 22050, **kw)
+    assert audio_info(path).sample_rate == 22050
+    d = decode(path, sample_rate=16000)
+    assert abs(d.duration - 1.5) <= tol_s + 1e-9
+    assert abs(peak_hz(d.audio, 16000) - 440) < 2.0
+    assert np.abs(d.audio).max() == pytest.approx(0.5, abs=0.08)
+
+
+@pytest.mark.parametrize("sr", [8000, 11025, 22050, 96000])
+def test_odd_sample_rates(tmp_path, sr):
+    x = tone(1000, 1.0, sr) if sr != 11025 else tone(1000, 1.3, sr)
+    path = write(tmp_path / f"r{sr}.wav", x, sr)
+    d = decode(path, sample_rate=16000)
+    assert len(d.audio) == math.ceil(len(x) * 16000 / sr)
+    assert abs(peak_hz(d.audio, 16000) - 1000) < 1.5
+
+
+def test_audio_info_from_header(tmp_path):
+    path = write(tmp_path / "i.flac", tone(300, 2.5, 32000, channels=2), 32000)
+    info = audio_info(path)
+    assert (info.sample_rate, info.channels, info.frames, info.format) == (32000, 2, 80000, "FLAC")
+    assert info.duration == pytest.approx(2.5)
+
+
+def test_segment_start_and_duration(tmp_path):
+    x = np.arange(16000, dtype=np.float32) / 16000
+    path = write(tmp_path / "ramp.wav", x, 16000, subtype="FLOAT")
+    d = decode(path, start=0.25, duration=0.5)
+    np.testing.assert_array_equal(d.audio, x[4000:12000])
+    assert len(decode(path, start=0.9, duration=5.0).audio) == 1600  # clamped to the end
+
+
+# ---------------------------------------------------------------------------------------------- bad files
+
+
+def test_corrupt_file(tmp_path):
+    path = tmp_path / "noise.wav"
+    path.write_bytes(np.random.default_rng(1).bytes(4000))
+    with pytest.raises(UnreadableAudioError, match="noise.wav"):
+        decode(path)
+
+
+def test_zero_byte_file(tmp_path):
+    path = tmp_path / "empty.wav"
+    path.write_bytes(b"")
+    with pytest.raises(EmptyAudioError, match="empty.wav.*0 bytes"):
+        decode(path)
+
+
+def test_header_only_wav(tmp_path):
+    full = write(tmp_path / "full.wav", tone(440, 0.5, 16000), 16000, subtype="PCM_16")
+    path = tmp_path / "header.wav"
+    path.write_bytes(full.read_bytes()[:44])
+    with pytest.raises(EmptyAudioError, match="header.wav"):
+        decode(path)
+
+
+def test_truncated_wav(tmp_path):
+    full = write(tmp_path / "full.wav", tone(440, 1.0, 16000), 16000, subtype="PCM_16")
+    data = full.read_bytes()
+    path = tmp_path / "cut.wav"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TruncatedAudioError, match="cut.wav.*32000"):
+        decode(path)
+    with pytest.raises(TruncatedAudioError):
+        list(iter_blocks(path, 16000, 0.1))
+
+
+def test_truncated_mp3(tmp_path):
+    full = write(tmp_path / "full.mp3", tone(440, 2.0, 16000), 16000, format="MP3")
+    data = full.read_bytes()
+    path = tmp_path / "cut.mp3"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TruncatedAudioError, match="cut.mp3"):
+        decode(path)
+
+
+def test_too_long_is_decided_from_the_header(tmp_path, monkeypatch):
+    path = write(tmp_path / "long.wav", tone(440, 3.0, 8000), 8000)
+
+    def no_reading(*a, **k):
+        raise AssertionError("the samples must not be read")
+
+    monkeypatch.setattr(sf, "read", no_reading)
+    monkeypatch.setattr(sf.SoundFile, "read", no_reading)
+    with pytest.raises(TooLongAudioError, match="long.wav.*3.0 s"):
+        decode(path, max_seconds=1.0)
+    monkeypatch.undo()
+    assert decode(path, max_seconds=1.0, duration=0.5).duration == pytest.approx(0.5)  # the part is short
+    assert decode(path, max_seconds=None).duration == pytest.approx(3.0)
+
+
+def test_nan_and_inf_are_zeroed_and_counted(tmp_path):
+    x = tone(440, 0.5, 16000)
+    x[[10, 20, 30]] = np.nan
+    x[40] = np.inf
+    x[50] = -np.inf
+    path = write(tmp_path / "nan.wav", x, 16000, subtype="FLOAT")
+    d = decode(path)
+    assert d.nonfinite == 5
+    assert np.isfinite(d.audio).all()
+    assert (d.audio[[10, 20, 30, 40, 50]] == 0).all()
+    np.testing.assert_array_equal(d.audio[:10], x[:10])
+    assert np.isfinite(decode(path, sample_rate=8000).audio).all()
+
+
+def test_non_utf8_file_name(tmp_path):
+    name = os.fsdecode(b"caf\xe9 \xff\xfe r\xc3\xa9sum\xc3\xa9.wav")  # latin-1 bytes, invalid UTF-8
+    path = tmp_path / name
+    save_wav(path, tone(440, 0.25, 16000), 16000)
+    assert path.exists()
+    d = decode(path)
+    assert d.duration == pytest.approx(0.25) and audio_info(path).frames == 4000
+    with pytest.raises(UnreadableAudioError) as err:
+        decode(tmp_path / ("missing " + name))
+    str(err.value).encode("utf-8")  # the message must be printable
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(UnreadableAudioError, match="nothing.wav: file not found"):
+        decode(tmp_path / "nothing.wav")
+    (tmp_path / "folder.wav").mkdir()
+    with pytest.raises(UnreadableAudioError, match="folder.wav: is a directory"):
+        decode(tmp_path / "folder.wav")
+    with pytest.raises(UnreadableAudioError):
+        audio_info(tmp_path)
+
+
+def test_permission_denied(tmp_path, monkeypatch):
+    path = write(tmp_path / "locked.wav", tone(440, 0.1, 16000), 16000)
+    if os.geteuid() == 0:  # root reads anything; simulate the denial
+        def denied(*a, **k):
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(audio, "open", denied, raising=False)
+    else:
+        path.chmod(0)
+    with pytest.raises(UnreadableAudioError, match="locked.wav: permission denied"):
+        decode(path)
+
+
+def test_all_errors_are_audio_errors():
+    for cls in (UnreadableAudioError, EmptyAudioError, TruncatedAudioError, TooLongAudioError,
+                NoAudioDeviceError):
+        assert issubclass(cls, AudioError)
+    assert {".wav", ".flac", ".ogg", ".mp3", ".aiff"} <= audio.SUPPORTED_EXTENSIONS
+
+
+# ------------------------------------------------------------------------------------------- iter_blocks
+
+
+def test_streamed_resampling_equals_whole_file(tmp_path):
+    x = np.random.default_rng(2).normal(0, 0.1, (44100 * 2 + 77, 2)).astype(np.float32)
+    path = write(tmp_path / "n.wav", x, 44100, subtype="FLOAT")
+    whole = decode(path, sample_rate=16000).audio
+    info = audio.audio_info(path)
+    pieces = list(audio._stream_resampled(path, info, 16000, chunk_seconds=0.05))
+    assert len(pieces) > 30  # really streamed in many pieces
+    np.testing.assert_allclose(np.concatenate(pieces), whole, atol=1e-6)
+
+
+def test_iter_blocks_sizes_overlap_and_padding(tmp_path, monkeypatch):
+    x = np.random.default_rng(3).normal(0, 0.1, 22050 * 3 + 100).astype(np.float32)
+    path = write(tmp_path / "n.wav", x, 22050, subtype="FLOAT")
+    whole = decode(path, sample_rate=16000).audio  # 48073 samples
+
+    reads: list[int] = []
+    real_read = sf.SoundFile.read
+
+    def spy(self, frames=-1, *a, **k):
+        reads.append(frames)
+        return real_read(self, frames, *a, **k)
+
+    monkeypatch.setattr(sf.SoundFile, "read", spy)
+    blocks = list(iter_blocks(path, 16000, block_seconds=1.0))
+    assert all(0 < f <= 5 * 22050 + 441 for f in reads)  # never the whole file at once
+    assert [len(b) for b in blocks] == [16000] * 4
+    cat = np.concatenate(blocks)
+    np.testing.assert_allclose(cat[: len(whole)], whole, atol=1e-6)
+    assert not cat[len(whole):].any()  # zero padding
+
+    short = list(iter_blocks(path, 16000, 1.0, pad_last=False))
+    assert len(short[-1]) == len(whole) - 48000
+
+    over = list(iter_blocks(path, 16000, block_seconds=1.0, overlap_seconds=0.5))
+    assert len(over) == 6  # starts 0, .5, ..., 2.5 s; the last has 73 new samples
+    for i, b in enumerate(over[:-1]):
+        np.testing.assert_allclose(b, whole[i * 8000: i * 8000 + 16000], atol=1e-6)
+    with pytest.raises(ValueError):
+        next(iter_blocks(path, 16000, 1.0, overlap_seconds=1.0))
+
+
+def test_iter_blocks_short_file_gives_one_padded_block(tmp_path):
+    path = write(tmp_path / "s.wav", tone(440, 0.3, 16000), 16000)
+    blocks = list(iter_blocks(path, 16000, 1.0, overlap_seconds=0.5))
+    assert len(blocks) == 1 and len(blocks[0]) == 16000
+    assert not blocks[0][4800:].any() and blocks[0][:4800].any()
+
+
+# -------------------------------------------------------------------------------------------------- save
+
+
+def test_save_wav_pcm_float_and_atomic(tmp_path):
+    path = tmp_path / "out.wav"
+    x = np.array([0.0, 0.5, -0.5, 2.0, -3.0, np.nan], dtype=np.float32)
+    save_wav(path, x, 8000)
+    data, sr = sf.read(path, dtype="float32")
+    assert sr == 8000 and sf.info(path).subtype == "PCM_16"
+    np.testing.assert_allclose(data, [0, 0.5, -0.5, 1.0, -1.0, 0], atol=1 / 32768)
+
+    save_wav(path, x[:5], 8000, subtype="FLOAT")  # overwrite in place
+    data, _ = sf.read(path, dtype="float32")
+    np.testing.assert_array_equal(data, x[:5])
+
+    with pytest.raises(Exception):  # noqa: B017 - whatever libsndfile says; the old file must survive
+        save_wav(path, x, 8000, subtype="NOT_A_SUBTYPE")
+    np.testing.assert_array_equal(sf.read(path, dtype="float32")[0], x[:5])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.wav"]  # no temp files left
+
+
+# ------------------------------------------------------------------------------------------- ring buffer
+
+
+def test_ring_buffer_keeps_order_across_wrap_around():
+    rb = RingBuffer(10)
+    rb.write(np.arange(7))
+    np.testing.assert_array_equal(rb.read(5), [0, 1, 2, 3, 4])
+    rb.write(np.arange(7, 13))  # wraps
+    assert len(rb) == 8
+    np.testing.assert_array_equal(rb.read(), np.arange(5, 13))
+    assert len(rb) == 0 and rb.read().shape == (0,) and rb.overflow == 0
+
+
+def test_ring_buffer_overflow_drops_oldest():
+    rb = RingBuffer(10)
+    rb.write(np.arange(8))
+    rb.write(np.arange(8, 13))
+    assert rb.overflow == 3
+    np.testing.assert_array_equal(rb.read(), np.arange(3, 13))
+    rb.write(np.arange(4))
+    rb.write(np.arange(100, 125))  # bigger than the buffer
+    assert rb.overflow == 3 + 4 + 15
+    np.testing.assert_array_equal(rb.read(), np.arange(115, 125))
+    rb.write(np.ones(3))
+    rb.clear()
+    assert len(rb) == 0
+
+
+def test_ring_buffer_channels():
+    rb = RingBuffer(6, channels=2)
+    block = np.arange(10, dtype=np.float32).reshape(5, 2)
+    rb.write(block)
+    rb.write(block[:3] + 100)
+    out = rb.read()
+    assert out.shape == (6, 2)
+    np.testing.assert_array_equal(out, np.concatenate([block[2:], block[:3] + 100]))
+
+
+def test_ring_buffer_concurrent_writer_and_reader():
+    rb = RingBuffer(1000)
+    total, block = 200_000, 64
+
+    def writer() -> None:
+        for start in range(0, total, block):
+            rb.write(np.arange(start, min(start + block, total), dtype=np.float32))
+
+    t = threading.Thread(target=writer)
+    t.start()
+    got = []
+    while t.is_alive():
+        got.append(rb.read(300))
+    t.join()
+    got.append(rb.read())
+    seq = np.concatenate(got).astype(np.int64)
+    assert len(seq) + rb.overflow == total
+    assert seq[-1] == total - 1
+    steps = np.diff(seq)
+    assert (steps >= 1).all()  # order kept; gaps only where the writer overran the reader
+    assert (steps - 1).sum() == rb.overflow - seq[0]
+
+
+# --------------------------------------------------------------------------------------------- devices
+
+
+def test_device_status_without_portaudio(monkeypatch):
+    def missing():
+        raise OSError("PortAudio library not found")
+
+    monkeypatch.setattr(audio, "_import_sounddevice", missing)
+    s = device_status()
+    assert not s.input_ok and not s.output_ok
+    assert "PortAudio not installed" in s.message and "libportaudio2" in s.message
+
+    def no_module():
+        raise ImportError("No module named 'sounddevice'")
+
+    monkeypatch.setattr(audio, "_import_sounddevice", no_module)
+    assert "no audio backend" in device_status().message
+
+
+def fake_sounddevice(devices: list[dict], default_in: int | None, default_out: int | None) -> object:
+    def query_devices(kind: str | None = None) -> object:
+        if kind is None:
+            return devices
+        idx = default_in if kind == "input" else default_out
+        if idx is None:
+            raise sd.PortAudioError("Error querying device -1")
+        return devices[idx]
+
+    return SimpleNamespace(query_devices=query_devices)
+
+
+def test_device_status_with_and_without_devices(monkeypatch):
+    mic = {"name": "USB mic", "max_input_channels": 1, "max_output_channels": 0}
+    spk = {"name": "Speakers", "max_input_channels": 0, "max_output_channels": 2}
+    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([mic, spk], 0, 1))
+    s = device_status()
+    assert s.input_ok and s.output_ok and s.inputs == ["USB mic"] and s.outputs == ["Speakers"]
+
+    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([spk], None, 0))
+    s = device_status()
+    assert not s.input_ok and s.output_ok and "no audio input device" in s.message
+
+    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([mic], None, None))
+    s = device_status()
+    assert not s.input_ok and not s.output_ok and "no default audio input" in s.message
+
+    def broken(kind=None):
+        raise RuntimeError("PortAudio not initialized")
+
+    monkeypatch.setattr(audio, "_import_sounddevice", lambda: SimpleNamespace(query_devices=broken))
+    s = device_status()
+    assert not s.input_ok and "audio backend error" in s.message
+
+    devices = audio.AudioDevices()
+    assert devices.status is devices.status and devices.refresh() is not None
+
+
+def test_device_status_on_this_machine_never_raises():
+    s = device_status()
+    assert isinstance(s.message, str) and s.message
+    assert s.input_ok == bool(s.inputs) or not s.input_ok
+
+
+# ---------------------------------------------------------------------------------------------- recorder
+
+
+class FakeStream:
+    """Stands in for sounddevice.InputStream / OutputStream; the test drives the callback itself."""
+
+    def __init__(self, samplerate, channels, blocksize, dtype, callback, device):
+        self.samplerate, self.channels, self.blocksize = samplerate, channels, blocksize
+        self.dtype, self.callback, self.device = dtype, callback, device
+        self.active = False
+        self.closed = False
+        self.vanish_error: Exception | None = None  # stop/close raise this once the device is gone
+        FakeStream.last = self
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        if self.vanish_error:
+            raise self.vanish_error
+        self.active = False
+
+    def close(self) -> None:
+        if self.vanish_error:
+            raise self.vanish_error
+        self.closed = True
+
+    def vanish(self) -> None:
+        self.active = False
+        self.vanish_error = sd.PortAudioError("Device unavailable", -9985)
+
+
+def flags(**kw: bool) -> sd.CallbackFlags:
+    f = sd.CallbackFlags()
+    for k, v in kw.items():
+        setattr(f, k, v)
+    return f
+
+
+def feed(stream: FakeStream, blocks: list[np.ndarray], overflow_at: frozenset[int] = frozenset()
+         ) -> threading.Thread:
+    """Simulate the microphone: call the stream's callback from another thread."""
+
+    def run() -> None:
+        for i, b in enumerate(blocks):
+            indata = b.reshape(len(b), -1).copy()  # (frames, channels), like PortAudio
+            stream.callback(indata, len(b), None, flags(input_overflow=i in overflow_at))
+            time.sleep(0.0005)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_recorder_drains_what_was_fed_and_counts_overflows():
+    rec = Recorder(sample_rate=16000, block_size=160, capacity_seconds=1.0, stream_factory=FakeStream)
+    rec.start()
+    stream = FakeStream.last
+    assert stream.active and (stream.samplerate, stream.blocksize, stream.dtype) == (16000, 160, "float32")
+    fed = np.random.default_rng(4).uniform(-1, 1, 160 * 60).astype(np.float32)
+    t = feed(stream, np.split(fed, 60), overflow_at=frozenset({5, 17, 40}))
+    got = []
+    while t.is_alive():
+        got.append(rec.drain())
+        time.sleep(0.002)
+    t.join()
+    got.append(rec.drain())
+    np.testing.assert_array_equal(np.concatenate(got), fed)
+    assert rec.overflows == 3 and rec.recording and rec.error == ""
+    rec.stop()
+    assert not rec.recording and stream.closed and not stream.active and rec.error == ""
+
+
+def test_recorder_ring_buffer_drops_count_as_overflows():
+    rec = Recorder(sample_rate=1000, block_size=100, capacity_seconds=0.5, stream_factory=FakeStream)
+    rec.start()
+    t = feed(FakeStream.last, [np.full(100, i, np.float32) for i in range(8)])  # 800 frames into 500
+    t.join()
+    out = rec.drain()
+    assert len(out) == 500 and rec.overflows == 300
+    np.testing.assert_array_equal(out[:100], np.full(100, 3))
+    rec.stop()
+
+
+def test_recorder_device_vanishes_mid_recording():
+    rec = Recorder(block_size=160, stream_factory=FakeStream)
+    rec.start()
+    stream = FakeStream.last
+    fed = np.random.default_rng(5).uniform(-1, 1, 1600).astype(np.float32)
+    t = feed(stream, np.split(fed, 10))
+    t.join()
+    stream.vanish()  # PortAudio stops the stream; stop/close now raise PortAudioError
+    assert not rec.recording  # noticed, stream shut down, no exception
+    assert "stopped unexpectedly" in rec.error
+    np.testing.assert_array_equal(rec.drain(), fed)  # what arrived before is kept
+    rec.stop()  # idempotent
+
+
+def test_recorder_callback_failure_and_stop_error_are_reported_not_raised():
+    rec = Recorder(block_size=160, stream_factory=FakeStream)
+    rec.start()
+    stream = FakeStream.last
+
+    def bad_call() -> None:
+        stream.callback(None, 160, None, flags())  # the device went away mid-callback
+
+    t = threading.Thread(target=bad_call)
+    t.start()
+    t.join()
+    assert rec.drain().shape == (0,)
+    assert not rec.recording and rec.error.startswith("audio input failed")
+
+    rec.start()  # a new recording clears the error
+    assert rec.error == "" and rec.recording
+    FakeStream.last.vanish()
+    FakeStream.last.active = True
+    rec.stop()  # PortAudioError from stop/close: reported
+    assert "Device unavailable" in rec.error and not rec.recording
+
+
+def test_recorder_notices_a_stalled_device():
+    rec = Recorder(block_size=160, stream_factory=FakeStream, stall_seconds=0.1)
+    rec.start()
+    assert rec.recording
+    time.sleep(0.15)
+    assert not rec.recording and "no audio" in rec.error
+
+
+def test_recorder_without_device_raises_typed_error(monkeypatch):
+    none = audio.DeviceStatus(False, False, "no microphone here")
+    monkeypatch.setattr(audio, "device_status", lambda: none)
+    rec = Recorder()
+    with pytest.raises(NoAudioDeviceError, match="no microphone here"):
+        rec.start()
+    assert not rec.recording
+
+    def refuses(**kw):
+        raise sd.PortAudioError("Invalid sample rate", -9997)
+
+    with pytest.raises(NoAudioDeviceError, match="Invalid sample rate"):
+        Recorder(stream_factory=refuses).start()
+
+
+# ------------------------------------------------------------------------------------------------ player
+
+
+def pull(stream: FakeStream, blocks: int, channels: int = 1) -> np.ndarray:
+    """Simulate PortAudio asking for `blocks` output blocks, from another thread."""
+    out = np.full((blocks, stream.blocksize, channels), 9.0, dtype=np.float32)
+
+    def run() -> None:
+        for i in range(blocks):
+            stream.callback(out[i], stream.blocksize, None, flags())
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out.reshape(-1, channels)
+
+
+def test_player_plays_from_start_position_and_finishes():
+    player = Player(stream_factory=FakeStream, block_size=100)
+    x = np.arange(1000, dtype=np.float32) / 1000
+    player.play(x, 1000, start_seconds=0.25)
+    stream = FakeStream.last
+    assert stream.channels == 1 and stream.samplerate == 1000 and player.playing
+    assert player.duration == 1.0 and player.position == 0.25
+    out = pull(stream, 5)[:, 0]
+    np.testing.assert_array_equal(out, x[250:750])
+    assert player.position == 0.75 and player.playing
+
+    out = pull(stream, 5)[:, 0]  # 250 frames left, then zeros
+    np.testing.assert_array_equal(out[:250], x[750:])
+    assert not out[250:].any()
+    assert player.position == 1.0
+    assert not player.playing and stream.closed  # finished: stream closed
+
+
+def test_player_seek_and_stereo():
+    player = Player(stream_factory=FakeStream, block_size=64)
+    x = np.stack([np.arange(2000), -np.arange(2000)], axis=1).astype(np.float32)
+    player.play(x, 2000)
+    stream = FakeStream.last
+    assert stream.channels == 2
+    np.testing.assert_array_equal(pull(stream, 1, 2), x[:64])
+    player.seek(0.5)
+    assert player.position == 0.5
+    np.testing.assert_array_equal(pull(stream, 2, 2), x[1000:1128])
+    player.seek(-3)
+    np.testing.assert_array_equal(pull(stream, 1, 2), x[:64])
+    player.seek(99)
+    assert not pull(stream, 1, 2).any() and not player.playing
+    player.stop()
+
+
+def test_player_stop_device_loss_and_no_device(monkeypatch):
+    player = Player(stream_factory=FakeStream)
+    player.play(np.zeros(48000, np.float32), 48000)
+    stream = FakeStream.last
+    player.stop()
+    assert stream.closed and not player.playing
+
+    player.play(np.zeros(48000, np.float32), 48000)
+    FakeStream.last.vanish()
+    assert not player.playing and "stopped unexpectedly" in player.error
+
+    monkeypatch.setattr(audio, "device_status", lambda: audio.DeviceStatus(False, False, "no speakers"))
+    with pytest.raises(NoAudioDeviceError, match="no speakers"):
+        Player().play(np.zeros(10, np.float32), 8000)
+
+
+def test_default_streams_come_from_sounddevice(monkeypatch):
+    """Without a stream_factory the services use sounddevice's streams; playback ends with CallbackStop."""
+    ok = audio.DeviceStatus(True, True, "fine")
+    fake_sd = SimpleNamespace(InputStream=FakeStream, OutputStream=FakeStream, CallbackStop=sd.CallbackStop)
+    monkeypatch.setattr(audio, "device_status", lambda: ok)
+    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sd)
+    rec = Recorder(sample_rate=8000, block_size=80, device="USB mic")
+    rec.start()
+    assert FakeStream.last.device == "USB mic" and rec.recording
+    rec.stop()
+
+    player = Player(block_size=4)
+    player.play(np.ones(6, np.float32), 8000)
+    out = np.zeros((4, 1), np.float32)
+    FakeStream.last.callback(out, 4, None, flags())
+    with pytest.raises(sd.CallbackStop):  # tells PortAudio to play out and stop
+        FakeStream.last.callback(out, 4, None, flags())
+    np.testing.assert_array_equal(out[:, 0], [1, 1, 0, 0])
+    assert not player.playing
