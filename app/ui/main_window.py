@@ -18,6 +18,7 @@ from app.services.environment import Environment, probe_environment
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import AboutDialog, PreferencesDialog
 from app.ui.search_tab import SearchTab
+from app.ui.tab_base import ModelTab
 from app.ui.train_tab import TrainTab
 from app.ui.units_tab import UnitsTab
 from app.ui.words_tab import WordsTab
@@ -53,6 +54,10 @@ class MainWindow(QMainWindow):
                              (self.words_tab, "Words"), (self.train_tab, "Train")):
             self.tabs.addTab(widget, name)
         self.setCentralWidget(self.tabs)
+        for tab in self.model_tabs():
+            tab.set_registry(self.registry)
+            tab.models_loaded.connect(self.update_models_label)
+            tab.status_changed.connect(lambda msg: self.statusBar().showMessage(msg, 8000))
         self._build_menus()
         self._build_status_bar()
 
@@ -145,9 +150,7 @@ class MainWindow(QMainWindow):
         text = f"Device: {env.device}"
         self.device_label.setText(text + (" (preference unavailable)" if env.device_error else ""))
         self.device_label.setToolTip(env.device_error or f"available: {', '.join(env.devices)}")
-        loaded = self.registry.loaded()
-        self.models_label.setText(f"Models: {len(env.models)} installed, "
-                                  f"{', '.join(loaded) if loaded else 'none'} loaded")
+        self.update_models_label()
         self.models_label.setToolTip("\n".join(f"{e.name} ({e.kind}, {e.source})" for e in env.models)
                                      + "".join(f"\nproblem: {p.message}" for p in env.model_problems))
         if env.audio_input or env.audio_output:
@@ -156,9 +159,18 @@ class MainWindow(QMainWindow):
         else:
             self.audio_label.setText("Audio: no device")
         self.audio_label.setToolTip(env.audio_message)
-        for tab in (self.search_tab, self.units_tab, self.words_tab):
+        for tab in self.model_tabs():
             tab.set_models(env.models)
         self.statusBar().showMessage("Ready", 3000)
+
+    def model_tabs(self) -> list[ModelTab]:
+        return [self.search_tab, self.units_tab, self.words_tab]
+
+    @Slot()
+    def update_models_label(self) -> None:
+        installed = len(self.environment.models) if self.environment else 0
+        loaded = self.registry.loaded()
+        self.models_label.setText(f"Models: {installed} installed, {', '.join(loaded) if loaded else 'none'} loaded")
 
     @Slot()
     def show_preferences(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
 
-from app.services.registry import ModelEntry
+from app.services.registry import ModelEntry, ModelRegistry
 from app.ui.widgets import EmptyState
 
 
@@ -16,10 +16,12 @@ class ModelTab(QWidget):
     title: str = ""
     purpose: str = ""
     status_changed = Signal(str)
+    models_loaded = Signal()  # emit after loading a model so the status bar can say so
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.models: list[ModelEntry] = []
+        self.registry: ModelRegistry | None = None
         self.stack = QStackedWidget(self)
         self.empty = EmptyState(self.title, self.empty_message())
         self.page = QWidget()
@@ -35,6 +37,10 @@ class ModelTab(QWidget):
             "Train one in the Train tab, or copy a checkpoint into the models folder "
             "(Help → About lists where)."
         )
+
+    def set_registry(self, registry: ModelRegistry) -> None:
+        """The window's model registry; tabs load their models through it (in workers)."""
+        self.registry = registry
 
     def has_working_view(self) -> bool:
         """True once a subclass provides a real view for this tab; until then the empty state stays."""
