@@ -7,7 +7,9 @@ PIP := $(PY) -m pip
 # torch and torchaudio must come as a matching pair; this one runs on CPU and CUDA
 TORCH_SPEC ?= torch==2.14.1 torchaudio==2.11.0
 # PortAudio (microphone/speakers), espeak-ng (synthetic speech), Qt's runtime libraries, Xvfb
-SYSTEM_PACKAGES := libportaudio2 espeak-ng xvfb libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0
+SYSTEM_PACKAGES := libportaudio2 espeak-ng xvfb libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
+  libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 \
+  libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0
 PYTEST_ARGS ?=
 
 .PHONY: run test bench lint system-deps clean

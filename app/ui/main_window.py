@@ -61,6 +61,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_status_bar()
 
+        self.setMinimumSize(720, 480)
         geometry = self.settings.value("geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)

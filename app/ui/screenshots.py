@@ -10,11 +10,16 @@ from pathlib import Path
 
 def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700)) -> list[Path]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QCoreApplication
+    import tempfile
+
+    from PySide6.QtCore import QCoreApplication, QSettings
 
     from app.ui.main_window import MainWindow, create_application
 
     create_application()
+    # a throw-away settings folder: screenshots show the defaults and leave the user's settings alone
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, tempfile.mkdtemp(prefix="earshot-shots-"))
     window = MainWindow()
     window.resize(*size)
     window.show()
