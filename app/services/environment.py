@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 
+from app.services.audio import DeviceStatus
 from app.services.jobs import Job
 from app.services.registry import ModelEntry, ModelRegistry, RegistryProblem
 
@@ -18,6 +19,7 @@ class Environment:
     audio_input: bool = False
     audio_output: bool = False
     audio_message: str = ""
+    audio: DeviceStatus = field(default_factory=lambda: DeviceStatus(False, False, "not checked yet"))
     models: list[ModelEntry] = field(default_factory=list)
     model_problems: list[RegistryProblem] = field(default_factory=list)
     python: str = platform.python_version()
@@ -50,6 +52,7 @@ def probe_environment(registry: ModelRegistry, device_preference: str = "auto") 
         audio_input=audio.input_ok,
         audio_output=audio.output_ok,
         audio_message=audio.message,
+        audio=audio,
         models=models,
         model_problems=list(registry.problems),
     )

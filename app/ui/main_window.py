@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
             self.audio_label.setText("Audio: no device")
         self.audio_label.setToolTip(env.audio_message)
         for tab in self.model_tabs():
+            tab.set_audio_status(env.audio)
             tab.set_models(env.models)
         self.statusBar().showMessage("Ready", 3000)
 
@@ -210,6 +211,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt API)
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("tab", self.tabs.currentIndex())
+        for tab in self.model_tabs():
+            tab.shutdown()
         cancel_all()
         super().closeEvent(event)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
 
+from app.services.audio import DeviceStatus
 from app.services.registry import ModelEntry, ModelRegistry
 from app.ui.widgets import EmptyState
 
@@ -41,6 +42,13 @@ class ModelTab(QWidget):
     def set_registry(self, registry: ModelRegistry) -> None:
         """The window's model registry; tabs load their models through it (in workers)."""
         self.registry = registry
+
+    def set_audio_status(self, status: DeviceStatus) -> None:
+        """Which audio devices exist; tabs that record or play enable those controls from this."""
+        self.audio_status = status
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Stop recording, playback and jobs before the window closes."""
 
     def has_working_view(self) -> bool:
         """True once a subclass provides a real view for this tab; until then the empty state stays."""

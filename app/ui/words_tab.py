@@ -1,8 +1,101 @@
-"""Words tab: spoken and written words in one embedding space."""
+"""Words tab: spoken and written words in one embedding space.
+
+Left: the collection (spoken words from files or the microphone, written words with their phonemes), the
+model picker and the nearest neighbours of the selected item. Right: a similarity-matrix heat map and a
+2-D PCA map, and a spoken-term search page (a longer recording, a query, scores over time, best hits).
+Every model call runs in a `JobRunner`; errors land in the status line and `status_changed`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QColor, QFont, QIcon, QKeyEvent, QPainter, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.services.audio import SUPPORTED_EXTENSIONS, DeviceStatus, Player, Recorder, device_status
+from app.services.jobs import Job, format_progress
+from app.services.registry import ModelEntry, ModelRegistry
+from app.services.words import (
+    SAMPLE_RATE,
+    LoadResult,
+    TermSearchResult,
+    WordItem,
+    WordSet,
+    WordSpace,
+    load_items_job,
+    load_recording_job,
+    load_space_job,
+    query_vector_job,
+    recording_item_job,
+    reembed_job,
+    term_search_job,
+    text_items_job,
+)
 from app.ui.tab_base import ModelTab
+from app.ui.widgets import WaveformPlot, envelope
+from app.workers import JobRunner
+
+SPOKEN_COLOUR = "#4c9be8"
+WRITTEN_COLOUR = "#e8964c"
+SPEECH_LEVEL = 0.02  # peak amplitude that counts as speech while recording
+SPEECH_SECONDS = 2.0  # recording stops this long after speech starts
+MAX_RECORD_SECONDS = 6.0  # ... or after this long in any case
+MATRIX_TEXT_LIMIT = 10  # write the values in the cells up to this many items
+
+
+def short(label: str, n: int = 10) -> str:
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def waveform_icon(audio: np.ndarray, width: int = 48, height: int = 20) -> QIcon:
+    """A small min/max envelope picture of a spoken word for the item list."""
+    pix = QPixmap(width, height)
+    pix.fill(QColor(0, 0, 0, 0))
+    _, y = envelope(audio, SAMPLE_RATE, points=width)
+    peak = max(float(np.abs(y).max()), 1e-6) if len(y) else 1.0
+    painter = QPainter(pix)
+    painter.setPen(QColor(SPOKEN_COLOUR))
+    lo, hi = (y[0::2], y[1::2]) if len(y) >= 2 * width else (y, y)
+    for x in range(min(width, len(hi))):
+        mid = height / 2
+        painter.drawLine(x, int(mid - hi[x] / peak * mid), x, int(mid - lo[x] / peak * mid))
+    painter.end()
+    return QIcon(pix)
+
+
+class _DeleteKeyFilter(QObject):
+    """Delete / Backspace on the item list removes the selected item."""
+
+    def __init__(self, callback: Callable[[], None], parent: QObject) -> None:
+        super().__init__(parent)
+        self._callback = callback
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace):
+                self._callback()
+                return True
+        return False
 
 
 class WordsTab(ModelTab):
@@ -12,3 +105,616 @@ class WordsTab(ModelTab):
         "Record or load spoken words, type written words, and compare them in one space: a similarity "
         "matrix, a 2-D map, and search of recordings by a typed or spoken word."
     )
+
+    model_ready = Signal(str)  # a words model is loaded (its name)
+    items_changed = Signal()  # the collection changed and the views were redrawn
+    search_finished = Signal(object)  # TermSearchResult
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.registry: ModelRegistry | None = None
+        self.space: WordSpace | None = None
+        self._loaded_device = ""
+        self.words = WordSet()
+        self.runners: list[JobRunner] = []
+        self.audio = DeviceStatus(False, False, "audio devices not checked yet")
+        self.recorder: Recorder | None = None
+        self.make_recorder: Callable[[], Recorder] = lambda: Recorder(sample_rate=SAMPLE_RATE)
+        self.player = Player()
+        self._recorded: list[np.ndarray] = []
+        self._speech_at: float | None = None  # seconds into the recording when speech started
+        self._recordings = 0
+        self._record_timer = QTimer(self)
+        self._record_timer.setInterval(33)  # ~30 Hz
+        self._record_timer.timeout.connect(self._drain_recorder)
+        self.search_audio: np.ndarray | None = None
+        self.search_result: TermSearchResult | None = None
+        self._build()
+        self.set_audio_status(device_status())
+
+    # ------------------------------------------------------------------------------------------ building
+
+    def has_working_view(self) -> bool:
+        return True
+
+    def _build(self) -> None:
+        page = QVBoxLayout(self.page)
+        page.setContentsMargins(6, 6, 6, 6)
+
+        bar = QHBoxLayout()
+        self.model_label = QLabel("Model:")
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumContentsLength(10)
+        self.model_combo.currentIndexChanged.connect(self._model_chosen)
+        self.add_files_button = QPushButton("Add audio files…")
+        self.add_files_button.clicked.connect(self.choose_files)
+        self.record_button = QPushButton("Record")
+        self.record_button.setCheckable(True)
+        self.record_button.clicked.connect(self.toggle_recording)
+        self.word_edit = QLineEdit()
+        self.word_edit.setPlaceholderText("Type a word or phonemes")
+        self.word_edit.setToolTip("A word from the CMU Pronouncing Dictionary, or ARPAbet phonemes (S EH V AH N)")
+        self.word_edit.returnPressed.connect(self.add_typed_word)
+        self.add_word_button = QPushButton("Add")
+        self.add_word_button.clicked.connect(self.add_typed_word)
+        for w in (self.model_label, self.model_combo, self.add_files_button, self.record_button):
+            bar.addWidget(w)
+        bar.addSpacing(12)
+        bar.addWidget(self.word_edit, 1)
+        bar.addWidget(self.add_word_button)
+        page.addLayout(bar)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._build_collection())
+        self.views = QTabWidget()
+        self.views.addTab(self._build_compare(), "Compare")
+        self.views.addTab(self._build_search(), "Search a recording")
+        split.addWidget(self.views)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([280, 820])
+        page.addWidget(split, 1)
+
+        self.status_label = QLabel("")
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        page.addWidget(self.status_label)
+        self._set_controls_enabled(False)
+
+    def _build_collection(self) -> QWidget:
+        box = QWidget()
+        col = QVBoxLayout(box)
+        col.setContentsMargins(0, 0, 0, 0)
+        heading = QLabel("Words")
+        heading.setToolTip("Delete removes the selected word; double-click plays a spoken word")
+        col.addWidget(heading)
+        self.items_list = QListWidget()
+        self.items_list.currentRowChanged.connect(self._selection_changed)
+        self.items_list.itemDoubleClicked.connect(lambda _: self.play_selected())
+        self.items_list.installEventFilter(_DeleteKeyFilter(self.remove_selected, self))
+        col.addWidget(self.items_list, 3)
+        row = QHBoxLayout()
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.clear_button = QPushButton("Clear")
+        self.clear_button.clicked.connect(self.clear_items)
+        row.addWidget(self.remove_button)
+        row.addWidget(self.clear_button)
+        col.addLayout(row)
+        self.nearest_label = QLabel("Nearest neighbours")
+        col.addWidget(self.nearest_label)
+        self.nearest_list = QListWidget()
+        col.addWidget(self.nearest_list, 2)
+        return box
+
+    def _build_compare(self) -> QWidget:
+        split = QSplitter(Qt.Orientation.Horizontal)
+        self.matrix_plot = pg.PlotWidget(title="Cosine similarity")
+        self.matrix_plot.setMenuEnabled(False)
+        self.matrix_plot.setMouseEnabled(x=False, y=False)
+        self.matrix_plot.hideButtons()
+        self.matrix_plot.setAspectLocked(True)
+        self.matrix_plot.invertY(True)
+        self.matrix_image = pg.ImageItem()
+        self.matrix_image.setColorMap(pg.colormap.get("viridis"))
+        self.matrix_plot.addItem(self.matrix_image)
+        self.matrix_bar = pg.ColorBarItem(values=(-1, 1), colorMap=pg.colormap.get("viridis"), interactive=False,
+                                          width=12)
+        self.matrix_bar.setImageItem(self.matrix_image, insert_in=self.matrix_plot.getPlotItem())
+        self._matrix_text: list[pg.TextItem] = []
+        split.addWidget(self.matrix_plot)
+
+        self.map_plot = pg.PlotWidget(title="2-D map (PCA)")
+        self.map_plot.setMenuEnabled(False)
+        self.map_plot.hideButtons()
+        self.map_plot.showGrid(x=True, y=True, alpha=0.2)
+        self.map_plot.addLegend(offset=(5, 5))  # the named scatters below enter it
+        self.map_spoken = pg.ScatterPlotItem(symbol="o", size=11, brush=pg.mkBrush(SPOKEN_COLOUR), name="spoken")
+        self.map_written = pg.ScatterPlotItem(symbol="s", size=11, brush=pg.mkBrush(WRITTEN_COLOUR),
+                                              name="written")
+        for scatter in (self.map_spoken, self.map_written):
+            self.map_plot.addItem(scatter)
+            scatter.sigClicked.connect(self._map_clicked)
+        self._map_text: list[pg.TextItem] = []
+        split.addWidget(self.map_plot)
+        split.setSizes([420, 420])
+        return split
+
+    def _build_search(self) -> QWidget:
+        box = QWidget()
+        col = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.open_recording_button = QPushButton("Open recording…")
+        self.open_recording_button.clicked.connect(self.choose_recording)
+        self.recording_label = QLabel("no recording")
+        self.query_combo = QComboBox()
+        self.query_combo.setEditable(True)
+        self.query_combo.setMinimumContentsLength(8)
+        self.query_combo.lineEdit().setPlaceholderText("query: pick an item or type a word")
+        self.search_button = QPushButton("Search")
+        self.search_button.clicked.connect(self.run_search)
+        self.recording_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        row.addWidget(self.open_recording_button)
+        row.addWidget(self.recording_label, 1)
+        col.addLayout(row)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Query:"))
+        row.addWidget(self.query_combo, 1)
+        row.addWidget(self.search_button)
+        col.addLayout(row)
+        self.search_wave = WaveformPlot()
+        self.score_plot = pg.PlotWidget()
+        self.score_plot.setMenuEnabled(False)
+        self.score_plot.setMouseEnabled(x=False, y=False)
+        self.score_plot.hideButtons()
+        self.score_plot.setLabel("left", "cosine")
+        self.score_plot.setLabel("bottom", "time", units="s")
+        self.score_plot.setXLink(self.search_wave)
+        self.score_curve = self.score_plot.plot(pen=pg.mkPen(WRITTEN_COLOUR, width=2))
+        self._hit_regions: list[pg.LinearRegionItem] = []
+        col.addWidget(self.search_wave, 2)
+        col.addWidget(self.score_plot, 2)
+        for plot in (self.search_wave, self.score_plot):
+            plot.setMinimumHeight(50)
+        self.hits_list = QListWidget()
+        self.hits_list.setMinimumHeight(40)
+        self.hits_list.itemClicked.connect(self._hit_clicked)
+        col.addWidget(self.hits_list, 1)
+        return box
+
+    # --------------------------------------------------------------------------------------- model setup
+
+    def set_registry(self, registry: ModelRegistry) -> None:
+        """Models are loaded through the window's registry (its device preference and cache)."""
+        self.registry = registry
+
+    @Slot(list)
+    def set_models(self, entries: list[ModelEntry]) -> None:
+        super().set_models(entries)
+        current = self.model_combo.currentText()
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        preferred = sorted(self.models, key=lambda e: (e.source != "user", e.name))
+        for e in preferred:
+            self.model_combo.addItem(e.name, e)
+        names = [e.name for e in preferred]
+        self.model_combo.setCurrentIndex(names.index(current) if current in names else 0)
+        self.model_combo.blockSignals(False)
+        several = len(preferred) > 1
+        self.model_combo.setVisible(several)
+        self.model_label.setVisible(several)
+        if not preferred:
+            self.space = None
+            self._set_controls_enabled(False)
+        elif (self.space is None or self.space.name != self.model_combo.currentText()
+              or self._loaded_device != self._device_preference()):
+            self._model_chosen(self.model_combo.currentIndex())  # new model, or the device preference changed
+
+    def _device_preference(self) -> str:
+        return self.registry.device_preference if self.registry is not None else "cpu"
+
+    @Slot(int)
+    def _model_chosen(self, index: int) -> None:
+        entry = self.model_combo.itemData(index) if index >= 0 else None
+        if not isinstance(entry, ModelEntry):
+            return
+        self._set_controls_enabled(False)
+        registry = self.registry
+        self._loaded_device = self._device_preference()
+        self._run(lambda: load_space_job(registry, entry), self._space_loaded, f"load-{entry.name}")
+
+    @Slot(object)
+    def _space_loaded(self, space: WordSpace) -> None:
+        self.space = space
+        self._set_controls_enabled(True)
+        self.status(f"Model {space.name} ready ({space.dim}-d space).")
+        if self.words.items:
+            self._run(lambda: reembed_job(space, list(self.words.items)), self._reembedded, "reembed")
+        self.model_ready.emit(space.name)
+
+    @Slot(object)
+    def _reembedded(self, items: list[WordItem]) -> None:
+        self.words = WordSet(items)
+        self._refresh()
+
+    def _set_controls_enabled(self, on: bool) -> None:
+        for w in (self.add_files_button, self.word_edit, self.add_word_button, self.search_button,
+                  self.open_recording_button):
+            w.setEnabled(on)
+        self.record_button.setEnabled(on and self.audio.input_ok)
+
+    # ------------------------------------------------------------------------------------------ devices
+
+    def set_audio_status(self, status: DeviceStatus) -> None:
+        """Enable recording and playback according to the audio devices (none is a normal state)."""
+        self.audio = status
+        self.record_button.setEnabled(status.input_ok and self.space is not None)
+        self.record_button.setToolTip(
+            "Record one word from the microphone (stops after ~2 s of speech or on a second click)"
+            if status.input_ok else f"Recording unavailable: {status.message}"
+        )
+        tip = "Click a match to play from there" if status.output_ok else f"Playback unavailable: {status.message}"
+        self.hits_list.setToolTip(tip)
+        self.items_list.setToolTip("Double-click a spoken word to play it" if status.output_ok else tip)
+        if not status.input_ok:
+            self.status(f"Recording unavailable: {status.message}")
+
+    # --------------------------------------------------------------------------------------- running jobs
+
+    def _run(self, factory: Callable[[], Job[Any]], on_result: Callable[[Any], None], name: str) -> None:
+        runner = JobRunner(factory, name=f"words-{name}", parent=self)
+        runner.progress.connect(lambda p: self.status(format_progress(p)))
+        runner.result.connect(on_result)
+        runner.error.connect(self.error)
+        runner.finished.connect(lambda: self.runners.remove(runner) if runner in self.runners else None)
+        self.runners.append(runner)
+        runner.start()
+
+    def busy(self) -> bool:
+        return any(r.is_running() for r in self.runners)
+
+    @Slot(str)
+    def status(self, message: str) -> None:
+        self.status_label.setStyleSheet("")
+        self.status_label.setText(message)
+        self.status_changed.emit(message)
+
+    @Slot(str)
+    def error(self, message: str) -> None:
+        self.status_label.setStyleSheet("color: #c0392b;")
+        self.status_label.setText(message)
+        self.status_changed.emit(message)
+
+    # ------------------------------------------------------------------------------------------- adding
+
+    @Slot()
+    def choose_files(self) -> None:
+        patterns = " ".join(f"*{e}" for e in sorted(SUPPORTED_EXTENSIONS))
+        paths, _ = QFileDialog.getOpenFileNames(self, "Add spoken words", str(Path.home()),
+                                                f"Audio ({patterns});;All files (*)")
+        if paths:
+            self.add_files([Path(p) for p in paths])
+
+    def add_files(self, paths: list[Path]) -> None:
+        space = self.space
+        if space is None:
+            self.error("No words model loaded yet.")
+            return
+        self._run(lambda: load_items_job(space, paths), self._items_loaded, "files")
+
+    @Slot()
+    def add_typed_word(self) -> None:
+        text = self.word_edit.text().strip()
+        if not text:
+            self.error("Type a word (or ARPAbet phonemes such as S EH V AH N) first.")
+            return
+        self.add_words([text])
+        self.word_edit.clear()
+
+    def add_words(self, texts: list[str]) -> None:
+        space = self.space
+        if space is None:
+            self.error("No words model loaded yet.")
+            return
+        self._run(lambda: text_items_job(space, texts), self._items_loaded, "text")
+
+    @Slot(object)
+    def _items_loaded(self, result: LoadResult) -> None:
+        self._add_items(result.items)
+        if result.errors:
+            more = f" (and {len(result.errors) - 1} more)" if len(result.errors) > 1 else ""
+            self.error(result.errors[0] + more)
+        elif result.items:
+            self.status(f"Added {', '.join(it.label for it in result.items)}.")
+
+    def _add_items(self, items: list[WordItem]) -> None:
+        if not items:
+            return
+        self.words.add(items)
+        self._refresh(select=len(self.words) - 1)
+
+    @Slot()
+    def remove_selected(self) -> None:
+        row = self.items_list.currentRow()
+        if 0 <= row < len(self.words):
+            removed = self.words.remove(row)
+            self._refresh(select=min(row, len(self.words) - 1))
+            self.status(f"Removed {removed.label}.")
+
+    @Slot()
+    def clear_items(self) -> None:
+        self.words.clear()
+        self._refresh()
+
+    # ------------------------------------------------------------------------------------------ recording
+
+    @Slot()
+    def toggle_recording(self) -> None:
+        if self.recorder is not None:
+            self._stop_recording()
+            return
+        if not self.audio.input_ok or self.space is None:
+            self.record_button.setChecked(False)
+            self.error(f"Recording unavailable: {self.audio.message}")
+            return
+        recorder = self.make_recorder()
+        try:
+            recorder.start()
+        except Exception as e:  # NoAudioDeviceError and PortAudio surprises: a message, not a crash
+            self.record_button.setChecked(False)
+            self.error(f"Cannot record: {e}")
+            return
+        self.recorder = recorder
+        self._recorded, self._speech_at = [], None
+        self.record_button.setChecked(True)
+        self.record_button.setText("Stop")
+        self.status("Recording… say one word.")
+        self._record_timer.start()
+
+    @Slot()
+    def _drain_recorder(self) -> None:
+        recorder = self.recorder
+        if recorder is None:
+            return
+        block = recorder.drain().reshape(-1)
+        before = sum(len(b) for b in self._recorded)
+        if len(block):
+            self._recorded.append(block)
+        seconds = (before + len(block)) / recorder.sample_rate
+        loud = np.flatnonzero(np.abs(block) >= SPEECH_LEVEL)
+        if self._speech_at is None and len(loud):
+            self._speech_at = (before + int(loud[0])) / recorder.sample_rate
+        if recorder.error:
+            self._stop_recording()
+        elif (self._speech_at is not None and seconds - self._speech_at >= SPEECH_SECONDS) or \
+                seconds >= MAX_RECORD_SECONDS:
+            self._stop_recording()
+
+    def _stop_recording(self) -> None:
+        recorder, self.recorder = self.recorder, None
+        self._record_timer.stop()
+        self.record_button.setChecked(False)
+        self.record_button.setText("Record")
+        if recorder is None:
+            return
+        recorder.stop()
+        rest = recorder.drain()
+        if len(rest):
+            self._recorded.append(rest.reshape(-1))
+        if recorder.error:
+            self.error(recorder.error)
+            return
+        audio = np.concatenate(self._recorded) if self._recorded else np.zeros(0, np.float32)
+        space = self.space
+        if space is None:
+            return
+        self._recordings += 1
+        label = f"recording {self._recordings}"
+        self._run(lambda: recording_item_job(space, audio, recorder.sample_rate, label),
+                  lambda item: self._add_items([item]), "recording")
+
+    # ------------------------------------------------------------------------------------------ playback
+
+    def _play(self, audio: np.ndarray, start_s: float = 0.0) -> None:
+        if not self.audio.output_ok:
+            self.error(f"Playback unavailable: {self.audio.message}")
+            return
+        try:
+            self.player.play(audio, SAMPLE_RATE, start_seconds=start_s)
+        except Exception as e:  # no device after all: a message
+            self.error(f"Cannot play: {e}")
+
+    @Slot()
+    def play_selected(self) -> None:
+        row = self.items_list.currentRow()
+        if 0 <= row < len(self.words) and self.words.items[row].audio is not None:
+            self._play(self.words.items[row].audio)
+
+    # ------------------------------------------------------------------------------------------- drawing
+
+    def _refresh(self, select: int | None = None) -> None:
+        """Redraw list, matrix, map, nearest neighbours and the query picker from `self.words`."""
+        items = self.words.items
+        row = self.items_list.currentRow() if select is None else select
+        self.items_list.blockSignals(True)
+        self.items_list.clear()
+        for it in items:
+            if it.kind == "spoken":
+                entry = QListWidgetItem(waveform_icon(it.audio) if it.audio is not None else QIcon(),
+                                        f"{it.label}  ·  {it.duration:.2f} s")
+            else:
+                entry = QListWidgetItem(f"“{it.label}”  /{' '.join(it.phonemes)}/")
+                entry.setForeground(QColor(WRITTEN_COLOUR).darker(130))
+            entry.setToolTip(it.source)
+            self.items_list.addItem(entry)
+        self.items_list.blockSignals(False)
+        if items:
+            self.items_list.setCurrentRow(max(0, min(row, len(items) - 1)))
+        self._draw_matrix()
+        self._draw_map()
+        self._selection_changed(self.items_list.currentRow())
+        typed = self.query_combo.currentText()
+        self.query_combo.blockSignals(True)
+        self.query_combo.clear()
+        for it in items:
+            self.query_combo.addItem(it.label)
+        self.query_combo.setEditText(typed)
+        self.query_combo.blockSignals(False)
+        self.items_changed.emit()
+
+    def _draw_matrix(self) -> None:
+        for t in self._matrix_text:
+            self.matrix_plot.removeItem(t)
+        self._matrix_text = []
+        n = len(self.words)
+        sim = self.words.similarity() if n else np.zeros((1, 1), np.float32)
+        self.matrix_image.setImage(sim, autoLevels=False, levels=(-1.0, 1.0))
+        self.matrix_image.setRect(0, 0, max(n, 1), max(n, 1))
+        # rows carry numbered labels, columns only the numbers: long labels would collide along the bottom
+        rows = [(i + 0.5, f"{short(it.label)} {i + 1}") for i, it in enumerate(self.words.items)]
+        self.matrix_plot.getAxis("left").setTicks([rows])
+        self.matrix_plot.getAxis("bottom").setTicks([[(i + 0.5, str(i + 1)) for i in range(n)]])
+        if 0 < n <= MATRIX_TEXT_LIMIT:
+            font = QFont()
+            font.setPointSizeF(max(6.0, 11.0 - 0.5 * n))
+            for i in range(n):
+                for j in range(n):
+                    text = pg.TextItem(f"{sim[i, j]:.2f}", color="w" if sim[i, j] < 0.5 else "k", anchor=(0.5, 0.5))
+                    text.setFont(font)
+                    text.setPos(j + 0.5, i + 0.5)
+                    self.matrix_plot.addItem(text)
+                    self._matrix_text.append(text)
+        self.matrix_plot.setRange(xRange=(0, max(n, 1)), yRange=(0, max(n, 1)), padding=0)
+
+    def _draw_map(self) -> None:
+        for t in self._map_text:
+            self.map_plot.removeItem(t)
+        self._map_text = []
+        items = self.words.items
+        xy = self.words.project_2d() if items else np.zeros((0, 2), np.float32)
+        spoken = [i for i, it in enumerate(items) if it.kind == "spoken"]
+        written = [i for i, it in enumerate(items) if it.kind != "spoken"]
+        self.map_spoken.setData(pos=xy[spoken], data=spoken)
+        self.map_written.setData(pos=xy[written], data=written)
+        for i, it in enumerate(items):
+            colour = SPOKEN_COLOUR if it.kind == "spoken" else WRITTEN_COLOUR
+            text = pg.TextItem(short(it.label, 14), color=QColor(colour).darker(150), anchor=(0, 1))
+            text.setPos(float(xy[i, 0]), float(xy[i, 1]))
+            self.map_plot.addItem(text)
+            self._map_text.append(text)
+        if items:
+            self.map_plot.autoRange(padding=0.2)
+
+    @Slot(object, object)
+    def _map_clicked(self, scatter: pg.ScatterPlotItem, points: list[Any]) -> None:
+        if len(points):
+            self.items_list.setCurrentRow(int(points[0].data()))
+
+    @Slot(int)
+    def _selection_changed(self, row: int) -> None:
+        self.nearest_list.clear()
+        if not 0 <= row < len(self.words):
+            self.nearest_label.setText("Nearest neighbours")
+            return
+        item = self.words.items[row]
+        self.nearest_label.setText(f"Nearest to “{short(item.label, 24)}”")
+        for j, score in self.words.nearest(row, k=8):
+            other = self.words.items[j]
+            mark = "♪" if other.kind == "spoken" else "✎"
+            self.nearest_list.addItem(f"{score:+.3f}  {mark} {other.label}")
+
+    # ------------------------------------------------------------------------------------ term search
+
+    @Slot()
+    def choose_recording(self) -> None:
+        patterns = " ".join(f"*{e}" for e in sorted(SUPPORTED_EXTENSIONS))
+        path, _ = QFileDialog.getOpenFileName(self, "Open a recording to search", str(Path.home()),
+                                              f"Audio ({patterns});;All files (*)")
+        if path:
+            self.open_recording(Path(path))
+
+    def open_recording(self, path: Path) -> None:
+        self._run(lambda: load_recording_job(path), lambda audio: self.set_search_audio(audio, path.name),
+                  "open-recording")
+
+    def set_search_audio(self, audio: np.ndarray, label: str = "recording") -> None:
+        """The recording to search, 16 kHz mono."""
+        self.search_audio = np.asarray(audio, dtype=np.float32)
+        self.search_result = None
+        self.recording_label.setText(f"{label} · {len(audio) / SAMPLE_RATE:.1f} s")
+        self.search_wave.set_audio(self.search_audio, SAMPLE_RATE)
+        self.score_curve.setData([], [])
+        self.hits_list.clear()
+        self._clear_hit_regions()
+
+    @Slot()
+    def run_search(self) -> None:
+        space, audio = self.space, self.search_audio
+        if space is None:
+            self.error("No words model loaded yet.")
+            return
+        if audio is None:
+            self.error("Open a recording to search first.")
+            return
+        text = self.query_combo.currentText().strip()
+        if not text:
+            self.error("Pick an item or type a word to search for.")
+            return
+        labels = [it.label for it in self.words.items]
+        row = self.items_list.currentRow()
+        if 0 <= row < len(labels) and labels[row] == text:
+            query: WordItem | str = self.words.items[row]
+        elif text in labels:
+            query = self.words.items[labels.index(text)]
+        else:
+            query = text
+        self.search_button.setEnabled(False)
+
+        def job() -> Job[TermSearchResult]:
+            vector, duration, _ = yield from query_vector_job(space, query)
+            return (yield from term_search_job(space, audio, SAMPLE_RATE, vector, query_duration_s=duration))
+
+        self._run(job, self._search_done, "search")
+        self.runners[-1].finished.connect(lambda: self.search_button.setEnabled(self.space is not None))
+
+    @Slot(object)
+    def _search_done(self, result: TermSearchResult) -> None:
+        self.search_result = result
+        self.score_curve.setData(result.times, result.scores)
+        self._clear_hit_regions()
+        self.hits_list.clear()
+        for rank, hit in enumerate(result.hits):
+            region = pg.LinearRegionItem((hit.start_s, hit.end_s), movable=False,
+                                         brush=pg.mkBrush(232, 150, 76, 90 if rank == 0 else 40))
+            self.search_wave.addItem(region)
+            self._hit_regions.append(region)
+            entry = QListWidgetItem(f"{hit.start_s:6.2f}–{hit.end_s:.2f} s   cosine {hit.score:+.3f}")
+            entry.setData(Qt.ItemDataRole.UserRole, hit.start_s)
+            self.hits_list.addItem(entry)
+        if result.hits:
+            best = result.hits[0]
+            self.status(f"Best match at {best.start_s:.2f}–{best.end_s:.2f} s (cosine {best.score:.3f}).")
+        self.search_finished.emit(result)
+
+    def _clear_hit_regions(self) -> None:
+        for region in self._hit_regions:
+            self.search_wave.removeItem(region)
+        self._hit_regions = []
+
+    @Slot(QListWidgetItem)
+    def _hit_clicked(self, entry: QListWidgetItem) -> None:
+        if self.search_audio is not None:
+            self._play(self.search_audio, float(entry.data(Qt.ItemDataRole.UserRole)))
+
+    # ------------------------------------------------------------------------------------------ shutdown
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Stop recording/playback and wait for this tab's jobs (tests, window close)."""
+        if self.recorder is not None:
+            self._record_timer.stop()
+            self.recorder.stop()
+            self.recorder = None
+        self.player.stop()
+        for runner in list(self.runners):
+            runner.cancel()
+            runner.wait(timeout_ms)
