@@ -1,0 +1,687 @@
+"""Sound library: scan, catalog, incremental indexing, moves, failures, crash safety, search."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app.services import library as L
+from app.services.jobs import drain
+from app.services.library import Library, SearchFilters, index_library, scan_folder
+from app.services.vector_index import IndexConfig, VectorIndex
+
+SR = 8000
+
+
+class ToneEmbedder:
+    """A small, deterministic, real embedder: spectral band energies of a window, rotated by a fixed matrix.
+
+    Per window: Hann-windowed power spectrum summed into `dim` log-spaced bands, the band-energy fractions
+    square-rooted (a unit vector for any non-silent window), then multiplied by a fixed random orthogonal
+    matrix. So cos(a, b) = overlap of the two spectra: tones in different bands are near-orthogonal.
+    Text "a 440 Hz tone" embeds a synthetic 440-Hz window, so text search has a checkable answer.
+    """
+
+    def __init__(self, dim: int = 48, seed: int = 0, window_seconds: float = 0.5, delay: float = 0.0,
+                 model_id: str | None = None) -> None:
+        self.dim, self.sample_rate, self.window_seconds, self.delay = dim, SR, window_seconds, delay
+        self.model_id = model_id or f"tone-{dim}-{seed}"
+        n = round(window_seconds * SR)
+        freqs = np.fft.rfftfreq(n, 1 / SR)
+        edges = np.geomspace(40, SR / 2, dim + 1)
+        self.band = np.clip(np.searchsorted(edges, freqs, side="right") - 1, 0, dim - 1)  # (F,)
+        self.hann = np.hanning(n).astype(np.float32)
+        q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, dim)))
+        self.rotation = q.astype(np.float32)
+        self.calls = 0
+        self.windows = 0
+
+    def embed_windows(self, audio_windows: np.ndarray) -> np.ndarray:
+        assert audio_windows.ndim == 2 and audio_windows.shape[1] == round(self.window_seconds * SR)
+        self.calls += 1
+        self.windows += len(audio_windows)
+        if self.delay:
+            time.sleep(self.delay * len(audio_windows))
+        power = np.abs(np.fft.rfft(audio_windows * self.hann, axis=1)) ** 2  # (W, F)
+        bands = np.zeros((len(power), self.dim))
+        np.add.at(bands.T, self.band, power.T)  # (W, dim)
+        feats = np.sqrt(bands / np.maximum(bands.sum(1, keepdims=True), 1e-12))
+        return (feats @ self.rotation).astype(np.float32)
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for text in texts:
+            m = re.search(r"(\d+(?:\.\d+)?)\s*hz", text.lower())
+            t = np.arange(round(self.window_seconds * SR)) / SR
+            if m:
+                x = np.sin(2 * np.pi * float(m.group(1)) * t)
+            else:
+                x = np.random.default_rng(zlib.crc32(text.encode())).standard_normal(len(t))
+            out.append(self.embed_windows(x[None].astype(np.float32))[0])
+        self.windows -= len(texts)  # count only audio windows
+        self.calls -= len(texts)
+        return np.stack(out)
+
+
+def tone(freq: float, seconds: float = 1.0, amp: float = 0.5) -> np.ndarray:
+    t = np.arange(round(seconds * SR)) / SR
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def write(path: Path, audio: np.ndarray, subtype: str = "PCM_16") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, audio, SR, subtype=subtype)
+    return path
+
+
+FREQS = [220, 440, 880, 1760]
+
+
+def make_library(root: Path) -> Path:
+    for f in FREQS:
+        write(root / f"tone_{f}.wav", tone(f))
+    return root
+
+
+def catalog_ids(lib: Library, model_id: str) -> set[int]:
+    return {r[0] for r in lib.db.execute("SELECT id FROM vectors WHERE model_id = ?", (model_id,))}
+
+
+def assert_consistent(lib: Library, model_id: str) -> None:
+    """Index and catalog agree; one vector per ok file; no duplicates."""
+    vi = lib._index(model_id)
+    ids = vi.ids()
+    assert len(ids) == len(set(ids.tolist()))
+    assert set(ids.tolist()) == catalog_ids(lib, model_id)
+    n_vec, n_files = lib.db.execute(
+        "SELECT count(*), count(DISTINCT file_id) FROM vectors WHERE model_id = ?", (model_id,)).fetchone()
+    assert n_vec == n_files
+
+
+def top(lib: Library, emb: ToneEmbedder, query: str, **kw) -> list[str]:
+    return [h.rel_path for h in lib.search_text(query, emb, **kw)]
+
+
+# ------------------------------------------------------------------------------------------------- basics
+
+
+def test_scan_index_search_and_filters(tmp_path):
+    root = make_library(tmp_path / "lib")
+    write(root / "sub" / "deep" / "long_440.wav", tone(440, 3.0))
+    (root / "notes.txt").write_text("not audio")
+    t = np.arange(16000) / 16000  # stereo FLAC at 16 kHz: mixed down and resampled to the model's rate
+    sf.write(root / "stereo_1000.flac", np.stack([np.sin(2 * np.pi * 1000 * t)] * 2, 1) * 0.5, 16000)
+    emb = ToneEmbedder()
+    progress = []
+    job = index_library(root, emb, batch_size=4)
+    while True:
+        try:
+            progress.append(next(job))
+        except StopIteration as stop:
+            report = stop.value
+            break
+    assert sorted(report.embedded) == sorted([f"tone_{f}.wav" for f in FREQS] + ["stereo_1000.flac",
+                                                                                   "sub/deep/long_440.wav"])
+    assert report.failed == [] and report.windows == 5 * 2 + 6
+    assert abs(report.audio_seconds - 8.0) < 1e-6
+    last = progress[-1]
+    assert last["files_done"] == last["files_total"] == 6 and last["step"] == last["total"] == 6
+    assert {"audio_seconds", "eta_s", "message"} <= set(last)
+    assert (root / ".earshot" / "catalog.sqlite").is_file()
+
+    with Library.open(root) as lib:
+        assert lib.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        st = lib.stats()
+        assert (st.files, st.ok, st.errors) == (6, 6, 0) and st.vectors == {emb.model_id: 6}
+        hit = lib.search_text("1000 Hz", emb, k=1)[0]
+        assert hit.rel_path == "stereo_1000.flac" and hit.score > 0.95
+        for f in FREQS:
+            hits = lib.search_text(f"a {f} Hz tone", emb, k=3)
+            assert hits[0].rel_path in (f"tone_{f}.wav", "sub/deep/long_440.wav")
+            assert hits[0].score > 0.95 and hits[0].score > hits[-1].score + 0.5
+            assert hits[0].path.is_file()
+        hits = lib.search_text("440 Hz", emb, k=5)
+        assert {h.rel_path for h in hits[:2]} == {"tone_440.wav", "sub/deep/long_440.wav"}
+        long_hit = next(h for h in hits if h.rel_path.startswith("sub"))
+        assert long_hit.folder == "sub/deep" and abs(long_hit.duration - 3.0) < 1e-6
+        assert len(long_hit.window_scores) == 6
+        # filters: duration range and folder prefix (a prefix of a folder name is not a match)
+        assert top(lib, emb, "440 Hz", k=1, filters=SearchFilters(max_duration=2.0)) == ["tone_440.wav"]
+        assert top(lib, emb, "220 Hz", k=5, filters=SearchFilters(min_duration=2.0)) == ["sub/deep/long_440.wav"]
+        assert top(lib, emb, "220 Hz", k=5, filters=SearchFilters(folder="sub")) == ["sub/deep/long_440.wav"]
+        assert top(lib, emb, "220 Hz", k=5, filters=SearchFilters(folder=str(root / "sub/deep"))) == [
+            "sub/deep/long_440.wav"]
+        assert top(lib, emb, "220 Hz", k=5, filters=SearchFilters(folder="su")) == []
+        # audio-to-audio: the other 440 file, never the file itself
+        sim = lib.similar("tone_440.wav", emb, k=2)
+        assert sim[0].rel_path == "sub/deep/long_440.wav" and sim[0].score > 0.95
+        assert all(h.rel_path != "tone_440.wav" for h in lib.similar("tone_440.wav", emb, k=10))
+        assert len(lib.similar(lib.file_id("tone_440.wav"), emb, k=10)) == 5
+        # a file outside the library is embedded on the fly
+        outside = write(tmp_path / "query_880.wav", tone(880, 0.7))
+        assert lib.similar(outside, emb, k=1)[0].rel_path == "tone_880.wav"
+        assert_consistent(lib, emb.model_id)
+
+
+def test_pooling_weights_real_audio_by_coverage(tmp_path):
+    # 0.75 s = one full window of 440 Hz + a half window of 1760 Hz: the tail counts half
+    root = tmp_path / "lib"
+    write(root / "mix.wav", np.concatenate([tone(440, 0.5), tone(1760, 0.25)]), subtype="FLOAT")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    with Library.open(root) as lib:
+        v, n = lib.db.execute("SELECT vector, n_windows FROM vectors").fetchone()
+    a = emb.embed_windows(tone(440, 0.5)[None])[0]
+    b = emb.embed_windows(np.pad(tone(1760, 0.25), (0, 2000))[None])[0]
+    expected = (a + 0.5 * b) / 1.5
+    np.testing.assert_allclose(np.frombuffer(v, np.float32), expected / np.linalg.norm(expected), atol=1e-5)
+    assert n == 2
+
+
+def test_incremental_reindex_embeds_only_changed_and_new(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    assert emb.windows == 8
+    emb.windows = 0
+    report = drain(index_library(root, emb))
+    assert emb.windows == 0 and report.unchanged == 4 and report.embedded == []
+    # change one file's content (same size, new mtime), add one, touch one without changing it
+    write(root / "tone_220.wav", tone(3000))
+    write(root / "new_1000.wav", tone(1000, 1.5))
+    os.utime(root / "tone_880.wav", ns=(time.time_ns(), time.time_ns() + 10**9))
+    report = drain(index_library(root, emb))
+    assert sorted(report.embedded) == ["new_1000.wav", "tone_220.wav"]
+    assert emb.windows == 2 + 3 and report.touched == 1 and report.unchanged == 2
+    with Library.open(root) as lib:
+        assert top(lib, emb, "3000 Hz", k=1) == ["tone_220.wav"]
+        assert top(lib, emb, "1000 Hz", k=1) == ["new_1000.wav"]
+        assert lib.search_text("220 Hz", emb, k=1)[0].score < 0.5  # the old content is gone
+        assert_consistent(lib, emb.model_id)
+
+
+def test_deleted_file_leaves_catalog_and_index(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    (root / "tone_440.wav").unlink()
+    report = drain(index_library(root, emb))
+    assert report.removed == 1
+    with Library.open(root) as lib:
+        assert lib.stats().files == 3 and lib.file_id("tone_440.wav") is None
+        assert "tone_440.wav" not in top(lib, emb, "440 Hz", k=10)
+        assert len(lib._index(emb.model_id)) == 3
+        assert_consistent(lib, emb.model_id)
+
+
+def test_moved_and_copied_files_are_not_reembedded(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    with Library.open(root) as lib:
+        fid = lib.file_id("tone_440.wav")
+    (root / "moved" / "deeper").mkdir(parents=True)
+    os.replace(root / "tone_440.wav", root / "moved" / "deeper" / "renamed.wav")
+    os.replace(root / "tone_220.wav", root / "tone_220_renamed.wav")
+    (root / "copy_880.wav").write_bytes((root / "tone_880.wav").read_bytes())
+    emb.windows = 0
+    report = drain(index_library(root, emb))
+    assert emb.windows == 0
+    assert sorted(report.moved) == ["moved/deeper/renamed.wav", "tone_220_renamed.wav"]
+    assert report.copied == ["copy_880.wav"] and report.removed == 0
+    with Library.open(root) as lib:
+        assert lib.file_id("moved/deeper/renamed.wav") == fid  # same row, same vectors
+        assert top(lib, emb, "440 Hz", k=1) == ["moved/deeper/renamed.wav"]
+        assert set(top(lib, emb, "880 Hz", k=2)) == {"tone_880.wav", "copy_880.wav"}
+        assert lib.stats().files == 5
+        assert_consistent(lib, emb.model_id)
+
+
+def test_copy_of_content_replaced_in_the_same_run_is_read_after_all(tmp_path):
+    root = tmp_path / "lib"
+    write(root / "a.wav", tone(440))
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    (root / "b.wav").write_bytes((root / "a.wav").read_bytes())  # b: a's old content, known by hash
+    write(root / "a.wav", tone(1760))  # a: new content, committed before b is looked at
+    report = drain(index_library(root, emb, workers=1, batch_size=1))
+    assert sorted(report.embedded) == ["a.wav", "b.wav"] and report.copied == []
+    with Library.open(root) as lib:
+        assert top(lib, emb, "440 Hz", k=1) == ["b.wav"] and top(lib, emb, "1760 Hz", k=1) == ["a.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_one_indexing_job_per_library(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    with Library.open(root) as lib:
+        first = index_library(lib, emb)
+        next(first)
+        with pytest.raises(L.LibraryError, match="already being indexed"):
+            next(index_library(lib, emb))
+        first.close()
+        assert len(drain(index_library(lib, emb)).embedded) == 4
+
+
+def test_another_model_gets_its_own_index(tmp_path):
+    root = make_library(tmp_path / "lib")
+    a, b = ToneEmbedder(dim=48, seed=0), ToneEmbedder(dim=32, seed=1)
+    drain(index_library(root, a))
+    report = drain(index_library(root, b))
+    assert len(report.embedded) == 4 and b.windows == 8
+    with Library.open(root) as lib:
+        assert lib.stats().vectors == {a.model_id: 4, b.model_id: 4}
+        assert lib._index_path(a.model_id) != lib._index_path(b.model_id)
+        assert lib._index_path(a.model_id).is_file() and lib._index_path(b.model_id).is_file()
+        for emb in (a, b):
+            assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]
+            assert_consistent(lib, emb.model_id)
+        # editing a file makes both models' vectors stale; the other model's index is repaired on open
+    write(root / "tone_880.wav", tone(300))
+    drain(index_library(root, a))
+    with Library.open(root) as lib:
+        assert lib.stats().vectors == {a.model_id: 4, b.model_id: 3}
+        assert_consistent(lib, b.model_id)
+    drain(index_library(root, b))
+    with Library.open(root) as lib:
+        assert top(lib, b, "300 Hz", k=1) == ["tone_880.wav"]
+
+
+# -------------------------------------------------------------------------------------------- bad inputs
+
+
+def test_corrupt_empty_header_only_files_are_reported_and_skipped(tmp_path):
+    root = make_library(tmp_path / "lib")
+    (root / "garbage.wav").write_bytes(np.random.default_rng(0).bytes(5000))
+    (root / "empty.flac").write_bytes(b"")
+    sf.write(root / "header_only.wav", np.zeros(0, np.float32), SR)
+    write(root / "truncated.wav", tone(500, 2.0))
+    data = (root / "truncated.wav").read_bytes()
+    (root / "truncated.wav").write_bytes(data[: len(data) // 2])
+    emb = ToneEmbedder()
+    report = drain(index_library(root, emb))
+    bad = {"empty.flac", "garbage.wav", "header_only.wav", "truncated.wav"}
+    assert {f.path for f in report.failed} == bad and len(report.embedded) == 4
+    with Library.open(root) as lib:
+        failed = {f.path: f.error for f in lib.failed_files()}
+        assert set(failed) == bad
+        assert "empty" in failed["empty.flac"] and "truncated" in failed["truncated.wav"]
+        assert "no audio frames" in failed["header_only.wav"]
+        assert "not a readable audio file" in failed["garbage.wav"]
+        assert lib.stats().errors == 4
+        assert_consistent(lib, emb.model_id)
+    emb.windows = 0
+    report = drain(index_library(root, emb))
+    assert report.failed == [] and report.unchanged == 8 and emb.windows == 0  # not retried
+    write(root / "garbage.wav", tone(500))  # fixed: indexed next time
+    report = drain(index_library(root, emb))
+    assert report.embedded == ["garbage.wav"]
+    with Library.open(root) as lib:
+        assert "garbage.wav" not in {f.path for f in lib.failed_files()}
+        assert top(lib, emb, "500 Hz", k=1) == ["garbage.wav"]
+
+
+def test_odd_and_non_utf8_names(tmp_path):
+    root = tmp_path / "lib"
+    names = ["spaced name.wav", "ünïcødé 🎵.wav", "quote'\"%_.wav", "new\nline.WAV"]
+    for name, f in zip(names, [300, 600, 1200, 2400], strict=True):
+        write(root / name, tone(f))
+    raw = os.path.join(os.fsencode(root), b"bad\xff\xfe name.wav")
+    with open(raw, "wb") as fh:
+        sf.write(fh, tone(150), SR, format="WAV")
+    emb = ToneEmbedder()
+    report = drain(index_library(root, emb))
+    assert report.failed == [] and len(report.embedded) == 5
+    with Library.open(root) as lib:
+        hit = lib.search_text("150 Hz", emb, k=1)[0]
+        assert os.fsencode(hit.path) == raw and hit.path.is_file()  # exact bytes round trip
+        assert "\ufffd" in hit.name  # printable
+        assert top(lib, emb, "2400 Hz", k=1) == ["new\nline.WAV"]
+        assert top(lib, emb, "1200 Hz", k=1) == ["quote'\"%_.wav"]
+        assert lib.similar(hit.path, emb, k=1)[0].rel_path != hit.rel_path
+    emb.windows = 0
+    assert drain(index_library(root, emb)).unchanged == 5 and emb.windows == 0
+
+
+def test_symlink_loops_are_followed_once(tmp_path):
+    root = make_library(tmp_path / "lib")
+    write(root / "a" / "b" / "x.wav", tone(300))
+    os.symlink(root, root / "a" / "b" / "loop")  # back to the root
+    os.symlink(root / "a", root / "a_again")  # the same folder twice
+    os.symlink(root / "nowhere", root / "broken.wav")
+    os.symlink(root / "a" / "b" / "x.wav", root / "link_to_x.wav")
+    (root / ".hidden").mkdir()
+    write(root / ".hidden" / "h.wav", tone(300))
+    scan = scan_folder(root)
+    rels = [f.rel for f in scan.files]
+    assert len(rels) == len(set(rels)) == 5
+    assert sum(r.endswith("x.wav") for r in rels) == 1
+    assert not any("loop" in r or "hidden" in r for r in rels)
+    assert len(scan_folder(root, include_hidden=True).files) == 6
+    report = drain(index_library(root, ToneEmbedder()))
+    assert len(report.embedded) == 5 and report.failed == []
+
+
+def test_unreadable_file_is_reported_and_retried(tmp_path, monkeypatch):
+    root = make_library(tmp_path / "lib")
+    locked = root / "tone_440.wav"
+    os.chmod(locked, 0)
+    real_hash = L.hash_file
+
+    def deny(path, stop=None, chunk=1 << 20):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))  # chmod does not stop root
+        return real_hash(path, stop, chunk)
+
+    monkeypatch.setattr(L, "hash_file", deny)
+    emb = ToneEmbedder()
+    report = drain(index_library(root, emb))
+    assert [(f.path, f.error) for f in report.failed] == [("tone_440.wav", "tone_440.wav: permission denied")]
+    with Library.open(root) as lib:
+        assert [f.path for f in lib.failed_files()] == ["tone_440.wav"]
+    os.chmod(locked, 0o644)  # fixing permissions does not change mtime: unreadable files are retried anyway
+    monkeypatch.setattr(L, "hash_file", real_hash)
+    report = drain(index_library(root, emb))
+    assert report.embedded == ["tone_440.wav"] and report.failed == []
+    with Library.open(root) as lib:
+        assert lib.failed_files() == [] and top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+
+
+def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
+    root = make_library(tmp_path / "lib")
+    real_stat = os.stat
+    calls: dict[str, int] = {}
+
+    def flaky_stat(path):
+        st = real_stat(path)
+        name = os.path.basename(path)
+        calls[name] = calls.get(name, 0) + 1
+        # tone_440 looks modified once (after its first read); tone_880 changes on every look
+        if (name == "tone_440.wav" and calls[name] == 2) or name == "tone_880.wav":
+            return SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + calls[name])
+        return st
+
+    monkeypatch.setattr(L, "_stat", flaky_stat)
+    emb = ToneEmbedder()
+    report = drain(index_library(root, emb, max_requeue=2))
+    assert "tone_440.wav" in report.embedded and report.requeued == 1 + 3
+    assert [f.path for f in report.failed] == ["tone_880.wav"]
+    assert "kept changing" in report.failed[0].error
+    with Library.open(root) as lib:
+        assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_read_only_library_keeps_catalog_in_user_data_dir(tmp_path, monkeypatch):
+    root = make_library(tmp_path / "lib")
+    data = tmp_path / "userdata"
+    real = L._can_write
+    monkeypatch.setattr(L, "_can_write", lambda folder: False if root in Path(folder).parents else real(folder))
+    monkeypatch.setattr(L, "user_data_dir", lambda *a, **k: str(data))
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    assert not (root / ".earshot").exists()
+    catalogs = list((data / "libraries").glob("*/catalog.sqlite"))
+    assert len(catalogs) == 1
+    with Library.open(root) as lib:
+        assert lib.catalog_dir == catalogs[0].parent
+        assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]
+
+
+def test_v0_catalog_is_migrated(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    (root / ".earshot").mkdir()
+    db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
+    db.execute("CREATE TABLE files(path TEXT PRIMARY KEY, size INTEGER, mtime REAL, sha256 TEXT, duration REAL)")
+    db.execute("CREATE TABLE embeddings(path TEXT, model TEXT, vector BLOB)")
+    for f in FREQS:
+        p = root / f"tone_{f}.wav"
+        st = p.stat()
+        db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?)", (p.name, st.st_size, st.st_mtime,
+                                                                L.hash_file(p), 1.0))
+        v = emb.embed_windows(tone(f, 0.5)[None])[0]
+        db.execute("INSERT INTO embeddings VALUES (?, ?, ?)", (p.name, emb.model_id, v.tobytes()))
+    db.execute("INSERT INTO files VALUES ('gone.wav', 10, 1.0, 'abc', 2.0)")
+    db.commit()
+    db.close()
+    emb.windows = 0
+    with Library.open(root) as lib:
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION
+        assert lib.stats().files == 5 and lib.stats().vectors == {emb.model_id: 4}
+        assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # migrated vectors, index built from them
+        assert any("missing" in e for e in lib.events) or lib._index_path(emb.model_id).is_file()
+    report = drain(index_library(root, emb))
+    assert emb.windows == 0 and report.embedded == [] and report.removed == 1  # mtime in ns: hash decides
+    with Library.open(root) as lib:
+        assert lib.db.execute("SELECT count(*) FROM models WHERE sample_rate = ?", (SR,)).fetchone()[0] == 1
+        assert_consistent(lib, emb.model_id)
+
+
+def test_newer_catalog_is_refused_with_a_clear_error(tmp_path):
+    root = make_library(tmp_path / "lib")
+    drain(index_library(root, ToneEmbedder()))
+    db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(L.LibraryError, match="newer"):
+        Library.open(root)
+
+
+def test_damaged_catalog_is_set_aside(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    cat = root / ".earshot" / "catalog.sqlite"
+    for extra in ("-wal", "-shm"):
+        Path(str(cat) + extra).unlink(missing_ok=True)
+    cat.write_bytes(b"this is not a database" * 100)
+    with Library.open(root) as lib:
+        assert any("damaged catalog" in e for e in lib.events) and lib.stats().files == 0
+    drain(index_library(root, emb))
+    with Library.open(root) as lib:
+        assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+# ------------------------------------------------------------------------------------ index file recovery
+
+
+def test_missing_damaged_or_stale_index_file_is_rebuilt(tmp_path):
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    with Library.open(root) as lib:
+        path = lib._index_path(emb.model_id)
+    old = path.read_bytes()
+
+    path.unlink()
+    with Library.open(root) as lib:
+        assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]
+        assert any("missing" in e for e in lib.events)
+    assert path.is_file()
+
+    path.write_bytes(b"\x00garbage" * 50)
+    with Library.open(root) as lib:
+        assert top(lib, emb, "220 Hz", k=1) == ["tone_220.wav"]
+        assert any("damaged" in e for e in lib.events)
+
+    # stale: an index from before two files were added and one deleted
+    write(root / "added_300.wav", tone(300))
+    write(root / "added_600.wav", tone(600))
+    (root / "tone_1760.wav").unlink()
+    drain(index_library(root, emb))
+    path.write_bytes(old)
+    with Library.open(root) as lib:
+        assert top(lib, emb, "600 Hz", k=1) == ["added_600.wav"]
+        assert "tone_1760.wav" not in top(lib, emb, "1760 Hz", k=10)
+        assert any("+2 -1" in e for e in lib.events)
+        assert_consistent(lib, emb.model_id)
+    assert set(VectorIndex.load(path, emb.dim).ids().tolist()) != set()
+
+
+def test_cancel_mid_job_leaves_a_consistent_library(tmp_path):
+    root = tmp_path / "lib"
+    for i in range(12):
+        write(root / f"t{i:02d}.wav", tone(100 * (i + 2)))
+    emb = ToneEmbedder(delay=0.01)
+    job = index_library(root, emb, batch_size=1, workers=2, queue_size=1)
+    for p in job:
+        if p["files_done"] >= 4:
+            break
+    job.close()  # what the GUI runner does on Cancel; the conftest fixture checks no thread is left
+    with Library.open(root) as lib:
+        n = lib.stats().files
+        assert 4 <= n < 12
+        assert_consistent(lib, emb.model_id)
+    emb.windows = 0
+    report = drain(index_library(root, emb))
+    assert len(report.embedded) == 12 - n and report.unchanged == n and emb.windows == 2 * (12 - n)
+
+
+_KILL_SCRIPT = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("tlib", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+from app.services.library import index_library
+emb = mod.ToneEmbedder(delay=0.03)
+for p in index_library(sys.argv[2], emb, batch_size=1, checkpoint_seconds=0.2):
+    print(p["files_done"], flush=True)
+"""
+
+
+def test_kill_9_mid_indexing_then_resume(tmp_path):
+    root = tmp_path / "lib"
+    n_files = 20
+    for i in range(n_files):
+        write(root / f"t{i:02d}.wav", tone(60 * 1.2 ** i))
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, __file__, str(root)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        for line in proc.stdout:
+            if int(line) >= 8:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    emb = ToneEmbedder()
+    with Library.open(root) as lib:
+        committed = lib.stats().files
+        assert 8 <= committed < n_files
+        assert_consistent(lib, emb.model_id)  # the index file (a checkpoint) is repaired from the catalog
+    report = drain(index_library(root, emb))
+    assert len(report.embedded) == n_files - committed and report.unchanged == committed
+    with Library.open(root) as lib:
+        assert lib.stats().files == n_files and lib.stats().vectors == {emb.model_id: n_files}
+        assert_consistent(lib, emb.model_id)
+        for i in (0, 9, 19):
+            assert top(lib, emb, f"{60 * 1.2 ** i:.4f} Hz", k=1) == [f"t{i:02d}.wav"]
+
+
+# ------------------------------------------------------------------------------------------ long files, ANN
+
+
+def test_long_file_is_streamed_and_the_best_window_points_at_the_match(tmp_path, monkeypatch):
+    root = tmp_path / "lib"
+    rng = np.random.default_rng(0)
+    audio = tone(300, 60.0, amp=0.1) + 0.01 * rng.standard_normal(60 * SR).astype(np.float32)
+    audio[40 * SR:45 * SR] += tone(1500, 5.0)
+    write(root / "long.wav", audio)
+    write(root / "short_1500.wav", tone(1500, 0.5))
+    read_whole = []
+    monkeypatch.setattr(sf, "read", lambda *a, **k: read_whole.append(a) or pytest.fail("loaded whole"))
+    emb = ToneEmbedder(window_seconds=1.0)
+    report = drain(index_library(root, emb, batch_size=8))
+    assert report.windows == 61 and read_whole == []
+    with Library.open(root) as lib:
+        hits = {h.rel_path: h for h in lib.search_text("1500 Hz", emb, k=2)}
+        long_hit = hits["long.wav"]
+        assert len(long_hit.window_scores) == 60
+        assert 40.0 <= long_hit.best_window_start_s < 45.0
+        assert max(long_hit.window_scores) > 0.9 > long_hit.score
+        assert lib.similar("short_1500.wav", emb, k=1)[0].best_window_start_s in {40.0, 41.0, 42.0, 43.0, 44.0}
+
+
+def _clustered(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((50, dim))
+    x = centres[rng.integers(0, 50, n)] + 0.7 * rng.standard_normal((n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture
+def one_faiss_thread():
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # OpenMP spinning on 2 busy cores is 5x slower than one thread
+    yield
+    faiss.omp_set_num_threads(before)
+
+
+def test_hnsw_recall_against_exact_search(tmp_path, one_faiss_thread):
+    dim, n, k = 32, 4000, 10
+    x, q = _clustered(n, dim, 0), _clustered(200, dim, 1)
+    ids = np.arange(1000, 1000 + n)
+    exact = VectorIndex.build(dim, ids, x, IndexConfig(exact_limit=10**9))
+    approx = VectorIndex.build(dim, ids, x, IndexConfig(exact_limit=1000))
+    assert exact.kind == "exact" and approx.kind == "hnsw"
+    _, truth = exact.search(q, k)
+    # the exact index is exact
+    brute = ids[np.argsort(-(q @ x.T), axis=1)[:, :k]]
+    assert (truth == brute).mean() > 0.99
+    _, got = approx.search(q, k)
+    recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(got.tolist(), truth.tolist(), strict=True)])
+    assert recall >= 0.95, recall
+    # removals (tombstones until compacted), a filter, and a save/load round trip
+    gone = truth[:, 0][:20]
+    approx.remove(gone)
+    _, got = approx.search(q[:20], k)
+    assert not np.isin(got, gone).any() and (got >= 0).all()
+    allowed = ids[::7]
+    _, got = approx.search(q, k, allowed=allowed)
+    assert np.isin(got, allowed).all()
+    approx.save(tmp_path / "i.faiss")
+    back = VectorIndex.load(tmp_path / "i.faiss", dim, IndexConfig(exact_limit=1000))
+    assert back.kind == "hnsw" and len(back) == n - 20 and not np.isin(back.ids(), gone).any()
+    # growing past the limit switches an exact index to HNSW
+    small = VectorIndex.build(dim, ids[:900], x[:900], IndexConfig(exact_limit=1000))
+    assert small.kind == "exact"
+    small.add(ids[900:1100], x[900:1100])
+    assert small.kind == "hnsw" and len(small) == 1100
+
+
+def test_library_search_through_hnsw(tmp_path, one_faiss_thread):
+    root = tmp_path / "lib"
+    for i in range(16):
+        write(root / f"t{i:02d}.wav", tone(60 * 1.25 ** i, 0.5))
+    emb = ToneEmbedder()
+    cfg = IndexConfig(exact_limit=8)
+    with Library.open(root, index_config=cfg) as lib:
+        drain(index_library(lib, emb))
+        assert lib.index_kind(emb.model_id) == "hnsw"
+        for i in range(16):
+            assert top(lib, emb, f"{60 * 1.25 ** i:.4f} Hz", k=1) == [f"t{i:02d}.wav"]
+        (root / "t03.wav").unlink()
+        drain(index_library(lib, emb))
+        assert "t03.wav" not in top(lib, emb, f"{60 * 1.25 ** 3:.4f} Hz", k=16)
+        assert len(top(lib, emb, "100 Hz", k=20, filters=SearchFilters(max_duration=1.0))) == 15
+        assert_consistent(lib, emb.model_id)
