@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
 
@@ -25,10 +26,30 @@ class Environment:
     python: str = platform.python_version()
 
 
-def probe_environment(registry: ModelRegistry, device_preference: str = "auto") -> Job[Environment]:
+def default_threads() -> int:
+    """Leave one core for the interface and audio."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def apply_threads(threads: int) -> None:
+    """Cap torch's and FAISS's CPU threads (model work must not starve the GUI or the audio callback)."""
+    import faiss
+    import torch
+
+    threads = max(1, int(threads))
+    torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
+
+
+def probe_environment(
+    registry: ModelRegistry, device_preference: str = "auto", threads: int | None = None
+) -> Job[Environment]:
     """Import the heavy libraries and look around; a job so the GUI can run it off its thread."""
     yield {"message": "loading PyTorch"}
     import torch
+
+    if threads is not None:
+        apply_threads(threads)
 
     from training.device import available_devices, resolve_device
 

@@ -14,7 +14,7 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QTabWidget, QWidget
 
-from app.services.environment import Environment, probe_environment
+from app.services.environment import Environment, default_threads, probe_environment
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import AboutDialog, PreferencesDialog
 from app.ui.search_tab import SearchTab
@@ -137,7 +137,8 @@ class MainWindow(QMainWindow):
         """Look for devices, audio and models in a worker: importing torch must not freeze the window."""
         if self._probe is not None and self._probe.is_running():
             return
-        runner = JobRunner(lambda: probe_environment(self.registry, self.registry.device_preference),
+        threads = int(self.settings.value("threads", default_threads()))
+        runner = JobRunner(lambda: probe_environment(self.registry, self.registry.device_preference, threads),
                            name="environment", parent=self)
         runner.progress.connect(lambda p: self.statusBar().showMessage(str(p.get("message", "")), 3000))
         runner.result.connect(self.set_environment)
@@ -179,7 +180,7 @@ class MainWindow(QMainWindow):
         available = self.environment.devices if self.environment else ["cpu"]
         dialog = PreferencesDialog(
             device=self.registry.device_preference,
-            threads=int(self.settings.value("threads", max(1, (os.cpu_count() or 2) - 1))),
+            threads=int(self.settings.value("threads", default_threads())),
             available=available,
             max_threads=os.cpu_count() or 1,
             parent=self,

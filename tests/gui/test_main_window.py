@@ -77,14 +77,14 @@ def test_opening_a_missing_folder_is_a_message(window: MainWindow, tmp_path: Pat
 
 
 def test_preferences_and_geometry_persist(qtbot, window: MainWindow, tmp_path: Path) -> None:
-    window.resize(640, 480)  # the offscreen screen is 800x600
+    window.resize(760, 520)  # the offscreen screen is 800x600; the minimum is 720x480
     window.tabs.setCurrentIndex(2)
     window.apply_preferences("cpu", 1)
     qtbot.waitUntil(lambda: not window._probe.is_running(), timeout=30_000)
     window.close()
     again = MainWindow(registry=ModelRegistry(folders=[(tmp_path / "models", "user")]))
     qtbot.addWidget(again)
-    assert (again.width(), again.height()) == (640, 480)
+    assert (again.width(), again.height()) == (760, 520)
     assert again.tabs.currentIndex() == 2
     assert again.registry.device_preference == "cpu"
     qtbot.waitUntil(lambda: again.environment is not None, timeout=30_000)
