@@ -18,6 +18,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread() -> Iterator[None]:
+    """Tests use tiny models: one intra-op thread avoids oversubscribing 2 cores (up to 100x slower when busy)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_threads() -> Iterator[None]:
     """Fail any test that leaves a Python thread or an Earshot worker running (napari/superqt style)."""
