@@ -1,8 +1,197 @@
-"""Units tab: speak, watch discovered speech units scroll by, hear speech rebuilt from units alone."""
+"""Units tab: speak, watch discovered speech units scroll by, hear speech rebuilt from units alone.
+
+Live path (Friture style): the Recorder's audio callback only copies into its ring buffer; a ~30 Hz QTimer
+drains it on the GUI thread and hands the blocks to a `LiveStream`, whose job runs the front end and the
+streaming encoder in a worker (`JobRunner`); the same timer takes the new spectrogram frames and units
+back and redraws the scrolling view. Stop (or loading a file) shows the whole utterance, resynthesises it
+in another worker, and fills the side-by-side spectrograms and the codebook-usage histogram.
+
+Keys: Space records/stops, P plays the resynthesis, Ctrl+E exports the units, Ctrl+Shift+E the WAV.
+Tests inject audio through `recorder_factory`, `player_factory` and `device_status_fn`.
+"""
 
 from __future__ import annotations
 
+import colorsys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, QTimer, Slot
+from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.services.audio import AudioError, DeviceStatus, Player, Recorder, device_status
+from app.services.jobs import format_progress
+from app.services.registry import ModelEntry
+from app.services.units import LiveStream, Resynthesis, UnitsSession, load_session
 from app.ui.tab_base import ModelTab
+from app.workers import JobRunner
+
+LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
+TICK_MS = 33  # ~30 Hz drain + redraw
+LIVE_LEVELS = (-3.0, 1.5)  # fixed colour range (log10 magnitude) so the scrolling view does not flicker
+LABEL_MIN_PIXELS = 18  # a unit this wide on screen (or wider) gets its id written on it
+MAX_LABELS = 300
+
+
+def unit_colour(unit: int) -> tuple[int, int, int]:
+    """A fixed colour per unit id: golden-ratio hue steps keep neighbouring ids far apart on the wheel."""
+    hue = (unit * 0.6180339887) % 1.0
+    sat, val = (0.55, 0.95) if unit % 2 else (0.8, 0.8)
+    r, g, b = colorsys.hsv_to_rgb(hue, sat, val)
+    return round(255 * r), round(255 * g), round(255 * b)
+
+
+def unit_colours(units: list[int] | np.ndarray) -> np.ndarray:
+    """(U,) ids -> (1, U, 3) uint8 image row."""
+    return np.array([[unit_colour(int(u)) for u in units]], dtype=np.uint8).reshape(1, -1, 3)
+
+
+def robust_levels(spec: np.ndarray) -> tuple[float, float]:
+    if spec.size == 0:
+        return LIVE_LEVELS
+    lo, hi = np.percentile(spec, [2.0, 99.8])
+    return float(lo), float(max(hi, lo + 1e-3))
+
+
+def _plot_defaults(plot: pg.PlotWidget) -> None:
+    plot.setMenuEnabled(False)
+    plot.setMouseEnabled(x=False, y=False)
+    plot.hideButtons()
+    plot.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Tab goes to controls, not plots
+    plot.getAxis("left").setWidth(52)  # equal axis widths keep x-linked plots aligned pixel for pixel
+
+
+class SpectrogramPane(pg.PlotWidget):
+    """A (time, frequency) log-magnitude image placed at [start, start + T·hop) seconds, 0..max_hz upwards."""
+
+    def __init__(self, title: str = "", max_hz: float = 8000.0, zoomable: bool = False,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        _plot_defaults(self)
+        self.setMouseEnabled(x=zoomable, y=False)  # zoom in (wheel) on time to read unit ids
+        self.max_hz = max_hz
+        if title:
+            self.setTitle(title, size="9pt")
+        self.setLabel("left", "Hz")
+        self.setLabel("bottom", "time", units="s")
+        self.image = pg.ImageItem()
+        self.image.setColorMap(pg.colormap.get("viridis"))
+        self.addItem(self.image)
+        self.setYRange(0, max_hz, padding=0)
+        self.n_frames = 0
+
+    def set_frames(self, frames: np.ndarray, hop_seconds: float, start: float = 0.0,
+                   levels: tuple[float, float] | None = None, x_range: tuple[float, float] | None = None) -> None:
+        frames = np.asarray(frames, dtype=np.float32)  # (T, F)
+        self.n_frames = len(frames)
+        if len(frames) == 0:
+            self.image.clear()
+        else:
+            self.image.setImage(frames.T, levels=levels or robust_levels(frames))  # rows = frequency
+            self.image.setRect(QRectF(start, 0.0, len(frames) * hop_seconds, self.max_hz))
+        lo, hi = x_range or (start, start + max(len(frames), 1) * hop_seconds)
+        self.setXRange(lo, hi, padding=0)
+
+    def clear_frames(self) -> None:
+        self.set_frames(np.zeros((0, 1), np.float32), 0.01)
+
+
+class UnitStrip(pg.PlotWidget):
+    """Units as a row of coloured cells under a spectrogram (x-linked to it); ids written when zoomed in."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        _plot_defaults(self)
+        self.hideAxis("bottom")
+        self.setLabel("left", "units")
+        self.getAxis("left").setTicks([[]])
+        self.setYRange(0, 1, padding=0)
+        self.setFixedHeight(42)
+        self.image = pg.ImageItem()
+        self.addItem(self.image)
+        self.units: list[int] = []
+        self.start = 0.0
+        self.unit_seconds = 0.04
+        self._labels: list[pg.TextItem] = []
+        self.labels_shown = 0
+        self.getViewBox().sigXRangeChanged.connect(self._update_labels)
+
+    def set_units(self, units: list[int], unit_seconds: float, start: float = 0.0) -> None:
+        self.units, self.unit_seconds, self.start = list(units), unit_seconds, start
+        if units:
+            self.image.setImage(unit_colours(units), levels=(0, 255))
+            self.image.setRect(QRectF(start, 0.0, len(units) * unit_seconds, 1.0))
+        else:
+            self.image.clear()
+        self._update_labels()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802, ANN401 (Qt API)
+        super().resizeEvent(event)
+        if hasattr(self, "units"):  # pyqtgraph resizes once while still constructing
+            self._update_labels()
+
+    @Slot()
+    def _update_labels(self) -> None:
+        (lo, hi), _ = self.getViewBox().viewRange()
+        width = max(1, self.getViewBox().width())
+        pixels_per_unit = width * self.unit_seconds / max(hi - lo, 1e-9)
+        first = max(0, int((lo - self.start) / self.unit_seconds))
+        last = min(len(self.units), int(np.ceil((hi - self.start) / self.unit_seconds)))
+        visible = range(first, last) if pixels_per_unit >= LABEL_MIN_PIXELS else range(0)
+        visible = visible[:MAX_LABELS]
+        while len(self._labels) < len(visible):
+            label = pg.TextItem(color="k", anchor=(0.5, 0.5))
+            self.addItem(label)
+            self._labels.append(label)
+        for label, u in zip(self._labels, visible, strict=False):
+            label.setText(str(self.units[u]))
+            label.setPos(self.start + (u + 0.5) * self.unit_seconds, 0.5)
+            label.setVisible(True)
+        for label in self._labels[len(visible):]:
+            label.setVisible(False)
+        self.labels_shown = len(visible)
+
+
+class UsageHistogram(pg.PlotWidget):
+    """How often each codebook entry was used in the utterance, bars in the units' own colours."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        _plot_defaults(self)
+        self.setTitle("codebook usage", size="9pt")
+        self.setLabel("bottom", "unit id")
+        self.setLabel("left", "count")
+        self.bars: pg.BarGraphItem | None = None
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def set_counts(self, counts: np.ndarray) -> None:
+        if self.bars is not None:
+            self.removeItem(self.bars)
+        self.counts = np.asarray(counts)
+        x = np.arange(len(counts))
+        brushes = [pg.mkBrush(*unit_colour(int(u))) for u in x]
+        self.bars = pg.BarGraphItem(x=x, height=self.counts, width=0.8, brushes=brushes, pen=None)
+        self.addItem(self.bars)
+        self.setXRange(-0.5, max(len(counts), 1) - 0.5, padding=0.01)
+        self.setYRange(0, max(1, int(self.counts.max(initial=0))), padding=0.05)
+
+
+def default_recorder() -> Recorder:
+    return Recorder(sample_rate=16000, channels=1, block_size=512, capacity_seconds=30.0)
 
 
 class UnitsTab(ModelTab):
@@ -12,3 +201,565 @@ class UnitsTab(ModelTab):
         "Record speech and watch discrete units, discovered without transcriptions, appear under the "
         "spectrogram; then hear it resynthesised from the units in your voice or another's."
     )
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        # injection points (tests, other front ends): all audio I/O goes through these
+        self.recorder_factory: Callable[[], Recorder] = default_recorder
+        self.player_factory: Callable[[], Player] = Player
+        self.device_status_fn: Callable[[], DeviceStatus] = device_status
+
+        self.session: UnitsSession | None = None
+        self.loaded_name = ""
+        self.audio_status: DeviceStatus | None = None
+        self.recorder: Recorder | None = None
+        self.player: Player | None = None
+        self.live: LiveStream | None = None
+        self.resynthesis: Resynthesis | None = None
+        self.state = "idle"  # idle | loading | recording | finishing | encoding | resynthesising
+        self._runners: list[JobRunner] = []
+        self._pending_resynthesis = False
+        self.live_redraws = 0  # timer ticks that redrew the live view (tests read this)
+        self._live_spec: list[np.ndarray] = []
+        self._live_frames = 0  # frames received this recording
+        self._live_units: list[int] = []
+        self._levels: tuple[float, float] | None = None  # colour range of the original, reused for the resynthesis
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self._tick)
+        self._build()
+        self._update_controls()
+
+    # ------------------------------------------------------------------------------------------ building
+
+    def _build(self) -> None:
+        self.model_label = QLabel("Model:")
+        self.model_combo = QComboBox()
+        self.model_combo.setToolTip("Units model to use")
+        self.model_combo.currentTextChanged.connect(self._model_chosen)
+        self.record_button = QPushButton("● Record")
+        self.record_button.setToolTip("Record from the microphone (Space)")
+        self.record_button.clicked.connect(self.toggle_recording)
+        self.load_button = QPushButton("&Load file…")
+        self.load_button.setToolTip("Encode an audio file (any format, rate and channel count); no device needed")
+        self.load_button.clicked.connect(self.choose_file)
+        self.device_label = QLabel("")
+        self.device_label.setStyleSheet("color: #a05a00")
+        self.device_label.setWordWrap(True)  # device messages can be long; never widen the window for them
+        self.device_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.xrun_label = QLabel("xruns: 0")
+        self.xrun_label.setToolTip("Input overflows: audio the app could not take in time (dropped)")
+
+        top = QHBoxLayout()
+        for w in (self.model_label, self.model_combo, self.record_button, self.load_button, self.device_label):
+            top.addWidget(w)
+        top.addWidget(self.xrun_label)
+
+        self.live_view = SpectrogramPane(f"live (last {LIVE_SECONDS:g} s)")
+        self.live_view.setMinimumHeight(100)
+        self.live_strip = UnitStrip()
+        self.live_strip.setXLink(self.live_view)
+        self.status_label = QLabel("")
+        self.status_label.setWordWrap(True)
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+        self.original_view = SpectrogramPane("original (wheel zooms; unit ids show when zoomed in)",
+                                             zoomable=True)
+        self.original_strip = UnitStrip()
+        self.original_strip.setXLink(self.original_view)
+        self.resynth_view = SpectrogramPane("resynthesis (from units only)", zoomable=True)
+        self.resynth_view.setXLink(self.original_view)
+        self.histogram = UsageHistogram()
+        review = QGridLayout()
+        review.addWidget(self.original_view, 0, 0)
+        review.addWidget(self.original_strip, 1, 0)
+        review.addWidget(self.resynth_view, 0, 1)
+        review.addWidget(self.histogram, 0, 2, 2, 1)
+        review.setColumnStretch(0, 3)
+        review.setColumnStretch(1, 3)
+        review.setColumnStretch(2, 2)
+        for w in (self.original_view, self.resynth_view, self.histogram):
+            w.setMinimumHeight(100)
+
+        self.speaker_label = QLabel("&Voice:")
+        self.speaker_combo = QComboBox()
+        self.speaker_combo.setToolTip("Voice of the resynthesis (the model's speaker table)")
+        self.speaker_label.setBuddy(self.speaker_combo)
+        self.speaker_combo.currentIndexChanged.connect(self._speaker_chosen)
+        self.play_original_button = QPushButton("Play &original")
+        self.play_original_button.clicked.connect(self.play_original)
+        self.play_resynth_button = QPushButton("Play &resynthesis")
+        self.play_resynth_button.clicked.connect(self.play_resynthesis)
+        self.export_units_button = QPushButton("Export &units…")
+        self.export_units_button.setToolTip("Save the units as one line of START:ID tokens, seconds:unit id (Ctrl+E)")
+        self.export_units_button.clicked.connect(lambda: self.export_units())
+        self.export_wav_button = QPushButton("Export &WAV…")
+        self.export_wav_button.setToolTip("Save the resynthesis as a 16-bit WAV file (Ctrl+Shift+E)")
+        self.export_wav_button.clicked.connect(lambda: self.export_wav())
+        bottom = QHBoxLayout()
+        for w in (self.speaker_label, self.speaker_combo, self.play_original_button, self.play_resynth_button):
+            bottom.addWidget(w)
+        bottom.addStretch(1)
+        bottom.addWidget(self.export_units_button)
+        bottom.addWidget(self.export_wav_button)
+
+        layout = QVBoxLayout(self.page)
+        layout.addLayout(top)
+        layout.addWidget(self.live_view, 3)
+        layout.addWidget(self.live_strip)
+        layout.addWidget(self.status_label)
+        layout.addLayout(review, 3)
+        layout.addLayout(bottom)
+
+        order = [self.model_combo, self.record_button, self.load_button, self.speaker_combo,
+                 self.play_original_button, self.play_resynth_button, self.export_units_button,
+                 self.export_wav_button]
+        for a, b in zip(order, order[1:], strict=False):
+            QWidget.setTabOrder(a, b)
+
+        def shortcut(key: QKeySequence | str, slot: Callable[[], Any]) -> QShortcut:
+            # window-wide, but Qt ignores shortcuts of hidden widgets: active only while this tab shows
+            s = QShortcut(QKeySequence(key), self)
+            s.setContext(Qt.ShortcutContext.WindowShortcut)
+            s.activated.connect(slot)
+            return s
+
+        self.shortcuts = [
+            shortcut(QKeySequence(Qt.Key.Key_Space), self._space),
+            shortcut("P", self._play_key),
+            shortcut("Ctrl+E", lambda: self.export_units()),
+            shortcut("Ctrl+Shift+E", lambda: self.export_wav()),
+        ]
+
+    def has_working_view(self) -> bool:
+        return True
+
+    # ------------------------------------------------------------------------------------------ models
+
+    @Slot(list)
+    def set_models(self, entries: list[ModelEntry]) -> None:
+        super().set_models(entries)
+        names = [e.name for e in self.models]
+        current = self.model_combo.currentText()
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        self.model_combo.addItems(names)
+        self.model_combo.blockSignals(False)
+        several = len(names) > 1
+        self.model_combo.setVisible(several)
+        self.model_label.setText("Model:" if several else f"Model: {names[0]}" if names else "")
+        if not names:
+            self.session, self.loaded_name = None, ""
+            self._update_controls()
+            return
+        if current not in names:
+            default = self.registry.default_for(self.kind) if self.registry is not None else None
+            current = default.name if default is not None and default.name in names else names[0]
+        self.model_combo.blockSignals(True)
+        self.model_combo.setCurrentText(current)
+        self.model_combo.blockSignals(False)
+        self.refresh_devices()
+        if current != self.loaded_name:
+            self.load_model(current)
+
+    @Slot(str)
+    def _model_chosen(self, name: str) -> None:
+        if name and name != self.loaded_name and self.state == "idle":
+            self.load_model(name)
+
+    def load_model(self, name: str) -> None:
+        if self.registry is None:
+            self._say("No model registry: cannot load a model.")
+            return
+        if self.state != "idle":
+            self._say("Busy: stop the current work before switching models.")
+            return
+        registry = self.registry
+        self.state = "loading"
+        self._say(f"Loading units model {name}…")
+        self._run(lambda: load_session(registry, name), f"units-load-{name}",
+                  lambda session: self._model_loaded(name, session))
+
+    def _model_loaded(self, name: str, session: UnitsSession) -> None:
+        self.session, self.loaded_name = session, name
+        self.speaker_combo.blockSignals(True)
+        self.speaker_combo.clear()
+        self.speaker_combo.addItems(session.speakers)
+        self.speaker_combo.blockSignals(False)
+        self._say(f"{name}: {session.codebook_size} units, one every {session.unit_seconds * 1000:.0f} ms; "
+                  f"look-ahead {session.lookahead_ms:.0f} ms. Press Space to record or load a file.")
+        self.models_loaded.emit()
+
+    # ------------------------------------------------------------------------------------------ devices
+
+    def refresh_devices(self) -> None:
+        self.set_audio_status(self.device_status_fn())
+
+    def set_audio_status(self, status: DeviceStatus) -> None:
+        self.audio_status = status
+        self._update_controls()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        if self.models and self.state == "idle":
+            self.refresh_devices()  # a microphone may have been plugged in meanwhile
+
+    def _update_controls(self) -> None:
+        status = self.audio_status
+        ready = self.session is not None
+        recording = self.state == "recording"
+        idle = self.state == "idle"
+        input_ok = status is not None and status.input_ok
+        output_ok = status is not None and status.output_ok
+        self.record_button.setText("■ Stop" if recording else "● Record")
+        self.record_button.setEnabled(recording or (idle and ready and input_ok))
+        reason = status.message if status is not None else "checking audio devices…"
+        off = [what for what, ok in (("recording", input_ok), ("playback", output_ok)) if not ok]
+        # one visible line says what is off and why; the disabled buttons' tooltips repeat it
+        self.device_label.setText(f"{' and '.join(off).capitalize()} unavailable: {reason}" if off else "")
+        self.record_button.setToolTip(f"Recording unavailable: {reason}" if not input_ok
+                                      else "Record from the microphone (Space)")
+        self.load_button.setEnabled(idle and ready)
+        self.model_combo.setEnabled(idle)
+        has_units = ready and bool(self.session.units) and idle
+        has_audio = ready and self.session.n_samples > 0 and idle
+        has_resynth = self.resynthesis is not None and len(self.resynthesis.audio) > 0 and idle
+        self.speaker_combo.setEnabled(ready and self.state != "recording")
+        self.play_original_button.setEnabled(has_audio and output_ok)
+        self.play_resynth_button.setEnabled(has_resynth and output_ok)
+        if not output_ok:
+            for b in (self.play_original_button, self.play_resynth_button):
+                b.setToolTip(f"Playback unavailable: {reason}")
+        else:
+            self.play_original_button.setToolTip("Play what was recorded or loaded")
+            self.play_resynth_button.setToolTip("Play the speech rebuilt from the units (P)")
+        self.export_units_button.setEnabled(has_units)
+        self.export_wav_button.setEnabled(has_resynth)
+
+    # ------------------------------------------------------------------------------------------ jobs
+
+    def _run(self, factory: Callable[[], Any], name: str, on_result: Callable[[Any], None],
+             on_error: Callable[[str], None] | None = None, progress: bool = True) -> JobRunner:
+        runner = JobRunner(factory, name=name, parent=self)
+        if progress:
+            runner.progress.connect(self._on_progress)
+        runner.result.connect(on_result)
+        runner.error.connect(on_error or self._on_job_error)
+        runner.finished.connect(lambda: self._job_finished(runner))
+        self._runners.append(runner)
+        self._update_controls()
+        runner.start()
+        return runner
+
+    @Slot(dict)
+    def _on_progress(self, progress: dict) -> None:
+        text = format_progress(progress)
+        if text:
+            self.status_label.setText(text)
+
+    @Slot(str)
+    def _on_job_error(self, message: str) -> None:
+        self._say(f"Error: {message}")
+
+    def _job_finished(self, runner: JobRunner) -> None:
+        if runner in self._runners:
+            self._runners.remove(runner)
+        if not any(r.is_running() for r in self._runners):
+            if self.state in ("recording", "finishing"):
+                self._end_live()
+            self.state = "idle"
+            if self._pending_resynthesis and self.session is not None and self.session.finished:
+                self._pending_resynthesis = False
+                self.start_resynthesis()
+        self._update_controls()
+
+    def busy(self) -> bool:
+        return any(r.is_running() for r in self._runners)
+
+    def _say(self, message: str) -> None:
+        self.status_label.setText(message)
+        self.status_changed.emit(message)
+
+    # ------------------------------------------------------------------------------------------ recording
+
+    @Slot()
+    def _space(self) -> None:
+        if self.record_button.isEnabled():
+            self.toggle_recording()
+
+    @Slot()
+    def toggle_recording(self) -> None:
+        if self.state == "recording":
+            self.stop_recording()
+        else:
+            self.start_recording()
+
+    def start_recording(self) -> None:
+        if self.session is None or self.state != "idle":
+            return
+        try:
+            recorder = self.recorder_factory()
+            recorder.start()
+        except AudioError as e:
+            self._say(f"Cannot record: {e}")
+            return
+        self.recorder = recorder
+        self.live = LiveStream(self.session)
+        self.resynthesis = None
+        self._clear_views()
+        self.state = "recording"
+        self._say(f"Recording… units appear about {self.session.lookahead_ms:.0f} ms behind the audio. "
+                  "Space stops.")
+        self._run(self.live.run, "units-live", self._live_done, self._live_error, progress=False)
+        self.timer.start()
+
+    def stop_recording(self, reason: str = "") -> None:
+        """Stop the microphone; the worker finishes the utterance, then the resynthesis starts."""
+        if self.state != "recording" or self.recorder is None or self.live is None:
+            return
+        recorder = self.recorder
+        tail = [recorder.drain()]
+        recorder.stop()
+        tail.append(recorder.drain())  # what arrived between the last tick and the stream's stop
+        for block in tail:
+            self.live.put(block)
+        self.live.close()
+        self.state = "finishing"
+        self._say(reason or "Finishing the last units…")
+        self._update_controls()
+
+    @Slot()
+    def _tick(self) -> None:
+        recorder = self.recorder
+        if self.state == "recording" and recorder is not None and self.live is not None:
+            block = recorder.drain()
+            self.live.put(block)
+            self.xrun_label.setText(f"xruns: {recorder.overflows}")
+            if recorder.error or not recorder.recording:
+                self.stop_recording(f"Recording stopped: {recorder.error or 'the input closed'}. "
+                                    "What was recorded is kept.")
+        self._drain_live()
+
+    def _drain_live(self) -> None:
+        if self.live is None or self.session is None:
+            return
+        units, frames = self.live.take()
+        if not units and not len(frames):
+            return
+        self._live_units.extend(units)
+        if len(frames):
+            self._live_spec.append(frames)
+            self._live_frames += len(frames)
+        self._redraw_live()
+
+    def _redraw_live(self) -> None:
+        s = self.session
+        keep = round(LIVE_SECONDS / s.hop_seconds)
+        spec = np.concatenate(self._live_spec) if self._live_spec else np.zeros((0, 1), np.float32)
+        spec = spec[-keep:]
+        self._live_spec = [spec]
+        end = self._live_frames * s.hop_seconds
+        lo = max(0.0, end - LIVE_SECONDS)
+        x_range = (lo, max(end, LIVE_SECONDS))
+        self.live_view.set_frames(spec, s.hop_seconds, start=(self._live_frames - len(spec)) * s.hop_seconds,
+                                  levels=LIVE_LEVELS, x_range=x_range)
+        keep_units = int(np.ceil(LIVE_SECONDS / s.unit_seconds)) + 1
+        first_unit = max(0, len(self._live_units) - keep_units)
+        self.live_strip.set_units(self._live_units[first_unit:], s.unit_seconds, start=first_unit * s.unit_seconds)
+        self.live_view.setXRange(*x_range, padding=0)
+        self.live_redraws += 1
+
+    def _live_done(self, units: list[int]) -> None:
+        self._drain_live()
+        self._end_live()
+        s = self.session
+        if s is None:
+            return
+        self._say(f"{len(units)} units in {s.duration:.2f} s ({len(set(units))} different)."
+                  + (f" {s.nonfinite} invalid samples were replaced by silence." if s.nonfinite else "")
+                  + (" The input clipped." if s.clipped > 0.001 * max(s.n_samples, 1) else ""))
+        self._show_review()
+        self._pending_resynthesis = True  # starts once the live worker has finished
+
+    def _live_error(self, message: str) -> None:
+        self._end_live()
+        self._say(f"Live encoding failed: {message}")
+
+    def _end_live(self) -> None:
+        self.timer.stop()
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.xrun_label.setText(f"xruns: {self.recorder.overflows}")
+        self.recorder = None
+
+    # ------------------------------------------------------------------------------------------ files
+
+    @Slot()
+    def choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Load Speech File", str(Path.home()),
+                                              "Audio (*.wav *.flac *.ogg *.opus *.mp3 *.aiff *.aif);;All files (*)")
+        if path:
+            self.load_file(Path(path))
+
+    def load_file(self, path: Path) -> None:
+        """Encode a file (no audio device needed), then show and resynthesise it like a recording."""
+        if self.session is None or self.state != "idle":
+            return
+        session = self.session
+        self.resynthesis = None
+        self.live = None
+        self._clear_views()
+        self.state = "encoding"
+        self._say(f"Encoding {Path(path).name}…")
+        self._run(lambda: session.encode_file(path), "units-file", self._file_encoded)
+
+    def _file_encoded(self, units: list[int]) -> None:
+        s = self.session
+        if s is None:
+            return
+        self._live_spec, self._live_frames, self._live_units = [s.spectrogram], s.n_frames, list(units)
+        self._redraw_live()
+        name = s.source.name if s.source else "file"
+        self._say(f"{name}: {len(units)} units in {s.duration:.2f} s ({len(set(units))} different)."
+                  + (f" {s.nonfinite} invalid samples were replaced by silence." if s.nonfinite else ""))
+        self._show_review()
+        self._pending_resynthesis = True
+
+    # ------------------------------------------------------------------------------------------ review
+
+    def _clear_views(self) -> None:
+        self._live_spec, self._live_frames, self._live_units = [], 0, []
+        self.live_view.clear_frames()
+        self.live_strip.set_units([], 0.04)
+        self.original_view.clear_frames()
+        self.original_strip.set_units([], 0.04)
+        self.resynth_view.clear_frames()
+        self.histogram.set_counts(np.zeros(self.session.codebook_size if self.session else 0, np.int64))
+
+    def _show_review(self) -> None:
+        s = self.session
+        spec = s.spectrogram
+        self._levels = robust_levels(spec)
+        self.original_view.set_frames(spec, s.hop_seconds, levels=self._levels)
+        self.original_strip.set_units(s.units, s.unit_seconds)
+        self.histogram.set_counts(s.codebook_histogram())
+        used = int((s.codebook_histogram() > 0).sum())
+        self.histogram.setTitle(f"codebook usage: {used} of {s.codebook_size} units", size="9pt")
+
+    def start_resynthesis(self) -> None:
+        s = self.session
+        if s is None or not s.finished:
+            return
+        if self.state != "idle":
+            self._pending_resynthesis = True
+            return
+        speaker = max(0, self.speaker_combo.currentIndex())
+        self.state = "resynthesising"
+        self._run(lambda: s.resynthesize_job(speaker), "units-resynth", self._resynthesised)
+
+    @Slot(int)
+    def _speaker_chosen(self, index: int) -> None:
+        if index >= 0 and self.session is not None and self.session.finished:
+            self.start_resynthesis()
+
+    def _resynthesised(self, result: Resynthesis) -> None:
+        self.resynthesis = result
+        s = self.session
+        hop = s.hop_seconds if s else 0.01
+        self.resynth_view.set_frames(result.spectrogram, hop, levels=self._levels)
+        self.resynth_view.setTitle(f"resynthesis from units only ({result.speaker})", size="9pt")
+        if len(result.audio):
+            self._say(f"Resynthesised {len(result.audio) / result.sample_rate:.2f} s as {result.speaker}. "
+                      "P plays it.")
+        else:
+            self._say("Too short for a single unit: nothing to resynthesise.")
+
+    # ------------------------------------------------------------------------------------------ playback
+
+    def _get_player(self) -> Player:
+        if self.player is None:
+            self.player = self.player_factory()
+        return self.player
+
+    def _play(self, audio: np.ndarray, rate: int, what: str) -> None:
+        if len(audio) == 0:
+            self._say(f"Nothing to play: no {what} yet.")
+            return
+        try:
+            self._get_player().play(audio, rate)
+        except AudioError as e:
+            self._say(f"Cannot play: {e}")
+            return
+        self._say(f"Playing {what} ({len(audio) / rate:.1f} s).")
+
+    @Slot()
+    def play_original(self) -> None:
+        if self.session is not None and self.play_original_button.isEnabled():
+            self._play(self.session.audio, self.session.sample_rate, "the original")
+
+    @Slot()
+    def play_resynthesis(self) -> None:
+        if self.resynthesis is not None and self.play_resynth_button.isEnabled():
+            self._play(self.resynthesis.audio, self.resynthesis.sample_rate, "the resynthesis")
+
+    @Slot()
+    def _play_key(self) -> None:
+        self.play_resynthesis()
+
+    # ------------------------------------------------------------------------------------------ export
+
+    def _default_stem(self) -> str:
+        s = self.session
+        return s.source.stem if s is not None and s.source is not None else "recording"
+
+    def export_units(self, path: Path | None = None) -> Path | None:
+        if not self.export_units_button.isEnabled() or self.session is None:
+            return None
+        if path is None:
+            chosen, _ = QFileDialog.getSaveFileName(self, "Export Units", str(Path.home() /
+                                                    f"{self._default_stem()}.units.txt"), "Text (*.txt)")
+            if not chosen:
+                return None
+            path = Path(chosen)
+        try:
+            out = self.session.export_units_text(path)
+        except OSError as e:
+            self._say(f"Cannot export units: {e}")
+            return None
+        self._say(f"Units written to {out}")
+        return out
+
+    def export_wav(self, path: Path | None = None) -> Path | None:
+        if not self.export_wav_button.isEnabled() or self.session is None:
+            return None
+        if path is None:
+            chosen, _ = QFileDialog.getSaveFileName(self, "Export Resynthesis", str(Path.home() /
+                                                    f"{self._default_stem()}.resynth.wav"), "WAV (*.wav)")
+            if not chosen:
+                return None
+            path = Path(chosen)
+        try:
+            out = self.session.export_wav(path)
+        except (OSError, ValueError) as e:
+            self._say(f"Cannot export the resynthesis: {e}")
+            return None
+        self._say(f"Resynthesis written to {out}")
+        return out
+
+    # ------------------------------------------------------------------------------------------ shutdown
+
+    def shutdown(self, timeout_ms: int = 10_000) -> None:
+        """Stop recording and playback, cancel workers and wait for them (window close, tests)."""
+        self.timer.stop()
+        if self.live is not None:
+            self.live.close()
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+        if self.player is not None:
+            self.player.stop()
+        for runner in list(self._runners):
+            runner.cancel()
+        for runner in list(self._runners):
+            runner.wait(timeout_ms)

@@ -1,0 +1,350 @@
+"""Units service (no Qt): live unit discovery on microphone audio, file encoding, resynthesis, exports.
+
+`UnitsSession` wraps a loaded `models.vqvae.UnitsModel` and its checkpoint's front end:
+
+    audio blocks (16 kHz) -> feed() -> MFCC+Δ+ΔΔ frames, exactly as whole-file processing gives them
+                                    -> StreamingEncoder -> unit ids (one per 40 ms), bounded look-ahead
+                                    -> log-magnitude spectrogram frames for display (same framing)
+    finish() -> the last frames and units;  resynthesize_job(speaker) -> inverter + Griffin-Lim
+
+Exactness. A centred STFT frame t reads samples t·hop ± n_fft/2, and Δ/ΔΔ read ±`context` frames around it,
+so frame t is final once sample (t + context)·hop + n_fft/2 has arrived. Each `feed` recomputes the front end
+over a short hop-aligned window that starts early enough that every frame it emits is untouched by the
+window's edge padding; near the start of the recording the window starts at sample 0 (the file's own edge,
+so the padding is the one whole-file processing sees) and `finish` ends the last window at the file's end.
+Hence the streamed features (and so the units) equal those of the whole recording.
+
+Look-ahead: features wait (context·hop + n_fft/2) samples (56 ms for the 10-ms MFCC), units add the
+encoder's `StreamingEncoder.lookahead_ms`; `UnitsSession.lookahead_ms` is the sum.
+
+Input robustness: NaN/inf samples become 0 (counted in `nonfinite`), samples at full scale are counted in
+`clipped`; silence is ordinary input; fewer samples than one STFT frame needs gives no frames and no units.
+
+Units text export (`export_units_text`): one line of space-separated `START:ID` tokens, START = the unit's
+start time in seconds with 3 decimals (unit u starts at u · 0.04 s and lasts 0.04 s), ID = the codebook index,
+e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from app.services.audio import decode, save_wav
+from app.services.jobs import Job
+
+LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
+FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blocks of this length
+MAX_FILE_SECONDS = 600.0
+
+
+def sanitize(audio: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Mono float32 copy with NaN/inf replaced by 0; returns (audio, nonfinite count, full-scale count)."""
+    x = np.array(audio, dtype=np.float32)
+    if x.ndim == 2:  # (n, C): mix down
+        x = x.mean(axis=1) if x.shape[1] > 1 else x[:, 0].copy()
+    x = x.reshape(-1)  # (n,)
+    bad = ~np.isfinite(x)
+    nonfinite = int(bad.sum())
+    if nonfinite:
+        x[bad] = 0.0
+    clipped = int((np.abs(x) >= 0.999).sum())
+    return x, nonfinite, clipped
+
+
+def log_spectrogram(mag: np.ndarray) -> np.ndarray:
+    return np.log10(np.asarray(mag, dtype=np.float32) + LOG_FLOOR)
+
+
+@dataclass
+class Resynthesis:
+    audio: np.ndarray  # (N,) float32 at sample_rate
+    sample_rate: int
+    spectrogram: np.ndarray  # (T, F) log10 magnitude of the resynthesised audio
+    speaker: str
+
+
+class UnitsSession:
+    """One utterance at a time: feed audio (or encode a file), read units, resynthesise, export."""
+
+    def __init__(self, model: Any, features: dict[str, Any] | None = None) -> None:  # noqa: ANN401 (UnitsModel)
+        from models.frontends import MFCC, LinearSpecConfig, LinearSpectrogram, frontend_from_dict
+
+        self.model = model.eval()
+        self.device = next(model.parameters()).device  # front ends run on the CPU, the model wherever it is
+        self.frontend = frontend_from_dict(features) if features else MFCC()
+        fc = self.frontend.config
+        if getattr(fc, "cmn", False):
+            raise ValueError("per-utterance CMN features cannot be computed while streaming")
+        if self.frontend.dim != model.config.vqvae.input_dim:
+            raise ValueError(f"front end gives {self.frontend.dim}-d features, the model expects "
+                             f"{model.config.vqvae.input_dim}")
+        inv = model.config.inverter
+        if (inv.sample_rate, inv.hop_length) != (fc.sample_rate, fc.hop_length):
+            raise ValueError("the inverter's framing does not match the front end's")
+        self.sample_rate = int(fc.sample_rate)
+        self.hop = int(fc.hop_length)
+        self.half = int(fc.n_fft) // 2  # samples a centred frame reads on each side
+        self.context = 2 * (fc.delta_win_length // 2) if getattr(fc, "deltas", False) else 0  # Δ then ΔΔ
+        self.edge = -(-self.half // self.hop)  # frames at a window's start that see its padding
+        self.spec = LinearSpectrogram(LinearSpecConfig(
+            sample_rate=inv.sample_rate, n_fft=inv.n_fft, win_length=inv.win_length, hop_length=inv.hop_length,
+        ))
+        self.speakers: list[str] = list(model.config.speakers) or [
+            f"speaker {i}" for i in range(model.config.vqvae.n_speakers)
+        ]
+        self.codebook_size = int(model.config.vqvae.codebook_size)
+        self.unit_seconds = 4 * self.hop / self.sample_rate
+        self.hop_seconds = self.hop / self.sample_rate
+        self.resynthesis: Resynthesis | None = None
+        self.source: Path | None = None
+        self.reset()
+
+    # ------------------------------------------------------------------------------------ streaming
+
+    @property
+    def lookahead_ms(self) -> float:
+        feature_delay = (self.context * self.hop + self.half) / self.sample_rate * 1000
+        return feature_delay + self._stream.lookahead_ms
+
+    def reset(self) -> None:
+        """Start a new utterance."""
+        self._stream = self.model.vqvae.stream()
+        self._blocks: list[np.ndarray] = []  # every sanitised sample fed, for playback and export
+        self._window = np.zeros(0, dtype=np.float32)  # samples _window_start .. n_samples - 1
+        self._window_start = 0
+        self.n_samples = 0
+        self.n_frames = 0  # frames emitted so far
+        self.units: list[int] = []
+        self._spec: list[np.ndarray] = []
+        self.nonfinite = 0
+        self.clipped = 0
+        self.finished = False
+        self.resynthesis = None
+        self.source = None
+
+    def feed(self, audio_block: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """Audio (n,) or (n, C) at `sample_rate` -> (new unit ids, new spectrogram frames (t, F) log10)."""
+        if self.finished:
+            raise RuntimeError("this utterance is finished; call reset() to start another")
+        x, nonfinite, clipped = sanitize(audio_block)
+        self.nonfinite += nonfinite
+        self.clipped += clipped
+        if len(x):
+            self._blocks.append(x)
+            self._window = np.concatenate([self._window, x])
+            self.n_samples += len(x)
+        # frame t is final when sample (t + context) * hop + half has arrived
+        ready = max(0, (self.n_samples - self.half) // self.hop - self.context + 1)
+        return self._emit(ready)
+
+    def finish(self) -> tuple[list[int], np.ndarray]:
+        """End of input: the remaining units and spectrogram frames."""
+        if self.finished:
+            return [], self._empty_spec()
+        total = 1 + self.n_samples // self.hop if self.n_samples > self.half else 0  # whole-file frame count
+        units, frames = self._emit(total, final=True)
+        last = self._stream.flush().cpu().tolist()
+        self.units.extend(last)
+        self.finished = True
+        self._window = np.zeros(0, dtype=np.float32)
+        return units + last, frames
+
+    def _emit(self, upto: int, final: bool = False) -> tuple[list[int], np.ndarray]:
+        if upto <= self.n_frames:
+            return [], self._empty_spec()
+        first = self.n_frames
+        start = self._window_start // self.hop  # window's first frame (global index)
+        wave = torch.from_numpy(self._window)
+        with torch.no_grad():
+            feats = self.frontend(wave)[first - start: upto - start]  # (t, D)
+            mag = self.spec(wave)[first - start: upto - start]  # (t, F)
+        assert feats.shape[0] == upto - first, (feats.shape, upto, first)
+        units = self._stream.push(feats.float().to(self.device)).cpu().tolist()
+        spec = log_spectrogram(mag.numpy())
+        self.units.extend(units)
+        self._spec.append(spec)
+        self.n_frames = upto
+        if not final:  # the next window starts where its first new frame is clear of the edge padding
+            keep = max(0, upto - self.context - self.edge) * self.hop
+            self._window = self._window[keep - self._window_start:]
+            self._window_start = keep
+        return units, spec
+
+    def _empty_spec(self) -> np.ndarray:
+        return np.zeros((0, self.spec.dim), dtype=np.float32)
+
+    @property
+    def audio(self) -> np.ndarray:
+        """Every sample fed so far (sanitised), (N,) float32 at `sample_rate`."""
+        return np.concatenate(self._blocks) if self._blocks else np.zeros(0, dtype=np.float32)
+
+    @property
+    def spectrogram(self) -> np.ndarray:
+        """(T, F) log10 magnitude of the audio fed so far, frame-aligned with the units (4 frames a unit)."""
+        return np.concatenate(self._spec) if self._spec else self._empty_spec()
+
+    @property
+    def duration(self) -> float:
+        return self.n_samples / self.sample_rate
+
+    # ------------------------------------------------------------------------------------ files
+
+    def encode_file(self, path: str | os.PathLike[str]) -> Job[list[int]]:
+        """Job: decode any file (any rate, any channels) to 16 kHz mono and run it through `feed`."""
+        yield {"message": f"reading {Path(path).name}"}
+        decoded = decode(path, sample_rate=self.sample_rate, mono=True, max_seconds=MAX_FILE_SECONDS)
+        self.reset()
+        self.nonfinite += decoded.nonfinite
+        block = round(FILE_BLOCK_SECONDS * self.sample_rate)
+        total = max(1, -(-len(decoded.audio) // block))
+        for i in range(total):
+            self.feed(decoded.audio[i * block:(i + 1) * block])
+            yield {"step": i + 1, "total": total, "message": f"encoding {Path(path).name}"}
+        self.finish()
+        self.source = Path(path)
+        return list(self.units)
+
+    # ------------------------------------------------------------------------------------ resynthesis
+
+    def resynthesize_job(self, speaker: str | int = 0, n_iter: int = 32) -> Job[Resynthesis]:
+        """Job: units -> inverter (linear magnitudes, `speaker`'s voice) -> Griffin-Lim -> waveform."""
+        sid = self.model.speaker_id(speaker)
+        name = self.speakers[sid]
+        rate = int(self.model.config.inverter.sample_rate)
+        if not self.units:
+            result = Resynthesis(np.zeros(0, np.float32), rate, self._empty_spec(), name)
+            self.resynthesis = result
+            return result
+        yield {"step": 0, "total": 2, "message": f"units → spectrogram ({name})"}
+        codes = torch.tensor(self.units, dtype=torch.long, device=self.device)
+        n_frames = self.n_frames or 4 * len(self.units)
+        mag = self.model.units_to_magnitude(codes, sid, num_frames=n_frames)  # (T, F)
+        yield {"step": 1, "total": 2, "message": f"Griffin-Lim ({n_iter} iterations)"}
+        length = self.n_samples if self.n_frames else None
+        with torch.no_grad():
+            wave = self.model.inverter.griffin_lim(mag, n_iter=n_iter, length=length)  # (N,)
+            wave = torch.nan_to_num(wave).float().cpu()
+            mag = mag.cpu()
+            spec = self.spec(wave) if wave.numel() > self.half else mag
+        audio = wave.numpy().astype(np.float32)
+        result = Resynthesis(audio, rate, log_spectrogram(spec.numpy()), name)
+        self.resynthesis = result
+        yield {"step": 2, "total": 2, "message": "resynthesis ready"}
+        return result
+
+    def resynthesize(self, speaker: str | int = 0, n_iter: int = 32) -> np.ndarray:
+        """Waveform (N,) spoken by `speaker`, rebuilt from the units alone."""
+        job = self.resynthesize_job(speaker, n_iter)
+        while True:
+            try:
+                next(job)
+            except StopIteration as stop:
+                return stop.value.audio
+
+    # ------------------------------------------------------------------------------------ summaries
+
+    def codebook_histogram(self) -> np.ndarray:
+        """(K,) how many times each unit id occurs in the current utterance."""
+        return np.bincount(np.asarray(self.units, dtype=np.int64), minlength=self.codebook_size)
+
+    def units_text(self) -> str:
+        return " ".join(f"{u * self.unit_seconds:.3f}:{unit}" for u, unit in enumerate(self.units)) + "\n"
+
+    def export_units_text(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        path.write_text(self.units_text(), encoding="utf-8")
+        return path
+
+    def export_wav(self, path: str | os.PathLike[str]) -> Path:
+        """Write the latest resynthesis as 16-bit WAV."""
+        if self.resynthesis is None:
+            raise ValueError("nothing to export yet: resynthesise first")
+        return save_wav(path, self.resynthesis.audio, self.resynthesis.sample_rate)
+
+
+def parse_units_text(text: str) -> list[tuple[float, int]]:
+    """Inverse of `UnitsSession.units_text`: [(start seconds, unit id), ...]."""
+    out = []
+    for token in text.split():
+        start, unit = token.split(":")
+        out.append((float(start), int(unit)))
+    return out
+
+
+def load_session(registry: Any, name: str) -> Job[UnitsSession]:  # noqa: ANN401 (ModelRegistry)
+    """Job: load units model `name` from the registry (with its checkpoint's front end) into a session."""
+    from training.checkpoints import read_metadata
+
+    yield {"message": f"loading {name}"}
+    entry = registry.get(name)
+    model = registry.load(name)
+    features = read_metadata(entry.path).get("features") or None
+    return UnitsSession(model, features)
+
+
+class LiveStream:
+    """Live recording: the GUI thread `put`s drained microphone blocks and `take`s results; the job `run`
+    (in a worker) feeds the session. `close` ends the input: the job finishes the utterance and returns."""
+
+    def __init__(self, session: UnitsSession, poll_seconds: float = 0.05) -> None:
+        self.session = session
+        self.poll_seconds = poll_seconds
+        self._inbox: queue.Queue[np.ndarray | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._units: list[int] = []
+        self._frames: list[np.ndarray] = []
+        self.done = False
+
+    def put(self, block: np.ndarray) -> None:
+        if len(block):
+            self._inbox.put(np.array(block, dtype=np.float32))
+
+    def close(self) -> None:
+        self._inbox.put(None)
+
+    def take(self) -> tuple[list[int], np.ndarray]:
+        """Units and spectrogram frames produced since the last call."""
+        with self._lock:
+            units, frames = self._units, self._frames
+            self._units, self._frames = [], []
+        spec = np.concatenate(frames) if frames else self.session._empty_spec()
+        return units, spec
+
+    def run(self) -> Job[list[int]]:
+        self.session.reset()
+        while True:
+            try:
+                items = [self._inbox.get(timeout=self.poll_seconds)]
+            except queue.Empty:
+                yield {"step": len(self.session.units), "message": "listening"}
+                continue
+            while True:  # catch up on everything queued at once
+                try:
+                    items.append(self._inbox.get_nowait())
+                except queue.Empty:
+                    break
+            closed = any(item is None for item in items)
+            if closed:
+                items = items[: next(i for i, item in enumerate(items) if item is None)]
+            blocks = [item for item in items if item is not None]
+            units, frames = self.session.feed(np.concatenate(blocks)) if blocks else ([], None)
+            self._publish(units, frames)
+            if closed:
+                self._publish(*self.session.finish())
+                self.done = True
+                return list(self.session.units)
+            yield {"step": len(self.session.units), "message": "listening"}
+
+    def _publish(self, units: list[int], frames: np.ndarray | None) -> None:
+        with self._lock:
+            self._units.extend(units)
+            if frames is not None and len(frames):
+                self._frames.append(frames)

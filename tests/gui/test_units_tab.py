@@ -1,0 +1,293 @@
+"""Units tab fed by a fake microphone (a thread calling the Recorder's callback with real FSDD speech)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+from app.services.audio import DeviceStatus, Player, Recorder, decode
+from app.services.registry import ModelRegistry
+from app.services.units import parse_units_text
+from app.ui.units_tab import UnitsTab, unit_colour
+from models.frontends import MFCC, frontend_to_dict
+from models.inverter import InverterConfig
+from models.vqvae import UnitsConfig, UnitsModel, VQVAEConfig
+from training.checkpoints import save_checkpoint
+
+MIC_ONLY = DeviceStatus(True, False, "input: fake mic; no audio output device found", ["fake mic"], [])
+MIC_AND_SPEAKERS = DeviceStatus(True, True, "input: fake mic; output: fake speakers", ["fake mic"], ["fake"])
+NO_DEVICE = DeviceStatus(False, False, "no audio input device (microphone) found; no audio output device found")
+
+
+class FakeMic:
+    """Stands in for sounddevice.InputStream: its thread delivers `audio` (then silence) in blocks at
+    `speed` x real time; with `vanish_after` blocks it goes inactive and stops, like an unplugged device."""
+
+    def __init__(self, samplerate: int, channels: int, blocksize: int, dtype: str, callback: Callable,
+                 device: object, audio: np.ndarray, speed: float = 1.0, vanish_after: int | None = None) -> None:
+        self.rate, self.blocksize, self.callback = samplerate, blocksize, callback
+        self.audio, self.speed, self.vanish_after = audio, speed, vanish_after
+        self.active = False
+        self.blocks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fake-mic", daemon=True)
+
+    def start(self) -> None:
+        self.active = True
+        self._thread.start()
+
+    def _run(self) -> None:
+        n = self.blocksize
+        start = time.monotonic()
+        while not self._stop.is_set():
+            if self.vanish_after is not None and self.blocks >= self.vanish_after:
+                self.active = False  # PortAudio stops a stream whose device disappeared
+                return
+            block = np.zeros((n, 1), np.float32)
+            piece = self.audio[self.blocks * n:(self.blocks + 1) * n]
+            block[:len(piece), 0] = piece
+            self.callback(block, n, None, SimpleNamespace(input_overflow=False))
+            self.blocks += 1
+            self._stop.wait(max(0.0, start + self.blocks * n / self.rate / self.speed - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.active = False
+
+    def close(self) -> None:
+        self.stop()
+
+
+class FakeSpeakers:
+    """Stands in for sounddevice.OutputStream; nothing pulls audio, so playback stays 'playing'."""
+
+    def __init__(self, **kwargs: object) -> None:
+        self.active = False
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    def close(self) -> None:
+        self.active = False
+
+
+def tiny_units_model() -> UnitsModel:
+    torch.manual_seed(0)
+    config = UnitsConfig(
+        vqvae=VQVAEConfig(
+            d_model=32, n_heads=2, d_ff=64, layers_per_stage=(1, 1, 1), attn_left=4, attn_right=1, dropout=0.0,
+            codebook_size=16, code_dim=8, decoder_channels=32, decoder_blocks=1, speaker_dim=8, n_speakers=2,
+        ),
+        inverter=InverterConfig(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_speakers=2),
+        speakers=["ann", "bob"],
+    )
+    model = UnitsModel(config)
+    model.vqvae.train()
+    model.vqvae(torch.randn(2, 40, 39) * 5)  # spread the codebook over real-looking vectors
+    return model.eval()
+
+
+def fsdd_files(root: Path, n: int) -> list[Path]:
+    with open(root / "metadata.csv", newline="") as f:
+        return [root / r["path"] for r in list(csv.DictReader(f))[:n]]
+
+
+def speech(root: Path, n: int = 4) -> np.ndarray:
+    """n spoken digits at 16 kHz with 0.1 s pauses (about 2 s for n = 4)."""
+    pause = np.zeros(1600, np.float32)
+    return np.concatenate([np.concatenate([decode(p, sample_rate=16000).audio, pause]) for p in fsdd_files(root, n)])
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # the GUI thread, the fake mic and the worker share 2 cores
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def make_tab(qtbot, tmp_path: Path) -> Iterator[Callable[[DeviceStatus], UnitsTab]]:
+    model = tiny_units_model()
+    models = tmp_path / "models"
+    save_checkpoint(models / "tiny-units.safetensors", "units", model, model.config,
+                    features=frontend_to_dict(MFCC()))
+    registry = ModelRegistry(folders=[(models, "user")])
+    tabs: list[UnitsTab] = []
+
+    def make(status: DeviceStatus) -> UnitsTab:
+        tab = UnitsTab()
+        qtbot.addWidget(tab)
+        tab.device_status_fn = lambda: status
+        tab.set_registry(registry)
+        tab.set_models(registry.scan())
+        tab.resize(1100, 700)
+        tab.show()
+        qtbot.waitUntil(lambda: tab.session is not None and tab.state == "idle", timeout=20_000)
+        tabs.append(tab)
+        return tab
+
+    yield make
+    for tab in tabs:
+        tab.shutdown()
+
+
+def record(qtbot, tab: UnitsTab, audio: np.ndarray, **mic: object) -> list[FakeMic]:
+    mics: list[FakeMic] = []
+
+    def factory(**kwargs: object) -> FakeMic:
+        mics.append(FakeMic(**kwargs, audio=audio, **mic))
+        return mics[-1]
+
+    tab.recorder_factory = lambda: Recorder(sample_rate=16000, block_size=512, stream_factory=factory)
+    return mics
+
+
+def save_for_review(tab: UnitsTab, name: str) -> None:
+    """With EARSHOT_SCREENSHOTS=DIR, keep a screenshot there for looking at the layout by hand."""
+    folder = os.environ.get("EARSHOT_SCREENSHOTS")
+    if folder:
+        tab.grab().save(str(Path(folder) / name))
+
+
+def press(qtbot, tab: UnitsTab, key: Qt.Key, modifier: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifier
+          ) -> None:
+    tab.activateWindow()
+    qtbot.waitUntil(tab.isActiveWindow, timeout=2_000)
+    qtbot.keyClick(tab.record_button if tab.record_button.isEnabled() else tab, key, modifier)
+
+
+def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd: Path, tmp_path: Path) -> None:
+    tab = make_tab(MIC_AND_SPEAKERS)
+    tab.player_factory = lambda: Player(stream_factory=FakeSpeakers)
+    audio = speech(fsdd, 4)
+    mics = record(qtbot, tab, audio)
+    assert tab.record_button.isEnabled() and tab.device_label.text() == ""
+    press(qtbot, tab, Qt.Key.Key_Space)  # space starts recording
+    assert tab.state == "recording" and tab.record_button.text() == "■ Stop"
+
+    qtbot.waitUntil(lambda: len(tab.live_strip.units) >= 5, timeout=10_000)
+    t0, r0 = time.monotonic(), tab.live_redraws
+    qtbot.wait(1200)
+    rate = (tab.live_redraws - r0) / (time.monotonic() - t0)
+    assert rate >= 10, f"live view redrawn {rate:.1f} times a second"
+    assert tab.state == "recording" and tab.live_view.n_frames > 100
+    assert len(tab.live_strip.units) >= 25  # units keep arriving while recording
+    live_units = list(tab.live_strip.units)
+
+    press(qtbot, tab, Qt.Key.Key_Space)  # space stops
+    qtbot.waitUntil(lambda: tab.resynthesis is not None and tab.state == "idle", timeout=30_000)
+    assert not mics[0]._thread.is_alive() and not mics[0].active
+    s = tab.session
+    assert s.units[:len(live_units)] == live_units  # what scrolled by is what the utterance holds
+    assert s.units == s.model.vqvae.encode(MFCC()(torch.from_numpy(s.audio))).tolist()  # = whole-file units
+    np.testing.assert_array_equal(s.audio[:len(audio)], audio[:len(s.audio)])  # the mic's audio, in order
+    assert tab.original_view.n_frames == s.n_frames > 0 and tab.original_strip.units == s.units
+    assert tab.resynth_view.n_frames > 0.9 * s.n_frames
+    assert tab.histogram.counts.sum() == len(s.units) and len(tab.histogram.counts) == 16
+    assert abs(len(tab.resynthesis.audio) - s.n_samples) <= 160 and tab.resynthesis.speaker == "ann"
+    assert tab.xrun_label.text() == "xruns: 0"
+    for button in (tab.play_original_button, tab.play_resynth_button, tab.export_units_button,
+                   tab.export_wav_button, tab.record_button, tab.load_button):
+        assert button.isEnabled(), button.text()
+
+    press(qtbot, tab, Qt.Key.Key_P)  # P plays the resynthesis
+    assert tab.player is not None and tab.player.playing
+    assert tab.player.duration == pytest.approx(len(tab.resynthesis.audio) / 16000)
+
+    tab.speaker_combo.setCurrentIndex(1)  # another voice: resynthesised again
+    qtbot.waitUntil(lambda: tab.resynthesis.speaker == "bob" and tab.state == "idle", timeout=30_000)
+
+    assert tab.original_strip.labels_shown == 0  # 2 s in a narrow view: too small for ids
+    tab.original_view.setXRange(0.5, 1.0, padding=0)  # zoomed in (as with the wheel): ids written on units
+    assert 10 <= tab.original_strip.labels_shown <= 14
+    assert tab.resynth_view.viewRange()[0] == pytest.approx([0.5, 1.0])  # the two spectrograms move together
+
+    shot = tmp_path / "units-tab.png"
+    assert tab.grab().save(str(shot)) and shot.stat().st_size > 10_000
+    save_for_review(tab, "units-tab-live.png")
+
+
+def test_device_vanishing_mid_recording_leaves_the_tab_usable(qtbot, make_tab, fsdd: Path) -> None:
+    tab = make_tab(MIC_ONLY)
+    messages: list[str] = []
+    tab.status_changed.connect(messages.append)
+    audio = speech(fsdd, 3)
+    record(qtbot, tab, audio, speed=2.0, vanish_after=25)  # unplugged after 0.8 s of audio
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+    assert any("Recording stopped" in m and "unexpectedly" in m for m in messages), messages
+    assert tab.recorder is None and not tab.timer.isActive()
+    assert 0.7 < tab.session.duration < 0.9 and len(tab.session.units) >= 15  # what came before is kept
+    assert not tab.play_resynth_button.isEnabled()  # no output device: playback disabled, with a reason
+    assert "Playback unavailable" in tab.play_resynth_button.toolTip()
+
+    mics = record(qtbot, tab, audio, speed=2.0)  # plugged back in: recording works again
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: len(tab.live_strip.units) >= 10, timeout=10_000)
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+    assert len(tab.session.units) >= 10 and mics and not mics[0]._thread.is_alive()
+
+
+def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tmp_path: Path, monkeypatch) -> None:
+    tab = make_tab(NO_DEVICE)
+    assert not tab.record_button.isEnabled()
+    assert "Recording and playback unavailable: no audio input device" in tab.device_label.text()
+    assert "no audio input device" in tab.record_button.toolTip()
+    press(qtbot, tab, Qt.Key.Key_Space)  # nothing happens without a microphone
+    assert tab.state == "idle" and tab.recorder is None
+
+    path = fsdd_files(fsdd, 1)[0]  # 8 kHz file: resampled by the service
+    tab.load_file(path)
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+    s = tab.session
+    assert s.source == path and len(s.units) > 5
+    assert tab.original_view.n_frames == s.n_frames and tab.resynth_view.n_frames > 0
+    assert tab.histogram.counts.sum() == len(s.units) and tab.live_strip.units == s.units
+    assert not tab.play_original_button.isEnabled() and not tab.play_resynth_button.isEnabled()
+    press(qtbot, tab, Qt.Key.Key_P)  # disabled: no crash, no player
+    assert tab.player is None
+
+    target = tmp_path / "out.units.txt"
+    monkeypatch.setattr("app.ui.units_tab.QFileDialog.getSaveFileName", lambda *a, **k: (str(target), ""))
+    press(qtbot, tab, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)  # Ctrl+E exports the units
+    assert [u for _, u in parse_units_text(target.read_text())] == s.units
+    wav = tab.export_wav(tmp_path / "out.wav")
+    assert wav is not None and decode(wav).duration == pytest.approx(s.duration, abs=0.011)
+
+    save_for_review(tab, "units-tab-no-device.png")
+
+    tab.load_file(tmp_path / "missing.wav")  # a bad file is a message, and the tab stays usable
+    qtbot.waitUntil(lambda: tab.state == "idle", timeout=10_000)
+    assert "not found" in tab.status_label.text()
+    assert tab.load_button.isEnabled()
+
+
+def test_controls_reachable_by_tab_and_unit_colours_fixed(make_tab) -> None:
+    tab = make_tab(MIC_ONLY)
+    chain, w = [], tab.record_button
+    for _ in range(100):
+        chain.append(w)
+        w = w.nextInFocusChain()
+    for control in (tab.record_button, tab.load_button, tab.speaker_combo, tab.play_original_button,
+                    tab.play_resynth_button, tab.export_units_button, tab.export_wav_button):
+        assert control in chain and control.focusPolicy() & Qt.FocusPolicy.TabFocus
+    assert tab.live_view.focusPolicy() == Qt.FocusPolicy.NoFocus
+    colours = {unit_colour(u) for u in range(64)}
+    assert len(colours) == 64 and unit_colour(7) == unit_colour(7)

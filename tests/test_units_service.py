@@ -1,0 +1,240 @@
+"""Units service: streamed units equal whole-file units, robust input, exports, resynthesis, file encoding."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from app.services.audio import decode
+from app.services.jobs import drain
+from app.services.registry import ModelRegistry
+from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
+from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
+from models.inverter import InverterConfig
+from models.vqvae import UnitsConfig, UnitsModel, VQVAEConfig
+
+
+def tiny_units_model(seed: int = 0) -> UnitsModel:
+    torch.manual_seed(seed)
+    config = UnitsConfig(
+        vqvae=VQVAEConfig(
+            d_model=32, n_heads=2, d_ff=64, layers_per_stage=(1, 1, 1), attn_left=4, attn_right=1, dropout=0.0,
+            codebook_size=16, code_dim=8, decoder_channels=32, decoder_blocks=1, speaker_dim=8, n_speakers=2,
+        ),
+        inverter=InverterConfig(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_speakers=2),
+        speakers=["ann", "bob"],
+    )
+    model = UnitsModel(config)
+    model.vqvae.train()
+    model.vqvae(torch.randn(2, 40, 39) * 5)  # spread the codebook over real-looking vectors
+    return model.eval()
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensors: threads only contend on a shared 2-core machine
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def session() -> UnitsSession:
+    return UnitsSession(tiny_units_model())
+
+
+def fsdd_speech(root: Path, n: int = 3) -> np.ndarray:
+    """A few real spoken digits, resampled to 16 kHz and concatenated (about 1.5 s)."""
+    with open(root / "metadata.csv", newline="") as f:
+        rows = list(csv.DictReader(f))[:n]
+    return np.concatenate([decode(root / r["path"], sample_rate=16000).audio for r in rows])
+
+
+def whole_file_units(session: UnitsSession, audio: np.ndarray) -> list[int]:
+    feats = MFCC()(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)))  # (T, 39)
+    return session.model.vqvae.encode(feats).tolist()
+
+
+def stream(session: UnitsSession, audio: np.ndarray, rng: np.random.Generator, max_block: int = 3000) -> list:
+    session.reset()
+    got, i = [], 0
+    while i < len(audio):
+        n = int(rng.integers(1, max_block))
+        units, frames = session.feed(audio[i:i + n])
+        assert frames.shape[1:] == (257,) and len(units) <= len(frames) // 4 + 2
+        got += units
+        i += n
+    got += session.finish()[0]
+    return got
+
+
+def test_streaming_in_random_blocks_equals_whole_file(session: UnitsSession, fsdd: Path) -> None:
+    audio = fsdd_speech(fsdd)
+    ref = whole_file_units(session, audio)
+    assert len(ref) == -(-(1 + len(audio) // 160) // 4) and len(set(ref)) > 1
+    for seed in (0, 1):
+        got = stream(session, audio, np.random.default_rng(seed))
+        assert got == ref == session.units
+    small = stream(session, audio, np.random.default_rng(2), max_block=200)  # many tiny blocks
+    assert small == ref
+    # spectrogram frames: one per 10 ms, equal to the whole-file linear spectrogram
+    whole = LinearSpectrogram()(torch.from_numpy(audio)).numpy()
+    np.testing.assert_allclose(session.spectrogram, np.log10(whole + 1e-4), atol=1e-4)
+    np.testing.assert_array_equal(session.audio, audio)
+    # bounded look-ahead: feature delay (4 Δ frames + half an FFT) plus the encoder's
+    assert session.lookahead_ms == pytest.approx(56.0 + session.model.vqvae.stream().lookahead_ms)
+
+
+def test_units_arrive_while_streaming_not_only_at_the_end(session: UnitsSession, fsdd: Path) -> None:
+    audio = fsdd_speech(fsdd)
+    session.reset()
+    early = []
+    for i in range(0, len(audio), 1600):  # 100-ms blocks
+        early += session.feed(audio[i:i + 1600])[0]
+    late = session.finish()[0]
+    assert len(early) > 0.8 * (len(early) + len(late))
+
+
+def test_silence_clipping_and_nonfinite_input(session: UnitsSession, fsdd: Path) -> None:
+    rng = np.random.default_rng(3)
+    silence = np.zeros(16000, np.float32)
+    assert stream(session, silence, rng) == whole_file_units(session, silence)
+    assert len(session.units) == 26 and np.isfinite(session.spectrogram).all()
+
+    clipped = np.clip(fsdd_speech(fsdd, 1) * 30, -1, 1)
+    got = stream(session, clipped, rng)
+    assert got == whole_file_units(session, clipped) and session.clipped > 100
+
+    noisy = fsdd_speech(fsdd, 2)
+    broken = noisy.copy()
+    broken[[10, 500, 7000]] = [np.nan, np.inf, -np.inf]
+    got = stream(session, broken, rng)
+    cleaned = broken.copy()
+    cleaned[~np.isfinite(cleaned)] = 0
+    assert session.nonfinite == 3 and got == whole_file_units(session, cleaned)
+    assert np.isfinite(session.spectrogram).all() and np.isfinite(session.audio).all()
+
+
+def test_input_shorter_than_a_unit(session: UnitsSession, tmp_path: Path) -> None:
+    session.reset()
+    assert session.feed(np.full(100, 0.1, np.float32))[0] == []
+    assert session.finish()[0] == [] and session.units == []
+    assert session.resynthesize("ann").shape == (0,)
+    assert session.codebook_histogram().sum() == 0
+    assert session.export_units_text(tmp_path / "u.txt").read_text() == "\n"
+    session.reset()
+    session.feed(np.zeros(300, np.float32))  # 2 frames: one unit
+    assert len(session.finish()[0]) == 1 and len(session.units) == 1
+    assert len(session.resynthesize(0)) == 300
+    session.reset()
+    session.feed(np.zeros(0, np.float32))  # an empty block is fine too
+    assert session.finish()[0] == []
+
+
+def test_exports_and_histogram(session: UnitsSession, fsdd: Path, tmp_path: Path) -> None:
+    audio = fsdd_speech(fsdd, 2)
+    stream(session, audio, np.random.default_rng(4))
+    text = session.export_units_text(tmp_path / "units.txt").read_text()
+    assert text.count("\n") == 1
+    parsed = parse_units_text(text)
+    assert [u for _, u in parsed] == session.units
+    np.testing.assert_allclose([t for t, _ in parsed], 0.04 * np.arange(len(parsed)), atol=6e-4)
+    hist = session.codebook_histogram()
+    assert hist.shape == (16,) and hist.sum() == len(session.units)
+    assert hist[session.units[0]] == session.units.count(session.units[0])
+    with pytest.raises(ValueError, match="resynthesise first"):
+        session.export_wav(tmp_path / "none.wav")
+    torch.manual_seed(0)
+    session.resynthesize("bob")
+    out = session.export_wav(tmp_path / "resynth.wav")
+    data, rate = sf.read(out)
+    assert rate == 16000 and len(data) == len(audio) and np.abs(data).max() > 0
+
+
+def test_resynthesis_length_and_speakers(session: UnitsSession, fsdd: Path) -> None:
+    audio = fsdd_speech(fsdd, 2)
+    session.reset()
+    session.feed(audio)
+    session.finish()
+    jobs = session.resynthesize_job("ann", n_iter=8)
+    progress = []
+    while True:
+        try:
+            progress.append(next(jobs))
+        except StopIteration as stop:
+            result = stop.value
+            break
+    assert [p["step"] for p in progress] == [0, 1, 2]
+    assert result.speaker == "ann" and result.sample_rate == 16000
+    assert abs(len(result.audio) - len(audio)) <= 160 and np.isfinite(result.audio).all()
+    assert result.spectrogram.shape == session.spectrogram.shape
+    torch.manual_seed(1)
+    a = session.resynthesize(0, n_iter=8)
+    torch.manual_seed(1)
+    b = session.resynthesize("bob", n_iter=8)
+    assert a.shape == b.shape and not np.allclose(a, b)  # the speaker embedding changes the voice
+    with pytest.raises(ValueError, match="unknown speaker"):
+        session.resynthesize("carol")
+
+
+def test_encode_file_any_rate_and_channels(session: UnitsSession, fsdd: Path, tmp_path: Path) -> None:
+    speech = decode(next(iter(sorted((fsdd).rglob("*.wav"))))).audio  # 8 kHz mono
+    stereo = np.stack([speech, 0.5 * speech], axis=1)
+    path = tmp_path / "stereo8k.wav"
+    sf.write(path, stereo, 8000, subtype="FLOAT")
+    progress = []
+    job = session.encode_file(path)
+    while True:
+        try:
+            progress.append(next(job))
+        except StopIteration as stop:
+            units = stop.value
+            break
+    assert progress and progress[-1]["step"] == progress[-1]["total"]
+    expected = whole_file_units(session, decode(path, sample_rate=16000).audio)
+    assert units == expected == session.units and session.source == path
+    assert abs(session.duration - len(speech) / 8000) < 1e-3
+    with pytest.raises(Exception, match="not found"):
+        drain(session.encode_file(tmp_path / "missing.wav"))
+
+
+def test_live_stream_job(session: UnitsSession, fsdd: Path) -> None:
+    audio = fsdd_speech(fsdd, 2)
+    live = LiveStream(session, poll_seconds=0.001)
+    job = live.run()
+    assert next(job)["message"] == "listening"  # nothing queued yet
+    for i in range(0, len(audio), 512):
+        live.put(audio[i:i + 512])
+    units, frames = [], []
+    for _ in range(3):
+        next(job)
+        u, f = live.take()
+        units += u
+        frames.append(f)
+    live.close()
+    final = drain(job)
+    u, f = live.take()
+    units += u
+    frames.append(f)
+    assert units == final == whole_file_units(session, audio) and live.done
+    assert sum(len(f) for f in frames) == 1 + len(audio) // 160
+
+
+def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
+    from training.checkpoints import save_checkpoint
+
+    model = tiny_units_model(5)
+    save_checkpoint(tmp_path / "tiny-units.safetensors", "units", model, model.config,
+                    features=frontend_to_dict(MFCC()))
+    registry = ModelRegistry(folders=[(tmp_path, "user")])
+    assert [e.name for e in registry.scan()] == ["tiny-units"]
+    loaded = drain(load_session(registry, "tiny-units"))
+    assert loaded.speakers == ["ann", "bob"] and loaded.codebook_size == 16
+    audio = fsdd_speech(fsdd, 1)
+    assert stream(loaded, audio, np.random.default_rng(6)) == whole_file_units(UnitsSession(model), audio)
