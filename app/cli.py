@@ -42,6 +42,9 @@ def _add_task_parsers(sub: Any, verb: str, argv: Sequence[str]) -> None:  # noqa
     for kind, (_, description) in TASKS.items():
         p = kinds.add_parser(kind, help=description, description=f"{what}: {description}")
         p.set_defaults(handler=cmd_train if verb == "train" else cmd_eval)
+        p.add_argument("--events", metavar="PATH", default=None,
+                       help="also write JSON lines (progress events, then the result or the error) to PATH, "
+                            "or '-' for standard output; the Train tab reads these")
         # arguments come from the task module; import it only when this kind is the one invoked
         if len(argv) >= 2 and argv[0] == verb and argv[1] == kind:
             try:
@@ -196,21 +199,67 @@ def _print_result(result: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from app.services.jobs import run_in_terminal
-
     module = _task_module(args.kind)
-    result = run_in_terminal(module.train(args), desc=f"train {args.kind}")
-    _print_result(result, getattr(args, "json", False))
-    return 0
+    return _run_task(args, lambda: module.train(args), f"train {args.kind}")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from app.services.jobs import run_in_terminal
-
     module = _task_module(args.kind)
-    result = run_in_terminal(module.evaluate(args), desc=f"eval {args.kind}")
-    _print_result(result, getattr(args, "json", False))
+    return _run_task(args, lambda: module.evaluate(args), f"eval {args.kind}")
+
+
+def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) -> int:
+    from app.services.jobs import JobCancelled, run_in_terminal
+
+    events = EventWriter(args.events)
+    try:
+        result = run_in_terminal(events.tee(make_job()), desc=desc, disable=True if args.events == "-" else None)
+    except JobCancelled:
+        events.write({"event": "cancelled"})
+        raise
+    except Exception as e:
+        events.write({"event": "error", "message": str(e) or type(e).__name__, "type": type(e).__name__})
+        raise
+    finally:
+        events.close()
+    if args.events != "-":
+        _print_result(result, getattr(args, "json", False))
     return 0
+
+
+class EventWriter:
+    """JSON lines for another process to follow a job: {"event": "progress"|"result"|"error"|"cancelled", ...}."""
+
+    def __init__(self, target: str | None) -> None:
+        self._file = None
+        if target == "-":
+            self._file = sys.stdout
+        elif target:
+            self._file = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, event: dict[str, Any]) -> None:
+        if self._file is not None:
+            import time
+
+            self._file.write(json.dumps({"time": round(time.time(), 3), **event}, default=str) + "\n")
+            self._file.flush()
+
+    def tee(self, job: Any) -> Any:  # noqa: ANN401 - a job generator
+        try:
+            while True:
+                try:
+                    progress = next(job)
+                except StopIteration as stop:
+                    self.write({"event": "result", "result": stop.value})
+                    return stop.value
+                self.write({"event": "progress", **progress})
+                yield progress
+        finally:
+            job.close()
+
+    def close(self) -> None:
+        if self._file is not None and self._file is not sys.stdout:
+            self._file.close()
 
 
 if __name__ == "__main__":

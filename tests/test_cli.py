@@ -50,3 +50,38 @@ def test_models_lists_nothing_gracefully(capsys, monkeypatch, tmp_path: Path) ->
     monkeypatch.setattr("app.services.registry.user_models_dir", lambda: tmp_path / "b")
     assert main(["models", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"models": [], "problems": []}
+
+
+class FakeTask:
+    """A training module with the TASKS interface, for the CLI plumbing."""
+
+    @staticmethod
+    def add_train_arguments(p) -> None:
+        p.add_argument("--steps", type=int, default=3)
+        p.add_argument("--fail", action="store_true")
+
+    @staticmethod
+    def train(args):
+        for i in range(args.steps):
+            yield {"step": i + 1, "total": args.steps, "loss": 1.0 / (i + 1)}
+        if args.fail:
+            raise ValueError("data folder has no words.csv")
+        return {"checkpoint": "x.safetensors", "metrics": {"ap": 0.5}}
+
+
+def test_train_events_stream_progress_then_result(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("app.cli._task_module", lambda kind: FakeTask)
+    events = tmp_path / "events.jsonl"
+    assert main(["train", "words", "--steps", "4", "--events", str(events)]) == 0
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [e["event"] for e in lines] == ["progress"] * 4 + ["result"]
+    assert lines[2]["step"] == 3 and lines[-1]["result"]["metrics"] == {"ap": 0.5}
+
+
+def test_train_error_is_an_event_and_a_message(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("app.cli._task_module", lambda kind: FakeTask)
+    events = tmp_path / "events.jsonl"
+    assert main(["train", "words", "--fail", "--events", str(events)]) == 2
+    last = json.loads(events.read_text().splitlines()[-1])
+    assert last["event"] == "error" and "no words.csv" in last["message"]
+    assert "earshot: error: data folder has no words.csv" in capsys.readouterr().err
