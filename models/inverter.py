@@ -203,7 +203,12 @@ def griffin_lim(
     transform = torchaudio.transforms.GriffinLim(
         n_fft=c.n_fft, n_iter=n_iter, win_length=c.win_length, hop_length=c.hop_length, power=1.0
     ).to(mag.device)
-    wave = transform(mag.float().clamp(min=0).transpose(-1, -2))  # GriffinLim wants (..., F, T)
+    T = mag.shape[-2]
+    # GriffinLim's STFT reflect-pads n_fft/2 samples, which needs a signal longer than that: pad very short
+    # inputs with silent frames and cut the result back to the frames asked for.
+    min_frames = c.n_fft // (2 * c.hop_length) + 2
+    mag = F.pad(mag.float().clamp(min=0), (0, 0, 0, max(0, min_frames - T)))
+    wave = transform(mag.transpose(-1, -2))[..., : max(0, T - 1) * c.hop_length]  # GriffinLim wants (..., F, T)
     if length is not None:
         wave = F.pad(wave, (0, max(0, length - wave.shape[-1])))[..., :length]
     return wave
