@@ -185,3 +185,19 @@ def test_foreign_pt_loads_with_weights_only_and_refuses_code(tmp_path: Path) -> 
         pickle.dump({"x": Evil()}, f)
     with pytest.raises(CheckpointError, match="refused"):
         load_foreign_state_dict(evil)
+
+
+def test_external_prefixes_are_left_out_and_rebuilt(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Tiny(TinyConfig())
+    path = save_checkpoint(tmp_path / "x.safetensors", "words", model, model.config, exclude_prefixes=["proj."])
+    ckpt = read_checkpoint(path)
+    assert ckpt.external == ["proj."] and not any(k.startswith("proj.") for k in ckpt.tensors)
+    torch.manual_seed(0)  # the builder makes the same `proj` again, as a model does from its shipped weights
+    loaded, _ = load_model(path, kind="words", builder=build)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(loaded(x), model.eval()(x))
+    torch.manual_seed(1)  # a different `proj`: kept from the builder, not refused, not overwritten
+    other, _ = load_model(path, kind="words", builder=build)
+    assert not torch.equal(other.proj.weight, model.proj.weight)
+    torch.testing.assert_close(other.out.weight, model.out.weight)

