@@ -1,0 +1,133 @@
+"""Speech units on CPU: encoder real-time factor (whole file and streaming), block-to-unit latency, and
+resynthesis (inverter + Griffin-Lim, 32 iterations) real-time factor.
+
+Targets on 2 cores: latency <= 150 ms, encoder RTF <= 0.05, resynthesis RTF <= 0.3. Uses the default model
+(resources/models/units-default.safetensors) if present, else the untrained small preset (same cost).
+
+Streaming: 100-ms blocks of audio; each block's MFCC frames are computed from the block plus the samples
+the centred STFT and the Δ/ΔΔ regression need around it, then pushed through `StreamingEncoder`.
+Latency = per-block compute (95th percentile) + the encoder's look-ahead + the front end's own delay (half
+an STFT window and the ±4-frame Δ/ΔΔ span); the block length itself (the wait to fill a block) is reported
+apart, as `block_ms`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.frontends import MFCC
+from models.vqvae import UnitsModel
+from training.checkpoints import load_model
+from training.units_train import units_config
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "units-default.safetensors"
+SECONDS = 10.0
+BLOCK_MS = 100
+TARGETS = {"latency_ms": 150.0, "encoder_rtf": 0.05, "resynthesis_rtf": 0.3}
+
+
+def load() -> tuple[UnitsModel, str]:
+    if DEFAULT_MODEL.is_file():
+        model, _ = load_model(DEFAULT_MODEL, kind="units")
+        return model, DEFAULT_MODEL.name
+    return UnitsModel(units_config("small", ["unknown"])).eval(), "small preset, untrained"
+
+
+def test_audio(seconds: float, sr: int = 16000) -> torch.Tensor:
+    """Speech-like signal: FSDD digits end to end if the data is at hand, else shaped noise (cost is the same)."""
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd" / "recordings"
+    files = sorted(root.glob("*_theo_*.wav"))[:60] if root.is_dir() else []
+    if files:
+        from training.units_train import read_audio
+
+        waves = [read_audio(f)[0] for f in files]
+        wave = torch.cat(waves)
+        reps = int(np.ceil(seconds * sr / len(wave)))
+        return wave.repeat(reps)[: int(seconds * sr)]
+    g = torch.Generator().manual_seed(0)
+    return 0.1 * torch.randn(int(seconds * sr), generator=g)
+
+
+def run() -> dict:
+    torch.manual_seed(0)
+    # one thread by default, as the app runs it (the other core stays with the GUI and audio); on a busy
+    # 2-core machine two threads were several times slower. EARSHOT_BENCH_THREADS overrides.
+    torch.set_num_threads(int(os.environ.get("EARSHOT_BENCH_THREADS", "1")))
+    model, source = load()
+    mfcc = MFCC()
+    wave = test_audio(SECONDS)
+    sr, hop = 16000, mfcc.config.hop_length
+
+    with torch.inference_mode():
+        # whole file
+        model.vqvae.encode(mfcc(wave[: sr]))  # warm-up
+        t0 = time.perf_counter()
+        reps = 3
+        for _ in range(reps):
+            feats = mfcc(wave)
+            codes = model.vqvae.encode(feats)
+        whole = (time.perf_counter() - t0) / reps
+
+        # streaming: 100-ms blocks -> MFCC frames of the block -> StreamingEncoder.push
+        block = sr * BLOCK_MS // 1000
+        # STFT half window + the Δ/ΔΔ regression span (±4 frames), whole frames so the block's frames line up
+        ctx = (-(-mfcc.config.n_fft // 2 // hop) + 4) * hop
+        stream = model.vqvae.stream()
+        times, streamed = [], []
+        for start in range(0, len(wave), block):
+            t1 = time.perf_counter()
+            lo = max(0, start - ctx)
+            chunk = mfcc(wave[lo : min(len(wave), start + block + ctx)])  # (T, 39)
+            first = (start - lo) // hop
+            frames = chunk[first : first + block // hop]
+            streamed.append(stream.push(frames))
+            times.append(time.perf_counter() - t1)
+        streamed.append(stream.flush())
+        stream_total = sum(times)
+        streamed_codes = torch.cat(streamed)
+        n = min(len(streamed_codes), len(codes))  # the whole file has one more (centred) frame at the end
+        agree = float((streamed_codes[:n] == codes[:n]).float().mean())
+
+        # resynthesis: units -> inverter magnitudes -> Griffin-Lim (32 iterations)
+        model.units_to_magnitude(codes[:25], 0)  # warm-up
+        t2 = time.perf_counter()
+        mag = model.units_to_magnitude(codes, 0, num_frames=feats.shape[0])
+        t_inv = time.perf_counter() - t2
+        audio = model.inverter.griffin_lim(mag, n_iter=32)
+        t_resynth = time.perf_counter() - t2
+
+    lookahead_ms = stream.lookahead_ms
+    frontend_delay_ms = (mfcc.config.win_length / 2 + 4 * hop) / sr * 1000
+    compute_p95_ms = float(np.percentile(times, 95) * 1000)
+    result = {
+        "model": source,
+        "audio_s": SECONDS,
+        "threads": torch.get_num_threads(),
+        "load_average_1min": round(os.getloadavg()[0], 2),  # other jobs on the machine inflate the times
+        "encoder_rtf": round(whole / SECONDS, 4),
+        "encoder_streaming_rtf": round(stream_total / SECONDS, 4),
+        "streaming_matches_whole_file": round(agree, 4),  # MFCC edges differ slightly at block borders
+        "block_ms": BLOCK_MS,
+        "block_compute_ms_mean": round(float(np.mean(times)) * 1000, 2),
+        "block_compute_ms_p95": round(compute_p95_ms, 2),
+        "encoder_lookahead_ms": lookahead_ms,
+        "frontend_delay_ms": frontend_delay_ms,
+        "latency_ms": round(compute_p95_ms + lookahead_ms + frontend_delay_ms, 1),
+        "inverter_rtf": round(t_inv / SECONDS, 4),
+        "resynthesis_rtf": round(t_resynth / SECONDS, 4),
+        "resynthesis_samples": int(audio.shape[-1]),
+        "targets": TARGETS,
+    }
+    result["meets_targets"] = {k: result[k] <= v for k, v in TARGETS.items()}
+    return result
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,244 @@
+"""Units training and evaluation: tiny models on a few real FSDD recordings, bad input, resume."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from app.services.jobs import drain
+from models.frontends import MFCC
+from models.vqvae import UnitsModel
+from training.checkpoints import CheckpointError, load_model, save_checkpoint
+from training.units_train import (
+    Corpus,
+    UnitsTrainConfig,
+    add_eval_arguments,
+    evaluate,
+    list_clips,
+    load_corpus,
+    prepare_wave,
+    read_audio,
+    resume_path,
+    train_units,
+    units_config,
+    wave_features,
+)
+
+
+def fsdd_subset(root: Path, out: Path, speakers: tuple[str, ...], words: tuple[str, ...], split: str,
+                per: int) -> Path:
+    """A words.csv folder pointing at `per` FSDD recordings of each (speaker, word)."""
+    out.mkdir(parents=True, exist_ok=True)
+    counts: dict[tuple[str, str], int] = {}
+    with open(root / "metadata.csv", newline="") as f, open(out / "words.csv", "w", newline="") as g:
+        w = csv.writer(g)
+        w.writerow(["path", "word", "speaker", "split"])
+        for row in csv.DictReader(f):
+            key = (row["speaker"], row["word"])
+            if row["speaker"] in speakers and row["word"] in words and row["split"] == split:
+                if counts.get(key, 0) < per:
+                    counts[key] = counts.get(key, 0) + 1
+                    w.writerow([str(root / row["path"]), row["word"], row["speaker"], split])
+    return out
+
+
+def tiny_cfg(**kw: object) -> UnitsTrainConfig:
+    base: dict[str, object] = dict(preset="tiny", vq_steps=40, inv_steps=10, batch_size=8, crop_frames=32,
+                                   lr=2e-3, warmup_steps=5, threads=1, device="cpu", checkpoint_every=1000)
+    base.update(kw)
+    return UnitsTrainConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, Path]:
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd"  # as the `fsdd` fixture
+    if not (root / "metadata.csv").is_file():
+        pytest.skip(f"FSDD not found at {root}")
+    tmp = tmp_path_factory.mktemp("units")
+    data = fsdd_subset(root, tmp / "train", ("george", "jackson"), ("zero", "one", "two", "six"), "train", 5)
+    torch.manual_seed(0)
+    result = drain(train_units([data], tmp / "m.safetensors", tiny_cfg(vq_steps=60, lr=5e-3)))
+    return tmp / "m.safetensors", result, root
+
+
+def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tuple[Path, dict, Path]) -> None:
+    path, result, _ = trained
+    vq = [h for h in result["history"] if h["stage"] == 1]
+    inv = [h for h in result["history"] if h["stage"] == 2]
+    assert len(vq) == 60 and len(inv) == 10
+    assert np.mean([h["recon"] for h in vq[-5:]]) < np.mean([h["recon"] for h in vq[:5]])
+    assert np.mean([h["loss"] for h in inv[-3:]]) < inv[0]["loss"]
+    assert result["train_perplexity"] > 3.0  # of 16 codes: well above a collapsed codebook (1)
+    assert result["codes_used"] >= 4
+    model, ckpt = load_model(path, kind="units")
+    assert ckpt.kind == "units" and model.config.speakers == ["george", "jackson"]
+    assert ckpt.features["kind"] == "mfcc" and ckpt.training["vq_steps_done"] == 60
+    assert not torch.allclose(model.vqvae.feat_std, torch.ones_like(model.vqvae.feat_std))  # stats were set
+    # on the whole training subset, in eval mode: better than the untrained model with the same seed and
+    # better than predicting the mean (normalised features: MSE 1)
+    corpus = drain(load_corpus(list_clips([path.parent / "train"])))
+    torch.manual_seed(0)
+    init = UnitsModel(units_config("tiny", corpus.speakers))
+    init.vqvae.set_feature_stats(model.vqvae.feat_mean, model.vqvae.feat_std)
+    recon = {name: recon_loss(m, corpus) for name, m in (("init", init), ("trained", model))}
+    assert recon["trained"] < 0.95 < recon["init"], recon
+    wave, _ = read_audio(_first_wav(path.parent / "train"))
+    codes = model.vqvae.encode(wave_features(wave, MFCC()))
+    assert codes.dim() == 1 and len(codes) > 0 and int(codes.max()) < 16
+
+
+@torch.no_grad()
+def recon_loss(model: UnitsModel, corpus: Corpus) -> float:
+    model.eval()
+    feats = torch.nn.utils.rnn.pad_sequence(corpus.feats, batch_first=True)
+    lengths = torch.tensor([len(f) for f in corpus.feats])
+    _, _, stats = model.vqvae(feats, lengths, torch.tensor(corpus.speaker_ids))
+    return float(stats["recon"])
+
+
+def _first_wav(folder: Path) -> Path:
+    with open(folder / "words.csv", newline="") as f:
+        return Path(next(csv.DictReader(f))["path"])
+
+
+def test_resume_continues_in_the_saved_stage_and_step(tmp_path: Path, trained: tuple[Path, dict, Path]) -> None:
+    _, _, root = trained
+    data = fsdd_subset(root, tmp_path / "d", ("george",), ("zero", "one"), "train", 4)
+    out = tmp_path / "r.safetensors"
+    cfg = tiny_cfg(vq_steps=6, inv_steps=4)
+
+    def run_until(job, stop: tuple[str, int]) -> None:  # noqa: ANN001 - a generator
+        for p in job:
+            if (p.get("stage"), p.get("step")) == stop:
+                job.close()  # like Cancel: the job saves its resume state in `finally`
+                return
+        raise AssertionError(f"never reached {stop}")
+
+    run_until(train_units([data], out, cfg), ("vqvae", 3))
+    assert resume_path(out).is_file() and not out.exists()
+    job = train_units([data], out, cfg, resume=True)
+    steps = [(p["stage"], p["step"]) for p in job if p.get("stage") in ("vqvae", "inverter") and "loss" in p]
+    assert steps[0] == ("vqvae", 4)  # continues after the 3 saved steps, not from 0
+    assert steps[-1] == ("inverter", 10) and len(steps) == 3 + 4
+    # cancel again inside stage 2, resume there
+    out2 = tmp_path / "r2.safetensors"
+    run_until(train_units([data], out2, cfg), ("inverter", 8))
+    steps = [(p["stage"], p["step"]) for p in train_units([data], out2, cfg, resume=True) if "loss" in p]
+    assert steps == [("inverter", 9), ("inverter", 10)]
+    model, ckpt = load_model(out2, kind="units")
+    assert ckpt.training["inv_steps_done"] == 4
+
+
+def eval_args(model: Path, data: Path, **kw: object) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_eval_arguments(p)
+    args = p.parse_args(["--model", str(model), "--data", str(data), "--resynth-items", "3"])
+    for k, v in kw.items():
+        setattr(args, k, v)
+    return args
+
+
+def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, trained: tuple[Path, dict, Path]
+                                                              ) -> None:
+    path, _, root = trained
+    data = fsdd_subset(root, tmp_path / "test", ("george", "jackson", "theo"), ("zero", "one", "six"), "test", 3)
+    result = drain(evaluate(eval_args(path, data)))
+    assert result["items"] == 27
+    for key in ("abx_within", "abx_across", "mfcc_abx_within", "mfcc_abx_across"):
+        assert 0.0 <= result[key] <= 1.0, (key, result[key])
+    assert result["mfcc_abx_within"] < 0.4  # raw MFCCs tell these digits apart within a speaker
+    upper = result["units_per_second"] * np.log2(16)
+    assert 0.0 < result["bitrate_bps"] <= upper + 1e-9
+    assert 20.0 <= result["units_per_second"] <= 27.0  # one unit per 40 ms (plus a partial one per file)
+    lsd = result["resynthesis_lsd_db"]
+    assert lsd["per_speaker"]["theo"]["seen"] is False and lsd["per_speaker"]["george"]["seen"] is True
+    assert np.isfinite(lsd["seen"]) and np.isfinite(lsd["unseen"])
+
+    one = drain(evaluate(eval_args(path, data, speaker=["george"], no_baseline=True)))
+    assert one["abx_across"] is None and 0.0 <= one["abx_within"] <= 1.0  # no second speaker: no triplet
+
+    other = tmp_path / "words.safetensors"
+    save_checkpoint(other, "words", torch.nn.Linear(2, 2), {"d": 2})
+    with pytest.raises(CheckpointError, match="'words' checkpoint, but a 'units' model"):
+        drain(evaluate(eval_args(other, data)))
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+def write_bad_files(folder: Path, good: Path) -> dict[str, str]:
+    """Problem recordings next to a real one; returns name -> what should happen."""
+    folder.mkdir(parents=True, exist_ok=True)
+    real, sr = sf.read(good, dtype="float32")
+    rng = np.random.default_rng(0)
+    sf.write(folder / "silent.wav", np.zeros(8000, dtype=np.float32), 16000)
+    sf.write(folder / "clipped.wav", np.clip(real * 50, -1, 1), sr)
+    nan = real.copy()
+    nan[100:200] = np.nan
+    nan[300] = np.inf
+    sf.write(folder / "nan.wav", nan, sr, subtype="FLOAT")
+    sf.write(folder / "all_nan.wav", np.full(4000, np.nan, dtype=np.float32), 16000, subtype="FLOAT")
+    sf.write(folder / "short.wav", 0.1 * rng.standard_normal(400).astype(np.float32), 16000)  # 25 ms
+    stereo = np.stack([real, 0.5 * real], axis=1)
+    import torchaudio
+
+    up = torchaudio.functional.resample(torch.from_numpy(stereo.T.copy()), sr, 44100).numpy().T
+    sf.write(folder / "stereo_44k.wav", up, 44100)
+    sf.write(folder / "odd_11025.flac", torchaudio.functional.resample(torch.from_numpy(real), sr, 11025).numpy(),
+             11025)
+    (folder / "garbage.wav").write_bytes(b"RIFF\x00\x00not really a wav file at all")
+    (folder / "empty.wav").write_bytes(b"")
+    sf.write(folder / "zero_len.wav", np.zeros(0, dtype=np.float32), 16000)
+    sf.write(folder / "real.wav", real, sr)
+    return {"silent.wav": "skip", "all_nan.wav": "skip", "short.wav": "skip", "garbage.wav": "skip",
+            "empty.wav": "skip", "zero_len.wav": "skip", "clipped.wav": "repair", "nan.wav": "repair",
+            "stereo_44k.wav": "repair", "odd_11025.flac": "ok", "real.wav": "ok"}
+
+
+def test_bad_recordings_are_reported_or_repaired_not_fatal(tmp_path: Path, fsdd: Path) -> None:
+    expected = write_bad_files(tmp_path / "bad", fsdd / "recordings" / "3_jackson_10.wav")
+    clips = list_clips([tmp_path / "bad"])
+    assert {c.path.name for c in clips} == set(expected) and {c.speaker for c in clips} == {"unknown"}
+    corpus = drain(load_corpus(clips))
+    skipped = {Path(p).name: why for p, why in corpus.skipped.items()}
+    repaired = {Path(p).name: notes for p, notes in corpus.repaired.items()}
+    assert set(skipped) == {n for n, e in expected.items() if e == "skip"}, skipped
+    assert set(repaired) == {n for n, e in expected.items() if e == "repair"}, repaired
+    assert "silent" in skipped["silent.wav"] and "too short" in skipped["short.wav"]
+    assert "unreadable" in skipped["garbage.wav"] and "NaN" in skipped["all_nan.wav"]
+    assert "clipped" in repaired["clipped.wav"][0] and "NaN/inf" in repaired["nan.wav"][0]
+    assert "2 channels" in repaired["stereo_44k.wav"][0]
+    for f in corpus.feats:
+        assert torch.isfinite(f).all()
+    # same length in 16-kHz frames whatever the source rate / channels
+    lengths = sorted(len(f) for f in corpus.feats)
+    assert lengths[-1] - lengths[0] <= 2
+
+    torch.manual_seed(0)
+    result = drain(train_units([tmp_path / "bad"], tmp_path / "m.safetensors",
+                               tiny_cfg(vq_steps=3, inv_steps=2, batch_size=4)))
+    assert result["skipped"] == 6 and result["repaired"] == 3 and result["utterances"] == 5
+
+    # inference copes with what training skips: a 25-ms recording still gives a unit
+    model, _ = load_model(tmp_path / "m.safetensors", kind="units")
+    short, _ = read_audio(tmp_path / "bad" / "short.wav")
+    codes = model.vqvae.encode(wave_features(short, MFCC()))
+    assert len(codes) >= 1 and (codes >= 0).all()
+    wave = model.resynthesize(wave_features(short, MFCC()), speaker=0, n_iter=2)
+    assert torch.isfinite(wave).all()
+
+
+def test_prepare_wave_mixes_resamples_and_cleans() -> None:
+    t = torch.arange(22050) / 22050
+    stereo = torch.stack([torch.sin(2 * torch.pi * 440 * t), torch.zeros_like(t)])
+    stereo[0, 10] = float("nan")
+    wave, notes = prepare_wave(stereo, 22050)
+    assert wave.shape == (16000,) and torch.isfinite(wave).all()
+    assert abs(float(wave[1000:].abs().max()) - 0.5) < 0.02  # channels averaged (away from the repaired click)
+    assert any("channels" in n for n in notes) and any("NaN" in n for n in notes)

@@ -1,0 +1,889 @@
+"""Train and evaluate speech-unit models: Transformer VQ-VAE (stage 1) then codebook inverter (stage 2).
+
+    audio folders -> decode (any rate / channels -> 16 kHz mono) -> checks -> MFCC+Δ+ΔΔ (cached in memory)
+      stage 1: random crops -> VQVAE (reconstruction + commitment + smoothing, jitter) -> Adam
+      stage 2: frozen VQ-VAE units of whole utterances -> codebook vectors -> CodebookInverter -> linear
+               magnitude spectrogram target (LinearSpectrogram, same 10-ms hop) -> Adam
+    -> one `.safetensors` checkpoint of kind "units" (both parts + the speaker table)
+
+Data (`--data DIR`, several allowed): a folder with `words.csv` (`path,word,speaker[,split]`), FSDD's
+`metadata.csv` (same columns), or `utterances.csv` (`path,speaker[,split]`); else every audio file under
+the folder (recursive), speaker "unknown". Rows whose `split` is not `--split` are left out.
+
+Resume without pickle: `<out>.resume.safetensors` holds the model and optimizer tensors, its metadata the
+stage, step, configs and history as JSON; it is written atomically every `checkpoint_every` steps and when
+the job stops (cancel, time limit). `--resume` continues in the saved stage at the saved step, with the saved
+hyper-parameters (only --device, --threads and --max-minutes may change).
+
+Evaluation: word-level ABX (training.abx) on the codebook vectors of the units (angular distance between
+codebook vectors, DTW), the same ABX on the raw MFCC features as the baseline, the bitrate (N/D)·H over whole
+utterances, and a resynthesis spectral distance (inverter magnitude vs the recording, 0-4 kHz).
+
+`python -m training.units_train synth OUT` writes varied synthetic speech with espeak-ng (labelled synthetic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import torch
+import torchaudio
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
+from models.inverter import InverterConfig
+from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
+from training import abx
+from training.checkpoints import CheckpointError, config_to_dict, load_model, load_state, save_checkpoint
+from training.device import limit_threads, resolve_device
+
+Job = Generator[dict[str, Any], None, Any]
+
+SAMPLE_RATE = 16000
+AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".opus"}
+CSV_NAMES = ("words.csv", "metadata.csv", "utterances.csv")
+MIN_TRAIN_FRAMES = 2 * STRIDE  # shorter recordings (< 2 units) are skipped in training, not at inference
+SILENCE_PEAK = 1e-4  # peak amplitude below which a recording counts as silent
+CLIP_LEVEL = 0.999
+CLIP_FRACTION = 0.01  # more than this share of samples at full scale: reported as clipped
+LSD_MAX_HZ = 4000.0  # spectral distance band: FSDD is recorded at 8 kHz
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+
+@dataclass
+class UnitsTrainConfig:
+    preset: str = "small"  # paper | small | tiny: model sizes and default step counts
+    vq_steps: int | None = None  # stage 1 steps (None: the preset's)
+    inv_steps: int | None = None  # stage 2 steps (None: the preset's)
+    batch_size: int | None = None
+    lr: float = 5e-4
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.0
+    warmup_steps: int = 100
+    grad_clip: float = 1.0
+    crop_frames: int | None = None  # training segment length in 10-ms frames (a multiple of 4)
+    split: str = "train"  # rows of a CSV with a split column must have this split ("all": every row)
+    exclude_speakers: tuple[str, ...] = ()
+    seed: int = 0
+    device: str = "auto"
+    threads: int | None = None  # torch intra-op threads (None: all cores but one)
+    max_minutes: float | None = None  # wall-clock budget, shared between the stages by their step counts
+    checkpoint_every: int = 250  # steps between resume states
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        p = PRESETS[self.preset]
+        self.vq_steps = p["vq_steps"] if self.vq_steps is None else self.vq_steps
+        self.inv_steps = p["inv_steps"] if self.inv_steps is None else self.inv_steps
+        self.batch_size = p["batch_size"] if self.batch_size is None else self.batch_size
+        self.crop_frames = p["crop_frames"] if self.crop_frames is None else self.crop_frames
+        if self.vq_steps < 0 or self.inv_steps < 0:
+            raise ValueError("step counts cannot be negative")
+        if self.batch_size < 1:
+            raise ValueError("batch size must be at least 1")
+        if self.crop_frames < 2 * STRIDE or self.crop_frames % STRIDE:
+            raise ValueError(f"crop_frames must be a multiple of {STRIDE} and at least {2 * STRIDE}")
+        self.betas = tuple(self.betas)  # type: ignore[assignment]
+        self.exclude_speakers = tuple(self.exclude_speakers)
+
+
+# ema_decay 0.9 + restart_threshold 0.5 (small, tiny): a code unused for ~7 steps is moved to a live encoder
+# output. With the model defaults (0.99, 0.01) a dead code waits ~460 steps, longer than a short CPU run:
+# our first small-preset run collapsed to a batch perplexity of ~2-5 of 128 codes within 40 steps.
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": dict(  # the model sizes of models/ (Tjandra et al. scale); a GPU and hours of speech
+        vqvae={}, inverter={}, vq_steps=100_000, inv_steps=50_000, batch_size=32, crop_frames=128,
+    ),
+    "small": dict(  # defaults: ~15 min on an idle 2-core CPU (1500 + 900 steps took 7.3 min)
+        vqvae=dict(d_model=128, n_heads=4, d_ff=512, layers_per_stage=(1, 1, 2), codebook_size=128,
+                   code_dim=64, decoder_channels=128, decoder_blocks=1, speaker_dim=32, ema_decay=0.9,
+                   restart_threshold=0.5, attn_right=0),  # no attention look-ahead: live units within 150 ms
+        inverter=dict(code_dim=64, d_model=128, n_heads=4, d_ff=512, n_layers=2, n_conv_blocks=1),
+        vq_steps=3000, inv_steps=1500, batch_size=16, crop_frames=96,
+    ),
+    "tiny": dict(  # tests and smoke runs: seconds
+        vqvae=dict(d_model=32, n_heads=2, d_ff=64, layers_per_stage=(1, 1, 1), attn_left=4, codebook_size=16,
+                   code_dim=8, decoder_channels=32, decoder_blocks=1, speaker_dim=8, dropout=0.0,
+                   ema_decay=0.9, restart_threshold=0.5),
+        inverter=dict(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_conv_blocks=1,
+                      kernel_sizes=(3, 5), dropout=0.0),
+        vq_steps=60, inv_steps=30, batch_size=8, crop_frames=48,
+    ),
+}
+
+
+def units_config(preset: str, speakers: Sequence[str]) -> UnitsConfig:
+    """The model config of a preset with one speaker embedding per training speaker."""
+    p = PRESETS[preset]
+    n = max(1, len(speakers))
+    return UnitsConfig(
+        vqvae=VQVAEConfig(**{**p["vqvae"], "n_speakers": n}),
+        inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
+        speakers=list(speakers),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- audio
+
+
+class AudioProblem(ValueError):
+    """A recording that cannot be used: unreadable, empty, silent, non-finite throughout."""
+
+
+def read_audio(path: str | os.PathLike[str]) -> tuple[torch.Tensor, list[str]]:
+    """Any audio file -> (16-kHz mono float32 waveform (N,), notes on what was repaired).
+
+    Channels are averaged, other rates resampled, NaN/inf samples set to zero. Raises AudioProblem for an
+    unreadable, empty, all-non-finite or silent file.
+    """
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (N, channels)
+    except (sf.LibsndfileError, RuntimeError, OSError, ValueError) as e:
+        raise AudioProblem(f"unreadable ({str(e).strip()[:120]})") from e
+    if data.size == 0:
+        raise AudioProblem("empty (no samples)")
+    return prepare_wave(torch.from_numpy(np.ascontiguousarray(data.T)), int(sr))
+
+
+def prepare_wave(wave: torch.Tensor, sample_rate: int) -> tuple[torch.Tensor, list[str]]:
+    """(N,) or (channels, N) at `sample_rate` -> (16-kHz mono (N',), notes); see `read_audio`."""
+    notes: list[str] = []
+    wave = wave.float()
+    if wave.dim() == 2:
+        if wave.shape[0] > 1:
+            notes.append(f"{wave.shape[0]} channels mixed to mono")
+        wave = wave.mean(dim=0)
+    finite = torch.isfinite(wave)
+    if not finite.any():
+        raise AudioProblem("no finite samples (all NaN/inf)")
+    if not finite.all():
+        notes.append(f"{int((~finite).sum())} NaN/inf samples set to zero")
+        wave = torch.where(finite, wave, torch.zeros_like(wave))
+    peak = float(wave.abs().max())
+    if peak < SILENCE_PEAK:
+        raise AudioProblem(f"silent (peak {peak:.1e})")
+    clipped = float((wave.abs() >= CLIP_LEVEL * max(1.0, peak)).float().mean())
+    if clipped > CLIP_FRACTION:
+        notes.append(f"clipped ({100 * clipped:.1f}% of samples at full scale)")
+    if sample_rate != SAMPLE_RATE:
+        wave = torchaudio.functional.resample(wave, sample_rate, SAMPLE_RATE)
+    return wave.contiguous(), notes
+
+
+def pad_for_frontend(wave: torch.Tensor, n_fft: int = 512) -> torch.Tensor:
+    """Zero-pad a very short waveform so the centred STFT (reflect padding) accepts it."""
+    need = n_fft // 2 + 1
+    return torch.nn.functional.pad(wave, (0, need - wave.shape[-1])) if wave.shape[-1] < need else wave
+
+
+@torch.no_grad()
+def wave_features(wave: torch.Tensor, mfcc: MFCC) -> torch.Tensor:
+    """16-kHz waveform (N,) of any length -> MFCC+Δ+ΔΔ (T, 39); a few-ms recording still gives frames."""
+    return mfcc(pad_for_frontend(wave, mfcc.config.n_fft))
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+@dataclass
+class Clip:
+    path: Path
+    speaker: str
+    word: str | None = None
+    split: str | None = None
+
+
+def list_clips(
+    data_dirs: Sequence[str | os.PathLike[str]],
+    split: str | None = "train",
+    speakers: Sequence[str] | None = None,
+    exclude_speakers: Sequence[str] = (),
+) -> list[Clip]:
+    """Every clip of the data folders, with speaker (and word) labels, filtered by split and speaker."""
+    clips: list[Clip] = []
+    for d in data_dirs:
+        root = Path(d)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: no such data folder")
+        table = next((root / n for n in CSV_NAMES if (root / n).is_file()), None)
+        if table is None:
+            found = sorted(p for p in root.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file())
+            clips.extend(Clip(p, "unknown") for p in found)
+            continue
+        with open(table, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames or "path" not in reader.fieldnames:
+                raise ValueError(f"{table}: needs a 'path' column (columns: {reader.fieldnames})")
+            for row in reader:
+                row_split = (row.get("split") or "").strip() or None
+                if split not in (None, "all") and row_split is not None and row_split != split:
+                    continue
+                word = (row.get("word") or "").strip() or None
+                clips.append(Clip(root / row["path"], (row.get("speaker") or "").strip() or "unknown",
+                                  word, row_split))
+    if speakers:
+        clips = [c for c in clips if c.speaker in set(speakers)]
+    return [c for c in clips if c.speaker not in set(exclude_speakers)]
+
+
+@dataclass
+class Corpus:
+    """Training utterances held in memory: features, spectrogram targets and speaker ids, index-aligned."""
+
+    feats: list[torch.Tensor] = field(default_factory=list)  # (T, 39) float32
+    specs: list[torch.Tensor] = field(default_factory=list)  # (T, 257) float16 linear magnitudes
+    speaker_ids: list[int] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    skipped: dict[str, str] = field(default_factory=dict)  # path -> why
+    repaired: dict[str, list[str]] = field(default_factory=dict)  # path -> what was done
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(f) for f in self.feats])
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "utterances": len(self.feats), "hours": round(self.seconds / 3600, 3), "speakers": len(self.speakers),
+            "skipped": len(self.skipped), "repaired": len(self.repaired),
+            "skipped_examples": [f"{p}: {w}" for p, w in list(self.skipped.items())[:5]],
+            "repaired_examples": [f"{p}: {'; '.join(n)}" for p, n in list(self.repaired.items())[:5]],
+        }  # fmt: skip
+
+
+def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None,
+                min_frames: int = MIN_TRAIN_FRAMES) -> Generator[dict[str, Any], None, Corpus]:
+    """Job: decode, check and featurise every clip once. `speakers` fixes the speaker table (resume); clips
+    of other speakers are then skipped. Unusable recordings are skipped and reported, never fatal."""
+    mfcc, spec = MFCC(), LinearSpectrogram()
+    table = list(speakers) if speakers is not None else sorted({c.speaker for c in clips})
+    index = {s: i for i, s in enumerate(table)}
+    corpus = Corpus(speakers=table)
+    for i, clip in enumerate(clips):
+        key = str(clip.path)
+        if clip.speaker not in index:
+            corpus.skipped[key] = f"speaker {clip.speaker!r} is not in the model's speaker table"
+            continue
+        try:
+            wave, notes = read_audio(clip.path)
+        except AudioProblem as e:
+            corpus.skipped[key] = str(e)
+            continue
+        feats = wave_features(wave, mfcc)
+        if len(feats) < min_frames:
+            corpus.skipped[key] = f"too short for training ({len(wave) / SAMPLE_RATE * 1000:.0f} ms)"
+            continue
+        if notes:
+            corpus.repaired[key] = notes
+        with torch.no_grad():
+            mag = spec(pad_for_frontend(wave))
+        corpus.feats.append(feats)
+        corpus.specs.append(mag.to(torch.float16))
+        corpus.speaker_ids.append(index[clip.speaker])
+        corpus.seconds += len(wave) / SAMPLE_RATE
+        if (i + 1) % 200 == 0 or i + 1 == len(clips):
+            yield {"step": i + 1, "total": len(clips), "stage": "features", "message": f"features {i + 1}"}
+    if not corpus.feats:
+        raise ValueError(f"no usable training audio among {len(clips)} file(s)"
+                         + (f"; e.g. {next(iter(corpus.skipped.items()))}" if corpus.skipped else ""))
+    return corpus
+
+
+def feature_stats(feats: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension mean and std over all frames (float64 sums, so long corpora stay exact)."""
+    n, s, s2 = 0, 0.0, 0.0
+    for f in feats:
+        f64 = f.double()
+        n, s, s2 = n + len(f), s + f64.sum(0), s2 + f64.square().sum(0)
+    mean = s / n
+    std = (s2 / n - mean.square()).clamp(min=0).sqrt()
+    return mean.float(), std.float()
+
+
+def sample_crops(lengths: np.ndarray, batch: int, crop: int, rng: np.random.Generator, align: int = 1
+                 ) -> list[tuple[int, int, int]]:
+    """(utterance, start, length) for a batch of random crops; utterances drawn in proportion to the frames
+    they can give (min(length, crop)), starts on multiples of `align`."""
+    w = np.minimum(lengths, crop).astype(np.float64)
+    idx = rng.choice(len(lengths), size=batch, p=w / w.sum())
+    out = []
+    for i in idx:
+        n = int(lengths[i])
+        max_start = max(0, n - crop) // align
+        start = int(rng.integers(0, max_start + 1)) * align
+        out.append((int(i), start, min(crop, n - start)))
+    return out
+
+
+def pad_stack(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True)
+
+
+# ---------------------------------------------------------------------------------------------- resume
+
+
+def resume_path(out: str | os.PathLike[str]) -> Path:
+    out = Path(out)
+    return out.with_name(out.stem + ".resume.safetensors")
+
+
+def save_resume(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any]
+                ) -> None:
+    """Model + optimizer tensors as safetensors, everything else as JSON metadata; atomic (tmp + rename)."""
+    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+    opt = optimizer.state_dict()
+    scalars: dict[str, Any] = {}
+    for pid, state in opt["state"].items():
+        for k, v in state.items():
+            if isinstance(v, torch.Tensor):
+                tensors[f"optim.{pid}.{k}"] = v.detach().cpu().contiguous().clone()
+            else:
+                scalars[f"{pid}.{k}"] = v
+    metadata = {"earshot_resume": json.dumps({**meta, "optim_groups": opt["param_groups"],
+                                              "optim_scalars": scalars})}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_resume(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]]:
+    """-> (model tensors, optimizer tensors keyed 'pid.name', metadata)."""
+    try:
+        tensors = load_file(str(path))
+        with safe_open(str(path), "pt") as f:
+            meta = json.loads((f.metadata() or {})["earshot_resume"])
+    except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path.name}: not a usable resume state ({e})") from e
+    model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    optim = {k[len("optim."):]: v for k, v in tensors.items() if k.startswith("optim.")}
+    return model, optim, meta
+
+
+def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]
+                      ) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for key, v in tensors.items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = v
+    for key, v in meta.get("optim_scalars", {}).items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = v
+    optimizer.load_state_dict({"state": state, "param_groups": meta["optim_groups"]})
+
+
+# ---------------------------------------------------------------------------------------------- training
+
+
+def lr_at(step: int, total: int, base: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the base rate."""
+    if step < warmup:
+        return base * (step + 1) / warmup
+    t = (step - warmup) / max(1, total - warmup)
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
+
+
+def make_optimizer(params: Iterator[torch.nn.Parameter], cfg: UnitsTrainConfig) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+
+def vq_step(model: UnitsModel, corpus: Corpus, batch: list[tuple[int, int, int]], device: torch.device
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n in batch]).to(device)  # (B, T, 39)
+    lengths = torch.tensor([n for _, _, n in batch], device=device)
+    spk = torch.tensor([corpus.speaker_ids[i] for i, _, _ in batch], device=device)
+    _, loss, stats = model.vqvae(feats, lengths, spk)
+    return loss, stats
+
+
+def inv_step(model: UnitsModel, corpus: Corpus, codes: list[torch.Tensor], batch: list[tuple[int, int, int]],
+             device: torch.device) -> torch.Tensor:
+    # crops start on unit boundaries, so the whole-utterance units line up with the target frames
+    units = [codes[i][s // STRIDE : -(-(s + n) // STRIDE)] for i, s, n in batch]
+    vectors = model.vqvae.code_vectors(pad_stack(units).to(device)).detach()  # (B, U, C); padding -1 -> 0
+    target = pad_stack([corpus.specs[i][s : s + n] for i, s, n in batch]).to(device).float()  # (B, T, F)
+    lengths = torch.tensor([n for _, _, n in batch], device=device)
+    spk = torch.tensor([corpus.speaker_ids[i] for i, _, _ in batch], device=device)
+    _, loss = model.inverter(vectors, spk, lengths=lengths, target=target)
+    return loss
+
+
+@torch.no_grad()
+def encode_corpus(model: UnitsModel, corpus: Corpus, device: torch.device, batch: int = 32) -> list[torch.Tensor]:
+    """Whole-utterance unit ids (U,) of every training utterance with the (frozen) VQ-VAE."""
+    order = np.argsort(corpus.lengths)
+    out: list[torch.Tensor] = [torch.zeros(0, dtype=torch.long)] * len(corpus.feats)
+    for s in range(0, len(order), batch):
+        idx = order[s : s + batch]
+        feats = pad_stack([corpus.feats[i] for i in idx]).to(device)
+        lengths = torch.tensor([len(corpus.feats[i]) for i in idx], device=device)
+        codes = model.vqvae.encode(feats, lengths).cpu()  # (b, U) with -1 on padding
+        for row, i in zip(codes, idx, strict=True):
+            out[i] = row[row >= 0]
+    return out
+
+
+def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], cfg: UnitsTrainConfig,
+                resume: bool = False) -> Job:
+    """Job: train a units model on `data` and write the checkpoint `out`; returns a summary dict.
+
+    Progress dicts: step, total (both stages), loss, stage ('vqvae' | 'inverter'), perplexity, message.
+    """
+    t_start = time.monotonic()
+    out = Path(out)
+    rpath = resume_path(out)
+    device = resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    threads = cfg.threads or limit_threads()
+    saved: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]] | None = None
+    if resume:
+        if not rpath.is_file():
+            raise FileNotFoundError(f"{rpath}: no resume state to continue from")
+        saved = load_resume(rpath)
+        meta = saved[2]
+        cfg = UnitsTrainConfig(**{**meta["train_config"], "max_minutes": cfg.max_minutes,
+                                  "device": cfg.device, "threads": cfg.threads})
+        model_config: UnitsConfig | None = _units_config_from_dict(meta["model_config"])
+    else:
+        meta, model_config = {}, None
+    torch.manual_seed(cfg.seed)
+    clips = list_clips(data, cfg.split, exclude_speakers=cfg.exclude_speakers)
+    if not clips:
+        raise ValueError(f"no audio found in {', '.join(map(str, data))} (split {cfg.split!r})")
+    yield {"step": 0, "total": cfg.vq_steps + cfg.inv_steps, "stage": "features",
+           "message": f"reading {len(clips)} recordings"}
+    corpus = yield from load_corpus(clips, model_config.speakers if model_config else None)
+
+    model = UnitsModel(model_config or units_config(cfg.preset, corpus.speakers)).to(device)
+    stage, step = "vqvae", 0
+    history: list[dict[str, float]] = []
+    elapsed_before, vq_done = 0.0, 0
+    if saved is not None:
+        load_state(model, saved[0], source=rpath.name)
+        stage, step, history = meta["stage"], int(meta["step"]), meta.get("history", [])
+        elapsed_before, vq_done = float(meta.get("elapsed_s", 0.0)), int(meta.get("vq_steps_done", 0))
+    else:
+        model.vqvae.set_feature_stats(*feature_stats(corpus.feats))
+    total = cfg.vq_steps + cfg.inv_steps
+    budget = None if cfg.max_minutes is None else cfg.max_minutes * 60.0
+    vq_share = cfg.vq_steps / max(1, total)
+    lengths = corpus.lengths
+    optimizer: torch.optim.Optimizer | None = None
+    codes: list[torch.Tensor] = []
+    stopped_early = {"vqvae": False, "inverter": False}
+    last_loss, last_ppl = float("nan"), float("nan")
+
+    def state_meta() -> dict[str, Any]:
+        return {"stage": stage, "step": step, "vq_steps_done": vq_done if stage != "vqvae" else step,
+                "train_config": config_to_dict(cfg),
+                "model_config": config_to_dict(model.config), "history": history[-2000:],
+                "elapsed_s": elapsed_before + time.monotonic() - t_start, "data": [str(d) for d in data]}
+
+    def elapsed() -> float:
+        return elapsed_before + time.monotonic() - t_start
+
+    try:
+        if stage == "vqvae":
+            model.vqvae.train()
+            optimizer = make_optimizer(model.vqvae.parameters(), cfg)
+            if saved is not None and saved[2]["stage"] == "vqvae" and saved[1]:
+                restore_optimizer(optimizer, saved[1], saved[2])
+            while step < cfg.vq_steps:
+                if budget is not None and elapsed() > budget * vq_share:
+                    stopped_early["vqvae"] = True
+                    break
+                rng = np.random.default_rng([cfg.seed, 1, step])  # batches depend on (seed, stage, step) only
+                for g in optimizer.param_groups:
+                    g["lr"] = lr_at(step, cfg.vq_steps, cfg.lr, cfg.warmup_steps)
+                loss, stats = vq_step(model, corpus, sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng),
+                                      device)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.vqvae.parameters(), cfg.grad_clip)
+                optimizer.step()
+                step += 1
+                last_loss, last_ppl = loss.item(), float(stats["perplexity"])
+                history.append({"stage": 1, "step": step, "loss": round(last_loss, 5),
+                                "recon": round(float(stats["recon"]), 5), "perplexity": round(last_ppl, 2)})
+                if step % cfg.checkpoint_every == 0:
+                    save_resume(rpath, model, optimizer, state_meta())
+                yield {"step": step, "total": total, "loss": last_loss, "stage": "vqvae", "perplexity": last_ppl,
+                       "message": f"VQ-VAE {step}/{cfg.vq_steps}"}
+            stage, step, vq_done = "inverter", 0, step
+            optimizer = None
+            save_resume(rpath, model, make_optimizer(model.inverter.parameters(), cfg), state_meta())
+
+        model.vqvae.eval()
+        model.vqvae.requires_grad_(False)
+        model.inverter.train()
+        yield {"step": cfg.vq_steps, "total": total, "stage": "inverter", "message": "encoding the corpus"}
+        codes = encode_corpus(model, corpus, device)
+        optimizer = make_optimizer(model.inverter.parameters(), cfg)
+        if saved is not None and saved[2]["stage"] == "inverter" and saved[1]:
+            restore_optimizer(optimizer, saved[1], saved[2])
+        while step < cfg.inv_steps:
+            if budget is not None and elapsed() > budget:
+                stopped_early["inverter"] = True
+                break
+            rng = np.random.default_rng([cfg.seed, 2, step])
+            for g in optimizer.param_groups:
+                g["lr"] = lr_at(step, cfg.inv_steps, cfg.lr, cfg.warmup_steps)
+            loss = inv_step(model, corpus, codes,
+                            sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng, align=STRIDE), device)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.inverter.parameters(), cfg.grad_clip)
+            optimizer.step()
+            step += 1
+            last_loss = loss.item()
+            history.append({"stage": 2, "step": step, "loss": round(last_loss, 5)})
+            if step % cfg.checkpoint_every == 0:
+                save_resume(rpath, model, optimizer, state_meta())
+            yield {"step": cfg.vq_steps + step, "total": total, "loss": last_loss, "stage": "inverter",
+                   "perplexity": last_ppl, "message": f"inverter {step}/{cfg.inv_steps}"}
+        stage = "done"
+    finally:
+        if stage != "done" and optimizer is not None:  # cancelled: keep the last position for --resume
+            save_resume(rpath, model, optimizer, state_meta())
+
+    save_resume(rpath, model, optimizer, state_meta())
+    usage = _codebook_usage(codes, model.config.vqvae.codebook_size)
+    vq_hist = [h for h in history if h["stage"] == 1]
+    inv_hist = [h for h in history if h["stage"] == 2]
+    training = {
+        "preset": cfg.preset, "train_config": config_to_dict(cfg), "data": [str(d) for d in data],
+        "corpus": corpus.report(), "vq_steps_done": vq_done, "inv_steps_done": step,
+        "stopped_early": stopped_early,
+        "wall_time_s": round(elapsed(), 1), "device": str(device), "threads": threads,
+        "metrics": {"vq_loss": _tail_mean(vq_hist, "loss"), "vq_recon": _tail_mean(vq_hist, "recon"),
+                    "train_perplexity": _tail_mean(vq_hist, "perplexity"), "inv_loss": _tail_mean(inv_hist, "loss"),
+                    "corpus_perplexity": usage["perplexity"], "codes_used": usage["used"]},
+    }  # fmt: skip
+    save_checkpoint(out, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
+    return {"checkpoint": str(out), "resume_state": str(rpath), **training["metrics"],
+            "vq_steps_done": training["vq_steps_done"], "inv_steps_done": training["inv_steps_done"],
+            "utterances": corpus.report()["utterances"], "skipped": len(corpus.skipped),
+            "repaired": len(corpus.repaired), "speakers": len(corpus.speakers), "wall_time_s": training["wall_time_s"],
+            "history": history}  # fmt: skip
+
+
+def _tail_mean(hist: list[dict[str, float]], key: str, n: int = 50) -> float:
+    vals = [h[key] for h in hist[-n:] if key in h]
+    return round(float(np.mean(vals)), 5) if vals else float("nan")
+
+
+def _codebook_usage(codes: Sequence[torch.Tensor], size: int) -> dict[str, float]:
+    if not codes:
+        return {"perplexity": float("nan"), "used": 0}
+    flat = torch.cat(list(codes))
+    counts = torch.bincount(flat, minlength=size).double()
+    p = counts / counts.sum().clamp(min=1)
+    return {"perplexity": round(float(torch.exp(-(p * torch.log(p + 1e-12)).sum())), 2),
+            "used": int((counts > 0).sum())}
+
+
+def _units_config_from_dict(d: dict[str, Any]) -> UnitsConfig:
+    from training.checkpoints import config_from_dict
+
+    return config_from_dict(UnitsConfig, d)
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+
+
+def log_spectral_distance(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
+                          ) -> float:
+    """RMS dB difference between magnitudes (T, F) over bins 0..max_bin, averaged over frames. Both are
+    floored at `dynamic_range_db` below the recording's peak, so silence and the empty band above 4 kHz of
+    8-kHz recordings do not dominate."""
+    floor = float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12
+    p = 20 * torch.log10(pred[:, :max_bin].float().clamp(min=floor))
+    t = 20 * torch.log10(target[:, :max_bin].float().clamp(min=floor))
+    return float((p - t).square().mean(dim=1).sqrt().mean())
+
+
+def evaluate_units(
+    model: UnitsModel,
+    clips: Sequence[Clip],
+    max_per_cell: int | None = None,
+    representation: str = "codebook",
+    resynth_items: int = 20,
+    baseline: bool = True,
+    seed: int = 0,
+) -> Job:
+    """Job: ABX (within / across speakers) of the model's units and of raw MFCCs, bitrate, resynthesis
+    distance per speaker (own embedding for speakers in the model's table, else the best-fitting one)."""
+    if representation not in ("codebook", "onehot"):
+        raise ValueError(f"representation must be 'codebook' or 'onehot', got {representation!r}")
+    model.eval()
+    mfcc, spec = MFCC(), LinearSpectrogram()
+    codebook = model.vqvae.codebook.embedding.detach().cpu().numpy()
+    K = model.config.vqvae.codebook_size
+    unit_items, mfcc_items, words, speakers, sequences, durations = [], [], [], [], [], []
+    by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # speaker -> [(codes, target mag)]
+    skipped: dict[str, str] = {}
+    for i, clip in enumerate(clips):
+        try:
+            wave, _ = read_audio(clip.path)
+        except AudioProblem as e:
+            skipped[str(clip.path)] = str(e)
+            continue
+        feats = wave_features(wave, mfcc)
+        codes = model.vqvae.encode(feats)  # (U,)
+        sequences.append(codes.numpy())
+        durations.append(len(wave) / SAMPLE_RATE)
+        if clip.word is not None:
+            unit_items.append(abx.units_to_items(codes.numpy(), codebook if representation == "codebook" else None,
+                                                 K))
+            mfcc_items.append(feats.double().numpy())
+            words.append(clip.word)
+            speakers.append(clip.speaker)
+        group = by_speaker.setdefault(clip.speaker, [])
+        if len(group) < resynth_items:
+            with torch.no_grad():
+                group.append((codes, spec(pad_for_frontend(wave))))
+        if (i + 1) % 100 == 0 or i + 1 == len(clips):
+            yield {"step": i + 1, "total": len(clips), "message": f"encoding {i + 1}/{len(clips)}"}
+    result: dict[str, Any] = {"items": len(unit_items), "utterances": len(sequences), "skipped": len(skipped),
+                              "speakers": sorted(set(speakers) or by_speaker),
+                              "representation": "codebook vectors of the units (angular distance)"
+                              if representation == "codebook" else "one-hot units (angular distance)"}
+    for mode in ("within", "across"):
+        yield {"step": len(clips), "total": len(clips), "message": f"ABX {mode}"}
+        result[f"abx_{mode}"] = abx.abx_error(unit_items, words, speakers, mode, max_per_cell, seed)
+        if baseline:
+            result[f"mfcc_abx_{mode}"] = abx.abx_error(mfcc_items, words, speakers, mode, max_per_cell, seed)
+    result["bitrate_bps"] = abx.bitrate(sequences, durations)
+    result["units_per_second"] = sum(len(s) for s in sequences) / max(sum(durations), 1e-9)
+    yield {"step": len(clips), "total": len(clips), "message": "resynthesis distance"}
+    result["resynthesis_lsd_db"] = resynthesis_distance(model, by_speaker)
+    return result
+
+
+@torch.no_grad()
+def resynthesis_distance(model: UnitsModel, by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]]
+                         ) -> dict[str, Any]:
+    """Log-spectral distance (dB, 0-4 kHz, 60-dB range) between the inverter's magnitudes and the recordings'."""
+    c = model.config.inverter
+    max_bin = int(LSD_MAX_HZ / (c.sample_rate / c.n_fft)) + 1
+    known = model.config.speakers
+
+    def lsd(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> float:
+        return float(np.mean([log_spectral_distance(model.units_to_magnitude(codes, spk, len(mag)), mag, max_bin)
+                              for codes, mag in items if len(codes)]))
+
+    per_speaker: dict[str, dict[str, Any]] = {}
+    for s, items in sorted(by_speaker.items()):
+        if s in known:
+            per_speaker[s] = {"lsd_db": lsd(items, known.index(s)), "voice": s, "seen": True}
+        else:  # an unseen voice has no embedding: use the table voice that fits its first items best
+            probe = items[:5]
+            best = min(range(len(known) or 1), key=lambda k: lsd(probe, k))
+            per_speaker[s] = {"lsd_db": lsd(items, best), "voice": known[best] if known else 0, "seen": False}
+    seen = [v["lsd_db"] for v in per_speaker.values() if v["seen"]]
+    unseen = [v["lsd_db"] for v in per_speaker.values() if not v["seen"]]
+    return {"seen": float(np.mean(seen)) if seen else float("nan"),
+            "unseen": float(np.mean(unseen)) if unseen else float("nan"), "per_speaker": per_speaker}
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, action="append", required=True,
+                   help="speech folder (words.csv / metadata.csv / utterances.csv, or plain audio); repeatable")
+    p.add_argument("--out", type=Path, required=True, help="checkpoint to write (.safetensors)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--vq-steps", type=int, default=None, help="VQ-VAE steps (default: the preset's)")
+    p.add_argument("--inv-steps", type=int, default=None, help="inverter steps (default: the preset's)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--crop-frames", type=int, default=None, help="training segment length in 10-ms frames")
+    p.add_argument("--split", default="train", help="CSV rows of this split ('all': every row)")
+    p.add_argument("--exclude-speaker", action="append", default=[], help="leave this speaker out; repeatable")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores but one)")
+    p.add_argument("--max-minutes", type=float, default=None, help="wall-clock budget for both stages")
+    p.add_argument("--checkpoint-every", type=int, default=250, help="steps between resume states")
+    p.add_argument("--resume", action="store_true", help="continue from <out>.resume.safetensors")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def train(args: argparse.Namespace) -> Job:
+    cfg = UnitsTrainConfig(
+        preset=args.preset, vq_steps=args.vq_steps, inv_steps=args.inv_steps, batch_size=args.batch_size,
+        lr=args.lr, crop_frames=args.crop_frames, split=args.split, exclude_speakers=tuple(args.exclude_speaker),
+        seed=args.seed, device=args.device, threads=args.threads, max_minutes=args.max_minutes,
+        checkpoint_every=args.checkpoint_every,
+    )  # fmt: skip
+    result = yield from train_units(args.data, args.out, cfg, resume=args.resume)
+    return {k: v for k, v in result.items() if k != "history"}  # the per-step history stays in the job result
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=Path, required=True, help="units checkpoint (.safetensors)")
+    p.add_argument("--data", type=Path, action="append", required=True, help="words folder; repeatable")
+    p.add_argument("--split", default="test", help="CSV rows of this split ('all': every row)")
+    p.add_argument("--speaker", action="append", default=[], help="only these speakers; repeatable")
+    p.add_argument("--exclude-speaker", action="append", default=[], help="leave these speakers out")
+    p.add_argument("--max-per-cell", type=int, default=None, help="items per (speaker, word) at most")
+    p.add_argument("--representation", choices=("codebook", "onehot"), default="codebook")
+    p.add_argument("--resynth-items", type=int, default=20, help="items per speaker for the spectral distance")
+    p.add_argument("--no-baseline", action="store_true", help="skip the MFCC baseline ABX")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def evaluate(args: argparse.Namespace) -> Job:
+    model, ckpt = load_model(args.model, kind="units")  # another kind: CheckpointError with its message
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    clips = list_clips(args.data, args.split, args.speaker or None, args.exclude_speaker)
+    if not clips:
+        raise ValueError(f"no audio found in {', '.join(map(str, args.data))} (split {args.split!r})")
+    result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
+                                       baseline=not args.no_baseline)
+    return _nan_to_none({"model": str(args.model), "split": args.split, **result})
+
+
+def _nan_to_none(x: Any) -> Any:  # noqa: ANN401 - JSON-like values
+    """NaN (no triplet could be formed, e.g. across speakers with one speaker) -> None, so --json is valid JSON."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    return x
+
+
+# ---------------------------------------------------------------------------------------------- synthetic speech
+
+SYNTH_BASES = ("en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-us-nyc")
+SYNTH_VARIANTS = ("m1", "m3", "f1", "f2", "f5")
+SYNTH_HELDOUT = ("en-029+f4",)
+DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def generate_synthetic_speech(
+    out_dir: str | os.PathLike[str],
+    voices: Sequence[str] = tuple(f"{b}+{v}" for b in SYNTH_BASES for v in SYNTH_VARIANTS),
+    heldout_voices: Sequence[str] = SYNTH_HELDOUT,
+    sentences_per_voice: int = 20,
+    digit_repeats: int = 2,
+    heldout_digit_repeats: int = 5,
+    seed: int = 0,
+    workers: int = 2,
+) -> Job:
+    """Job: espeak-ng speech, every file labelled synthetic. Writes `OUT/sentences/utterances.csv`
+    (`path,speaker,split,synthetic,text`: CMUdict word strings of 5-12 words) and `OUT/digits/words.csv`
+    (`path,word,speaker,split,synthetic`); split `train` for `voices`, `heldout` for `heldout_voices`."""
+    from training.espeak_corpus import candidate_words, espeak_available, synthesise
+
+    if not espeak_available():
+        raise FileNotFoundError("espeak-ng is not installed (Debian/Ubuntu: apt install espeak-ng)")
+    t0 = time.monotonic()
+    rng = random.Random(seed)
+    vocab = candidate_words()
+    jobs: list[tuple[str, str, str, str, int, int, str]] = []  # (folder, file, text, voice, speed, pitch, split)
+    for voice in list(voices) + list(heldout_voices):
+        split = "heldout" if voice in heldout_voices else "train"
+        safe = voice.replace("+", "_")
+        n_sent = sentences_per_voice if split == "train" else max(1, sentences_per_voice // 2)
+        for k in range(n_sent):
+            text = " ".join(rng.sample(vocab, rng.randint(5, 12)))
+            jobs.append(("sentences", f"{safe}/s{k:03d}.wav", text, voice, rng.randint(130, 200),
+                         rng.randint(30, 70), split))
+        for r in range(digit_repeats if split == "train" else heldout_digit_repeats):
+            for d in DIGITS:
+                jobs.append(("digits", f"{safe}/{d}_{r}.wav", d, voice, rng.randint(120, 200),
+                             rng.randint(30, 70), split))
+    out = Path(out_dir)
+
+    def make(job: tuple[str, str, str, str, int, int, str]) -> bool:
+        folder, name, text, voice, speed, pitch, _ = job
+        path = out / folder / name
+        if path.is_file():
+            return True
+        path.parent.mkdir(parents=True, exist_ok=True)
+        wave = synthesise(text, voice, speed, pitch)
+        tmp = path.with_suffix(".tmp.wav")
+        sf.write(tmp, wave, SAMPLE_RATE, subtype="PCM_16")
+        os.replace(tmp, path)
+        return True
+
+    ok: list[bool] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for i, done in enumerate(pool.map(lambda j: _try(make, j), jobs)):
+            ok.append(done)
+            if (i + 1) % 100 == 0 or i + 1 == len(jobs):
+                yield {"step": i + 1, "total": len(jobs), "message": "synthesising"}
+    for folder, header in (("sentences", ["path", "speaker", "split", "synthetic", "text"]),
+                           ("digits", ["path", "word", "speaker", "split", "synthetic"])):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+        with open(out / folder / ("utterances.csv" if folder == "sentences" else "words.csv"), "w", newline="",
+                  encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            for (fo, name, text, voice, _, _, split), good in zip(jobs, ok, strict=True):
+                if fo == folder and good:
+                    w.writerow([name, voice, split, 1, text] if fo == "sentences" else [name, text, voice, split, 1])
+    return {"files": sum(ok), "failed": len(ok) - sum(ok), "voices": list(voices),
+            "heldout_voices": list(heldout_voices), "wall_time_s": round(time.monotonic() - t0, 1)}
+
+
+def _try(fn: Any, job: Any) -> bool:  # noqa: ANN401 - a thread-pool helper
+    try:
+        return bool(fn(job))
+    except (RuntimeError, OSError) as e:
+        print(f"synthesis failed for {job[1]}: {e}", file=sys.stderr)
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m training.units_train synth OUT [--sentences N]`: write the synthetic training speech."""
+    p = argparse.ArgumentParser(prog="python -m training.units_train")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("synth", help="espeak-ng speech for training units (labelled synthetic)")
+    s.add_argument("out", type=Path)
+    s.add_argument("--sentences", type=int, default=20, help="sentences per voice")
+    s.add_argument("--digit-repeats", type=int, default=2)
+    s.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    job = generate_synthetic_speech(args.out, sentences_per_voice=args.sentences, digit_repeats=args.digit_repeats,
+                                    seed=args.seed)
+    while True:
+        try:
+            progress = next(job)
+            print(f"{progress['step']}/{progress['total']}", file=sys.stderr)
+        except StopIteration as stop:
+            print(json.dumps(stop.value, indent=2))
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
