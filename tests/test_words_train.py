@@ -1,0 +1,248 @@
+"""Training, resume, evaluation and bad-input handling of the acoustic word embedding trainer, on real FSDD."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from app.services.jobs import drain
+from training.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
+from training.words_train import (
+    MFCC,
+    TrimConfig,
+    WordsTrainConfig,
+    evaluate_job,
+    load_words,
+    make_batches,
+    train_job,
+    trim_silence,
+    word_key,
+)
+
+
+def write_subset(fsdd: Path, folder: Path, speakers: tuple[str, ...] = ("george", "jackson", "nicolas")) -> Path:
+    """A words.csv over real FSDD files (absolute paths): index 0-1 dev, 2-4 test, 5-12 train."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(fsdd / "metadata.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["speaker"] in speakers and int(r["index"]) < 13]
+    with open(folder / "words.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "word", "speaker", "split"])
+        for r in rows:
+            i = int(r["index"])
+            split = "dev" if i < 2 else "test" if i < 5 else "train"
+            w.writerow([str(fsdd / r["path"]), r["word"], r["speaker"], split])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    fsdd = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd"
+    if not (fsdd / "metadata.csv").is_file():
+        pytest.skip("FSDD not available")
+    return write_subset(fsdd, tmp_path_factory.mktemp("fsdd_subset"))
+
+
+def tiny_config(data: Path, out: Path, **kw: object) -> WordsTrainConfig:
+    # features are cached next to the data, so the tests decode each file once
+    base: dict = dict(data=[str(data)], out=str(out), preset="tiny", batch_size=48, lr=2e-3, max_epochs=3,
+                      warmup_steps=0, num_threads=1, seed=0, cache_dir=str(Path(data) / ".cache"))
+    base.update(kw)
+    return WordsTrainConfig(**base)
+
+
+def test_training_lowers_loss_and_raises_dev_ap(subset: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    out = tmp_path / "w.safetensors"
+    job = train_job(tiny_config(subset, out, max_epochs=6))
+    progress = []
+    while True:
+        try:
+            progress.append(next(job))
+        except StopIteration as stop:
+            result = stop.value
+            break
+    steps = [p for p in progress if "loss" in p and "epoch" in p]
+    assert {"step", "total", "loss", "epoch", "lr", "dev_ap", "message"} <= set(steps[0])
+    hist = result["history"]
+    assert result["epochs"] == 6 and len(hist) == 6
+    assert np.mean([h["loss"] for h in hist[-2:]]) < hist[0]["loss"] - 0.05
+    assert max(h["dev_ap"] for h in hist[1:]) > hist[0]["dev_ap"] + 0.03
+    assert result["dev_ap"] == max(h["dev_ap"] for h in hist)
+    assert result["train_tokens"] == 240 and result["dev_tokens"] == 60  # 3 speakers x 10 words x 8 / 2
+    # the checkpoint rebuilds without hyper-parameters and carries the training record
+    model, ckpt = load_model(out, kind="words")
+    assert ckpt.config["d_model"] == 32 and ckpt.features["kind"] == "mfcc"
+    assert ckpt.training["metrics"]["dev_ap"] == pytest.approx(result["dev_ap"])
+    assert ckpt.training["command"].startswith("earshot train words --data")
+    assert ckpt.training["epochs"] == result["best_epoch"] and ckpt.training["steps"] > 0
+
+
+def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> None:
+    reference = drain(train_job(tiny_config(subset, tmp_path / "ref.safetensors")))
+    out = tmp_path / "w.safetensors"
+    job = train_job(tiny_config(subset, out))
+    seen_epoch_end, steps_after = False, 0
+    for p in job:
+        if "dev_cross_view_ap" in p:  # the end-of-epoch report of epoch 1
+            seen_epoch_end = True
+        elif seen_epoch_end:
+            steps_after += 1
+            if steps_after == 2:
+                break  # two steps into epoch 2
+    job.close()  # as the GUI's cancel does
+    state = tmp_path / "w.resume.safetensors"
+    assert state.is_file()
+    meta = json.loads(read_metadata_raw(state)["scalars"])
+    assert meta["epoch"] == 1  # the last finished epoch, not the interrupted one
+    resumed = drain(train_job(tiny_config(subset, out, resume=True)))
+    assert resumed["epochs"] == 3 and resumed["steps"] == reference["steps"]
+    assert len(resumed["history"]) == 3
+    # continuing reproduces the uninterrupted run: same data order, optimiser moments and weights
+    for a, b in zip(resumed["history"], reference["history"], strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
+        assert a["dev_ap"] == pytest.approx(b["dev_ap"], abs=1e-4)
+
+
+def read_metadata_raw(path: Path) -> dict:
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n))["__metadata__"]
+
+
+def test_resume_without_state_is_refused(subset: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no resume state"):
+        drain(train_job(tiny_config(subset, tmp_path / "none.safetensors", resume=True)))
+
+
+def test_eval_reports_sane_numbers_and_refuses_other_kinds(subset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.safetensors"
+    drain(train_job(tiny_config(subset, out, max_epochs=2)))
+    r = drain(evaluate_job(out, [subset], "test", max_items=30, device="cpu"))
+    assert r["tokens"] == 30 and r["pairs"] == 435 and 2 <= r["words"] <= 10 and r["speakers"] == 3
+    for key in ("ap", "cross_view_ap", "dtw_ap"):
+        assert 0.0 < r[key] <= 1.0
+    assert r["embedding_time_s"] > 0 and r["dtw_time_s"] > 0
+    # MFCC+DTW on clean digits from 3 speakers is far above chance (positives are ~10% of pairs)
+    assert r["dtw_ap"] > 0.2
+    other = tmp_path / "units.safetensors"
+    save_checkpoint(other, "units", torch.nn.Linear(2, 2), {"a": 1})
+    with pytest.raises(CheckpointError, match="'units' checkpoint"):
+        drain(evaluate_job(other, [subset], "test"))
+    with pytest.raises(ValueError, match="no rows in split"):
+        drain(evaluate_job(out, [subset], "nosuchsplit"))
+
+
+def test_bad_input_is_reported_and_skipped(subset: Path, tmp_path: Path) -> None:
+    good = list(csv.DictReader(open(subset / "words.csv", newline="")))
+    folder = tmp_path / "bad data"
+    folder.mkdir()
+    sr = 8000
+    wave, _ = sf.read(good[0]["path"], dtype="float32")
+    (folder / "empty.wav").write_bytes(b"")
+    sf.write(folder / "silent.wav", np.zeros(8000, dtype=np.float32), sr)
+    (folder / "garbage.wav").write_text("not audio at all")
+    sf.write(folder / "long ünïcode.wav", np.tile(wave, 20), sr)  # ~ 8 s of one word repeated
+    rows = [[r["path"], r["word"], r["speaker"], r["split"]] for r in good if r["split"] in ("train", "dev")][:60]
+    rows += [
+        [good[0]["path"], "xqzzyvv", "george", "train"],  # not in CMUdict
+        ["empty.wav", "seven", "george", "train"],
+        ["silent.wav", "seven", "george", "train"],
+        ["garbage.wav", "seven", "george", "train"],
+        ["missing.wav", "seven", "george", "train"],
+        ["long ünïcode.wav", good[0]["word"], "george", "train"],
+        [good[1]["path"], "Seven!", "george", "train"],  # punctuation: still the word seven
+        [good[2]["path"], "7", "george", "train"],  # a digit reads as its word
+        [good[3]["path"], "café 👍", "george", "train"],  # two "words" with an emoji: not one dictionary word
+        ["", "seven", "george", "train"],  # no path
+        [good[4]["path"], "", "george", "train"],  # no word
+    ]
+    with open(folder / "words.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "word", "speaker", "split"])
+        w.writerows(rows)
+    data = drain(load_words([folder], MFCC(), max_frames=100))
+    problems = data.report["problems"]
+    assert problems["not_in_dictionary"]["count"] == 2
+    assert problems["not_in_dictionary"]["examples"] == ["'xqzzyvv'", "'café 👍'"]
+    assert problems["unreadable"]["count"] == 3  # empty, garbage, missing
+    assert problems["silent"]["count"] == 1
+    assert problems["truncated"]["count"] == 1 and "long ünïcode.wav" in problems["truncated"]["examples"][0]
+    assert problems["bad_rows"]["count"] == 2
+    assert data.report["tokens"] == 60 + 1 + 2 and all(len(t.feats) <= 100 for t in data.tokens)
+    sevens = sum(r[1] == "seven" for r in rows[:60]) + 2  # "Seven!" and "7" join "seven"
+    assert sum(t.word == "seven" for t in data.tokens) == sevens
+    assert {t.word for t in data.tokens} == {r[1] for r in rows[:60]} | {"seven"}
+    # the whole training job runs through the same input
+    result = drain(train_job(tiny_config(folder, tmp_path / "w.safetensors", max_epochs=1, max_frames=100)))
+    assert result["epochs"] == 1 and result["problems"]["unreadable"]["count"] == 3
+
+
+def test_word_key_and_trimming() -> None:
+    assert word_key("Seven!") == word_key("7") == word_key(" seven ") == "seven"
+    assert word_key("don't") == "don't"
+    sr = 16000
+    rng = np.random.default_rng(0)
+    tone = 0.3 * np.sin(2 * np.pi * 300 * np.arange(sr // 2) / sr)
+    wave = np.concatenate([1e-4 * rng.standard_normal(sr), tone, 1e-4 * rng.standard_normal(sr)]).astype(np.float32)
+    out = trim_silence(wave, TrimConfig(margin_frames=2))
+    assert out is not None and 0.5 * sr <= len(out) <= 0.5 * sr + 6 * 160 + 400
+    assert trim_silence(np.zeros(sr, dtype=np.float32)) is None
+    assert trim_silence(np.zeros(0, dtype=np.float32)) is None
+    click = np.zeros(sr, dtype=np.float32)
+    click[8000] = 0.5
+    assert len(trim_silence(click, TrimConfig(min_frames=10))) >= 10 * 160
+
+
+def test_batches_group_words_and_lengths() -> None:
+    rng = np.random.default_rng(0)
+    word_ids = np.repeat(np.arange(50), 8)  # 50 words x 8 tokens
+    lengths = rng.integers(20, 200, 50)[word_ids] + rng.integers(-5, 6, len(word_ids))  # a length per word
+    batches = make_batches(lengths, word_ids, 64, 4, rng)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(len(word_ids)))  # every token once
+    assert all(len(b) <= 64 for b in batches)
+    words_per_batch = [len(np.unique(word_ids[b])) for b in batches]
+    assert sum(n >= 8 for n in words_per_batch) >= len(batches) - 1  # the last one may be a remainder
+    for b in batches:  # tokens of a word come in groups (positives for the loss)
+        _, counts = np.unique(word_ids[b], return_counts=True)
+        assert counts.max() >= 2
+    spread = np.mean([np.ptp(lengths[b]) for b in batches])
+    assert spread < 0.6 * np.ptp(lengths)  # grouped by length, unlike a random split
+
+
+def test_cli_train_and_eval(subset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    out = tmp_path / "cli.safetensors"
+    rc = main(["train", "words", "--data", str(subset), "--out", str(out), "--preset", "tiny", "--epochs", "1",
+               "--batch-size", "64", "--threads", "1", "--json"])
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["epochs"] == 1 and Path(summary["checkpoint"]) == out
+    assert read_metadata(out)["kind"] == "words"
+    rc = main(["eval", "words", "--model", str(out), "--data", str(subset), "--max-items", "12", "--no-dtw",
+               "--json"])
+    assert rc == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["tokens"] == 12 and "dtw_ap" not in r and 0 < r["ap"] <= 1
+
+
+def test_resume_with_another_model_is_refused(subset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.safetensors"
+    drain(train_job(tiny_config(subset, out, max_epochs=1)))
+    with pytest.raises(ValueError, match="different model"):
+        drain(train_job(tiny_config(subset, out, max_epochs=2, preset="small", resume=True)))
+
+
+def test_warmup_ramps_linearly_then_holds() -> None:
+    from training.words_train import warmup_lr
+
+    assert [warmup_lr(1e-3, s, 4) for s in range(6)] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+    assert warmup_lr(1e-3, 0, 0) == 1e-3
