@@ -81,9 +81,36 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_probe)
 
+    _add_search_parsers(sub)
     _add_task_parsers(sub, "train", argv)
     _add_task_parsers(sub, "eval", argv)
     return parser
+
+
+def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
+    model_help = "retrieval model: a registry name or a .safetensors path (default: the default retrieval model)"
+    p = sub.add_parser("index", help="index a sound library folder for search (only new and changed files)")
+    p.add_argument("folder", type=Path)
+    p.add_argument("--model", default=None, help=model_help)
+    p.add_argument("--retry-failed", action="store_true", help="read files that failed before again")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_index)
+
+    for name, what in (("search", "find sounds in a library by a description"),
+                       ("similar", "find sounds in a library that sound like a file")):
+        p = sub.add_parser(name, help=what)
+        if name == "search":
+            p.add_argument("text", help="a description, e.g. 'a door creaks open'")
+        else:
+            p.add_argument("file", type=Path, help="an audio file (in the library or not)")
+        p.add_argument("--library", type=Path, required=True, help="the (indexed) library folder")
+        p.add_argument("--model", default=None, help=model_help)
+        p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+        p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS")
+        p.add_argument("--max-duration", type=float, default=None, metavar="SECONDS")
+        p.add_argument("--folder", default=None, help="only this folder (relative to the library) and below")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(handler=cmd_search if name == "search" else cmd_similar)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,6 +210,76 @@ def cmd_probe(args: argparse.Namespace) -> int:
             else:
                 print(f"error  {r['path']}: {r['error']}")
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from app.services.jobs import run_in_terminal
+    from app.services.library import LibraryError
+    from app.services.search import SearchSession, load_embedder, summarize
+
+    embedder = load_embedder(args.model)
+    try:
+        session = SearchSession.open(args.folder, embedder)
+        try:
+            report = run_in_terminal(session.index_job(retry_failed=args.retry_failed), desc="index",
+                                     disable=True if args.json else None)
+        finally:
+            session.close()
+    except LibraryError as e:  # a message, not a traceback
+        raise ValueError(str(e)) from None
+    summary = summarize(report)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"{summary['files']} files: {summary['embedded']} embedded, {summary['moved']} moved, "
+          f"{summary['copied']} copied, {summary['unchanged']} unchanged, {summary['removed']} removed, "
+          f"{summary['failed']} failed")
+    print(f"{summary['audio_seconds']:.1f} s of audio in {summary['elapsed_s']:.1f} s "
+          f"({summary['x_realtime']:.1f}x real time) with {summary['model']}")
+    for f in summary["failures"]:
+        print(f"failed: {f['error']}", file=sys.stderr)
+    for e in summary["scan_errors"]:
+        print(f"scan: {e}", file=sys.stderr)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    return _search_command(args, lambda s, f: s.search(args.text, args.k, f))
+
+
+def cmd_similar(args: argparse.Namespace) -> int:
+    return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f))
+
+
+def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]]) -> int:
+    from app.services.library import LibraryError, SearchFilters
+    from app.services.search import SearchSession, hit_dict, load_embedder
+
+    if not args.library.is_dir():
+        raise ValueError(f"{args.library}: not a folder")
+    embedder = load_embedder(args.model)
+    filters = SearchFilters(args.min_duration, args.max_duration, args.folder)
+    try:
+        session = SearchSession.open(args.library, embedder)
+        try:
+            if session.indexed_count() == 0:
+                print(f"earshot: {args.library} has no sounds indexed with {embedder.name}; run `earshot index "
+                      f"{args.library}` first", file=sys.stderr)
+            hits = [hit_dict(h) for h in run(session, filters)]
+        finally:
+            session.close()
+    except LibraryError as e:  # a message, not a traceback
+        raise ValueError(str(e)) from None
+    if args.json:
+        print(json.dumps(hits, indent=2))
+        return 0
+    if not hits:
+        print("no results")
+    else:
+        print(f"{'score':>7}  {'duration':>8}  path")
+    for h in hits:
+        print(f"{h['score']:7.3f}  {h['duration']:7.1f}s  {h['path']}")
+    return 0
 
 
 def _print_result(result: dict[str, Any], as_json: bool) -> None:
