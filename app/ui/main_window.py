@@ -44,6 +44,7 @@ class MainWindow(QMainWindow):
             self.registry.set_device(str(self.settings.value("device")))
         self.environment: Environment | None = None
         self._probe: JobRunner | None = None
+        self._probe_again = False
 
         self.tabs = QTabWidget()
         self.search_tab = SearchTab()
@@ -58,6 +59,10 @@ class MainWindow(QMainWindow):
             tab.set_registry(self.registry)
             tab.models_loaded.connect(self.update_models_label)
             tab.status_changed.connect(lambda msg: self.statusBar().showMessage(msg, 8000))
+        self.train_tab.set_registry(self.registry)
+        self.train_tab.status_changed.connect(lambda msg: self.statusBar().showMessage(msg, 8000))
+        # a model finished in the Train tab is listed (and selectable) in its own tab at once
+        self.train_tab.model_registered.connect(lambda _name: self.refresh_environment())
         self._build_menus()
         self._build_status_bar()
 
@@ -136,13 +141,16 @@ class MainWindow(QMainWindow):
     def refresh_environment(self) -> None:
         """Look for devices, audio and models in a worker: importing torch must not freeze the window."""
         if self._probe is not None and self._probe.is_running():
+            self._probe_again = True  # e.g. a model registered mid-probe: look once more when this one ends
             return
+        self._probe_again = False
         threads = int(self.settings.value("threads", default_threads()))
         runner = JobRunner(lambda: probe_environment(self.registry, self.registry.device_preference, threads),
                            name="environment", parent=self)
         runner.progress.connect(lambda p: self.statusBar().showMessage(str(p.get("message", "")), 3000))
         runner.result.connect(self.set_environment)
         runner.error.connect(lambda msg: self.statusBar().showMessage(f"Could not inspect this machine: {msg}"))
+        runner.finished.connect(lambda: self._probe_again and QTimer.singleShot(0, self.refresh_environment))
         self._probe = runner
         runner.start()
 
@@ -164,6 +172,7 @@ class MainWindow(QMainWindow):
         for tab in self.model_tabs():
             tab.set_audio_status(env.audio)
             tab.set_models(env.models)
+        self.train_tab.set_devices(env.devices)
         self.statusBar().showMessage("Ready", 3000)
 
     def model_tabs(self) -> list[ModelTab]:
@@ -214,6 +223,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("tab", self.tabs.currentIndex())
         for tab in self.model_tabs():
             tab.shutdown()
+        self.train_tab.shutdown()  # training processes run on; the next session lists them
         cancel_all()
         super().closeEvent(event)
 

@@ -1,18 +1,669 @@
-"""Train tab: pick a model, a data folder and settings; train in the background and watch the curves."""
+"""Train tab: pick a model, a data folder and settings; train in the background and watch the curves.
+
+Left: model kind, data folder with its validation report (checked in a worker before Start is enabled), a
+settings form generated from the trainer's config dataclass (through `training_runs.settings_schema`),
+device, run name, and Start / Cancel / Resume / Use this model. Right: progress with ETA, live loss and
+metric curves, past runs (tick several to overlay their curves) and the log.
+
+Training runs in a separate process (`app.services.training_runs`); a QTimer polls its events at 5 Hz, so
+the GUI never blocks and a crashing trainer cannot take the window down.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+import html
+import math
+from pathlib import Path
+from typing import Any
 
-from app.ui.widgets import EmptyState
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.services import training_runs as tr
+from app.services.registry import ModelRegistry
+from app.workers import JobRunner
+
+KINDS = {
+    "words": "Words — multi-view acoustic word embeddings (words.csv)",
+    "units": "Units — speech units, Transformer VQ-VAE (folder of speech)",
+    "retrieval": "Search — text-to-audio retrieval (captions.csv, Clotho, AudioCaps, WavCaps)",
+}
+POLL_MS = 200
+COLOURS = ["#4c9be8", "#e8964c", "#5cb85c", "#c0392b", "#8e44ad", "#16a085", "#d4ac0d"]
+STATUS_COLOURS = {"running": "#4c9be8", "finished": "#2e8b57", "failed": "#c0392b", "cancelled": "#888888",
+                  "interrupted": "#d68910"}
+INT_LIMIT = 2_000_000_000
 
 
-class TrainTab(EmptyState):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(
-            "Train",
-            "Pick a model kind (retrieval, units or words), a data folder and settings, then train in the "
-            "background while the loss and metric curves update live.\n\n"
-            "Training from this panel is not available yet in this version of Earshot.",
-            parent=parent,
-        )
+def format_eta(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d} left" if h else f"{m}:{s:02d} left"
+
+
+class TrainTab(QWidget):
+    """The Train tab. `model_registered(name)` fires after "Use this model": rescan the registry then."""
+
+    model_registered = Signal(str)
+    status_changed = Signal(str)
+    validated = Signal(object)  # DataReport, after each validation
+    schema_ready = Signal(str)  # kind, once its settings form is built
+    run_changed = Signal(str)  # status of the run on show, when it changes
+
+    def __init__(self, parent: QWidget | None = None, runs_dir: Path | None = None, models_dir: Path | None = None,
+                 trainer_module: str | None = None, trainer_path: Path | None = None) -> None:
+        super().__init__(parent)
+        self.runs_dir = runs_dir
+        self.models_dir = models_dir
+        self.trainer_module, self.trainer_path = trainer_module, trainer_path  # tests: a fake trainer
+        self.registry: ModelRegistry | None = None
+        self.runners: list[JobRunner] = []
+        self.specs: list[tr.SettingSpec] = []
+        self.inputs: dict[str, QWidget] = {}
+        self.report: Any = None  # DataReport of the current (kind, folder)
+        self._report_key: tuple[str, str] | None = None
+        self.run: tr.Run | None = None  # the run on show (current or picked from the list)
+        self._last_status = ""
+        self._log_text = ""
+        self._compare: dict[str, tr.Run] = {}
+        self._build()
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self.poll)
+        self.refresh_runs()
+        self.kind_changed()
+
+    # ------------------------------------------------------------------------------------------- building
+
+    def _build(self) -> None:
+        left = QWidget()
+        form = QVBoxLayout(left)
+        top = QFormLayout()
+        self.kind_combo = QComboBox()
+        for kind, label in KINDS.items():
+            self.kind_combo.addItem(label, kind)
+        self.kind_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.kind_combo.setMinimumContentsLength(16)
+        self.kind_combo.currentIndexChanged.connect(self.kind_changed)
+        top.addRow("Model", self.kind_combo)
+        row = QHBoxLayout()
+        self.data_edit = QLineEdit()
+        self.data_edit.setPlaceholderText("data folder (or an AudioCaps .csv / WavCaps .json)")
+        self.data_edit.editingFinished.connect(self.validate)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self.choose_folder)
+        row.addWidget(self.data_edit, 1)
+        row.addWidget(browse)
+        top.addRow("Data", row)
+        form.addLayout(top)
+        self.report_label = QLabel("Choose a data folder; it is checked before training starts.")
+        self.report_label.setWordWrap(True)
+        self.report_label.setTextFormat(Qt.TextFormat.RichText)
+        self.report_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        form.addWidget(self.report_label)
+
+        self.settings_box = QGroupBox("Settings")
+        self.settings_form = QFormLayout(self.settings_box)
+        form.addWidget(self.settings_box)
+
+        bottom = QFormLayout()
+        self.device_combo = QComboBox()
+        for d in tr.DEVICES:
+            self.device_combo.addItem(d, d)
+        self.set_devices(["cpu"])
+        bottom.addRow("Device", self.device_combo)
+        self.name_edit = QLineEdit()
+        self.name_edit.setToolTip("the run folder's name; also the default name of the trained model")
+        bottom.addRow("Run name", self.name_edit)
+        form.addLayout(bottom)
+        buttons = QHBoxLayout()
+        self.start_button = QPushButton("Start")
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.clicked.connect(self.resume)
+        for b in (self.start_button, self.cancel_button, self.resume_button):
+            buttons.addWidget(b)
+        form.addLayout(buttons)
+        use = QHBoxLayout()
+        self.model_name_edit = QLineEdit()
+        self.model_name_edit.setPlaceholderText("model name")
+        self.use_button = QPushButton("Use this model")
+        self.use_button.setToolTip("copy the finished run's checkpoint into your models; its tab can use it at once")
+        self.use_button.clicked.connect(self.use_model)
+        use.addWidget(self.model_name_edit, 1)
+        use.addWidget(self.use_button)
+        form.addLayout(use)
+        self.status_label = QLabel("")
+        self.status_label.setWordWrap(True)
+        form.addWidget(self.status_label)
+        form.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(left)
+        scroll.setMinimumWidth(360)
+
+        right = QWidget()
+        rlay = QVBoxLayout(right)
+        prow = QHBoxLayout()
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1)
+        self.progress_bar.setValue(0)
+        self.eta_label = QLabel("")
+        prow.addWidget(self.progress_bar, 1)
+        prow.addWidget(self.eta_label)
+        rlay.addLayout(prow)
+        self.loss_plot = pg.PlotWidget(title="Training loss")
+        self.metric_plot = pg.PlotWidget(title="Metrics")
+        for plot in (self.loss_plot, self.metric_plot):
+            plot.setLabel("bottom", "step")
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.addLegend(offset=(-10, 10))
+            plot.setMenuEnabled(False)
+        plots = QSplitter(Qt.Orientation.Vertical)
+        plots.addWidget(self.loss_plot)
+        plots.addWidget(self.metric_plot)
+        lower = QSplitter(Qt.Orientation.Horizontal)
+        runs_box = QGroupBox("Runs (tick to compare)")
+        rb = QVBoxLayout(runs_box)
+        self.runs_list = QListWidget()
+        self.runs_list.currentItemChanged.connect(self._run_picked)
+        self.runs_list.itemChanged.connect(self._compare_toggled)
+        rb.addWidget(self.runs_list)
+        log_box = QGroupBox("Log")
+        lb = QVBoxLayout(log_box)
+        self.log_view = QPlainTextEdit()
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(2000)
+        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        lb.addWidget(self.log_view)
+        lower.addWidget(runs_box)
+        lower.addWidget(log_box)
+        plots.addWidget(lower)
+        plots.setSizes([260, 200, 200])
+        rlay.addWidget(plots, 1)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(scroll)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setSizes([400, 700])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(split)
+        self._update_buttons()
+
+    # --------------------------------------------------------------------------------------- window API
+
+    def set_registry(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+
+    def set_devices(self, devices: list[str]) -> None:
+        """Enable the devices this machine has (auto and cpu always)."""
+        model = self.device_combo.model()
+        for i in range(self.device_combo.count()):
+            d = self.device_combo.itemData(i)
+            ok = d in ("auto", "cpu") or d in devices
+            model.item(i).setEnabled(ok)  # type: ignore[attr-defined]
+            self.device_combo.setItemData(i, "" if ok else "not available on this machine",
+                                          Qt.ItemDataRole.ToolTipRole)
+        if not model.item(self.device_combo.currentIndex()).isEnabled():  # type: ignore[attr-defined]
+            self.device_combo.setCurrentIndex(0)
+
+    def kind(self) -> str:
+        return str(self.kind_combo.currentData())
+
+    # --------------------------------------------------------------------------------------- jobs
+
+    def _start_job(self, factory: Any, name: str, on_result: Any) -> JobRunner:  # noqa: ANN401
+        runner = JobRunner(factory, name=f"train-{name}", parent=self)
+        runner.result.connect(on_result)
+        runner.error.connect(self.error)
+        runner.progress.connect(lambda p: self.message(str(p.get("message", ""))) if p.get("message") else None)
+        runner.finished.connect(lambda: self.runners.remove(runner) if runner in self.runners else None)
+        self.runners.append(runner)
+        runner.start()
+        return runner
+
+    def busy(self) -> bool:
+        return any(r.is_running() for r in self.runners)
+
+    @Slot()
+    def kind_changed(self) -> None:
+        kind = self.kind()
+        self.specs = []
+        self._clear_form()
+        self.settings_box.setTitle(f"Settings — loading the {kind} trainer…")
+        self.name_edit.setText(tr.suggest_name(kind, self.runs_dir))
+        self._start_job(lambda: tr.schema_job(kind, self.trainer_module_for()), f"schema-{kind}",
+                        lambda res, kind=kind: self._schema_loaded(kind, res))
+        if self.data_edit.text().strip():
+            self.validate()
+        self._update_buttons()
+
+    def trainer_module_for(self) -> str | None:
+        if self.trainer_module and self.trainer_path:
+            import sys
+
+            if str(self.trainer_path) not in sys.path:
+                sys.path.insert(0, str(self.trainer_path))
+        return self.trainer_module
+
+    def _schema_loaded(self, kind: str, result: tuple[list[tr.SettingSpec], list[str]]) -> None:
+        if kind != self.kind():
+            return
+        self.specs, devices = result
+        self.set_devices(devices)
+        self._build_form(self.specs)
+        self.settings_box.setTitle(f"Settings ({kind})")
+        self._update_buttons()
+        self.schema_ready.emit(kind)
+
+    @Slot()
+    def choose_folder(self) -> None:
+        start = self.data_edit.text() or str(Path.home())
+        folder = QFileDialog.getExistingDirectory(self, "Training data folder", start)
+        if folder:
+            self.set_data_folder(folder)
+
+    def set_data_folder(self, folder: str | Path) -> None:
+        self.data_edit.setText(str(folder))
+        self.validate()
+
+    @Slot()
+    def validate(self) -> None:
+        folder = self.data_edit.text().strip()
+        if not folder:
+            return
+        key = (self.kind(), folder)
+        if key == self._report_key and self.report is not None:
+            return
+        self.report, self._report_key = None, key
+        self.report_label.setText(f"Checking {html.escape(folder)}…")
+        self._update_buttons()
+        self._start_job(lambda: tr.validate_job(key[0], key[1]), "validate",
+                        lambda report, key=key: self._validated(key, report))
+
+    def _validated(self, key: tuple[str, str], report: Any) -> None:  # noqa: ANN401 - a DataReport
+        if key != (self.kind(), self.data_edit.text().strip()):
+            return  # a stale answer for another folder or kind
+        self.report = report
+        self.report_label.setText(report_html(report))
+        self._update_buttons()
+        self.validated.emit(report)
+
+    # --------------------------------------------------------------------------------------- the form
+
+    def _clear_form(self) -> None:
+        while self.settings_form.rowCount():
+            self.settings_form.removeRow(0)
+        self.inputs = {}
+
+    def _build_form(self, specs: list[tr.SettingSpec]) -> None:
+        self._clear_form()
+        for spec in specs:
+            widget = make_input(spec)
+            widget.setToolTip(f"{spec.flag}: {spec.help}" if spec.help else spec.flag)
+            label = QLabel(spec.name.replace("_", " "))
+            label.setToolTip(widget.toolTip())
+            self.settings_form.addRow(label, widget)
+            self.inputs[spec.name] = widget
+
+    def settings(self) -> dict[str, Any]:
+        """The form's values (None where an optional setting is left to the trainer)."""
+        out: dict[str, Any] = {}
+        for spec in self.specs:
+            value = read_input(spec, self.inputs[spec.name])
+            if value is not None:
+                out[spec.name] = value
+        return out
+
+    def set_setting(self, name: str, value: Any) -> None:  # noqa: ANN401 - any setting value
+        """Fill one field of the form (tests, presets)."""
+        widget = self.inputs[name]
+        if isinstance(widget, QCheckBox):
+            widget.setChecked(bool(value))
+        elif isinstance(widget, QComboBox):
+            widget.setCurrentText(str(value))
+        elif isinstance(widget, QSpinBox | QDoubleSpinBox):
+            widget.setValue(value)
+        elif isinstance(widget, QLineEdit):
+            widget.setText(", ".join(value) if isinstance(value, list) else str(value))
+
+    # --------------------------------------------------------------------------------------- runs
+
+    @Slot()
+    def start(self) -> None:
+        if not self._can_start():
+            return
+        try:
+            run = tr.start_run(self.kind(), self.name_edit.text(), self.data_edit.text().strip(), self.settings(),
+                               device=str(self.device_combo.currentData()), base=self.runs_dir,
+                               module=self.trainer_module_for(), module_path=self.trainer_path)
+        except (tr.RunError, OSError) as e:
+            self.error(str(e))
+            return
+        self.message(f"Started {run.name}")
+        self._show_run(run)
+        self.refresh_runs()
+        self.name_edit.setText(tr.suggest_name(self.kind(), self.runs_dir))
+
+    @Slot()
+    def cancel(self) -> None:
+        if self.run is not None and self.run.status == "running":
+            self.run.cancel()
+            self.message(f"Cancelling {self.run.name}: the trainer keeps its last good checkpoint…")
+            self._update_buttons()
+
+    @Slot()
+    def resume(self) -> None:
+        if self.run is None:
+            return
+        try:
+            self.run.resume()
+        except (tr.RunError, OSError) as e:
+            self.error(str(e))
+            return
+        self.message(f"Resumed {self.run.name}")
+        self._show_run(self.run)
+
+    @Slot()
+    def use_model(self) -> None:
+        if self.run is None:
+            return
+        name = self.model_name_edit.text().strip() or self.run.name
+        try:
+            path = tr.register_model(self.run, name, self.models_dir)
+        except (tr.RunError, OSError) as e:
+            self.error(str(e))
+            return
+        if self.registry is not None:
+            try:
+                self.registry.scan()
+            except OSError as e:
+                self.error(f"model saved, but the model list could not be read: {e}")
+        self.message(f"Model {name} saved to {path}; it is available in its tab now")
+        self.model_registered.emit(name)
+        self._update_buttons()
+
+    def _show_run(self, run: tr.Run) -> None:
+        self.run = run
+        self._last_status = ""
+        self._log_text = ""
+        self.model_name_edit.setText(run.name)
+        self.redraw()
+        self.poll()
+        if not self.timer.isActive():
+            self.timer.start()
+
+    @Slot()
+    def poll(self) -> None:
+        run = self.run
+        if run is None:
+            self.timer.stop()
+            return
+        new = run.poll()
+        if new:
+            self.redraw()
+        step, total, eta = run.progress()
+        self.progress_bar.setRange(0, max(total, 1))
+        self.progress_bar.setValue(min(step, max(total, 1)))
+        self.progress_bar.setFormat(f"{run.name}: {step}/{total} ({run.status})" if total else run.status)
+        self.eta_label.setText(format_eta(eta) if run.status == "running" else "")
+        tail = run.log_tail(6000)
+        if tail != self._log_text:
+            self._log_text = tail
+            self.log_view.setPlainText(tail)
+            self.log_view.verticalScrollBar().setValue(self.log_view.verticalScrollBar().maximum())
+        if run.status != self._last_status:
+            self._last_status = run.status
+            self._status_reached(run)
+        if run.status != "running" and not run.is_active():
+            self.timer.stop()
+
+    def _status_reached(self, run: tr.Run) -> None:
+        if run.status == "finished":
+            metrics = ", ".join(f"{k} {v:.4g}" for k, v in list(run.metrics().items())[:4])
+            self.message(f"{run.name} finished" + (f": {metrics}" if metrics else "") + " — Use this model to keep it")
+        elif run.status == "failed":
+            self.error(f"{run.name} failed: {run.error or 'see the log'}")
+        elif run.status == "interrupted":
+            self.error(f"{run.name} was interrupted (the process is gone); Resume continues from its last save")
+        elif run.status == "cancelled":
+            self.message(f"{run.name} cancelled; Resume continues from its last save")
+        self._update_buttons()
+        self.refresh_runs()
+        self.run_changed.emit(run.status)
+
+    def refresh_runs(self) -> None:
+        """The past-runs list, keeping the ticks and the current row."""
+        checked = set(self._compare)
+        current = self.run.name if self.run else None
+        self.runs_list.blockSignals(True)
+        self.runs_list.clear()
+        try:
+            runs = tr.list_runs(self.runs_dir)
+        except OSError as e:
+            runs = []
+            self.error(f"cannot list runs: {e}")
+        for run in runs:
+            if current == run.name and self.run is not None:
+                run = self.run  # keep the live object (its process handle and offsets)
+            item = QListWidgetItem(run_label(run))
+            item.setData(Qt.ItemDataRole.UserRole, run.name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if run.name in checked else Qt.CheckState.Unchecked)
+            item.setForeground(QColor(STATUS_COLOURS.get(run.status, "#000000")))
+            item.setToolTip(f"{run.kind} · {run.info.get('data')} · {run.info.get('created')}")
+            self.runs_list.addItem(item)
+            if run.name == current:
+                self.runs_list.setCurrentItem(item)
+            if run.name in checked:
+                self._compare[run.name] = run
+        self._runs = {r.name: (self.run if self.run is not None and r.name == current else r) for r in runs}
+        self.runs_list.blockSignals(False)
+
+    def _run_picked(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None = None) -> None:
+        if item is None:
+            return
+        name = item.data(Qt.ItemDataRole.UserRole)
+        if self.run is not None and self.run.name == name:
+            return
+        run = self._runs.get(name)
+        if run is not None:
+            self._show_run(run)
+            self._update_buttons()
+
+    def _compare_toggled(self, item: QListWidgetItem) -> None:
+        name = item.data(Qt.ItemDataRole.UserRole)
+        if item.checkState() == Qt.CheckState.Checked and name in self._runs:
+            self._compare[name] = self._runs[name]
+        else:
+            self._compare.pop(name, None)
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Loss and metric curves of the run on show (thick) and of the ticked runs (thin, dashed)."""
+        self.loss_plot.clear()
+        self.metric_plot.clear()
+        shown = [(self.run, True)] if self.run is not None else []
+        shown += [(r, False) for n, r in self._compare.items() if self.run is None or n != self.run.name]
+        colour = 0
+        for run, main in shown:
+            curves = run.curves()
+            for key, (xs, ys) in curves.items():
+                plot = self.loss_plot if key == "loss" else self.metric_plot
+                pen = pg.mkPen(COLOURS[colour % len(COLOURS)], width=2 if main else 1,
+                               style=Qt.PenStyle.SolidLine if main else Qt.PenStyle.DashLine)
+                label = key if main else f"{run.name}: {key}"
+                plot.plot(xs, ys, pen=pen, name=label)
+                if key != "loss" or not main:
+                    colour += 1
+            if main and "loss" in curves:
+                colour += 1
+
+    # --------------------------------------------------------------------------------------- state
+
+    def _can_start(self) -> bool:
+        active = self.run is not None and self.run.status == "running"
+        key_ok = self._report_key == (self.kind(), self.data_edit.text().strip())
+        return bool(self.specs) and self.report is not None and self.report.ok and key_ok and not active
+
+    def _update_buttons(self) -> None:
+        run = self.run
+        self.start_button.setEnabled(self._can_start())
+        self.start_button.setToolTip("" if self._can_start() else
+                                     "choose a data folder that passes the check (and wait for the settings)")
+        self.cancel_button.setEnabled(run is not None and run.status == "running"
+                                      and not run.info.get("cancel_requested"))
+        self.resume_button.setEnabled(run is not None and run.can_resume())
+        self.use_button.setEnabled(run is not None and run.status == "finished")
+
+    @Slot(str)
+    def message(self, text: str) -> None:
+        self.status_label.setStyleSheet("")
+        self.status_label.setText(text)
+        self.status_changed.emit(text)
+
+    @Slot(str)
+    def error(self, text: str) -> None:
+        self.status_label.setStyleSheet("color: #c0392b;")
+        self.status_label.setText(text)
+        self.status_changed.emit(text)
+
+    def shutdown(self, timeout_ms: int = 5000, stop_runs: bool = False) -> None:
+        """Stop polling and this tab's jobs. Training processes keep going unless `stop_runs` (they are
+        separate processes; the next session finds them in the runs list)."""
+        self.timer.stop()
+        if stop_runs and self.run is not None and self.run.status == "running":
+            self.run.cancel()
+            self.run.wait(timeout_ms / 1000)
+        for runner in list(self.runners):
+            runner.cancel()
+            runner.wait(timeout_ms)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def report_html(report: Any) -> str:  # noqa: ANN401 - a DataReport
+    """The validation report: counts, problems in red, warnings in amber."""
+    c = report.counts
+    facts = []
+    for key, label in (("rows", "rows"), ("clips", "clips"), ("audio_files", "audio files"),
+                       ("speakers", "speakers"), ("words", "words"), ("captions", "captions")):
+        if c.get(key):
+            facts.append(f"{c[key]} {label}")
+    if c.get("total_duration_s"):
+        seconds, approx = c["total_duration_s"], "~" if c.get("duration_estimated") else ""
+        amount = f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+        facts.append(f"{approx}{amount} of audio")
+    if c.get("splits"):
+        facts.append("splits " + ", ".join(f"{k} {v}" for k, v in c["splits"].items()))
+    head = "<b style='color:#2e8b57'>Ready to train</b>" if report.ok else "<b style='color:#c0392b'>Not usable</b>"
+    parts = [f"{head} — {html.escape(report.layout or report.folder)}"]
+    if facts:
+        parts.append(html.escape(" · ".join(facts)))
+    parts += [f"<span style='color:#c0392b'>✗ {html.escape(p)}</span>" for p in report.problems]
+    parts += [f"<span style='color:#b9770e'>! {html.escape(w)}</span>" for w in report.warnings]
+    return "<br>".join(parts)
+
+
+def run_label(run: tr.Run) -> str:
+    metrics = run.metrics()
+    key = next((k for k in ("dev_ap", "best_val_map10", "val_map10", "abx", "final_loss") if k in metrics), None)
+    shown = f" · {key} {metrics[key]:.3g}" if key else ""
+    return f"{run.name} · {run.kind} · {run.status}{shown}"
+
+
+def make_input(spec: tr.SettingSpec) -> QWidget:
+    """A form widget for one setting: spin boxes for numbers, a check box, a combo box or a line edit."""
+    if spec.type == "bool":
+        box = QCheckBox()
+        box.setChecked(bool(spec.default))
+        return box
+    if spec.type == "choice":
+        combo = QComboBox()
+        combo.addItems(spec.choices)
+        if spec.default is not None:
+            combo.setCurrentText(str(spec.default))
+        return combo
+    if spec.type == "int":
+        spin = QSpinBox()
+        lo = int(math.ceil(spec.minimum)) if spec.minimum is not None else -INT_LIMIT
+        hi = int(spec.maximum) if spec.maximum is not None else INT_LIMIT
+        if spec.optional:  # one step below the minimum stands for "the trainer decides"
+            spin.setRange(lo - 1, hi)
+            spin.setSpecialValueText("default")
+            spin.setValue(lo - 1 if spec.default is None else int(spec.default))
+        else:
+            spin.setRange(lo, hi)
+            spin.setValue(int(spec.default if spec.default is not None else lo))
+        return spin
+    if spec.type == "float":
+        spin = QDoubleSpinBox()
+        magnitude = abs(spec.default) if isinstance(spec.default, float) and spec.default else 0.1
+        spin.setDecimals(min(10, max(3, 2 - math.floor(math.log10(magnitude)))))  # 5e-4 -> 6 decimals
+        lo = 0.0 if spec.minimum is None or spec.minimum <= 1e-12 else float(spec.minimum)
+        hi = float(spec.maximum) if spec.maximum is not None else 1e9
+        step = abs(spec.default) / 10 if isinstance(spec.default, float) and spec.default else 0.1
+        spin.setSingleStep(step)
+        if spec.optional:
+            spin.setRange(lo - step if lo > 0 else -step, hi)
+            spin.setSpecialValueText("default")
+            spin.setValue(spin.minimum() if spec.default is None else float(spec.default))
+        else:
+            spin.setRange(lo, hi)
+            spin.setValue(float(spec.default if spec.default is not None else lo))
+        return spin
+    edit = QLineEdit()
+    if spec.type == "list":
+        edit.setPlaceholderText("comma-separated")
+        edit.setText(", ".join(spec.default or []))
+    else:
+        edit.setPlaceholderText("default" if spec.optional else "")
+        edit.setText("" if spec.default is None else str(spec.default))
+    return edit
+
+
+def read_input(spec: tr.SettingSpec, widget: QWidget) -> Any:  # noqa: ANN401 - any setting value
+    if isinstance(widget, QCheckBox):
+        return widget.isChecked()
+    if isinstance(widget, QComboBox):
+        return widget.currentText()
+    if isinstance(widget, QSpinBox | QDoubleSpinBox):
+        if spec.optional and widget.value() == widget.minimum():
+            return None
+        return int(widget.value()) if isinstance(widget, QSpinBox) else float(widget.value())
+    if isinstance(widget, QLineEdit):
+        text = widget.text().strip()
+        if spec.type == "list":
+            return [t.strip() for t in text.split(",") if t.strip()]
+        return text or None
+    return None

@@ -1,0 +1,778 @@
+"""Training runs: each one a separate process with its own folder, so a crash or OOM cannot take the GUI down.
+
+A run lives in `<user data dir>/runs/<name>/`:
+
+    run.json            kind, name, data, settings, device, argv, created, status, pid, attempts
+    events.jsonl        JSON lines from `earshot train KIND --events` (progress, result|error|cancelled),
+                        plus one {"event": "started"} line per launch written here
+    log.txt             the trainer's stdout and stderr
+    model.safetensors   the checkpoint (the trainer's `--out`), its resume state and caches beside it
+
+`start_run` checks the settings against the trainer's own command line (settings are the trainer's config
+dataclass fields; each must have a flag, found by introspecting `add_train_arguments`) and launches
+`python -m app train KIND ... --events <run>/events.jsonl` in its own process group. `Run.poll()` reads new
+events; `cancel()` sends SIGINT (the trainer closes its job and keeps its last good checkpoint), then SIGTERM
+after a timeout; a process that vanished without a result, error or cancel event is `interrupted`, and
+`resume()` relaunches it with `--resume` into the same folder. `register_model` copies a finished checkpoint
+and a model card into the user models folder atomically. No Qt here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import importlib
+import inspect
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from platformdirs import user_data_dir
+
+from app.cli import TASKS
+from app.services.registry import APP_NAME, user_models_dir
+
+STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+CHECKPOINT = "model.safetensors"
+# flags the run service sets itself; never settings
+RESERVED = {"help", "data", "out", "resume", "events", "json", "device", "config", "cache_dir"}
+# config fields that must be > 0 when the trainer declares no range (dataclass field metadata min/max wins)
+POSITIVE = {"batch_size", "lr", "epochs", "max_epochs", "max_minutes", "patience", "tokens_per_word", "max_frames",
+            "vq_steps", "inv_steps", "crop_frames", "checkpoint_every", "grad_accum", "eval_batch", "finetune_lr",
+            "min_lr", "lr_decay", "crop_seconds"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
+_NOT_METRICS = {"step", "total", "loss", "epoch", "lr", "time", "event"}
+CANCEL_TIMEOUT_S = 15.0  # SIGINT -> SIGTERM -> SIGKILL, this long apart
+
+
+class RunError(ValueError):
+    """A run cannot be started, resumed or registered; the message says why."""
+
+
+def runs_dir() -> Path:
+    return Path(user_data_dir(APP_NAME, appauthor=False)) / "runs"
+
+
+def _now() -> str:
+    return _dt.datetime.now().isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+@dataclass
+class SettingSpec:
+    """One setting of a trainer: a config dataclass field (or a parser option) and its command-line flag."""
+
+    name: str  # the config field name (or the parser's dest when the option has no field)
+    flag: str  # "--batch-size"
+    type: str  # int | float | bool | str | choice | list
+    default: Any = None  # None with optional=True: the trainer (its preset) decides
+    optional: bool = False
+    choices: list[str] = field(default_factory=list)
+    minimum: float | None = None
+    maximum: float | None = None
+    help: str = ""
+    inverted: bool = False  # a `--no-x` store_true flag for a field `x` that defaults to True
+
+
+def task_module(kind: str, module: str | None = None) -> ModuleType:
+    """The trainer module of `kind` (app.cli.TASKS), or `module` instead (tests, plug-ins)."""
+    if module is None and kind not in TASKS:
+        raise RunError(f"unknown model kind {kind!r}; choose one of {', '.join(TASKS)}")
+    name = module or TASKS[kind][0]
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise RunError(f"training {kind} models is not available in this version of Earshot ({e})") from e
+
+
+def train_parser(mod: ModuleType) -> argparse.ArgumentParser:
+    """A throw-away parser with the trainer's flags, to introspect."""
+    parser = argparse.ArgumentParser(add_help=False)
+    mod.add_train_arguments(parser)
+    return parser
+
+
+def config_class(mod: ModuleType) -> type | None:
+    """The trainer's config dataclass: the one named `*TrainConfig` defined in the module."""
+    for name, obj in vars(mod).items():
+        if (name.endswith("TrainConfig") and inspect.isclass(obj) and dataclasses.is_dataclass(obj)
+                and obj.__module__ == mod.__name__):
+            return obj
+    return None
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """`name: type = default  # comment` -> {name: comment}: tooltips from the dataclass source."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    return {m[1]: m[2].strip() for m in re.finditer(r"^\s+(\w+)\s*:[^#\n]*#\s*(.+)$", source, re.M)}
+
+
+def _match_field(dest: str, fields: dict[str, dataclasses.Field]) -> tuple[str | None, bool]:
+    """The config field a flag sets: same name, `--no-x` for `x`, `--epochs` for `max_epochs`, plurals."""
+    if dest in fields:
+        return dest, False
+    if dest.startswith("no_") and dest[3:] in fields:
+        return dest[3:], True
+    found = [f for f in fields if f.endswith("_" + dest) or f == dest + "s"]
+    return (found[0], False) if len(found) == 1 else (None, False)
+
+
+def _field_default(f: dataclasses.Field) -> Any:  # noqa: ANN401 - any field value
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def settings_schema(kind: str, module: str | None = None) -> list[SettingSpec]:
+    """The settings a run of `kind` accepts, in the trainer's flag order (imports the trainer: use a worker)."""
+    mod = task_module(kind, module)
+    cls = config_class(mod)
+    fields = {f.name: f for f in dataclasses.fields(cls)} if cls else {}
+    comments = _field_comments(cls) if cls else {}
+    specs = []
+    for action in train_parser(mod)._actions:
+        if action.dest in RESERVED or not action.option_strings:
+            continue
+        name, inverted = _match_field(action.dest, fields)
+        f = fields.get(name) if name else None
+        flag = max(action.option_strings, key=len)
+        help_text = " — ".join(dict.fromkeys(t for t in (action.help or "", comments.get(name or "", "")) if t))
+        meta = dict(f.metadata) if f is not None else {}
+        if isinstance(action, argparse._StoreTrueAction):
+            kind_, default = "bool", (not action.default) if inverted else bool(action.default)
+        elif isinstance(action, argparse._AppendAction):
+            kind_, default = "list", list(action.default or [])
+        elif action.choices:
+            kind_, default = "choice", action.default
+        elif action.type in (int, float):
+            kind_, default = action.type.__name__, action.default
+        else:
+            kind_, default = "str", action.default
+        if default is None and f is not None and action.type is None and kind_ == "str":
+            default = _field_default(f) if isinstance(_field_default(f), str) else None
+        spec = SettingSpec(
+            name=name or action.dest, flag=flag, type=kind_, default=default,
+            optional=default is None and kind_ != "bool", choices=[str(c) for c in action.choices or []],
+            minimum=meta.get("min"), maximum=meta.get("max"), help=help_text or meta.get("help", ""),
+            inverted=inverted,
+        )  # fmt: skip
+        if spec.minimum is None and kind_ in ("int", "float"):
+            spec.minimum = (1 if kind_ == "int" else 1e-12) if spec.name in POSITIVE else 0
+        specs.append(spec)
+    return specs
+
+
+def check_settings(kind: str, settings: dict[str, Any], module: str | None = None) -> list[SettingSpec]:
+    """Refuse unknown, flag-less, mistyped and out-of-range settings before launch; returns the schema."""
+    specs = {s.name: s for s in settings_schema(kind, module)}
+    mod = task_module(kind, module)
+    cls = config_class(mod)
+    fields = {f.name for f in dataclasses.fields(cls)} if cls else set()
+    problems = []
+    for key, value in settings.items():
+        spec = specs.get(key)
+        if spec is None:
+            if key in fields:
+                problems.append(f"{key}: a field of {cls.__name__} with no command-line flag in "  # type: ignore[union-attr]
+                                f"`earshot train {kind}`, so it cannot be set for a run")
+            else:
+                problems.append(f"{key}: not a setting of {kind} training (known: {', '.join(sorted(specs))})")
+            continue
+        problem = _check_value(spec, value)
+        if problem:
+            problems.append(f"{key}: {problem}")
+    if not problems and cls is not None:  # the config's own checks (__post_init__) on the fields it has
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()
+                  if k in fields and v is not None}
+        for k in [k for k in kwargs if specs[k].inverted]:
+            kwargs[k] = bool(kwargs[k])
+        try:
+            cls(**kwargs)
+        except (ValueError, TypeError) as e:
+            problems.append(str(e))
+    if problems:
+        raise RunError(f"settings refused for {kind} training: " + "; ".join(problems))
+    return list(specs.values())
+
+
+def _check_value(spec: SettingSpec, value: Any) -> str | None:  # noqa: ANN401 - any setting value
+    if value is None:
+        return None if spec.optional else "a value is required"
+    if spec.type == "bool":
+        return None if isinstance(value, bool) else f"expected true/false, got {value!r}"
+    if spec.type == "list":
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        return None if ok else f"expected a list of strings, got {value!r}"
+    if spec.type == "choice":
+        return None if str(value) in spec.choices else f"{value!r} is not one of {', '.join(spec.choices)}"
+    if spec.type in ("int", "float"):
+        numeric = (int,) if spec.type == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, numeric):
+            return f"expected {'an integer' if spec.type == 'int' else 'a number'}, got {value!r}"
+        if not math.isfinite(value):
+            return f"{value} is not a finite number"
+        if spec.minimum is not None and value < spec.minimum:
+            return f"{value} is below the minimum {spec.minimum:g}" if spec.minimum != 1e-12 else \
+                f"{value} must be greater than 0"
+        if spec.maximum is not None and value > spec.maximum:
+            return f"{value} is above the maximum {spec.maximum:g}"
+        return None
+    return None if isinstance(value, str) else f"expected text, got {value!r}"
+
+
+def settings_argv(specs: list[SettingSpec], settings: dict[str, Any]) -> list[str]:
+    """Flags for `settings` (already checked); defaults are passed too, so run.json says exactly what ran."""
+    by_name = {s.name: s for s in specs}
+    argv: list[str] = []
+    for key, value in settings.items():
+        spec = by_name[key]
+        if value is None:
+            continue
+        if spec.type == "bool":
+            if bool(value) != spec.inverted:
+                argv.append(spec.flag)
+        elif spec.type == "list":
+            for v in value:
+                argv += [spec.flag, str(v)]
+        else:
+            argv += [spec.flag, repr(value) if isinstance(value, float) else str(value)]
+    return argv
+
+
+def build_argv(kind: str, data: str | Path, out: str | Path, settings: dict[str, Any], device: str = "auto",
+               events: str | Path | None = None, module: str | None = None) -> list[str]:
+    """The full command line of a run (checked first; raises RunError with every problem)."""
+    if device not in DEVICES and not str(device).startswith("cuda:"):
+        raise RunError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
+    specs = check_settings(kind, settings, module)
+    prefix = [sys.executable, "-m", "app"] if module is None else \
+        [sys.executable, "-m", "app.services.training_runs", "--task-module", module, "--"]
+    argv = prefix + ["train", kind, "--data", str(data), "--out", str(out)]
+    dests = {a.dest for a in train_parser(task_module(kind, module))._actions}
+    if "device" in dests:
+        argv += ["--device", device]
+    argv += settings_argv(specs, settings)
+    if events is not None:
+        argv += ["--events", str(events)]
+    return argv
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+_PROCESSES: dict[str, subprocess.Popen] = {}  # run folder -> the process this GUI started (to reap it)
+
+
+class Run:
+    """One training run: its folder, its events so far and, while it runs, its process."""
+
+    def __init__(self, folder: Path, info: dict[str, Any]) -> None:
+        self.folder = Path(folder)
+        self.info = info
+        self.events: list[dict[str, Any]] = []
+        self.result: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.latest: dict[str, Any] = {}  # the last progress event
+        self._offset = 0
+        self._attempt_start = 0  # index in events of this attempt's "started" line
+        self._signal_at: float | None = None
+        self._signals_sent = 0
+
+    def __repr__(self) -> str:
+        return f"<Run {self.name} {self.kind} {self.status}>"
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def name(self) -> str:
+        return str(self.info["name"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.info["kind"])
+
+    @property
+    def status(self) -> str:
+        return str(self.info.get("status", "interrupted"))
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.folder / CHECKPOINT
+
+    @property
+    def events_path(self) -> Path:
+        return self.folder / "events.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "log.txt"
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return _PROCESSES.get(str(self.folder))
+
+    def is_active(self) -> bool:
+        """The trainer process is still there (even after its result, while it exits)."""
+        proc = self.process
+        if proc is not None:
+            return proc.poll() is None
+        return self.status == "running" and _pid_alive(self.info.get("pid"), self.folder)
+
+    def can_resume(self) -> bool:
+        return self.status in ("interrupted", "cancelled", "failed") and not self.is_active()
+
+    # ----------------------------------------------------------------- following
+    def poll(self) -> list[dict[str, Any]]:
+        """Read new events, update the status (and run.json); returns the new events."""
+        new = self._read_events()
+        if self.status == "running":
+            self._settle(new)
+        elif self.info.get("pid") and self.process is not None and self.process.poll() is not None:
+            _PROCESSES.pop(str(self.folder), None)  # reaped
+        return new
+
+    def _read_events(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.events_path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n") + 1  # only whole lines: the writer may be mid-line
+        self._offset += end
+        new = []
+        for line in chunk[:end].splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                new.append(event)
+        for event in new:
+            self._apply(event)
+        return new
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        self.events.append(event)
+        if kind == "started":  # a new attempt: earlier terminal events no longer count
+            self._attempt_start = len(self.events) - 1
+            self.result, self.error = None, None
+        elif kind == "progress":
+            self.latest = event
+        elif kind == "result":
+            self.result = event.get("result") if isinstance(event.get("result"), dict) else {}
+        elif kind == "error":
+            self.error = str(event.get("message", "error"))
+
+    def _terminal(self) -> str | None:
+        for event in reversed(self.events[self._attempt_start:]):
+            kind = event.get("event")
+            if kind in ("result", "error", "cancelled"):
+                return {"result": "finished", "error": "failed", "cancelled": "cancelled"}[kind]
+        return None
+
+    def _settle(self, new: list[dict[str, Any]]) -> None:
+        terminal = self._terminal()
+        if terminal is not None:
+            self._set_status(terminal)
+            return
+        proc = self.process
+        code = proc.poll() if proc is not None else None
+        alive = code is None and (proc is not None or _pid_alive(self.info.get("pid"), self.folder))
+        if alive:
+            self._escalate()
+            return
+        self._read_events()  # lines written just before it exited
+        terminal = self._terminal()
+        if terminal is None:
+            if self.info.get("cancel_requested"):
+                terminal = "cancelled"
+            elif code is not None and code > 0:
+                terminal = "failed"
+                last = self.log_tail(2000).strip().splitlines()[-1:]
+                self.error = f"the trainer exited with code {code}" + (f": {last[0]}" if last else "")
+            else:
+                terminal = "interrupted"  # killed (signal, OOM killer, power cut) with no last word
+        self.info["exit_code"] = code
+        self._set_status(terminal)
+
+    def _set_status(self, status: str) -> None:
+        if self.info.get("status") != status:
+            self.info["status"] = status
+            self.info["ended"] = _now()
+            if self.result is not None:
+                self.info["result"] = _scalars(self.result)
+            if self.error:
+                self.info["error"] = self.error
+            _write_json(self.folder / "run.json", self.info)
+        proc = self.process
+        if proc is not None and proc.poll() is not None:
+            _PROCESSES.pop(str(self.folder), None)
+
+    def _escalate(self) -> None:
+        """After a cancel: SIGTERM, then SIGKILL, if the trainer does not stop in time."""
+        if self._signal_at is None or time.monotonic() - self._signal_at < CANCEL_TIMEOUT_S:
+            return
+        sig = signal.SIGTERM if self._signals_sent < 2 else getattr(signal, "SIGKILL", signal.SIGTERM)
+        self._send(sig)
+
+    def _send(self, sig: int) -> None:
+        pid = self.info.get("pid")
+        if not pid:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(int(pid), sig)
+            elif sig == signal.SIGINT:
+                os.kill(int(pid), signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
+            else:
+                os.kill(int(pid), sig)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+        self._signal_at = time.monotonic()
+        self._signals_sent += 1
+
+    # ----------------------------------------------------------------- control
+    def cancel(self) -> None:
+        """Ask the trainer to stop (SIGINT: it closes its job, keeping the last good checkpoint)."""
+        if self.status != "running" or not self.is_active():
+            return
+        self.info["cancel_requested"] = _now()
+        _write_json(self.folder / "run.json", self.info)
+        self._send(signal.SIGINT)
+
+    def wait(self, timeout_s: float = 30.0, interval_s: float = 0.05) -> bool:
+        """Poll until the process has exited and the status settled (tests, shutdown); True if it did."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.poll()
+            if self.status != "running" and not self.is_active():
+                return True
+            time.sleep(interval_s)
+        return False
+
+    def resume(self) -> Run:
+        """Relaunch into the same folder with the trainer's `--resume`."""
+        self.poll()
+        if not self.can_resume():
+            raise RunError(f"run {self.name!r} is {self.status}; only interrupted, cancelled or failed runs resume")
+        argv = list(self.info["argv"])
+        if "--resume" not in argv:
+            argv.append("--resume")
+        self.info.pop("cancel_requested", None)
+        self.info.pop("error", None)
+        self._signal_at, self._signals_sent = None, 0
+        _launch(self, argv)
+        return self
+
+    # ----------------------------------------------------------------- reading
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - chars))
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def curves(self) -> dict[str, tuple[list[float], list[float]]]:
+        """Series to plot: 'loss' and every numeric metric in the progress events, against the step."""
+        out: dict[str, tuple[list[float], list[float]]] = {}
+        for e in self.events:
+            if e.get("event") != "progress" or not isinstance(e.get("step"), int | float):
+                continue
+            for key, value in e.items():
+                if key in _NOT_METRICS and key != "loss":
+                    continue
+                if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                    xs, ys = out.setdefault(key, ([], []))
+                    xs.append(float(e["step"]))
+                    ys.append(float(value))
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """The last value of each metric (the result's scalars once finished)."""
+        if self.result is not None:
+            return {k: v for k, v in _scalars(self.result).items() if isinstance(v, float)}
+        if "result" in self.info:
+            return {k: v for k, v in self.info["result"].items() if isinstance(v, float)}
+        return {k: ys[-1] for k, (_, ys) in self.curves().items()}
+
+    def progress(self) -> tuple[int, int, float | None]:
+        """(step, total, eta seconds) of the current attempt, from the progress events' times."""
+        step, total = int(self.latest.get("step") or 0), int(self.latest.get("total") or 0)
+        timed = [e for e in self.events[self._attempt_start:] if e.get("event") == "progress"
+                 and isinstance(e.get("time"), int | float) and isinstance(e.get("step"), int | float)]
+        eta = None
+        if total and len(timed) >= 2:
+            first, last = timed[0], timed[-1]
+            rate = (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-6)
+            if rate > 0:
+                eta = max(0.0, (total - step) / rate)
+        return step, total, eta
+
+
+def _scalars(result: dict[str, Any]) -> dict[str, Any]:
+    """The flat scalar part of a result (metrics, counts), for run.json and the model card."""
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        if isinstance(value, bool | str) or value is None:
+            out[key] = value
+        elif isinstance(value, int | float):
+            out[key] = float(value) if isinstance(value, float) else value
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    out[f"{key}.{k}"] = float(v)
+    return out
+
+
+def _pid_alive(pid: Any, folder: Path) -> bool:  # noqa: ANN401 - pid from JSON
+    """Is process `pid` alive and still our trainer (pids are reused)?"""
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return os.name != "posix"
+    proc = Path(f"/proc/{int(pid)}")
+    if proc.is_dir():
+        try:
+            if (proc / "stat").read_text().split(")")[-1].split()[0] == "Z":
+                return False  # a zombie has finished
+            return str(folder) in (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return False
+    return True
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomic: a crash mid-write leaves the old file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _launch(run: Run, argv: list[str]) -> None:
+    attempt = int(run.info.get("attempts", 0)) + 1
+    with open(run.events_path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"time": round(time.time(), 3), "event": "started", "attempt": attempt,
+                            "resume": "--resume" in argv}) + "\n")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if run.info.get("module_path"):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (run.info["module_path"], env.get("PYTHONPATH")) if p)
+    kwargs: dict[str, Any] = {"start_new_session": True} if os.name == "posix" else \
+        {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    with open(run.log_path, "ab") as log:
+        log.write(f"--- attempt {attempt} at {_now()}: {' '.join(argv)}\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(argv, cwd=run.folder, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, **kwargs)
+        except OSError as e:
+            run.info.update(status="failed", error=f"could not start the trainer: {e}")
+            _write_json(run.folder / "run.json", run.info)
+            raise RunError(f"could not start the trainer: {e}") from e
+    _PROCESSES[str(run.folder)] = proc
+    run.info.update(argv=argv, pid=proc.pid, status="running", attempts=attempt, started=_now())
+    run.info.pop("ended", None)
+    run.info.pop("exit_code", None)
+    _write_json(run.folder / "run.json", run.info)
+    run.poll()  # consume the "started" line
+
+
+def check_name(name: str) -> str:
+    name = name.strip()
+    if not _NAME.fullmatch(name):
+        raise RunError(f"{name!r} is not a usable name: use letters, digits, '-', '_' and '.', "
+                       "starting with a letter or digit (80 characters at most)")
+    return name
+
+
+def suggest_name(kind: str, base: Path | None = None) -> str:
+    """`<kind>-<date>-<time>`, with a counter if that exists already."""
+    base = base or runs_dir()
+    stem = f"{kind}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    name, i = stem, 2
+    while (base / name).exists():
+        name, i = f"{stem}-{i}", i + 1
+    return name
+
+
+def start_run(kind: str, name: str, data: str | Path, settings: dict[str, Any], device: str = "auto",
+              base: Path | None = None, module: str | None = None, module_path: str | Path | None = None) -> Run:
+    """Check everything, make `<base>/<name>/` and launch the trainer there. A name already used is refused.
+
+    `module`/`module_path`: run this trainer module (importable from `module_path`) instead of the kind's own.
+    """
+    name = check_name(name)
+    data = Path(data).expanduser().resolve()
+    if not data.exists():
+        raise RunError(f"{data}: no such data folder")
+    if module_path is not None and str(module_path) not in sys.path:
+        sys.path.insert(0, str(module_path))  # to introspect the override here as well
+    base = Path(base) if base is not None else runs_dir()
+    folder = base / name
+    argv = build_argv(kind, data, folder / CHECKPOINT, settings, device, folder / "events.jsonl", module)
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        raise RunError(f"a run named {name!r} already exists ({folder}); choose another name") from None
+    info = {"kind": kind, "name": name, "data": str(data), "settings": settings, "device": device,
+            "argv": argv, "created": _now(), "status": "running", "pid": None, "attempts": 0,
+            "module": module, "module_path": str(module_path) if module_path else None}
+    _write_json(folder / "run.json", info)
+    run = Run(folder, info)
+    _launch(run, argv)
+    return run
+
+
+def open_run(folder: Path) -> Run:
+    """A run from its folder, with all its events read and its status brought up to date."""
+    try:
+        info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise RunError(f"{folder.name}: not a run folder ({e})") from e
+    if not isinstance(info, dict) or "kind" not in info or "name" not in info:
+        raise RunError(f"{folder.name}: run.json lacks kind/name")
+    run = Run(folder, info)
+    run.poll()
+    return run
+
+
+def list_runs(base: Path | None = None) -> list[Run]:
+    """Past and current runs, newest first; folders that are not runs are skipped."""
+    base = Path(base) if base is not None else runs_dir()
+    runs = []
+    if base.is_dir():
+        for folder in base.iterdir():
+            if (folder / "run.json").is_file():
+                try:
+                    runs.append(open_run(folder))
+                except RunError:
+                    continue
+    runs.sort(key=lambda r: str(r.info.get("created", "")), reverse=True)
+    return runs
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+
+def model_card(run: Run, name: str) -> str:
+    """A small Markdown card for a registered model: what it is, how it was trained, how well it did."""
+    lines = [f"# {name}", "", f"A **{run.kind}** model trained with Earshot (run `{run.name}`).", "",
+             "## Training", "", f"- data: `{run.info.get('data')}`", f"- device: {run.info.get('device')}",
+             f"- started: {run.info.get('created')}, ended: {run.info.get('ended', '?')}"]
+    for key, value in (run.info.get("settings") or {}).items():
+        lines.append(f"- {key}: {value}")
+    scalars = _scalars(run.result or {}) or run.info.get("result", {})
+    if scalars:
+        lines += ["", "## Results", ""]
+        for key, value in scalars.items():
+            if key in ("command",):
+                continue
+            lines.append(f"- {key}: {value:.4g}" if isinstance(value, float) else f"- {key}: {value}")
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_copy(write: Callable[[Path], None], target: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)  # a failed copy (disk full) leaves no half file
+        raise
+
+
+def register_model(run: Run, name: str, models_dir: Path | None = None, overwrite: bool = False) -> Path:
+    """Copy a finished run's checkpoint into the user models folder as `<name>.safetensors`, with a card."""
+    from training.checkpoints import CheckpointError, read_metadata
+
+    name = check_name(name)
+    run.poll()
+    if run.status != "finished":
+        raise RunError(f"run {run.name!r} is {run.status}; only a finished run's model can be used")
+    try:
+        meta = read_metadata(run.checkpoint)
+    except CheckpointError as e:
+        raise RunError(f"run {run.name!r} has no usable checkpoint: {e}") from e
+    if meta["kind"] != run.kind:
+        raise RunError(f"{run.checkpoint.name} holds a {meta['kind']} model, not {run.kind}")
+    folder = Path(models_dir) if models_dir is not None else user_models_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}.safetensors"
+    if target.exists() and not overwrite:
+        raise RunError(f"a model named {name!r} already exists ({target}); choose another name")
+    card = model_card(run, name)
+    _atomic_copy(lambda tmp: shutil.copyfile(run.checkpoint, tmp), target)
+    _atomic_copy(lambda tmp: tmp.write_text(card, encoding="utf-8"), target.with_suffix(".md"))
+    run.info.setdefault("registered", []).append(name)
+    _write_json(run.folder / "run.json", run.info)
+    return target
+
+
+# ------------------------------------------------------------------------------------------------ jobs
+
+
+def validate_job(kind: str, folder: str | Path) -> Generator[dict[str, Any], None, Any]:
+    """Job: check a data folder for `kind` (training.validate); returns a DataReport."""
+    from training.validate import validate_job as _validate
+
+    return (yield from _validate(kind, folder))
+
+
+def schema_job(kind: str, module: str | None = None) -> Generator[dict[str, Any], None, Any]:
+    """Job: import the trainer and describe its settings; returns (specs, available devices)."""
+    yield {"message": f"loading the {kind} trainer"}
+    specs = settings_schema(kind, module)
+    from training.device import available_devices
+
+    return specs, available_devices()
+
+
+def _launcher(argv: list[str]) -> int:
+    """`python -m app.services.training_runs --task-module MOD -- train KIND ...`: the CLI with MOD as trainer."""
+    if len(argv) < 4 or argv[0] != "--task-module" or argv[2] != "--":
+        print("usage: python -m app.services.training_runs --task-module MODULE -- train KIND ...", file=sys.stderr)
+        return 2
+    import app.cli
+
+    module, rest = argv[1], argv[3:]
+    if len(rest) >= 2:
+        app.cli.TASKS[rest[1]] = (module, "trainer override")
+    return app.cli.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(_launcher(sys.argv[1:]))

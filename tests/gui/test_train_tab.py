@@ -1,0 +1,152 @@
+"""Train tab: data check, generated form, a run in a separate process with live curves, cancel, resume, use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
+
+from app.services import training_runs as tr
+from app.ui.train_tab import TrainTab
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def words_folder(root: Path) -> Path:
+    root.mkdir(parents=True)
+    rows = ["path,word,speaker,split"]
+    for i, word in enumerate(["seven", "cat", "seven", "dog"]):
+        t = np.arange(8000) / 16000
+        sf.write(root / f"{i}.wav", (0.2 * np.sin(2 * np.pi * 200 * (i + 1) * t)).astype(np.float32), 16000)
+        rows.append(f"{i}.wav,{word},s{i % 2},{'dev' if i == 3 else 'train'}")
+    (root / "words.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+@pytest.fixture
+def tab(qtbot, tmp_path: Path):
+    widget = TrainTab(runs_dir=tmp_path / "runs", models_dir=tmp_path / "models", trainer_module="fake_trainer",
+                      trainer_path=TESTS)
+    qtbot.addWidget(widget)
+    widget.resize(1200, 800)
+    qtbot.waitUntil(lambda: bool(widget.specs), timeout=30_000)
+    yield widget
+    if widget.run is not None and widget.run.status == "running":
+        widget.run.cancel()
+    widget.shutdown(stop_runs=True)
+    if widget.run is not None:
+        assert widget.run.wait(30)
+
+
+def test_form_is_generated_from_the_config_dataclass(tab: TrainTab) -> None:
+    assert tab.kind() == "words"
+    inputs = tab.inputs
+    assert isinstance(inputs["steps"], QSpinBox) and inputs["steps"].value() == 20
+    assert isinstance(inputs["lr"], QDoubleSpinBox) and inputs["lr"].value() == pytest.approx(0.1)
+    assert isinstance(inputs["optimizer"], QComboBox) and inputs["optimizer"].currentText() == "adam"
+    assert inputs["batch_size"].minimum() == 2 and inputs["batch_size"].maximum() == 64  # field metadata
+    assert "number of steps" in inputs["steps"].toolTip() and "steps to run" in inputs["steps"].toolTip()
+    assert inputs["max_minutes"].specialValueText() == "default"
+    assert "hidden" not in inputs  # a field without a flag is not offered
+    assert tab.settings()["steps"] == 20 and "max_minutes" not in tab.settings()
+    assert not tab.start_button.isEnabled()  # no data yet
+
+
+def test_validation_gates_start(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with qtbot.waitSignal(tab.validated, timeout=10_000) as got:
+        tab.set_data_folder(empty)
+    assert not got.args[0].ok and "empty" in tab.report_label.text()
+    assert not tab.start_button.isEnabled()
+    with qtbot.waitSignal(tab.validated, timeout=10_000) as got:
+        tab.set_data_folder(words_folder(tmp_path / "data"))
+    assert got.args[0].ok and "Ready to train" in tab.report_label.text() and "4 rows" in tab.report_label.text()
+    assert tab.start_button.isEnabled()
+
+
+def test_run_curves_cancel_resume_and_use(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    with qtbot.waitSignal(tab.validated, timeout=10_000):
+        tab.set_data_folder(words_folder(tmp_path / "data"))
+    tab.set_setting("steps", 300)
+    tab.set_setting("step_seconds", 0.02)
+    tab.set_setting("save_every", 5)
+    tab.name_edit.setText("first")
+    tab.start_button.click()
+    assert tab.run is not None and tab.run.name == "first" and tab.timer.isActive()
+    assert not tab.start_button.isEnabled() and tab.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: tab.run.progress()[0] >= 10, timeout=30_000)
+    qtbot.waitUntil(lambda: len(tab.loss_plot.getPlotItem().listDataItems()) == 1, timeout=5_000)
+    xs, ys = tab.loss_plot.getPlotItem().listDataItems()[0].getData()
+    assert len(xs) >= 10 and ys[-1] < ys[0]
+    assert tab.metric_plot.getPlotItem().listDataItems()  # dev_ap
+    assert tab.progress_bar.maximum() == 300 and tab.progress_bar.value() >= 10
+    shot = tmp_path / "train_tab.png"
+    assert tab.grab().save(str(shot)) and shot.stat().st_size > 10_000
+
+    with qtbot.waitSignal(tab.run_changed, timeout=30_000) as changed:
+        tab.cancel_button.click()
+    assert changed.args == ["cancelled"] and tab.resume_button.isEnabled() and not tab.use_button.isEnabled()
+    qtbot.waitUntil(lambda: not tab.run.is_active(), timeout=10_000)
+
+    tab.set_setting("steps", 5)  # the form no longer matters for a resume: the run keeps its own argv
+    with qtbot.waitSignal(tab.run_changed, timeout=60_000) as changed:
+        tab.resume_button.click()
+        assert tab.run.status == "running"
+    assert changed.args == ["running"]
+    with qtbot.waitSignal(tab.run_changed, timeout=60_000) as changed:
+        pass
+    assert changed.args == ["finished"] and tab.use_button.isEnabled()
+    assert any(e.get("message", "").startswith("resumed at step") for e in tab.run.events)
+
+    tab.model_name_edit.setText("my-fake")
+    with qtbot.waitSignal(tab.model_registered, timeout=5_000) as reg:
+        tab.use_button.click()
+    assert reg.args == ["my-fake"] and (tmp_path / "models" / "my-fake.safetensors").is_file()
+    assert "my-fake" in tab.status_label.text()
+    shot = tmp_path / "train_tab_done.png"
+    assert tab.grab().save(str(shot))
+    import shutil
+
+    shutil.copy(shot, "/tmp/train_tab_done.png")
+
+
+def test_past_runs_listed_and_compared(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    data = words_folder(tmp_path / "data")
+    runs = []
+    for name, steps in (("a", 4), ("b", 6)):
+        run = tr.start_run("words", name, data, {"steps": steps, "step_seconds": 0.01}, base=tmp_path / "runs",
+                           module="fake_trainer", module_path=TESTS)
+        assert run.wait(30) and run.status == "finished"
+        runs.append(run)
+    tab.refresh_runs()
+    assert tab.runs_list.count() == 2
+    labels = [tab.runs_list.item(i).text() for i in range(2)]
+    assert all("finished" in t for t in labels)
+    tab.runs_list.setCurrentRow(0)
+    shown = tab.run.name
+    other = tab.runs_list.item(1)
+    other.setCheckState(other.checkState().Checked)
+    items = tab.loss_plot.getPlotItem().listDataItems()
+    assert len(items) == 2 and {len(i.getData()[0]) for i in items} == {4, 6}
+    assert tab.use_button.isEnabled() and not tab.resume_button.isEnabled()
+    assert shown in ("a", "b")
+
+
+def test_errors_are_messages(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    with qtbot.waitSignal(tab.validated, timeout=10_000):
+        tab.set_data_folder(words_folder(tmp_path / "data"))
+    tab.name_edit.setText("bad name/with slash")
+    tab.start_button.click()
+    assert tab.run is None and "not a usable name" in tab.status_label.text()
+    tab.name_edit.setText("ok")
+    tab.set_setting("fail_at", 2)
+    tab.set_setting("step_seconds", 0.01)
+    tab.start_button.click()
+    with qtbot.waitSignal(tab.run_changed, timeout=30_000) as changed:
+        pass
+    assert changed.args == ["failed"] and "fake failure" in tab.status_label.text()
+    assert isinstance(tab.inputs["fail_at"], QSpinBox) and not isinstance(tab.inputs["optimizer"], QCheckBox)

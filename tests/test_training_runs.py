@@ -1,0 +1,225 @@
+"""Training runs as separate processes: settings -> argv, events, cancel, kill + resume, registering models."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.services import training_runs as tr
+
+TESTS = Path(__file__).resolve().parent
+FAKE = "fake_trainer"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "words.csv").write_text("path,word,speaker\n")
+    return folder
+
+
+def start_fake(tmp_path: Path, data: Path, name: str = "fake", **settings: object) -> tr.Run:
+    return tr.start_run("words", name, data, dict(settings), device="cpu", base=tmp_path / "runs",
+                        module=FAKE, module_path=TESTS)
+
+
+def test_settings_map_to_the_trainers_flags() -> None:
+    if importlib.util.find_spec("training.words_train") is None:
+        pytest.skip("training/words_train.py is not there yet")
+    specs = {s.name: s for s in tr.settings_schema("words")}
+    # fields whose flag has another name are found through the parser: --epochs, --threads, --no-cache
+    assert specs["max_epochs"].flag == "--epochs" and specs["num_threads"].flag == "--threads"
+    assert specs["cache"].inverted and specs["cache"].default is True
+    assert specs["preset"].type == "choice" and "tiny" in specs["preset"].choices
+    argv = tr.build_argv("words", "/d", "/r/model.safetensors",
+                         {"max_epochs": 2, "preset": "tiny", "cache": False, "lr": 0.001}, "cpu", "/r/e.jsonl")
+    assert argv[1:5] == ["-m", "app", "train", "words"]
+    tail = argv[5:]
+    assert tail[tail.index("--epochs") + 1] == "2" and tail[tail.index("--lr") + 1] == "0.001"
+    assert "--no-cache" in tail and tail[tail.index("--events") + 1] == "/r/e.jsonl"
+    assert tail[tail.index("--device") + 1] == "cpu"
+    # the parser accepts what we built
+    from app.cli import build_parser
+
+    args = build_parser(argv[3:]).parse_args(argv[3:])
+    assert args.epochs == 2 and args.no_cache and args.preset == "tiny"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"hidden": 2.0}, "no command-line flag"),
+    ({"nope": 1}, "not a setting"),
+    ({"batch_size": 1}, "below the minimum 2"),  # from the field's metadata
+    ({"lr": -0.1}, "greater than 0"),
+    ({"steps": 2.5}, "expected an integer"),
+    ({"optimizer": "rmsprop"}, "not one of adam, sgd"),
+    ({"lr": float("nan")}, "not a finite number"),
+])
+def test_bad_settings_are_refused_before_launch(settings: dict, message: str, tmp_path: Path, data: Path) -> None:
+    with pytest.raises(tr.RunError, match=message):
+        start_fake(tmp_path, data, **settings)
+    assert not (tmp_path / "runs" / "fake").exists()  # nothing launched, no folder left
+
+
+def test_the_config_dataclass_checks_run_too() -> None:
+    if importlib.util.find_spec("training.words_train") is None:
+        pytest.skip("training/words_train.py is not there yet")
+    with pytest.raises(tr.RunError, match="batch_size must be at least 2"):
+        tr.check_settings("words", {"batch_size": 1, "lr": 0.1})
+    with pytest.raises(tr.RunError, match="unknown device"):
+        tr.build_argv("words", "/d", "/o", {}, device="tpu")
+
+
+def test_events_stream_then_the_result(tmp_path: Path, data: Path) -> None:
+    run = start_fake(tmp_path, data, steps=6, step_seconds=0.02)
+    assert run.status == "running" and run.info["pid"] > 0
+    assert run.wait(30), run.log_tail()
+    assert run.status == "finished" and run.result["dev_ap"] == 1.0
+    events = [e["event"] for e in run.events]
+    assert events[0] == "started" and events.count("progress") == 6 and events[-1] == "result"
+    loss_x, loss_y = run.curves()["loss"]
+    assert loss_x == [1, 2, 3, 4, 5, 6] and loss_y[-1] == pytest.approx(1 / 6)
+    assert run.curves()["dev_ap"][1][-1] == pytest.approx(1.0)
+    info = json.loads((run.folder / "run.json").read_text())
+    assert info["status"] == "finished" and info["kind"] == "words" and "--events" in info["argv"]
+    assert info["result"]["final_loss"] == pytest.approx(1 / 6)
+    # a fresh look from disk (another session) sees the same
+    [again] = tr.list_runs(tmp_path / "runs")
+    assert again.status == "finished" and again.metrics()["final_loss"] == pytest.approx(1 / 6)
+
+
+def test_a_trainer_error_is_a_failed_run_with_its_message(tmp_path: Path, data: Path) -> None:
+    run = start_fake(tmp_path, data, steps=10, step_seconds=0.01, fail_at=3)
+    assert run.wait(30)
+    assert run.status == "failed" and "fake failure at step 3" in run.error
+    assert run.can_resume()
+
+
+def test_same_name_is_refused(tmp_path: Path, data: Path) -> None:
+    run = start_fake(tmp_path, data, name="dup", steps=2, step_seconds=0.01)
+    with pytest.raises(tr.RunError, match="already exists"):
+        start_fake(tmp_path, data, name="dup")
+    with pytest.raises(tr.RunError, match="not a usable name"):
+        start_fake(tmp_path, data, name="../evil")
+    assert run.wait(30) and run.status == "finished"
+    assert tr.suggest_name("words", tmp_path / "runs").startswith("words-")
+
+
+def test_cancel_closes_the_job_and_keeps_the_last_checkpoint(tmp_path: Path, data: Path) -> None:
+    run = start_fake(tmp_path, data, steps=400, step_seconds=0.02, save_every=5)
+    deadline = time.monotonic() + 30
+    while run.progress()[0] < 12 and time.monotonic() < deadline:
+        run.poll()
+        time.sleep(0.05)
+    assert run.progress()[0] >= 12
+    step, total, eta = run.progress()
+    assert total == 400 and eta is not None and eta > 0
+    run.cancel()
+    assert run.wait(30)
+    assert run.status == "cancelled"
+    assert any(e["event"] == "cancelled" for e in run.events)  # the trainer said so itself
+    assert (run.folder / "closed.txt").read_text() == "closed\n"  # its generator's finally ran
+    from safetensors.numpy import load_file
+
+    saved = int(load_file(str(run.checkpoint))["w"][0])
+    assert saved >= 10 and saved % 5 == 0  # the last good checkpoint stays
+
+
+def test_a_killed_process_is_interrupted_and_resumes(tmp_path: Path, data: Path) -> None:
+    run = start_fake(tmp_path, data, name="killed", steps=60, step_seconds=0.02, save_every=5)
+    deadline = time.monotonic() + 30
+    while not run.checkpoint.exists() and time.monotonic() < deadline:
+        run.poll()
+        time.sleep(0.05)
+    os.kill(run.info["pid"], signal.SIGKILL)  # OOM killer, power cut: no last word
+    assert run.wait(30)
+    assert run.status == "interrupted" and run.can_resume()
+    # seen from another session too (no process handle: the pid is gone)
+    assert tr.open_run(run.folder).status == "interrupted"
+    run.resume()
+    assert run.status == "running" and run.info["argv"][-1] == "--resume" and run.info["attempts"] == 2
+    assert run.wait(30), run.log_tail()
+    assert run.status == "finished"
+    resumed = [e for e in run.events if e.get("message", "").startswith("resumed at step")]
+    assert resumed and resumed[0]["step"] >= 5
+    with pytest.raises(tr.RunError, match="finished"):
+        run.resume()
+
+
+def test_a_trainer_that_dies_at_start_fails_with_its_log(tmp_path: Path, data: Path) -> None:
+    folder = tmp_path / "runs" / "broken"
+    folder.mkdir(parents=True)
+    run = tr.Run(folder, {"kind": "words", "name": "broken", "status": "running", "attempts": 0})
+    tr._launch(run, [sys.executable, "-m", "app.services.training_runs", "--task-module", "no_such_trainer", "--",
+                     "train", "words", "--data", str(data), "--out", str(run.checkpoint)])
+    assert run.wait(30)
+    assert run.status == "failed" and "exited with code 2" in run.error and "earshot" in run.error
+    assert json.loads((folder / "run.json").read_text())["status"] == "failed"
+
+
+def test_register_model_copies_checkpoint_and_card_atomically(tmp_path: Path, data: Path, monkeypatch) -> None:
+    run = start_fake(tmp_path, data, steps=5, step_seconds=0.01)
+    assert run.wait(30) and run.status == "finished"
+    models = tmp_path / "models"
+    target = tr.register_model(run, "my-words", models)
+    assert target == models / "my-words.safetensors" and target.read_bytes() == run.checkpoint.read_bytes()
+    card = target.with_suffix(".md").read_text()
+    assert "# my-words" in card and "words" in card and "final_loss" in card
+    with pytest.raises(tr.RunError, match="already exists"):
+        tr.register_model(run, "my-words", models)
+
+    def disk_full(src: object, dst: object) -> None:
+        Path(str(dst)).write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tr.shutil, "copyfile", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        tr.register_model(run, "second", models)
+    assert sorted(p.name for p in models.iterdir()) == ["my-words.md", "my-words.safetensors"]  # no half file
+
+
+def write_fsdd_subset(fsdd: Path, folder: Path) -> Path:
+    """Two speakers, four digits: dev rows 0-1, train rows 5-12 (real recordings, absolute paths)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(fsdd / "metadata.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["speaker"] in ("george", "jackson")
+                and r["word"] in ("zero", "one", "two", "three") and int(r["index"]) < 13]
+    with open(folder / "words.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "word", "speaker", "split"])
+        for r in rows:
+            i = int(r["index"])
+            if i < 2 or i >= 5:
+                w.writerow([str(fsdd / r["path"]), r["word"], r["speaker"], "dev" if i < 2 else "train"])
+    return folder
+
+
+def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None:
+    if importlib.util.find_spec("training.words_train") is None:
+        pytest.skip("training/words_train.py is not there yet")
+    subset = write_fsdd_subset(fsdd, tmp_path / "subset")
+    from training.validate import validate_data
+
+    report = validate_data("words", subset)
+    assert report.ok and report.counts["words"] == 4 and report.counts["speakers"] == 2
+    settings = {"preset": "tiny", "max_epochs": 2, "batch_size": 32, "lr": 0.002, "num_threads": 1}
+    run = tr.start_run("words", "real", subset, settings, device="cpu", base=tmp_path / "runs")
+    assert run.wait(90), run.log_tail()
+    assert run.status == "finished", run.error or run.log_tail()
+    assert run.result["epochs"] == 2 and 0 <= run.result["dev_ap"] <= 1
+    curves = run.curves()
+    assert len(curves["loss"][0]) >= 2 and "dev_ap" in curves
+    target = tr.register_model(run, "fsdd-tiny", tmp_path / "models")
+    from training.checkpoints import load_model
+
+    model, ckpt = load_model(target, kind="words")
+    assert ckpt.kind == "words" and ckpt.training["epochs"] >= 1
+    assert sum(p.numel() for p in model.parameters()) > 0
