@@ -42,3 +42,14 @@ def test_drain_and_format() -> None:
     assert drain(job(2, [])) == "done"
     assert format_progress({"step": 2, "total": 5, "loss": 0.12345, "message": "x"}) == "2/5 · loss 0.1235 · x"
     assert format_progress({"message": "loading"}) == "loading"
+
+
+def test_without_a_terminal_progress_goes_to_log_lines(capsys) -> None:
+    def steps() -> Job[int]:
+        yield {"step": 1, "total": 2, "message": "first", "loss": 0.5}
+        yield {"step": 2, "total": 2, "message": "first"}  # same message within a second: no line
+        return 7
+
+    assert run_in_terminal(steps(), desc="train") == 7  # pytest's stderr is not a terminal
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["[train] 1/2 first loss=0.5"]

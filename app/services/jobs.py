@@ -14,6 +14,8 @@ A job cleans up in `finally` (or on `GeneratorExit`): both runners close the gen
 from __future__ import annotations
 
 import math
+import sys
+import time
 from collections.abc import Generator, Mapping
 from typing import Any, TypeVar
 
@@ -49,6 +51,8 @@ def format_progress(progress: Mapping[str, Any]) -> str:
 def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) -> R:
     """Drive `job` to completion with a tqdm bar; Ctrl-C closes the job and raises JobCancelled."""
     bar = tqdm(desc=desc, unit="step", disable=disable, dynamic_ncols=True)
+    # no terminal (output sent to a log file): plain lines instead of a bar, at most every few seconds
+    log = _LineLog(desc) if disable is None and bar.disable else None
     try:
         while True:
             try:
@@ -56,11 +60,34 @@ def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) ->
             except StopIteration as stop:
                 return stop.value
             _update_bar(bar, progress, desc)
+            if log is not None:
+                log.update(progress)
     except KeyboardInterrupt:
         job.close()  # runs the job's `finally`, e.g. to keep its last good checkpoint
         raise JobCancelled("cancelled by the user") from None
     finally:
         bar.close()
+
+
+class _LineLog:
+    """Progress as log lines on stderr: a line when the message changes (at most one a second) or every 30 s."""
+
+    def __init__(self, desc: str) -> None:
+        self.desc, self.last_message, self.last_time = desc, None, 0.0
+
+    def update(self, progress: Mapping[str, Any]) -> None:
+        now = time.monotonic()
+        message = progress.get("message")
+        changed = message != self.last_message and now - self.last_time >= 1.0
+        if not changed and now - self.last_time < 30.0:
+            return
+        self.last_message, self.last_time = message, now
+        step, total = progress.get("step"), progress.get("total")
+        where = f"{step}/{total}" if step is not None and total else f"{step}" if step is not None else ""
+        extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in progress.items()
+                         if k not in ("step", "total", "message") and isinstance(v, int | float | str))
+        parts = [p for p in (f"[{self.desc}]" if self.desc else "", where, str(message or ""), extra) if p]
+        print(" ".join(parts), file=sys.stderr, flush=True)
 
 
 def _update_bar(bar: tqdm, progress: Mapping[str, Any], desc: str) -> None:
