@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -93,6 +94,7 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     p.add_argument("folder", type=Path)
     p.add_argument("--model", default=None, help=model_help)
     p.add_argument("--retry-failed", action="store_true", help="read files that failed before again")
+    p.add_argument("--device", default="auto", help="under torchrun: each process embeds on its own GPU")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_index)
 
@@ -216,7 +218,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
     from app.services.library import LibraryError
     from app.services.search import SearchSession, load_embedder, summarize
+    from training import distributed as ddp
 
+    if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
+        return _sharded_index(args)
     embedder = load_embedder(args.model)
     try:
         session = SearchSession.open(args.folder, embedder)
@@ -227,10 +232,37 @@ def cmd_index(args: argparse.Namespace) -> int:
             session.close()
     except LibraryError as e:  # a message, not a traceback
         raise ValueError(str(e)) from None
-    summary = summarize(report)
-    if args.json:
+    _print_index_summary(summarize(report), args.json)
+    return 0
+
+
+def _sharded_index(args: argparse.Namespace) -> int:
+    from app.services.jobs import run_in_terminal
+    from app.services.library import LibraryError
+    from app.services.search import load_embedder, summarize
+    from app.services.sharded_index import sharded_index_job
+    from training import distributed as ddp
+    from training.device import resolve_device
+
+    ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
+    embedder = load_embedder(args.model, device=str(device))
+    try:
+        out = run_in_terminal(sharded_index_job(args.folder, embedder, ctx), desc=f"index (rank {ctx.rank})",
+                              disable=True if args.json or not ctx.is_main else None)
+    except LibraryError as e:
+        raise ValueError(str(e)) from None
+    finally:
+        ddp.teardown(ctx)
+    if ctx.is_main:
+        report, shards = out
+        _print_index_summary(summarize(report) | {"sharded": shards}, args.json)
+    return 0
+
+
+def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
         print(json.dumps(summary, indent=2))
-        return 0
+        return
     print(f"{summary['files']} files: {summary['embedded']} embedded, {summary['moved']} moved, "
           f"{summary['copied']} copied, {summary['unchanged']} unchanged, {summary['removed']} removed, "
           f"{summary['failed']} failed")
@@ -240,7 +272,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(f"failed: {f['error']}", file=sys.stderr)
     for e in summary["scan_errors"]:
         print(f"scan: {e}", file=sys.stderr)
-    return 0
+    if "sharded" in summary:
+        sh = summary["sharded"]
+        print(f"sharded over {sh['processes']} processes: {sh['planned']} files planned, {sh['merged']} merged "
+              "into the catalog before the final pass")
+        for f in sh["failures"]:
+            print(f"failed: {f['error']}", file=sys.stderr)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -308,9 +345,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) -> int:
     from app.services.jobs import JobCancelled, run_in_terminal
 
-    events = EventWriter(args.events)
+    # under torchrun only rank 0 reports; the other processes train silently beside it
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    events = EventWriter(args.events if main_rank else None)
+    quiet = args.events == "-" or not main_rank
     try:
-        result = run_in_terminal(events.tee(make_job()), desc=desc, disable=True if args.events == "-" else None)
+        result = run_in_terminal(events.tee(make_job()), desc=desc, disable=True if quiet else None)
     except JobCancelled:
         events.write({"event": "cancelled"})
         raise
@@ -319,7 +359,7 @@ def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) 
         raise
     finally:
         events.close()
-    if args.events != "-":
+    if args.events != "-" and main_rank:
         _print_result(result, getattr(args, "json", False))
     return 0
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,12 +262,17 @@ class MultiViewAWE(nn.Module):
         phon_ids: torch.Tensor,
         phon_lengths: torch.Tensor,
         word_ids: torch.Tensor,
+        gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Multi-view loss for a batch of B spoken tokens and their written words (one row per token).
 
         word_ids (B,) tells which tokens share a word; each distinct word is embedded once.
+        Data-parallel: `feats` holds only this process's b tokens and `gather` (training/distributed.py)
+        collects the (B, D) acoustic embeddings of all processes; the phoneme inputs cover the whole batch.
         """
-        x = self.embed_acoustic(feats, feat_lengths)  # (B, D)
+        x = self.embed_acoustic(feats, feat_lengths)  # (b, D)
+        if gather is not None:
+            x = gather(x)  # (B, D)
         words, first, inv = unique_first(word_ids.to(feats.device))
         c = self.embed_phonemes(phon_ids[first], torch.as_tensor(phon_lengths)[first])  # (M, D)
         cfg = self.config

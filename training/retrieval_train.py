@@ -37,14 +37,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from models.frontends import PasstMel, PasstMelConfig, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel, contrastive_loss
 from models.text import TextConfig
+from training import distributed as ddp
 from training.caption_data import (
     CaptionAugmenter,
     CaptionItem,
+    PairBatch,
     SkipReport,
     collate_pairs,
     load_caption_dataset,
@@ -519,7 +522,7 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a gener
     """`earshot train retrieval`: a job yielding progress dicts and returning the result dict."""
     config = build_config(args)
     _setup_threads(getattr(args, "threads", 0))
-    device = resolve_device(getattr(args, "device", "auto"))
+    ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
     amp = autocast_dtype(device)
     out = Path(args.out)
     cache = cache_dir_for(args)
@@ -536,6 +539,8 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a gener
     if not train_items:
         raise ValueError(f"{args.data}: no training clips (split 'train')")
     yield {"step": 0, "total": 0, "message": f"log-mels of {len(train_items) + len(val_items)} clips"}
+    if not ctx.is_main:
+        ddp.barrier(ctx)  # rank 0 fills the feature caches first; the others then read them
     train_set = load_mels(train_items, config.frontend, cache)
     val_set = load_mels(val_items, config.frontend, cache) if val_items else None
     skipped = [s.message() for s in (train_set.skipped, val_set.skipped if val_set else None) if s and s.count]
@@ -557,6 +562,9 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a gener
         yield {"step": 0, "total": 0, "message": "PaSST features"}
         train_audio = load_audio_features(model, train_set, weights_id, cache)
         val_audio = load_audio_features(model, val_set, weights_id, cache) if val_set else None
+    if ctx.is_main:
+        ddp.barrier(ctx)
+    step_model = ddp.wrap(ContrastiveStep(model), ctx, device, find_unused=True)  # classifier heads
 
     opt = make_optimizer(config, model)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 needs loss scaling; bf16 not
@@ -590,16 +598,21 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a gener
         losses = []
         for b, pairs in enumerate(batches):
             batch = collate_pairs(pairs, train_set.captions, augmenter if swaps else None)
+            if train_audio is None:  # crops drawn for the whole batch on every rank keep the RNGs in step
+                crops = [random_crop(train_set.mels[c].float(), crop, rng, multiple) for c in batch.clip_indices]
+            part = split_batch(batch, ctx)
+            if part is None:
+                continue  # fewer clips than processes
+            clips, captions, ids = part
+            inputs: dict[str, Any] = {"captions": [batch.captions[j] for j in captions], "ids": ids.to(device)}
+            if train_audio is not None:
+                inputs["audio_features"] = train_audio[[batch.clip_indices[i] for i in clips]].to(device)
+            else:
+                x, lengths = pad_batch([crops[i] for i in clips])
+                inputs |= {"mels": x.to(device), "lengths": lengths}
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                if train_audio is not None:
-                    audio = model.embed_audio_features(train_audio[batch.clip_indices].to(device))
-                else:
-                    crops = [random_crop(train_set.mels[c].float(), crop, rng, multiple) for c in batch.clip_indices]
-                    x, lengths = pad_batch(crops)
-                    audio = model.embed_audio(x.to(device), lengths)
-                text = embed_captions(model, batch.captions, text_features)
-                sim = model.similarity(audio.float(), text.float())
-                loss = contrastive_loss(sim, batch.audio_ids_of_captions)
+                loss = step_model(**inputs, text_features=text_features,
+                                  gather=(lambda t: ddp.gather_rows(t, ctx)) if ctx.enabled else None)
             scaler.scale(loss / config.grad_accum).backward()
             losses.append(float(loss.detach()))
             if (b + 1) % config.grad_accum:
@@ -630,15 +643,20 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a gener
         if improved:
             state["best_map10"], state["best_epoch"] = (last_val if metrics else -1.0), epoch + 1
             state["best_metrics"] = metrics
-            _save_model(out, model, config, args, state, train_set, val_set)
-        save_resume(resume_path, model, opt, state, rng)
+            if ctx.is_main:
+                _save_model(out, model, config, args, state, train_set, val_set)
+        if ctx.is_main:
+            save_resume(resume_path, model, opt, state, rng)
+        ddp.barrier(ctx)  # the fine-tuning stage reads the best model back
         yield {"step": state["step"], "total": total, "loss": state["history"][-1]["loss"], "epoch": epoch + 1,
                "lr": opt.param_groups[0]["lr"], "val_map10": last_val,
                "message": f"epoch {epoch + 1}: val mAP@10 {last_val:.4f}" + (" (best)" if improved else "")}
         epoch_s = time.monotonic() - epoch_start
-        if limit_s is not None and epoch + 1 < total_epochs and time.monotonic() - start_time + epoch_s > limit_s:
+        late = limit_s is not None and epoch + 1 < total_epochs and time.monotonic() - start_time + epoch_s > limit_s
+        if ddp.agree(late, ctx, device):
             stopped_early = True
             break
+    ddp.teardown(ctx)
 
     return {
         "out": str(out),
@@ -655,6 +673,47 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a gener
         "skipped": skipped,
         "audio_weights": weights_report,
     }
+
+
+class ContrastiveStep(nn.Module):
+    """The training forward as one module, so DistributedDataParallel can wrap it: this process's clips and
+    captions -> embeddings -> (gathered from all processes) -> the contrastive loss of the global batch."""
+
+    def __init__(self, model: RetrievalModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, captions: list[str], ids: torch.Tensor, text_features: dict[str, torch.Tensor] | None,
+        mels: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+        audio_features: torch.Tensor | None = None,
+        gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:  # fmt: skip
+        m = self.model
+        if audio_features is not None:
+            audio = m.embed_audio_features(audio_features)  # (b_a, E)
+        else:
+            audio = m.embed_audio(mels, lengths)  # (b_a, E)
+        text = embed_captions(m, captions, text_features)  # (b_t, E)
+        audio, text = audio.float(), text.float()
+        if gather is not None:
+            audio, text = gather(audio), gather(text)  # (B_a, E), (B_t, E): every process's rows
+        return contrastive_loss(m.similarity(audio, text), ids)
+
+
+def split_batch(batch: PairBatch, ctx: ddp.DistContext) -> tuple[list[int], list[int], torch.Tensor] | None:
+    """This process's clip rows and caption positions of a global batch, and the caption -> clip-row ids of
+    the gathered (rank-ordered) captions; None when the batch has fewer clips than processes."""
+    ids = batch.audio_ids_of_captions
+    if not ctx.enabled:
+        return list(range(len(batch.clip_indices))), list(range(len(ids))), ids
+    if len(batch.clip_indices) < ctx.world_size:
+        return None
+    shares = [ddp.local_rows(len(batch.clip_indices), ddp.DistContext(r, ctx.world_size))
+              for r in range(ctx.world_size)]
+    captions_of = [[j for j in range(len(ids)) if int(ids[j]) in share] for share in shares]
+    gathered_ids = torch.cat([ids[c] for c in captions_of])  # clip rows stay global: ranks hold consecutive rows
+    return list(shares[ctx.rank]), captions_of[ctx.rank], gathered_ids
 
 
 def _load_best(model: RetrievalModel, out: Path) -> None:

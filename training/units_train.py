@@ -45,11 +45,13 @@ import torch
 import torchaudio
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
 from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
 from training import abx
+from training import distributed as ddp
 from training.checkpoints import CheckpointError, config_to_dict, load_model, load_state, save_checkpoint
 from training.device import limit_threads, resolve_device
 
@@ -411,24 +413,26 @@ def make_optimizer(params: Iterator[torch.nn.Parameter], cfg: UnitsTrainConfig) 
     return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 
-def vq_step(model: UnitsModel, corpus: Corpus, batch: list[tuple[int, int, int]], device: torch.device
+def vq_step(vqvae: nn.Module, corpus: Corpus, batch: list[tuple[int, int, int]], device: torch.device
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One stage-1 loss; `vqvae` is the model's VQ-VAE or its DistributedDataParallel wrapper."""
     feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n in batch]).to(device)  # (B, T, 39)
     lengths = torch.tensor([n for _, _, n in batch], device=device)
     spk = torch.tensor([corpus.speaker_ids[i] for i, _, _ in batch], device=device)
-    _, loss, stats = model.vqvae(feats, lengths, spk)
+    _, loss, stats = vqvae(feats, lengths, spk)
     return loss, stats
 
 
 def inv_step(model: UnitsModel, corpus: Corpus, codes: list[torch.Tensor], batch: list[tuple[int, int, int]],
-             device: torch.device) -> torch.Tensor:
+             device: torch.device, inverter: nn.Module | None = None) -> torch.Tensor:
+    """One stage-2 loss; `inverter`: the model's inverter or its DistributedDataParallel wrapper."""
     # crops start on unit boundaries, so the whole-utterance units line up with the target frames
     units = [codes[i][s // STRIDE : -(-(s + n) // STRIDE)] for i, s, n in batch]
     vectors = model.vqvae.code_vectors(pad_stack(units).to(device)).detach()  # (B, U, C); padding -1 -> 0
     target = pad_stack([corpus.specs[i][s : s + n] for i, s, n in batch]).to(device).float()  # (B, T, F)
     lengths = torch.tensor([n for _, _, n in batch], device=device)
     spk = torch.tensor([corpus.speaker_ids[i] for i, _, _ in batch], device=device)
-    _, loss = model.inverter(vectors, spk, lengths=lengths, target=target)
+    _, loss = (inverter or model.inverter)(vectors, spk, lengths=lengths, target=target)
     return loss
 
 
@@ -456,7 +460,7 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
     t_start = time.monotonic()
     out = Path(out)
     rpath = resume_path(out)
-    device = resolve_device(cfg.device)
+    ctx, device = ddp.setup(resolve_device(cfg.device))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     threads = cfg.threads or limit_threads()
@@ -478,6 +482,7 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
     yield {"step": 0, "total": cfg.vq_steps + cfg.inv_steps, "stage": "features",
            "message": f"reading {len(clips)} recordings"}
     corpus = yield from load_corpus(clips, model_config.speakers if model_config else None)
+    ddp.require_rows(cfg.batch_size, ctx, "crops")
 
     model = UnitsModel(model_config or units_config(cfg.preset, corpus.speakers)).to(device)
     stage, step = "vqvae", 0
@@ -510,18 +515,19 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
     try:
         if stage == "vqvae":
             model.vqvae.train()
+            vqvae = ddp.wrap(model.vqvae, ctx, device)  # its EMA codebook all-reduces counts and sums itself
             optimizer = make_optimizer(model.vqvae.parameters(), cfg)
             if saved is not None and saved[2]["stage"] == "vqvae" and saved[1]:
                 restore_optimizer(optimizer, saved[1], saved[2])
             while step < cfg.vq_steps:
-                if budget is not None and elapsed() > budget * vq_share:
+                if ddp.agree(budget is not None and elapsed() > budget * vq_share, ctx, device):
                     stopped_early["vqvae"] = True
                     break
                 rng = np.random.default_rng([cfg.seed, 1, step])  # batches depend on (seed, stage, step) only
                 for g in optimizer.param_groups:
                     g["lr"] = lr_at(step, cfg.vq_steps, cfg.lr, cfg.warmup_steps)
-                loss, stats = vq_step(model, corpus, sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng),
-                                      device)
+                crops = sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng)  # the global batch
+                loss, stats = vq_step(vqvae, corpus, ddp.select(crops, ddp.local_rows(len(crops), ctx)), device)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.vqvae.parameters(), cfg.grad_clip)
@@ -530,31 +536,33 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
                 last_loss, last_ppl = loss.item(), float(stats["perplexity"])
                 history.append({"stage": 1, "step": step, "loss": round(last_loss, 5),
                                 "recon": round(float(stats["recon"]), 5), "perplexity": round(last_ppl, 2)})
-                if step % cfg.checkpoint_every == 0:
+                if step % cfg.checkpoint_every == 0 and ctx.is_main:
                     save_resume(rpath, model, optimizer, state_meta())
                 yield {"step": step, "total": total, "loss": last_loss, "stage": "vqvae", "perplexity": last_ppl,
                        "message": f"VQ-VAE {step}/{cfg.vq_steps}"}
             stage, step, vq_done = "inverter", 0, step
             optimizer = None
-            save_resume(rpath, model, make_optimizer(model.inverter.parameters(), cfg), state_meta())
+            if ctx.is_main:
+                save_resume(rpath, model, make_optimizer(model.inverter.parameters(), cfg), state_meta())
 
         model.vqvae.eval()
         model.vqvae.requires_grad_(False)
         model.inverter.train()
         yield {"step": cfg.vq_steps, "total": total, "stage": "inverter", "message": "encoding the corpus"}
         codes = encode_corpus(model, corpus, device)
+        inverter = ddp.wrap(model.inverter, ctx, device)
         optimizer = make_optimizer(model.inverter.parameters(), cfg)
         if saved is not None and saved[2]["stage"] == "inverter" and saved[1]:
             restore_optimizer(optimizer, saved[1], saved[2])
         while step < cfg.inv_steps:
-            if budget is not None and elapsed() > budget:
+            if ddp.agree(budget is not None and elapsed() > budget, ctx, device):
                 stopped_early["inverter"] = True
                 break
             rng = np.random.default_rng([cfg.seed, 2, step])
             for g in optimizer.param_groups:
                 g["lr"] = lr_at(step, cfg.inv_steps, cfg.lr, cfg.warmup_steps)
-            loss = inv_step(model, corpus, codes,
-                            sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng, align=STRIDE), device)
+            crops = sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng, align=STRIDE)
+            loss = inv_step(model, corpus, codes, ddp.select(crops, ddp.local_rows(len(crops), ctx)), device, inverter)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.inverter.parameters(), cfg.grad_clip)
@@ -562,16 +570,17 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
             step += 1
             last_loss = loss.item()
             history.append({"stage": 2, "step": step, "loss": round(last_loss, 5)})
-            if step % cfg.checkpoint_every == 0:
+            if step % cfg.checkpoint_every == 0 and ctx.is_main:
                 save_resume(rpath, model, optimizer, state_meta())
             yield {"step": cfg.vq_steps + step, "total": total, "loss": last_loss, "stage": "inverter",
                    "perplexity": last_ppl, "message": f"inverter {step}/{cfg.inv_steps}"}
         stage = "done"
     finally:
-        if stage != "done" and optimizer is not None:  # cancelled: keep the last position for --resume
+        if stage != "done" and optimizer is not None and ctx.is_main:  # cancelled: keep the position for --resume
             save_resume(rpath, model, optimizer, state_meta())
 
-    save_resume(rpath, model, optimizer, state_meta())
+    if ctx.is_main:
+        save_resume(rpath, model, optimizer, state_meta())
     usage = _codebook_usage(codes, model.config.vqvae.codebook_size)
     vq_hist = [h for h in history if h["stage"] == 1]
     inv_hist = [h for h in history if h["stage"] == 2]
@@ -584,7 +593,9 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
                     "train_perplexity": _tail_mean(vq_hist, "perplexity"), "inv_loss": _tail_mean(inv_hist, "loss"),
                     "corpus_perplexity": usage["perplexity"], "codes_used": usage["used"]},
     }  # fmt: skip
-    save_checkpoint(out, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
+    if ctx.is_main:
+        save_checkpoint(out, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
+    ddp.teardown(ctx)
     return {"checkpoint": str(out), "resume_state": str(rpath), **training["metrics"],
             "vq_steps_done": training["vq_steps_done"], "inv_steps_done": training["inv_steps_done"],
             "utterances": corpus.report()["utterances"], "skipped": len(corpus.skipped),

@@ -59,6 +59,7 @@ from models.phonemes import (
     normalise_word,
     parse_phoneme_string,
 )
+from training import distributed as ddp
 from training.checkpoints import CheckpointError, load_model, save_checkpoint
 from training.device import resolve_device
 from training.metrics import cross_view_ap, dtw_pairwise_ap, word_discrimination_ap
@@ -558,12 +559,16 @@ def train_job(config: WordsTrainConfig) -> Job:
     t_start = time.monotonic()
     threads = config.num_threads or max(1, (os.cpu_count() or 1) - 1)
     torch.set_num_threads(threads)
-    device = resolve_device(config.device)
+    ctx, device = ddp.setup(resolve_device(config.device))
     out = Path(config.out)
     frontend = MFCC(MFCCConfig())
     cache_dir = Path(config.cache_dir or out.with_name(out.stem + ".cache")) if config.cache else None
+    if not ctx.is_main:
+        ddp.barrier(ctx)  # rank 0 fills the feature cache first; the others then read it
     data: WordSet = yield from load_words(config.data, frontend, ("train", "dev"), config.trim, config.max_frames,
                                           cache_dir, config.dev_fraction, seed=config.seed)
+    if ctx.is_main:
+        ddp.barrier(ctx)
     train_tokens, dev_tokens = data.subset(["train"]), data.subset(["dev"])
     if len({t.word for t in train_tokens}) < 2:
         raise ValueError("training needs at least two different words in the train split")
@@ -579,6 +584,7 @@ def train_job(config: WordsTrainConfig) -> Job:
         raise ValueError(f"max_frames {config.max_frames} exceeds the model's max_len {mcfg.max_len}")
     model = MultiViewAWE(mcfg).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    gather = (lambda x: ddp.gather_rows(x, ctx)) if ctx.enabled else None  # noqa: E731
     s: dict[str, Any] = {"epoch": 0, "step": 0, "lr": config.lr, "best_ap": -1.0, "best_epoch": 0,
                          "best_metrics": {}, "bad_epochs": 0, "history": [], "wall_time_s": 0.0, "done": False,
                          "model_config": dataclasses.asdict(mcfg)}
@@ -596,6 +602,7 @@ def train_job(config: WordsTrainConfig) -> Job:
                "epoch": s["epoch"], "lr": s["lr"]}
     wall_before = s["wall_time_s"]
     t_train = time.monotonic()
+    step_model = ddp.wrap(model, ctx, device)  # the forward (and backward) of the training steps
     steps_per_epoch = len(make_batches(lengths, word_ids, config.batch_size, config.tokens_per_word,
                                        np.random.default_rng(0)))
     total = steps_per_epoch * config.max_epochs
@@ -607,6 +614,8 @@ def train_job(config: WordsTrainConfig) -> Job:
     }  # fmt: skip
 
     def save_best() -> None:
+        if not ctx.is_main:
+            return
         training = summary_training | {"steps": s["step"], "epochs": s["epoch"], "best_epoch": s["best_epoch"],
                                        "metrics": {f"dev_{k}": v for k, v in s["best_metrics"].items()},
                                        "wall_time_s": round(wall_before + time.monotonic() - t_train, 1)}
@@ -623,10 +632,13 @@ def train_job(config: WordsTrainConfig) -> Job:
         batches = make_batches(lengths, word_ids, config.batch_size, config.tokens_per_word, rng)
         losses = []
         for b in batches:
-            feats, flen = pad_features([train_tokens[i].feats for i in b])
+            if len(b) < ctx.world_size:
+                continue  # a last batch too small to give every process a token
+            mine = [b[i] for i in ddp.local_rows(len(b), ctx)]  # this process's acoustic tokens
+            feats, flen = pad_features([train_tokens[i].feats for i in mine])
             pids, plen = pad_phonemes([data.phonemes[train_tokens[i].word] for i in b])
-            loss, _ = model(feats.to(device), flen.to(device), pids.to(device), plen.to(device),
-                            torch.from_numpy(word_ids[b]).to(device))
+            loss, _ = step_model(feats.to(device), flen.to(device), pids.to(device), plen.to(device),
+                                 torch.from_numpy(word_ids[b]).to(device), gather)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.clip_norm > 0:
@@ -638,7 +650,8 @@ def train_job(config: WordsTrainConfig) -> Job:
             losses.append(loss.item())
             yield {"step": s["step"], "total": total, "loss": losses[-1], "epoch": epoch, "lr": s["lr"],
                    "dev_ap": s["best_metrics"].get("ap", float("nan")), "message": f"epoch {epoch}"}
-            if config.max_minutes is not None and time.monotonic() - t_start > 60 * config.max_minutes:
+            late = config.max_minutes is not None and time.monotonic() - t_start > 60 * config.max_minutes
+            if ddp.agree(late, ctx, device):  # every process stops at the same step
                 out_of_time = True
                 break
         metrics = evaluate_embeddings(model, dev_tokens, data.phonemes)
@@ -663,11 +676,13 @@ def train_job(config: WordsTrainConfig) -> Job:
                 if s["lr"] < config.min_lr:
                     s["done"] = True
         s["wall_time_s"] = wall_before + time.monotonic() - t_train
-        save_resume_state(resume_file, model, best, optimizer, s)
+        if ctx.is_main:
+            save_resume_state(resume_file, model, best, optimizer, s)
         yield {"step": s["step"], "total": total, "loss": float(np.mean(losses)), "epoch": epoch, "lr": s["lr"],
                "dev_ap": metrics["ap"], "dev_cross_view_ap": metrics["cross_view_ap"], "message": message}
     if not out.is_file():
         save_best()
+    ddp.teardown(ctx)
     stop = ("learning rate below min_lr" if s["done"] else "time limit" if out_of_time
             else "max_epochs reached")  # fmt: skip
     return {
