@@ -237,9 +237,10 @@ def resolve_model(spec: str | None = None, registry: ModelRegistry | None = None
     return entry.name, entry.path
 
 
-def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None) -> RetrievalEmbedder:
+def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu"
+                  ) -> RetrievalEmbedder:
     name, path = resolve_model(spec, registry)
-    return RetrievalEmbedder.from_checkpoint(path, name=name)
+    return RetrievalEmbedder.from_checkpoint(path, name=name, device=device)
 
 
 def load_embedder_job(registry: ModelRegistry | None, name: str) -> Job[RetrievalEmbedder]:
