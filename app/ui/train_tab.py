@@ -446,6 +446,7 @@ class TrainTab(QWidget):
             self._status_reached(run)
         if run.status != "running" and not run.is_active():
             self.timer.stop()
+            self._update_buttons()  # Resume waits for the process to be gone, which can come after its last word
 
     def _status_reached(self, run: tr.Run) -> None:
         if run.status == "finished":
