@@ -465,9 +465,9 @@ def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[s
         torch.set_num_threads(cfg.threads)
     threads = cfg.threads or limit_threads()
     saved: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]] | None = None
-    if resume:
-        if not rpath.is_file():
-            raise FileNotFoundError(f"{rpath}: no resume state to continue from")
+    if resume and not rpath.is_file():  # stopped before anything was saved
+        yield {"step": 0, "total": 0, "message": f"no resume state ({rpath.name}): starting from the beginning"}
+    elif resume:
         saved = load_resume(rpath)
         meta = saved[2]
         cfg = UnitsTrainConfig(**{**meta["train_config"], "max_minutes": cfg.max_minutes,

@@ -590,9 +590,9 @@ def train_job(config: WordsTrainConfig) -> Job:
                          "model_config": dataclasses.asdict(mcfg)}
     best = copy.deepcopy(model.state_dict())
     resume_file = _resume_path(out)
-    if config.resume:
-        if not resume_file.is_file():
-            raise FileNotFoundError(f"{resume_file}: no resume state to continue from")
+    if config.resume and not resume_file.is_file():  # stopped before its first epoch ended: nothing saved yet
+        yield {"step": 0, "message": f"no resume state ({resume_file.name}): starting from the beginning"}
+    elif config.resume:
         saved = json.loads(_read_metadata(resume_file).get("scalars", "{}")).get("model_config")
         if saved is not None and saved != json.loads(json.dumps(dataclasses.asdict(mcfg))):
             raise ValueError(f"{resume_file.name} was saved by a different model (preset); "
