@@ -156,6 +156,7 @@ class PreviewWaveform(WaveformPlot):
         self.best.setVisible(False)
         self.addItem(self.best)
         self.scene().sigMouseClicked.connect(self._scene_clicked)
+        self.clear_preview()
 
     def set_preview(self, p: Preview) -> None:
         x, y = envelope(p.audio, p.sample_rate, points=2000)
@@ -168,6 +169,8 @@ class PreviewWaveform(WaveformPlot):
         self._curve.setData([], [])
         self.playhead.setVisible(False)
         self.best.setVisible(False)
+        self.setXRange(0, 1, padding=0)  # a neutral frame, not pyqtgraph's ±0.5 around nothing
+        self.setYRange(-1, 1, padding=0.05)
 
     def _scene_clicked(self, event: Any) -> None:  # noqa: ANN401 - a pyqtgraph mouse event
         if event.button() != Qt.MouseButton.LeftButton:
@@ -181,6 +184,7 @@ class PreviewSpectrogram(SpectrogramView):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setLabel("left", "frequency", units="Hz")
+        self.clear_preview()
 
     def set_preview(self, p: Preview) -> None:
         self.set_frames(p.spectrogram, p.hop_seconds)
@@ -191,6 +195,8 @@ class PreviewSpectrogram(SpectrogramView):
 
     def clear_preview(self) -> None:
         self._image.clear()
+        self.setXRange(0, 1, padding=0)
+        self.setYRange(0, 8000, padding=0)
 
 
 # ------------------------------------------------------------------------------------------------ tab
