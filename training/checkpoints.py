@@ -149,13 +149,22 @@ def save_checkpoint(
     }
     if exclude_prefixes:
         metadata["external"] = json.dumps(list(exclude_prefixes))
+    return write_safetensors(path, tensors, metadata)
+
+
+def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor],
+                      metadata: Mapping[str, str]) -> Path:
+    """Write a safetensors file atomically (temp file, fsync, rename): a crash or a full disk mid-write
+    leaves the previous file intact. Used for checkpoints, resume states and feature caches."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=metadata)
+        save_file(dict(tensors), tmp, metadata=dict(metadata))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; a checkpoint is an ordinary shareable file
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; these are ordinary shareable files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

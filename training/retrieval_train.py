@@ -24,9 +24,7 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from models.frontends import PasstMel, PasstMelConfig, frontend_to_dict
@@ -63,6 +61,7 @@ from training.checkpoints import (
     load_foreign_state_dict,
     load_model,
     save_checkpoint,
+    write_safetensors,
 )
 from training.device import autocast_dtype, limit_threads, resolve_device
 from training.ranking import correct_from_captions, ensemble_similarity, retrieval_metrics
@@ -158,15 +157,7 @@ def _key(*parts: Any) -> str:
 
 
 def _save_atomic(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_safetensors(path, tensors, metadata)
 
 
 @dataclass

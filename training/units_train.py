@@ -31,7 +31,6 @@ import math
 import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +43,7 @@ import soundfile as sf
 import torch
 import torchaudio
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
@@ -52,7 +51,14 @@ from models.inverter import InverterConfig
 from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
 from training import abx
 from training import distributed as ddp
-from training.checkpoints import CheckpointError, config_to_dict, load_model, load_state, save_checkpoint
+from training.checkpoints import (
+    CheckpointError,
+    config_to_dict,
+    load_model,
+    load_state,
+    save_checkpoint,
+    write_safetensors,
+)
 from training.device import limit_threads, resolve_device
 
 Job = Generator[dict[str, Any], None, Any]
@@ -362,15 +368,7 @@ def save_resume(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
                 scalars[f"{pid}.{k}"] = v
     metadata = {"earshot_resume": json.dumps({**meta, "optim_groups": opt["param_groups"],
                                               "optim_scalars": scalars})}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_safetensors(path, tensors, metadata)
 
 
 def load_resume(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]]:

@@ -34,7 +34,6 @@ import math
 import os
 import shlex
 import string
-import tempfile
 import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ import soundfile as sf
 import torch
 import torchaudio
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
 from models.frontends import MFCC, MFCCConfig, frontend_from_dict, frontend_to_dict
@@ -60,7 +59,7 @@ from models.phonemes import (
     parse_phoneme_string,
 )
 from training import distributed as ddp
-from training.checkpoints import CheckpointError, load_model, save_checkpoint
+from training.checkpoints import CheckpointError, load_model, save_checkpoint, write_safetensors
 from training.device import resolve_device
 from training.metrics import cross_view_ap, dtw_pairwise_ap, word_discrimination_ap
 
@@ -488,15 +487,7 @@ def save_resume_state(
                 tensors[f"optim.{pid}.{name}"] = value.detach().cpu().contiguous().clone()
     tensors["rng.torch"] = torch.get_rng_state()
     meta = {"scalars": json.dumps(scalars), "param_groups": json.dumps(opt["param_groups"])}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=meta)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_safetensors(path, tensors, meta)
 
 
 def _read_metadata(path: Path) -> dict[str, str]:
