@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -145,9 +146,10 @@ class JobRunner(QObject):
 
 
 def cancel_all(timeout_ms: int = 5_000) -> None:
-    """Cancel every running job and wait for the threads (application shutdown)."""
+    """Cancel every running job and wait for the threads, `timeout_ms` in all (application shutdown)."""
     runners = active_runners()
     for r in runners:
         r.cancel()
+    deadline = time.monotonic() + timeout_ms / 1000
     for r in runners:
-        r.wait(timeout_ms)
+        r.wait(max(0, int(1000 * (deadline - time.monotonic()))))

@@ -22,7 +22,7 @@ from app.ui.tab_base import ModelTab
 from app.ui.train_tab import TrainTab
 from app.ui.units_tab import UnitsTab
 from app.ui.words_tab import WordsTab
-from app.workers import JobRunner, cancel_all
+from app.workers import JobRunner, active_runners, cancel_all
 
 log = logging.getLogger(__name__)
 ORGANIZATION = "Earshot"
@@ -271,4 +271,21 @@ def run_gui(library: Path | None = None) -> int:
     window.show()
     window.raise_()
     window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    return app.exec()
+    code = app.exec()
+    exit_when_jobs_end(code)
+    return code
+
+
+def exit_when_jobs_end(code: int, timeout_ms: int = 15_000) -> None:
+    """Let background jobs finish before Python tears down: a QThread destroyed while it runs aborts the process.
+
+    Jobs stop at their next yield once cancelled, but a single long step (importing torch, loading a model)
+    cannot be interrupted. Wait for those a while; if one is still running, leave without destructors —
+    everything on disk is written atomically or in committed transactions, so nothing is lost.
+    """
+    cancel_all(timeout_ms)
+    if active_runners():
+        log.warning("still busy at exit: %s; leaving without waiting", ", ".join(r.name for r in active_runners()))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

@@ -115,3 +115,32 @@ def test_dialogs_open(qtbot, window: MainWindow) -> None:
     qtbot.addWidget(about)
     about.show()
     assert about.windowTitle() == "About Earshot"
+
+
+@pytest.mark.parametrize("close_after_ms", [300])
+def test_closing_while_starting_up_exits_cleanly(tmp_path: Path, close_after_ms: int) -> None:
+    """Closing the window while it still probes devices, opens the library or loads a model must not abort
+    (a QThread destroyed while running kills the process)."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import app.ui.main_window as mw
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+make = mw.create_application
+def create_and_schedule_close():
+    app = make()
+    QTimer.singleShot({close_after_ms}, lambda: [w.close() for w in QApplication.topLevelWidgets()])
+    return app
+mw.create_application = create_and_schedule_close
+raise SystemExit(mw.run_gui())
+"""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Destroyed while thread" not in run.stderr
