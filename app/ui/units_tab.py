@@ -41,6 +41,7 @@ from app.ui.tab_base import ModelTab
 from app.workers import JobRunner
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
+REVIEW_EMPTY_SECONDS = 1.0  # the original/resynthesis views' neutral time frame before there is audio
 TICK_MS = 33  # ~30 Hz drain + redraw
 LIVE_LEVELS = (-3.0, 1.5)  # fixed colour range (log10 magnitude) so the scrolling view does not flicker
 LABEL_MIN_PIXELS = 18  # a unit this wide on screen (or wider) gets its id written on it
@@ -76,23 +77,31 @@ def _plot_defaults(plot: pg.PlotWidget) -> None:
 
 
 class SpectrogramPane(pg.PlotWidget):
-    """A (time, frequency) log-magnitude image placed at [start, start + T·hop) seconds, 0..max_hz upwards."""
+    """A (time, frequency) log-magnitude image placed at [start, start + T·hop) seconds, 0..max_hz upwards.
+
+    Without frames it shows `empty_range` seconds: the frame it will draw in, not pyqtgraph's default.
+    """
 
     def __init__(self, title: str = "", max_hz: float = 8000.0, zoomable: bool = False,
+                 empty_range: tuple[float, float] = (0.0, REVIEW_EMPTY_SECONDS),
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         _plot_defaults(self)
         self.setMouseEnabled(x=zoomable, y=False)  # zoom in (wheel) on time to read unit ids
         self.max_hz = max_hz
+        self.empty_range = empty_range
         if title:
             self.setTitle(title, size="9pt")
         self.setLabel("left", "Hz")
         self.setLabel("bottom", "time", units="s")
+        for side in ("left", "bottom"):
+            self.getAxis(side).enableAutoSIPrefix(False)  # fixed units: never "ms" or "kHz" as ranges change
         self.image = pg.ImageItem()
         self.image.setColorMap(pg.colormap.get("viridis"))
         self.addItem(self.image)
         self.setYRange(0, max_hz, padding=0)
         self.n_frames = 0
+        self.clear_frames()
 
     def set_frames(self, frames: np.ndarray, hop_seconds: float, start: float = 0.0,
                    levels: tuple[float, float] | None = None, x_range: tuple[float, float] | None = None) -> None:
@@ -107,7 +116,7 @@ class SpectrogramPane(pg.PlotWidget):
         self.setXRange(lo, hi, padding=0)
 
     def clear_frames(self) -> None:
-        self.set_frames(np.zeros((0, 1), np.float32), 0.01)
+        self.set_frames(np.zeros((0, 1), np.float32), 0.01, x_range=self.empty_range)
 
 
 class UnitStrip(pg.PlotWidget):
@@ -175,6 +184,8 @@ class UsageHistogram(pg.PlotWidget):
         self.setTitle("codebook usage", size="9pt")
         self.setLabel("bottom", "unit id")
         self.setLabel("left", "count")
+        for side in ("left", "bottom"):
+            self.getAxis(side).enableAutoSIPrefix(False)  # ids and counts are plain numbers
         self.bars: pg.BarGraphItem | None = None
         self.counts = np.zeros(0, dtype=np.int64)
 
@@ -256,7 +267,8 @@ class UnitsTab(ModelTab):
             top.addWidget(w)
         top.addWidget(self.xrun_label)
 
-        self.live_view = SpectrogramPane(f"live (last {LIVE_SECONDS:g} s)")
+        # empty, the live view shows the window it fills while recording (0..LIVE_SECONDS, then it scrolls)
+        self.live_view = SpectrogramPane(f"live (last {LIVE_SECONDS:g} s)", empty_range=(0.0, LIVE_SECONDS))
         self.live_view.setMinimumHeight(100)
         self.live_strip = UnitStrip()
         self.live_strip.setXLink(self.live_view)
@@ -387,6 +399,8 @@ class UnitsTab(ModelTab):
         self.speaker_combo.clear()
         self.speaker_combo.addItems(session.speakers)
         self.speaker_combo.blockSignals(False)
+        self.resynthesis = None  # the previous model's: its views are cleared below
+        self._clear_views()  # nothing encoded with this model yet; the histogram spans its codebook
         self._say(f"{name}: {session.codebook_size} units, one every {session.unit_seconds * 1000:.0f} ms; "
                   f"look-ahead {session.lookahead_ms:.0f} ms. Press Space to record or load a file.")
         self.models_loaded.emit()
@@ -636,6 +650,7 @@ class UnitsTab(ModelTab):
         self.original_strip.set_units([], 0.04)
         self.resynth_view.clear_frames()
         self.histogram.set_counts(np.zeros(self.session.codebook_size if self.session else 0, np.int64))
+        self.histogram.setTitle("codebook usage", size="9pt")
 
     def _show_review(self) -> None:
         s = self.session

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
@@ -40,6 +40,33 @@ class EmptyState(QWidget):
 
     def set_message(self, message: str) -> None:
         self.message.setText(message)
+
+
+class PlotHint(QLabel):
+    """A centred, word-wrapped hint over a plot's data area: what an empty plot says instead of bare axes.
+
+    A QLabel on the plot's viewport (not a scene item), so it keeps its size and place whatever the ranges.
+    """
+
+    def __init__(self, plot: pg.PlotWidget, text: str) -> None:
+        super().__init__(text, plot.viewport())
+        self.plot = plot
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setWordWrap(True)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)  # clicks still reach the plot
+        colour = pg.mkColor(pg.getConfigOption("foreground")).name()
+        self.setStyleSheet(f"color: {colour}; background: transparent;")
+        font = self.font()
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        self.setFont(font)
+        plot.getViewBox().sigResized.connect(self._place)
+        self._place()
+
+    @Slot()
+    def _place(self) -> None:
+        """Cover the view box (the data area inside the axes), less a margin so the text never touches them."""
+        box = self.plot.mapFromScene(self.plot.getViewBox().sceneBoundingRect()).boundingRect()
+        self.setGeometry(box.adjusted(12, 12, -12, -12))
 
 
 class WaveformPlot(pg.PlotWidget):

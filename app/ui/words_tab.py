@@ -52,7 +52,7 @@ from app.services.words import (
     text_items_job,
 )
 from app.ui.tab_base import ModelTab
-from app.ui.widgets import WaveformPlot, envelope
+from app.ui.widgets import PlotHint, WaveformPlot, envelope
 from app.workers import JobRunner
 
 SPOKEN_COLOUR = "#4c9be8"
@@ -61,10 +61,27 @@ SPEECH_LEVEL = 0.02  # peak amplitude that counts as speech while recording
 SPEECH_SECONDS = 2.0  # recording stops this long after speech starts
 MAX_RECORD_SECONDS = 6.0  # ... or after this long in any case
 MATRIX_TEXT_LIMIT = 10  # write the values in the cells up to this many items
+MATRIX_HINT = "Add spoken or written words to compare them"
+MAP_HINT = "Add two or more words to see them on a 2-D map"
 
 
 def short(label: str, n: int = 10) -> str:
     return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def show_axes(plot: pg.PlotWidget, on: bool) -> None:
+    """Left and bottom axes' lines, tick values and grid on or off: an empty plot shows a hint, not bare ranges.
+
+    The axes keep their place (an invisible pen) so nothing jumps, or gets clipped, when data arrives.
+    """
+    plot.getAxis("bottom").setStyle(autoReduceTextSpace=False)  # keep the tick row's height while it is empty
+    for side in ("left", "bottom"):
+        axis = plot.getAxis(side)
+        axis.setTicks(None if on else [[]])  # None: automatic ticks again (the matrix sets its own afterwards)
+        if on:
+            axis.setPen()  # the default foreground
+        else:
+            axis.setPen(None)
 
 
 def waveform_icon(audio: np.ndarray, width: int = 48, height: int = 20) -> QIcon:
@@ -222,6 +239,7 @@ class WordsTab(ModelTab):
                                           width=12)
         self.matrix_bar.setImageItem(self.matrix_image, insert_in=self.matrix_plot.getPlotItem())
         self._matrix_text: list[pg.TextItem] = []
+        self.matrix_hint = PlotHint(self.matrix_plot, MATRIX_HINT)
         split.addWidget(self.matrix_plot)
 
         self.map_plot = pg.PlotWidget(title="2-D map (PCA)")
@@ -236,8 +254,11 @@ class WordsTab(ModelTab):
             self.map_plot.addItem(scatter)
             scatter.sigClicked.connect(self._map_clicked)
         self._map_text: list[pg.TextItem] = []
+        self.map_hint = PlotHint(self.map_plot, MAP_HINT)
         split.addWidget(self.map_plot)
         split.setSizes([420, 420])
+        self._draw_matrix()  # the empty state: hints instead of pyqtgraph's default ranges
+        self._draw_map()
         return split
 
     def _build_search(self) -> QWidget:
@@ -567,9 +588,14 @@ class WordsTab(ModelTab):
             self.matrix_plot.removeItem(t)
         self._matrix_text = []
         n = len(self.words)
+        self.matrix_hint.setVisible(n == 0)
+        show_axes(self.matrix_plot, n > 0)
         sim = self.words.similarity() if n else np.zeros((1, 1), np.float32)
-        self.matrix_image.setImage(sim, autoLevels=False, levels=(-1.0, 1.0))
-        self.matrix_image.setRect(0, 0, max(n, 1), max(n, 1))
+        if n:
+            self.matrix_image.setImage(sim, autoLevels=False, levels=(-1.0, 1.0))
+            self.matrix_image.setRect(0, 0, n, n)
+        else:
+            self.matrix_image.clear()  # a lone 0.0 cell would read as data
         # rows carry numbered labels, columns only the numbers: long labels would collide along the bottom
         rows = [(i + 0.5, f"{short(it.label)} {i + 1}") for i, it in enumerate(self.words.items)]
         self.matrix_plot.getAxis("left").setTicks([rows])
@@ -591,6 +617,7 @@ class WordsTab(ModelTab):
             self.map_plot.removeItem(t)
         self._map_text = []
         items = self.words.items
+        self._set_map_empty(not items)
         xy = self.words.project_2d() if items else np.zeros((0, 2), np.float32)
         spoken = [i for i, it in enumerate(items) if it.kind == "spoken"]
         written = [i for i, it in enumerate(items) if it.kind != "spoken"]
@@ -604,6 +631,16 @@ class WordsTab(ModelTab):
             self._map_text.append(text)
         if items:
             self.map_plot.autoRange(padding=0.2)
+        else:
+            self.map_plot.setRange(xRange=(-1, 1), yRange=(-1, 1), padding=0)  # a centred frame for the hint
+
+    def _set_map_empty(self, empty: bool) -> None:
+        """Empty: the hint, and no axes or legend (there is nothing for them to describe)."""
+        self.map_hint.setVisible(empty)
+        show_axes(self.map_plot, not empty)
+        legend = self.map_plot.getPlotItem().legend
+        if legend is not None:
+            legend.setVisible(not empty)
 
     @Slot(object, object)
     def _map_clicked(self, scatter: pg.ScatterPlotItem, points: list[Any]) -> None:

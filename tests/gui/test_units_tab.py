@@ -291,3 +291,17 @@ def test_controls_reachable_by_tab_and_unit_colours_fixed(make_tab) -> None:
     assert tab.live_view.focusPolicy() == Qt.FocusPolicy.NoFocus
     colours = {unit_colour(u) for u in range(64)}
     assert len(colours) == 64 and unit_colour(7) == unit_colour(7)
+
+
+def test_empty_views_show_their_frames(make_tab) -> None:
+    """Before any audio: the live window, a neutral 1-s review frame and the whole codebook, in plain units."""
+    tab = make_tab(MIC_ONLY)
+    assert tab.live_view.viewRange()[0] == pytest.approx([0.0, 8.0])  # the window recording fills, then scrolls
+    for view in (tab.original_view, tab.resynth_view):
+        (x, y) = view.viewRange()
+        assert x == pytest.approx([0.0, 1.0]) and y == pytest.approx([0.0, view.max_hz])
+        assert not view.getAxis("bottom").autoSIPrefix and view.getAxis("bottom").labelString().find("(s)") > 0
+    (x, y), k = tab.histogram.viewRange(), tab.session.codebook_size
+    assert x[0] <= 0 and x[1] >= k - 1 and x[1] - x[0] == pytest.approx(k, rel=0.05)  # every id of the codebook
+    assert y[0] <= 0 and y[1] == pytest.approx(1.0, abs=0.1)
+    assert tab.histogram.counts.sum() == 0 and len(tab.histogram.counts) == k

@@ -237,3 +237,22 @@ def test_model_picker_with_two_models_reembeds(qtbot, tmp_path: Path) -> None:
     assert widget.space is not None and widget.space.name == widget.model_combo.currentText()
     assert widget.words.similarity()[0, 1] != pytest.approx(before, abs=1e-6)
     widget.shutdown()
+
+
+def test_empty_views_show_hints_until_words_are_added(qtbot, tab: WordsTab) -> None:
+    def empty_state() -> bool:
+        axes = [tab.matrix_plot.getAxis("left"), tab.map_plot.getAxis("bottom")]
+        return (tab.matrix_hint.isVisible() and tab.map_hint.isVisible() and tab.matrix_image.image is None
+                and all(axis._tickLevels == [[]] for axis in axes))
+
+    assert empty_state()  # a hint instead of pyqtgraph's default ranges
+    assert "Add spoken or written words" in tab.matrix_hint.text() and "two or more" in tab.map_hint.text()
+    tab.word_edit.setText("seven")
+    with qtbot.waitSignal(tab.items_changed, timeout=10_000):
+        tab.add_word_button.click()
+    assert not tab.matrix_hint.isVisible() and not tab.map_hint.isVisible()
+    assert tab.map_plot.getAxis("bottom")._tickLevels is None  # automatic ticks again
+    assert tab.matrix_image.image.shape == (1, 1)
+    with qtbot.waitSignal(tab.items_changed, timeout=5_000):
+        tab.clear_items()
+    assert empty_state()
