@@ -1,44 +1,336 @@
-"""Grab each tab of the real window offscreen, for the README: `python -m app.ui.screenshots OUTDIR`."""
+"""Grab each tab of the real window offscreen, at work, for the README: `python -m app.ui.screenshots OUTDIR`.
+
+The window runs with the shipped default models and is driven through the tabs' public methods, the way the
+GUI tests drive them:
+
+- Search: a copy of the bundled demo library is indexed, a query is typed, the first result is previewed;
+- Units: an FSDD recording is loaded as a file, encoded into units and resynthesised;
+- Words: (only when a words model is installed) spoken FSDD digits and typed words fill the matrix and map;
+- Train: the Words kind with a small FSDD ``words.csv`` shows its validation report (no run is started).
+
+Everything it writes outside OUTDIR goes to a throw-away folder: the settings (QSettings), the user data dir
+(XDG_DATA_HOME: user models, training runs), the demo library's index and the generated data. Each step has
+a time limit; a step that runs out of time (or fails) prints a warning on stderr and its tab is grabbed as
+it is. `--model PATH` adds a checkpoint (e.g. a words model not shipped yet) as a user model for this run.
+"""
 
 from __future__ import annotations
 
+import argparse
+import csv
 import os
+import shutil
 import sys
+import tempfile
 import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+FSDD = REPO.parent / "shared" / "data" / "fsdd"  # the Free Spoken Digit Dataset next to the repository
+SEARCH_QUERY = "bubbles in water"  # its best match in the demo library is the right sound
+UNITS_SPEAKER = "jackson"
+UNITS_DIGITS = "8675309"  # spoken one after another: a few seconds of speech for the Units tab
+WORD_DIGITS = ("one", "two", "seven")
+WORD_SPEAKERS = ("theo", "george")
+TYPED_WORDS = ("one", "seven", "eleven")
+TRAIN_SPEAKERS = ("jackson", "theo", "george")
+STEP_SECONDS = 120.0
 
 
-def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700)) -> list[Path]:
+def warn(message: str) -> None:
+    print(f"screenshots: warning: {message}", file=sys.stderr, flush=True)
+
+
+class Step:
+    """One step's time limit: `wait` pumps the Qt event loop until a condition holds or the step's time is up."""
+
+    def __init__(self, name: str, seconds: float) -> None:
+        self.name = name
+        self.deadline = time.monotonic() + seconds
+        self.seconds = seconds
+
+    def wait(self, condition: Callable[[], bool], what: str) -> bool:
+        from PySide6.QtCore import QCoreApplication
+
+        while True:
+            try:
+                if condition():
+                    return True
+            except Exception:  # a condition looking at half-built state: not yet
+                pass
+            if time.monotonic() > self.deadline:
+                warn(f"{self.name}: gave up after {self.seconds:.0f} s waiting for {what}; grabbing the tab as it is")
+                return False
+            QCoreApplication.processEvents()
+            time.sleep(0.02)
+
+
+def settle(ms: int = 300) -> None:
+    """Let layouts, repaints and queued signals run before a grab."""
+    from PySide6.QtCore import QCoreApplication
+
+    end = time.monotonic() + ms / 1000
+    while time.monotonic() < end:
+        QCoreApplication.processEvents()
+        time.sleep(0.01)
+
+
+def fsdd_rows(fsdd: Path) -> list[dict[str, str]]:
+    with open(fsdd / "metadata.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ------------------------------------------------------------------------------------------------ steps
+
+
+def drive_search(window: Any, indexed: list[Any], step: Step, query: str) -> None:  # noqa: ANN401 - MainWindow
+    tab = window.search_tab
+    window.tabs.setCurrentWidget(tab)
+    if not step.wait(lambda: bool(indexed), "the demo library to be indexed"):
+        return
+    if indexed[-1] is None:
+        warn(f"search: indexing stopped: {tab.index_label.text()}")
+    shown: list[Any] = []
+    previews: list[Any] = []
+    tab.results_shown.connect(shown.append)
+    tab.preview_shown.connect(previews.append)
+    tab.query_edit.setText(query)  # search as you type (debounced), as if typed
+    if not step.wait(lambda: bool(shown) and shown[-1].query == query, f"results for “{query}”"):
+        return
+    if not tab.hits:
+        warn(f"search: no results for “{query}”")
+        return
+    if tab.selected_hit() is None or tab.preview is None:
+        tab.table.selectRow(0)
+    step.wait(lambda: tab.preview is not None and tab.preview_hit is not None, "the preview of the first result")
+
+
+def drive_units(window: Any, step: Step, speech: Path | None) -> None:  # noqa: ANN401 - MainWindow
+    tab = window.units_tab
+    window.tabs.setCurrentWidget(tab)
+    if speech is None:
+        warn("units: no FSDD recording found; grabbing the tab without a file")
+        return
+    if not step.wait(lambda: tab.session is not None and tab.state == "idle", "the units model"):
+        return
+    tab.load_file(speech)
+    step.wait(lambda: tab.state == "idle" and tab.resynthesis is not None and not tab.busy(),
+              f"units and resynthesis of {speech.name}")
+
+
+def drive_words(window: Any, step: Step, spoken: list[Path], typed: Sequence[str]) -> None:  # noqa: ANN401
+    tab = window.words_tab
+    window.tabs.setCurrentWidget(tab)
+    if not tab.models:
+        print("screenshots: no words model installed; the Words tab is grabbed as it is", file=sys.stderr)
+        window.statusBar().clearMessage()  # the Units tab's last message does not belong in this picture
+        return
+    if not step.wait(lambda: tab.space is not None and not tab.busy(), "the words model"):
+        return
+    tab.views.setCurrentIndex(0)  # Compare: similarity matrix and 2-D map
+    if spoken:
+        tab.add_files(spoken)
+        if not step.wait(lambda: not tab.busy(), "the spoken words"):
+            return
+    tab.add_words(list(typed))
+    if not step.wait(lambda: not tab.busy(), "the typed words"):
+        return
+    if len(tab.words):
+        tab.items_list.setCurrentRow(0)  # its nearest neighbours
+
+
+def drive_train(window: Any, step: Step, data: Path | None) -> None:  # noqa: ANN401 - MainWindow
+    tab = window.train_tab
+    window.tabs.setCurrentWidget(tab)
+    index = tab.kind_combo.findData("words")
+    if index >= 0 and tab.kind_combo.currentIndex() != index:
+        tab.kind_combo.setCurrentIndex(index)
+    step.wait(lambda: tab.kind() == "words" and bool(tab.specs), "the words trainer's settings")
+    if data is None:
+        warn("train: no FSDD data found; grabbing the tab without a data folder")
+        return
+    reports: list[Any] = []
+    tab.validated.connect(reports.append)
+    tab.set_data_folder(data)
+    if step.wait(lambda: bool(reports) and not tab.busy(), f"the validation of {data}"):
+        window.statusBar().clearMessage()  # the validation's last progress line; the report says it all
+
+
+# ------------------------------------------------------------------------------------------------- data
+
+
+def copy_demo_library(demo: Path, dest: Path) -> Path:
+    """The demo library without its index: indexing writes `.earshot/` into the library, never into resources/."""
+    shutil.copytree(demo, dest, ignore=shutil.ignore_patterns(".earshot"))
+    return dest
+
+
+def digit_sequence(fsdd: Path, dest: Path, speaker: str, digits: str, pause_s: float = 0.12) -> Path | None:
+    """`speaker`'s FSDD takes of `digits` joined with short pauses into one WAV: an utterance to load as a file."""
+    import numpy as np
+    import soundfile as sf
+
+    rows = fsdd_rows(fsdd)
+    pieces: list[np.ndarray] = []
+    rate = 0
+    for digit in digits:
+        row = next((r for r in rows if r["speaker"] == speaker and r["digit"] == digit and r["index"] == "0"), None)
+        if row is None or not (fsdd / row["path"]).is_file():
+            continue
+        audio, sr = sf.read(fsdd / row["path"], dtype="float32", always_2d=True)
+        if rate and sr != rate:
+            continue
+        rate = sr
+        pieces += [audio[:, 0], np.zeros(round(pause_s * sr), np.float32)]
+    if not pieces:
+        return None
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"{digits} {speaker}.wav"
+    sf.write(path, np.concatenate(pieces), rate)
+    return path
+
+
+def spoken_words(fsdd: Path, dest: Path, digits: Iterable[str], speakers: Iterable[str]) -> list[Path]:
+    """FSDD takes of `digits` by `speakers`, copied as '<word> <speaker>.wav' (the file stem is the item's label)."""
+    rows = fsdd_rows(fsdd)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for speaker in speakers:
+        for word in digits:
+            row = next((r for r in rows if r["speaker"] == speaker and r["word"] == word and r["index"] == "0"), None)
+            if row is None or not (fsdd / row["path"]).is_file():
+                continue
+            out.append(Path(shutil.copyfile(fsdd / row["path"], dest / f"{word} {speaker}.wav")))
+    return out
+
+
+def words_folder(fsdd: Path, dest: Path, speakers: Iterable[str], takes: int = 3) -> Path:
+    """A small Words training folder: `words.csv` (path,word,speaker,split) over a copied FSDD subset."""
+    rows = fsdd_rows(fsdd)
+    speakers = list(speakers)
+    audio = dest / "recordings"
+    audio.mkdir(parents=True, exist_ok=True)
+    lines = [("path", "word", "speaker", "split")]
+    for r in rows:
+        if r["speaker"] not in speakers or int(r["index"]) >= takes or not (fsdd / r["path"]).is_file():
+            continue
+        name = Path(r["path"]).name
+        shutil.copyfile(fsdd / r["path"], audio / name)
+        split = "dev" if int(r["index"]) == 0 else "train"
+        lines.append((f"recordings/{name}", r["word"], r["speaker"], split))
+    with open(dest / "words.csv", "w", newline="") as f:
+        csv.writer(f).writerows(lines)
+    return dest
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: float = STEP_SECONDS,
+              fsdd: Path | None = None, query: str = SEARCH_QUERY, extra_models: Sequence[Path] = ()) -> list[Path]:
+    """Drive each tab with real work, grab it into `out_dir/tab-<name>.png`; returns the PNG paths."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    import tempfile
+    scratch = Path(tempfile.mkdtemp(prefix="earshot-"))  # short: the Train tab shows a path in it
+    # before the app's modules ask platformdirs: user models, runs and read-only libraries' catalogs go here
+    saved_env = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(scratch / "data")
+    try:
+        return _grab(Path(out_dir), size, step_seconds, fsdd if fsdd is not None else FSDD, query, extra_models,
+                     scratch)
+    finally:
+        if saved_env is None:
+            os.environ.pop("XDG_DATA_HOME", None)
+        else:
+            os.environ["XDG_DATA_HOME"] = saved_env
+        shutil.rmtree(scratch, ignore_errors=True)
 
-    from PySide6.QtCore import QCoreApplication, QSettings
 
-    from app.ui.main_window import MainWindow, create_application
+def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path, query: str,
+          extra_models: Sequence[Path], scratch: Path) -> list[Path]:
+    from PySide6.QtCore import QSettings
 
+    from app.services.registry import user_models_dir
+    from app.ui.main_window import MainWindow, create_application, demo_library
+
+    start = time.monotonic()
     create_application()
     # a throw-away settings folder: screenshots show the defaults and leave the user's settings alone
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, tempfile.mkdtemp(prefix="earshot-shots-"))
-    window = MainWindow()
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(scratch / "settings"))
+    models = user_models_dir()
+    for path in extra_models:
+        models.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, models / Path(path).name)
+
+    have_fsdd = (fsdd / "metadata.csv").is_file()
+    if not have_fsdd:
+        warn(f"no FSDD at {fsdd}: the Units, Words and Train tabs get no speech")
+    speech = digit_sequence(fsdd, scratch / "speech", UNITS_SPEAKER, UNITS_DIGITS) if have_fsdd else None
+    spoken = spoken_words(fsdd, scratch / "words", WORD_DIGITS, WORD_SPEAKERS) if have_fsdd else []
+    train_data = words_folder(fsdd, scratch / "fsdd-words", TRAIN_SPEAKERS) if have_fsdd else None
+    library = copy_demo_library(demo_library(), scratch / "demo")
+
+    window = MainWindow(library=library)
+    indexed: list[Any] = []
+    window.search_tab.indexing_finished.connect(indexed.append)
     window.resize(*size)
     window.show()
-    deadline = time.monotonic() + 120
-    while window.environment is None and time.monotonic() < deadline:
-        QCoreApplication.processEvents()
-        time.sleep(0.02)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i in range(window.tabs.count()):
-        window.tabs.setCurrentIndex(i)
-        QCoreApplication.processEvents()
-        path = out_dir / f"tab-{window.tabs.tabText(i).lower()}.png"
-        window.grab().save(str(path))
+    paths: list[Path] = []
+
+    def grab(name: str) -> None:
+        settle()
+        path = out_dir / f"tab-{name}.png"
+        if not window.grab().save(str(path)):
+            warn(f"could not write {path}")
         paths.append(path)
-    window.close()
+
+    steps: list[tuple[str, Callable[[Step], None]]] = [
+        ("search", lambda step: drive_search(window, indexed, step, query)),
+        ("units", lambda step: drive_units(window, step, speech)),
+        ("words", lambda step: drive_words(window, step, spoken, TYPED_WORDS)),
+        ("train", lambda step: drive_train(window, step, train_data)),
+    ]
+    try:
+        Step("startup", step_seconds).wait(lambda: window.environment is not None, "the models and devices")
+        for name, drive in steps:
+            began = time.monotonic()
+            try:
+                drive(Step(name, step_seconds))
+            except Exception:
+                warn(f"{name}: failed; grabbing the tab as it is\n{traceback.format_exc()}")
+            grab(name)
+            print(f"screenshots: {name}: {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        window.close()  # cancels the tabs' jobs; a job that cannot be cancelled (opening a library) runs on
+        from app.workers import active_runners
+
+        # Python must not destroy a QThread that still runs (Qt aborts the process): let them end first
+        Step("shutdown", max(step_seconds, 30.0)).wait(lambda: not active_runners(), "background jobs to end")
+        settle(100)
+    print(f"screenshots: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
     return paths
 
 
-if __name__ == "__main__":
-    for p in grab_tabs(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/screenshots")):
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.ui.screenshots", description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", nargs="?", default="resources/screenshots", type=Path)
+    parser.add_argument("--size", default="1100x700", help="window size, WIDTHxHEIGHT (default 1100x700)")
+    parser.add_argument("--step-seconds", type=float, default=STEP_SECONDS, help="time limit of each step")
+    parser.add_argument("--fsdd", type=Path, default=FSDD, help=f"FSDD folder (default {FSDD})")
+    parser.add_argument("--query", default=SEARCH_QUERY, help=f"the Search tab's query (default “{SEARCH_QUERY}”)")
+    parser.add_argument("--model", type=Path, action="append", default=[],
+                        help="a checkpoint to add as a user model for this run (repeatable)")
+    args = parser.parse_args(argv)
+    width, _, height = args.size.lower().partition("x")
+    for p in grab_tabs(args.out_dir, (int(width), int(height)), args.step_seconds, args.fsdd, args.query,
+                       args.model):
         print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
