@@ -442,28 +442,15 @@ class SearchTab(ModelTab):
     @Slot(list)
     def set_models(self, entries: list[ModelEntry]) -> None:
         super().set_models(entries)
-        current = self.model_combo.currentText()
-        self.model_combo.blockSignals(True)
-        self.model_combo.clear()
-        preferred = sorted(self.models, key=lambda e: (e.source != "user", e.name))
-        for e in preferred:
-            self.model_combo.addItem(e.name, e)
-        names = [e.name for e in preferred]
-        self.model_combo.setCurrentIndex(names.index(current) if current in names else 0)
-        self.model_combo.blockSignals(False)
-        several = len(preferred) > 1
-        self.model_combo.setVisible(several)
-        self.model_label.setVisible(several)
+        chosen = self.fill_model_combo(self.model_combo, self.model_label)
         self._update_view()
-        if not preferred:
+        if not chosen:
             self._retire_session()
             self.embedder = None
-        elif (self.embedder is None or self.embedder.name != self.model_combo.currentText()
-              or self._loaded_device != self._device_preference()):
+        elif (self.embedder is None or self.embedder.name != chosen
+              or self._loaded_device != self.device_preference()):
             self._model_chosen(self.model_combo.currentIndex())
 
-    def _device_preference(self) -> str:
-        return self.registry.device_preference if self.registry is not None else "cpu"
 
     @Slot(int)
     def _model_chosen(self, index: int) -> None:
@@ -471,7 +458,7 @@ class SearchTab(ModelTab):
         if not isinstance(entry, ModelEntry):
             return
         registry = self.registry
-        self._loaded_device = self._device_preference()
+        self._loaded_device = self.device_preference()
         self._retire_session()
         self.embedder = None
         self.status(f"Loading {entry.name}…")

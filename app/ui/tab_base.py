@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QStackedWidget, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus
 from app.services.registry import ModelEntry, ModelRegistry
@@ -42,6 +42,26 @@ class ModelTab(QWidget):
     def set_registry(self, registry: ModelRegistry) -> None:
         """The window's model registry; tabs load their models through it (in workers)."""
         self.registry = registry
+
+    def fill_model_combo(self, combo: QComboBox, label: QWidget) -> str:
+        """List this tab's models in `combo` (the user's own first), keeping the current choice if it is still
+        there; combo and label show only when there is a choice. Returns the chosen name ('' if none)."""
+        current = combo.currentText()
+        combo.blockSignals(True)
+        combo.clear()
+        preferred = sorted(self.models, key=lambda e: (e.source != "user", e.name))
+        for e in preferred:
+            combo.addItem(e.name, e)
+        names = [e.name for e in preferred]
+        combo.setCurrentIndex(names.index(current) if current in names else 0)
+        combo.blockSignals(False)
+        several = len(preferred) > 1
+        combo.setVisible(several)
+        label.setVisible(several)
+        return combo.currentText()
+
+    def device_preference(self) -> str:
+        return self.registry.device_preference if self.registry is not None else "cpu"
 
     def set_audio_status(self, status: DeviceStatus) -> None:
         """Which audio devices exist; tabs that record or play enable those controls from this."""

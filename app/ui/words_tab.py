@@ -312,27 +312,14 @@ class WordsTab(ModelTab):
     @Slot(list)
     def set_models(self, entries: list[ModelEntry]) -> None:
         super().set_models(entries)
-        current = self.model_combo.currentText()
-        self.model_combo.blockSignals(True)
-        self.model_combo.clear()
-        preferred = sorted(self.models, key=lambda e: (e.source != "user", e.name))
-        for e in preferred:
-            self.model_combo.addItem(e.name, e)
-        names = [e.name for e in preferred]
-        self.model_combo.setCurrentIndex(names.index(current) if current in names else 0)
-        self.model_combo.blockSignals(False)
-        several = len(preferred) > 1
-        self.model_combo.setVisible(several)
-        self.model_label.setVisible(several)
-        if not preferred:
+        chosen = self.fill_model_combo(self.model_combo, self.model_label)
+        if not chosen:
             self.space = None
             self._set_controls_enabled(False)
-        elif (self.space is None or self.space.name != self.model_combo.currentText()
-              or self._loaded_device != self._device_preference()):
+        elif (self.space is None or self.space.name != chosen
+              or self._loaded_device != self.device_preference()):
             self._model_chosen(self.model_combo.currentIndex())  # new model, or the device preference changed
 
-    def _device_preference(self) -> str:
-        return self.registry.device_preference if self.registry is not None else "cpu"
 
     @Slot(int)
     def _model_chosen(self, index: int) -> None:
@@ -341,7 +328,7 @@ class WordsTab(ModelTab):
             return
         self._set_controls_enabled(False)
         registry = self.registry
-        self._loaded_device = self._device_preference()
+        self._loaded_device = self.device_preference()
         self._run(lambda: load_space_job(registry, entry), self._space_loaded, f"load-{entry.name}")
 
     @Slot(object)
