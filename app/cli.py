@@ -365,21 +365,40 @@ def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) 
 
 
 class EventWriter:
-    """JSON lines for another process to follow a job: {"event": "progress"|"result"|"error"|"cancelled", ...}."""
+    """JSON lines for another process to follow a job: {"event": "progress"|"result"|"error"|"cancelled", ...}.
+
+    Written to a file, the numeric progress values also go to `metrics.csv` beside it in long form
+    (`time,step,name,value`: one row per value), for spreadsheets and pandas.
+    """
 
     def __init__(self, target: str | None) -> None:
         self._file = None
+        self._csv = None
         if target == "-":
             self._file = sys.stdout
         elif target:
             self._file = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            path = Path(target).with_name("metrics.csv")
+            new = not path.exists()
+            self._csv = open(path, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed in close()
+            if new:
+                self._csv.write("time,step,name,value\n")
 
     def write(self, event: dict[str, Any]) -> None:
-        if self._file is not None:
-            import time
+        if self._file is None:
+            return
+        import time
 
-            self._file.write(json.dumps({"time": round(time.time(), 3), **event}, default=str) + "\n")
-            self._file.flush()
+        now = round(time.time(), 3)
+        self._file.write(json.dumps({"time": now, **event}, default=str) + "\n")
+        self._file.flush()
+        if self._csv is not None and event.get("event") == "progress":
+            step = event.get("step", "")
+            for name, value in event.items():
+                if name not in ("event", "step", "total") and isinstance(value, int | float) \
+                        and not isinstance(value, bool):
+                    self._csv.write(f"{now},{step},{name},{value}\n")
+            self._csv.flush()
 
     def tee(self, job: Any) -> Any:  # noqa: ANN401 - a job generator
         try:
@@ -397,6 +416,8 @@ class EventWriter:
     def close(self) -> None:
         if self._file is not None and self._file is not sys.stdout:
             self._file.close()
+        if self._csv is not None:
+            self._csv.close()
 
 
 if __name__ == "__main__":

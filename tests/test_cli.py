@@ -76,6 +76,12 @@ def test_train_events_stream_progress_then_result(tmp_path: Path, monkeypatch) -
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert [e["event"] for e in lines] == ["progress"] * 4 + ["result"]
     assert lines[2]["step"] == 3 and lines[-1]["result"]["metrics"] == {"ap": 0.5}
+    import csv
+
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["step"], r["name"], float(r["value"])) for r in rows] == [
+        ("1", "loss", 1.0), ("2", "loss", 0.5), ("3", "loss", 1 / 3), ("4", "loss", 0.25)]
 
 
 def test_train_error_is_an_event_and_a_message(tmp_path: Path, monkeypatch, capsys) -> None:

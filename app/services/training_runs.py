@@ -5,6 +5,7 @@ A run lives in `<user data dir>/runs/<name>/`:
     run.json            kind, name, data, settings, device, argv, created, status, pid, attempts
     events.jsonl        JSON lines from `earshot train KIND --events` (progress, result|error|cancelled),
                         plus one {"event": "started"} line per launch written here
+    metrics.csv         the numeric progress values in long form (time, step, name, value)
     log.txt             the trainer's stdout and stderr
     model.safetensors   the checkpoint (the trainer's `--out`), its resume state and caches beside it
 
