@@ -1,17 +1,25 @@
 """A FAISS inner-product index over int64 ids that picks exact or approximate search by size.
 
-Up to `exact_limit` vectors the index is exact (`IndexIDMap2` over `IndexFlatIP`); beyond that it becomes an
-HNSW graph (`IndexHNSWFlat`, METRIC_INNER_PRODUCT), which answers in sub-linear time with recall@10 close to 1
-at the efSearch used here. Vectors are expected L2-normalised, so inner product = cosine similarity.
+Three tiers, chosen by the number of vectors N (vectors are expected L2-normalised, so inner product = cosine):
+- N <= `exact_limit` (50k): exact, `IndexIDMap2` over `IndexFlatIP`.
+- N <= `ivf_limit` (300k): an HNSW graph (`IndexIDMap2` over `IndexHNSWFlat`, METRIC_INNER_PRODUCT), sub-linear
+  search with recall@10 close to 1 at the efSearch used here.
+- beyond: IVF-Flat (`IndexIVFFlat`, METRIC_INNER_PRODUCT) with nlist ~ 4*sqrt(N) lists, trained (spherical
+  k-means) on a seeded random sample; `nprobe` lists are scanned per query. It stores ids itself (no IDMap) and
+  keeps a hash-table direct map, so ids can be removed and reconstructed in place.
+A growing index is rebuilt into the next tier when it passes a limit (and an IVF index is retrained when it
+outgrows its lists); a shrinking one moves down when compacted.
 
 The index is a cache: the SQLite catalog is the source of truth and rebuilds it whenever it is missing,
 damaged or out of date. Files are written atomically (temp file + fsync + os.replace) through Python's own
 file I/O (`faiss.serialize_index`), so odd path names work and a crash never leaves half an index behind.
+Files of all three kinds carry their own parameters (HNSW M, IVF nlist/nprobe), so a file loads as written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -20,6 +28,11 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+EXACT, HNSW, IVF = "exact", "hnsw", "ivf"
+_RANK = {EXACT: 0, HNSW: 1, IVF: 2}
+MIN_TRAIN_PER_LIST = 39  # FAISS k-means warns below this many training points per centroid
+TRAIN_PER_LIST = 64  # training sample = 64 points per list: enough for stable centroids, fast on 2 cores
+
 
 @dataclass
 class IndexConfig:
@@ -27,10 +40,38 @@ class IndexConfig:
     hnsw_m: int = 32  # graph degree
     ef_construction: int = 80
     ef_search: int = 128  # raised to 2k for larger k
+    # Above this, IVF-Flat instead of HNSW. An HNSW graph cannot delete (removals are tombstones, and each save
+    # after a removal rebuilds the graph) and builds at ~100k vectors/min on 2 cores (bench: 62 s at 100k, over
+    # 10 min at 1M), while IVF builds 1M in ~30 s (k-means on a sample + one assignment pass) and removes in
+    # place. Up to 300k a graph rebuild stays at a few minutes and needs no training; beyond, IVF.
+    ivf_limit: int = 300_000
+    ivf_nlist: int = 0  # IVF lists; 0 = `ivf_nlist(N)` at build time (and retrain when N outgrows it)
+    ivf_nprobe: int = 0  # lists scanned per query; 0 = `ivf_nprobe(nlist)` (a file keeps the value it was built with)
+    seed: int = 0  # IVF training sample and k-means
 
 
 class IndexFileError(Exception):
     """An index file that cannot be read (missing, damaged, wrong kind)."""
+
+
+def ivf_nlist(n: int) -> int:
+    """4*sqrt(N) lists rounded down to a power of two (2048 at 300k..1M), at least MIN_TRAIN_PER_LIST vectors each.
+
+    FAISS's guideline is 4..16*sqrt(N); rounding down keeps the k-means training and the add pass (both cost
+    ~N*nlist*D) under a minute at 1M on 2 cores (4096 lists took 2.5 min to train), while lists stay short
+    (~500 vectors at 1M).
+    """
+    if n <= 0:
+        return 1
+    nlist = 2 ** int(math.log2(max(1.0, 4 * math.sqrt(n))))
+    cap = 2 ** int(math.log2(max(1, n // MIN_TRAIN_PER_LIST)))
+    return int(max(1, min(nlist, cap, 65_536)))
+
+
+def ivf_nprobe(nlist: int) -> int:
+    """Scan 1/32 of the lists (at least 16): recall@10 >= 0.95 on the search benchmark's clustered data at 1M
+    (bench/bench_search.py measures it), ~3% of the vectors per query."""
+    return int(min(nlist, max(16, nlist // 32)))
 
 
 def _as_ids(ids: np.ndarray | list[int]) -> np.ndarray:
@@ -43,19 +84,24 @@ def _as_vectors(vectors: np.ndarray, dim: int) -> np.ndarray:
 
 
 class VectorIndex:
-    """Exact or HNSW inner-product search over vectors with stable int64 ids."""
+    """Exact, HNSW or IVF inner-product search over vectors with stable int64 ids."""
 
     def __init__(self, dim: int, config: IndexConfig | None = None) -> None:
         self.dim = dim
         self.config = config or IndexConfig()
-        self._hnsw = False
+        self._kind = EXACT
         self._tombstones: set[int] = set()  # removed from an HNSW graph, not yet rebuilt away
-        self.index = self._empty(hnsw=False)
+        self._ivf_ids: np.ndarray | None = None  # cached ids of an IVF index (reading them walks every list)
+        self.index: faiss.Index = self._new_idmap(hnsw=False)
 
     # ------------------------------------------------------------------------------------------- building
 
-    def _empty(self, hnsw: bool) -> faiss.IndexIDMap2:
-        self._hnsw = hnsw
+    def _tier(self, n: int) -> str:
+        if n > self.config.ivf_limit:
+            return IVF
+        return HNSW if n > self.config.exact_limit else EXACT
+
+    def _new_idmap(self, hnsw: bool) -> faiss.IndexIDMap2:
         if hnsw:
             inner = faiss.IndexHNSWFlat(self.dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             inner.hnsw.efConstruction = self.config.ef_construction
@@ -63,33 +109,88 @@ class VectorIndex:
             inner = faiss.IndexFlatIP(self.dim)
         return faiss.IndexIDMap2(inner)
 
+    def _new_ivf(self, vecs: np.ndarray) -> faiss.IndexIVFFlat:
+        """An IVF-Flat index trained on a seeded sample of `vecs` (N, D); empty."""
+        n = len(vecs)
+        nlist = max(1, min(self.config.ivf_nlist or ivf_nlist(n), n))
+        quantizer = faiss.IndexFlatIP(self.dim)
+        ivf = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        quantizer.this.disown()
+        ivf.own_fields = True
+        ivf.cp.spherical = True  # unit vectors: centroids on the sphere, assignment by inner product
+        ivf.cp.niter = 10  # k-means is most of the build time on 2 cores; later iterations barely move centroids
+        ivf.cp.seed = self.config.seed
+        ivf.cp.min_points_per_centroid = min(MIN_TRAIN_PER_LIST, n // nlist)  # tiny (test) indexes: no warning
+        take = min(n, TRAIN_PER_LIST * nlist)
+        sample = np.sort(np.random.default_rng(self.config.seed).choice(n, take, replace=False)) if take < n else None
+        ivf.train(np.ascontiguousarray(vecs[sample]) if sample is not None else vecs)
+        ivf.nprobe = self.config.ivf_nprobe or ivf_nprobe(nlist)
+        ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # remove_ids and reconstruct by id
+        return ivf
+
+    def _fill(self, kind: str, ids: np.ndarray, vecs: np.ndarray) -> None:
+        """Replace the index with a fresh one of `kind` holding (ids, vecs). (N,), (N, D)"""
+        if kind == IVF and not len(ids):
+            kind = EXACT  # nothing to train on
+        self._kind, self._tombstones, self._ivf_ids = kind, set(), None
+        self.index = self._new_ivf(vecs) if kind == IVF else self._new_idmap(hnsw=kind == HNSW)
+        if len(ids):
+            self.index.add_with_ids(vecs, ids)
+
     @classmethod
     def build(cls, dim: int, ids: np.ndarray, vectors: np.ndarray, config: IndexConfig | None = None
               ) -> VectorIndex:
-        """A fresh index over (ids, vectors), exact or HNSW by count."""
+        """A fresh index over (ids, vectors), exact, HNSW or IVF by count."""
         vi = cls(dim, config)
         ids = _as_ids(ids)
-        vi.index = vi._empty(hnsw=len(ids) > vi.config.exact_limit)
-        if len(ids):
-            vi.index.add_with_ids(_as_vectors(vectors, dim), ids)
+        vi._fill(vi._tier(len(ids)), ids, _as_vectors(vectors, dim))
         return vi
 
     @property
     def is_hnsw(self) -> bool:
-        return self._hnsw
+        return self._kind == HNSW
+
+    @property
+    def is_ivf(self) -> bool:
+        return self._kind == IVF
 
     @property
     def kind(self) -> str:
-        return "hnsw" if self._hnsw else "exact"
+        """'exact', 'hnsw' or 'ivf'."""
+        return self._kind
 
     def __len__(self) -> int:
         return int(self.index.ntotal) - len(self._tombstones)
 
     def _raw_ids(self) -> np.ndarray:
-        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        if self._kind != IVF:
+            return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        if self._ivf_ids is None:
+            self._ivf_ids = self._ivf_lists(codes=False)[0]
+        return self._ivf_ids
+
+    def _ivf_lists(self, codes: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """Ids (and vectors) of an IVF index, list by list. (N,), (N, D)"""
+        inv = self.index.invlists
+        ids, vecs = [np.zeros(0, np.int64)], [np.zeros((0, self.dim), np.float32)]
+        for lst in range(inv.nlist):
+            n = inv.list_size(lst)
+            if not n:
+                continue
+            p = inv.get_ids(lst)
+            ids.append(faiss.rev_swig_ptr(p, n).astype(np.int64))
+            inv.release_ids(lst, p)
+            if codes:
+                c = inv.get_codes(lst)
+                vecs.append(faiss.rev_swig_ptr(c, n * inv.code_size).view(np.float32).reshape(n, self.dim).copy())
+                inv.release_codes(lst, c)
+        return np.concatenate(ids), (np.concatenate(vecs) if codes else None)
 
     def _live(self) -> tuple[np.ndarray, np.ndarray]:
         """Ids and vectors that are not tombstoned, in storage order. (N,), (N, D)"""
+        if self._kind == IVF:
+            ids, vecs = self._ivf_lists(codes=True)
+            return ids, (vecs if vecs is not None else np.zeros((0, self.dim), np.float32))
         ids = self._raw_ids()
         vecs = (self.index.index.reconstruct_n(0, len(ids)) if len(ids)
                 else np.zeros((0, self.dim), dtype=np.float32))
@@ -103,7 +204,7 @@ class VectorIndex:
         ids = self._raw_ids()
         if self._tombstones:
             ids = ids[~np.isin(ids, np.fromiter(self._tombstones, np.int64))]
-        return ids
+        return ids.copy() if ids is self._ivf_ids else ids
 
     def vectors(self) -> np.ndarray:
         """All live vectors, in the order of `ids()`. (N, D)"""
@@ -115,36 +216,48 @@ class VectorIndex:
             return
         if self._tombstones & set(ids.tolist()):
             self.compact()  # an id coming back: drop its dead copy first
+        if self._kind == IVF:
+            self.index.remove_ids(faiss.IDSelectorArray(ids))  # the hash map keeps one entry per id: replace
+            self._ivf_ids = None
         self.index.add_with_ids(_as_vectors(vectors, self.dim), ids)
-        if not self._hnsw and len(self) > self.config.exact_limit:
-            self._rebuild(hnsw=True)
+        tier = self._tier(len(self))
+        if _RANK[tier] > _RANK[self._kind] or (self._kind == IVF and self._outgrown()):
+            self._rebuild(tier)
+
+    def _outgrown(self) -> bool:
+        """An auto-sized IVF index that N has outgrown: the sizing rule now gives 4x its lists (N grew 4-16x
+        since training, 2-4x where the size cap applied). The slack avoids retraining soon after a build."""
+        return not self.config.ivf_nlist and ivf_nlist(len(self)) >= 4 * self.index.nlist
 
     def remove(self, ids: np.ndarray | list[int]) -> int:
         """Remove ids (absent ones are ignored); returns how many went.
 
-        The exact index deletes at once. An HNSW graph cannot delete, so its ids are tombstoned (searches skip
-        them) and the graph is rebuilt by `compact()`, which `save()` calls.
+        The exact and IVF indexes delete at once. An HNSW graph cannot delete, so its ids are tombstoned
+        (searches skip them) and the graph is rebuilt by `compact()`, which `save()` calls.
         """
         ids = _as_ids(ids)
         if not len(ids) or not len(self):
             return 0
-        if not self._hnsw:
+        if self._kind == EXACT:
             return int(self.index.remove_ids(faiss.IDSelectorBatch(ids)))
+        if self._kind == IVF:
+            self._ivf_ids = None
+            return int(self.index.remove_ids(faiss.IDSelectorArray(np.unique(ids))))
         present = set(np.intersect1d(self._raw_ids(), ids).tolist()) - self._tombstones
         self._tombstones |= present
         return len(present)
 
     def compact(self) -> None:
-        """Rebuild without tombstoned vectors (HNSW); the type follows the size."""
+        """Rebuild without tombstoned vectors (HNSW), or move an IVF index that shrank below half its limit down
+        a tier (the gap avoids rebuilds back and forth at the boundary); the type follows the size."""
         if self._tombstones:
-            self._rebuild(hnsw=len(self) > self.config.exact_limit)
+            self._rebuild(self._tier(len(self)))
+        elif self._kind == IVF and len(self) <= self.config.ivf_limit // 2:
+            self._rebuild(self._tier(len(self)))
 
-    def _rebuild(self, hnsw: bool) -> None:
+    def _rebuild(self, kind: str) -> None:
         ids, vecs = self._live()
-        self.index = self._empty(hnsw=hnsw)
-        self._tombstones = set()
-        if len(ids):
-            self.index.add_with_ids(np.ascontiguousarray(vecs), ids)
+        self._fill(kind, ids, np.ascontiguousarray(vecs))
 
     # ------------------------------------------------------------------------------------------ searching
 
@@ -152,8 +265,8 @@ class VectorIndex:
                ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, ids) per query, best first; empty slots have id -1 and score -inf. (Q, k), (Q, k)
 
-        `allowed` restricts the result to those ids: the exact index applies it as a selector; an HNSW graph,
-        which may miss selected ids, searches the allowed vectors exhaustively while they are few.
+        `allowed` restricts the result to those ids: the exact index applies it as a selector; an HNSW or IVF
+        index, which may miss selected ids, searches the allowed vectors exhaustively while they are few.
         """
         q = _as_vectors(queries, self.dim)  # (Q, D)
         k = max(k, 0)
@@ -161,15 +274,18 @@ class VectorIndex:
             return np.full((len(q), k), -np.inf, np.float32), -np.ones((len(q), k), np.int64)
         if allowed is not None:
             allowed = _as_ids(allowed)
-            if self._hnsw and len(allowed) <= self.config.exact_limit:
+            if self._kind != EXACT and len(allowed) <= self.config.exact_limit:
                 return self._search_subset(q, k, allowed)
         fetch = k + len(self._tombstones)  # dead ids may take slots
         sel = faiss.IDSelectorBatch(allowed) if allowed is not None else None
-        if self._hnsw:
+        if self._kind == HNSW:
             params = faiss.SearchParametersHNSW(efSearch=max(self.config.ef_search, 2 * fetch))
             if sel is not None:
                 params.sel = sel
             scores, ids = self.index.search(q, fetch, params=params)
+        elif self._kind == IVF:
+            pool = len(self) if allowed is None else max(1, min(len(allowed), len(self)))
+            scores, ids = self.index.search(q, fetch, params=self._ivf_params(fetch, pool, sel))
         elif sel is not None:
             scores, ids = self.index.search(q, fetch, params=faiss.SearchParameters(sel=sel))
         else:
@@ -182,6 +298,17 @@ class VectorIndex:
             order = np.argsort(-scores, axis=1, kind="stable")  # live hits first, still best first
             ids, scores = np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1)
         return scores[:, :k], ids[:, :k]
+
+    def _ivf_params(self, fetch: int, pool: int, sel: faiss.IDSelector | None) -> faiss.SearchParametersIVF:
+        """nprobe for this query: the index's nprobe, scaled up so that a filter (`pool` of N ids allowed) still
+        scans as many candidates as an unfiltered search, and so that the scanned lists hold >= 4*fetch
+        candidates in expectation (large k, or a small index with many lists)."""
+        nlist, n = self.index.nlist, len(self)
+        nprobe = max(math.ceil(self.index.nprobe * n / pool), math.ceil(4 * fetch * nlist / pool))
+        params = faiss.SearchParametersIVF(nprobe=min(nlist, nprobe))
+        if sel is not None:
+            params.sel = sel
+        return params
 
     def _search_subset(self, q: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         present = np.intersect1d(allowed, self.ids())  # sorted, unique
@@ -228,13 +355,30 @@ class VectorIndex:
             index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
         except Exception as e:  # faiss raises RuntimeError on any damage
             raise IndexFileError(f"{path}: damaged index file ({str(e).splitlines()[0][:200]})") from None
-        if not isinstance(index, faiss.IndexIDMap2) or index.d != dim:
-            raise IndexFileError(f"{path}: not an index of {dim}-d vectors with ids")
-        inner = faiss.downcast_index(index.index)
-        if not isinstance(inner, faiss.IndexFlatIP | faiss.IndexHNSWFlat):
-            raise IndexFileError(f"{path}: unexpected index type {type(inner).__name__}")
-        if inner.metric_type != faiss.METRIC_INNER_PRODUCT:
-            raise IndexFileError(f"{path}: index does not use inner product")
         vi = cls(dim, config)
-        vi.index, vi._hnsw = index, isinstance(inner, faiss.IndexHNSWFlat)
+        vi.index, vi._kind = index, _check_kind(index, dim, path)
+        if vi._kind == IVF:
+            if vi.index.direct_map.type != faiss.DirectMap.Hashtable:
+                vi.index.set_direct_map_type(faiss.DirectMap.Hashtable)
+            if vi.config.ivf_nprobe:  # an explicit setting overrides the file's
+                vi.index.nprobe = vi.config.ivf_nprobe
         return vi
+
+
+def _check_kind(index: faiss.Index, dim: int, path: Path) -> str:
+    """The tier of a deserialised index; IndexFileError for anything VectorIndex does not write."""
+    if type(index) is faiss.IndexIVFFlat:
+        quantizer = faiss.downcast_index(index.quantizer)
+        if index.d != dim or not index.is_trained or type(quantizer) is not faiss.IndexFlatIP or quantizer.d != dim:
+            raise IndexFileError(f"{path}: not a trained IVF index of {dim}-d vectors")
+        if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise IndexFileError(f"{path}: index does not use inner product")
+        return IVF
+    if not isinstance(index, faiss.IndexIDMap2) or index.d != dim:
+        raise IndexFileError(f"{path}: not an index of {dim}-d vectors with ids")
+    inner = faiss.downcast_index(index.index)
+    if not isinstance(inner, faiss.IndexFlatIP | faiss.IndexHNSWFlat):
+        raise IndexFileError(f"{path}: unexpected index type {type(inner).__name__}")
+    if inner.metric_type != faiss.METRIC_INNER_PRODUCT:
+        raise IndexFileError(f"{path}: index does not use inner product")
+    return HNSW if isinstance(inner, faiss.IndexHNSWFlat) else EXACT
