@@ -117,6 +117,7 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    listen_for_interrupt()
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler: Handler = getattr(args, "handler", cmd_gui)
@@ -134,6 +135,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, LookupError) as e:  # user-facing problems: a message, not a traceback
         print(f"earshot: error: {e}", file=sys.stderr)
         return 2
+
+
+def listen_for_interrupt() -> None:
+    """SIGINT is how Ctrl-C and the Train tab's Cancel stop a job cleanly. A shell starts background jobs with
+    SIGINT ignored, and Python then never raises KeyboardInterrupt: take the signal back in that case."""
+    import signal
+
+    if threading_is_main() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def threading_is_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

@@ -91,3 +91,32 @@ def test_train_error_is_an_event_and_a_message(tmp_path: Path, monkeypatch, caps
     last = json.loads(events.read_text().splitlines()[-1])
     assert last["event"] == "error" and "no words.csv" in last["message"]
     assert "earshot: error: data folder has no words.csv" in capsys.readouterr().err
+
+
+def test_an_ignored_sigint_is_taken_back_so_cancel_works(tmp_path: Path) -> None:
+    """Started from a shell's background job, a trainer inherits SIGINT ignored; Cancel (SIGINT) must still work."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import signal, sys, time\n"
+        "from app.cli import listen_for_interrupt\n"
+        "listen_for_interrupt()\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "    sys.exit(130)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                            cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and "interrupted" in out
