@@ -935,20 +935,6 @@ class SearchTab(ModelTab):
             self.index_runner = None
             self._set_indexing_controls(running=False)
 
-    def busy(self) -> bool:
-        return any(r.is_running() for r in self.runners)
-
-    @Slot(str)
-    def status(self, message: str) -> None:
-        self.status_label.setStyleSheet("")
-        self.status_label.setText(message)
-        self.status_changed.emit(message)
-
-    @Slot(str)
-    def error(self, message: str) -> None:
-        self.status_label.setStyleSheet("color: #c0392b;")
-        self.status_label.setText(message)
-        self.status_changed.emit(message)
 
     # ------------------------------------------------------------------------------------------ shutdown
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QComboBox, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus
 from app.services.registry import ModelEntry, ModelRegistry
@@ -18,6 +20,8 @@ class ModelTab(QWidget):
     purpose: str = ""
     status_changed = Signal(str)
     models_loaded = Signal()  # emit after loading a model so the status bar can say so
+    status_label: QLabel  # set by subclasses that use status()/error()
+    runners: list[Any]  # the tab's JobRunners, for busy()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -59,6 +63,22 @@ class ModelTab(QWidget):
         combo.setVisible(several)
         label.setVisible(several)
         return combo.currentText()
+
+    # subclasses that use these have a `status_label` (QLabel) and a `runners` list (JobRunner)
+    def busy(self) -> bool:
+        return any(r.is_running() for r in self.runners)
+
+    @Slot(str)
+    def status(self, message: str) -> None:
+        self.status_label.setStyleSheet("")
+        self.status_label.setText(message)
+        self.status_changed.emit(message)
+
+    @Slot(str)
+    def error(self, message: str) -> None:
+        self.status_label.setStyleSheet("color: #c0392b;")
+        self.status_label.setText(message)
+        self.status_changed.emit(message)
 
     def device_preference(self) -> str:
         return self.registry.device_preference if self.registry is not None else "cpu"
