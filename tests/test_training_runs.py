@@ -223,3 +223,14 @@ def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None
     model, ckpt = load_model(target, kind="words")
     assert ckpt.kind == "words" and ckpt.training["epochs"] >= 1
     assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_staged_losses_are_separate_curves(tmp_path: Path) -> None:
+    run = tr.Run.__new__(tr.Run)  # only the event bookkeeping is exercised
+    run.events = []
+    for step, stage, loss in ((1, "vqvae", 1.0), (2, "vqvae", 0.8), (3, "inverter", 35.0), (4, "inverter", 30.0)):
+        run.events.append({"event": "progress", "step": step, "stage": stage, "loss": loss, "perplexity": 9.0})
+    curves = run.curves()
+    assert curves["loss (vqvae)"] == ([1.0, 2.0], [1.0, 0.8])
+    assert curves["loss (inverter)"] == ([3.0, 4.0], [35.0, 30.0])
+    assert "loss" not in curves and len(curves["perplexity"][0]) == 4

@@ -496,14 +496,21 @@ class Run:
             return ""
 
     def curves(self) -> dict[str, tuple[list[float], list[float]]]:
-        """Series to plot: 'loss' and every numeric metric in the progress events, against the step."""
+        """Series to plot: the loss and every numeric metric in the progress events, against the step.
+
+        A trainer with stages (units: VQ-VAE, then inverter) gets one loss series per stage, 'loss (stage)':
+        their losses are different quantities on different scales.
+        """
         out: dict[str, tuple[list[float], list[float]]] = {}
         for e in self.events:
             if e.get("event") != "progress" or not isinstance(e.get("step"), int | float):
                 continue
+            stage = e.get("stage") if isinstance(e.get("stage"), str) else None
             for key, value in e.items():
                 if key in _NOT_METRICS and key != "loss":
                     continue
+                if key == "loss" and stage:
+                    key = f"loss ({stage})"
                 if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
                     xs, ys = out.setdefault(key, ([], []))
                     xs.append(float(e["step"]))

@@ -516,18 +516,21 @@ class TrainTab(QWidget):
         shown = [(self.run, True)] if self.run is not None else []
         shown += [(r, False) for n, r in self._compare.items() if self.run is None or n != self.run.name]
         colour = 0
+        losses: list[float] = []
         for run, main in shown:
             curves = run.curves()
             for key, (xs, ys) in curves.items():
-                plot = self.loss_plot if key == "loss" else self.metric_plot
+                is_loss = key.startswith("loss")
+                plot = self.loss_plot if is_loss else self.metric_plot
                 pen = pg.mkPen(COLOURS[colour % len(COLOURS)], width=2 if main else 1,
                                style=Qt.PenStyle.SolidLine if main else Qt.PenStyle.DashLine)
                 label = key if main else f"{run.name}: {key}"
                 plot.plot(xs, ys, pen=pen, name=label)
-                if key != "loss" or not main:
-                    colour += 1
-            if main and "loss" in curves:
+                losses += ys if is_loss else []
                 colour += 1
+        # losses of different stages or runs can differ by orders of magnitude: a log axis keeps all readable
+        spread = bool(losses) and min(losses) > 0 and max(losses) / min(losses) > 30
+        self.loss_plot.setLogMode(y=spread)
 
     # --------------------------------------------------------------------------------------- state
 
