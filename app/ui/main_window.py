@@ -58,9 +58,9 @@ class MainWindow(QMainWindow):
         for tab in self.model_tabs():
             tab.set_registry(self.registry)
             tab.models_loaded.connect(self.update_models_label)
-            tab.status_changed.connect(lambda msg: self.statusBar().showMessage(msg, 8000))
+            tab.status_changed.connect(self.flash)
         self.train_tab.set_registry(self.registry)
-        self.train_tab.status_changed.connect(lambda msg: self.statusBar().showMessage(msg, 8000))
+        self.train_tab.status_changed.connect(self.flash)
         # a model finished in the Train tab is listed (and selectable) in its own tab at once
         self.train_tab.model_registered.connect(lambda _name: self.refresh_environment())
         self._build_menus()
@@ -115,6 +115,16 @@ class MainWindow(QMainWindow):
         for label in (self.device_label, self.models_label, self.audio_label):
             label.setContentsMargins(8, 0, 8, 0)
             bar.addPermanentWidget(label)
+
+    @Slot(str)
+    def flash(self, message: str, timeout_ms: int = 8000) -> None:
+        """A passing message in the status bar, cut to the room left of the device/models/audio labels (a long
+        one would otherwise run underneath them); the full text is in the tab itself."""
+        bar = self.statusBar()
+        room = bar.width() - sum(w.sizeHint().width() for w in (self.device_label, self.models_label,
+                                                                 self.audio_label)) - 32
+        text = bar.fontMetrics().elidedText(message.replace("\n", " "), Qt.TextElideMode.ElideRight, max(room, 80))
+        bar.showMessage(text, timeout_ms)
 
     # ------------------------------------------------------------------------------------------- actions
 

@@ -144,3 +144,11 @@ raise SystemExit(mw.run_gui())
                          cwd=Path(__file__).resolve().parents[2])
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Destroyed while thread" not in run.stderr
+
+
+def test_long_status_messages_are_cut_to_fit_beside_the_labels(window: MainWindow) -> None:
+    window.flash("word " * 400)
+    shown = window.statusBar().currentMessage()
+    assert shown.endswith("…") and len(shown) < 400
+    window.flash("short")
+    assert window.statusBar().currentMessage() == "short"
