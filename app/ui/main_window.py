@@ -121,7 +121,7 @@ class MainWindow(QMainWindow):
         """A passing message in the status bar, cut to the room left of the device/models/audio labels (a long
         one would otherwise run underneath them); the full text is in the tab itself."""
         bar = self.statusBar()
-        room = bar.width() - sum(w.sizeHint().width() for w in (self.device_label, self.models_label,
+        room = max(bar.width(), self.width()) - sum(w.sizeHint().width() for w in (self.device_label, self.models_label,
                                                                  self.audio_label)) - 32
         text = bar.fontMetrics().elidedText(message.replace("\n", " "), Qt.TextElideMode.ElideRight, max(room, 80))
         bar.showMessage(text, timeout_ms)

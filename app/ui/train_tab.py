@@ -531,6 +531,7 @@ class TrainTab(QWidget):
         # losses of different stages or runs can differ by orders of magnitude: a log axis keeps all readable
         spread = bool(losses) and min(losses) > 0 and max(losses) / min(losses) > 30
         self.loss_plot.setLogMode(y=spread)
+        self.loss_plot.getAxis("left").setStyle(maxTextLevel=0 if spread else 2)  # log: label decades only
 
     # --------------------------------------------------------------------------------------- state
 
