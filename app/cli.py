@@ -141,15 +141,11 @@ def listen_for_interrupt() -> None:
     """SIGINT is how Ctrl-C and the Train tab's Cancel stop a job cleanly. A shell starts background jobs with
     SIGINT ignored, and Python then never raises KeyboardInterrupt: take the signal back in that case."""
     import signal
-
-    if threading_is_main() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def threading_is_main() -> bool:
     import threading
 
-    return threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    if main_thread and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

@@ -175,6 +175,12 @@ def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, torch.
 # --------------------------------------------------------------------------------------------- reading
 
 
+def safetensors_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The `__metadata__` strings of any safetensors file (resume states, caches), header checked, weights
+    not read; CheckpointError names the damage."""
+    return read_header(path).get("__metadata__") or {}
+
+
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse and validate the safetensors header without reading the weights.
 

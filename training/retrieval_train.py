@@ -60,6 +60,7 @@ from training.checkpoints import (
     config_to_dict,
     load_foreign_state_dict,
     load_model,
+    safetensors_metadata,
     save_checkpoint,
     write_safetensors,
 )
@@ -213,10 +214,7 @@ def load_mels(items: Sequence[CaptionItem], frontend_config: PasstMelConfig, cac
 
 
 def load_meta(path: Path) -> dict[str, str]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return f.metadata() or {}
+    return safetensors_metadata(path)
 
 
 def compute_text_features(model: RetrievalModel, texts: Sequence[str], batch: int = 64) -> torch.Tensor:

@@ -59,7 +59,13 @@ from models.phonemes import (
     parse_phoneme_string,
 )
 from training import distributed as ddp
-from training.checkpoints import CheckpointError, load_model, save_checkpoint, write_safetensors
+from training.checkpoints import (
+    CheckpointError,
+    load_model,
+    safetensors_metadata,
+    save_checkpoint,
+    write_safetensors,
+)
 from training.device import resolve_device
 from training.metrics import cross_view_ap, dtw_pairwise_ap, word_discrimination_ap
 
@@ -491,12 +497,10 @@ def save_resume_state(
 
 
 def _read_metadata(path: Path) -> dict[str, str]:
-    """The `__metadata__` strings of a safetensors file."""
+    """The `__metadata__` strings of a resume state."""
     try:
-        with open(path, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            return json.loads(f.read(n)).get("__metadata__") or {}
-    except (OSError, ValueError) as e:
+        return safetensors_metadata(path)
+    except CheckpointError as e:
         raise CheckpointError(f"{path.name}: not a readable resume state ({e})") from e
 
 

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from app.services.audio import AudioError, audio_info
@@ -42,6 +41,7 @@ from app.services.library import (
     scan_folder,
 )
 from training import distributed as ddp
+from training.checkpoints import CheckpointError, safetensors_metadata
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -87,12 +87,9 @@ def read_plan(folder: Path) -> tuple[str, list[ScannedFile]]:
     return plan["id"], [ScannedFile(*row) for row in plan["files"]]
 
 
-def _part_entries(path: Path) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="np") as f:
-        entries = json.loads((f.metadata() or {})["entries"])
-    return entries, load_file(str(path))
+def _entries(path: Path) -> list[dict[str, Any]]:
+    """The file records of a part (its metadata); the vectors are not read."""
+    return json.loads(safetensors_metadata(path)["entries"])
 
 
 def done_in_parts(folder: Path, rank: int) -> set[str]:
@@ -100,8 +97,8 @@ def done_in_parts(folder: Path, rank: int) -> set[str]:
     done: set[str] = set()
     for part in sorted(folder.glob(f"part-{rank:04d}-*.safetensors")):
         try:
-            done |= {e["rel"] for e in _part_entries(part)[0]}
-        except (OSError, ValueError, KeyError, SafetensorError):
+            done |= {e["rel"] for e in _entries(part)}
+        except (OSError, ValueError, KeyError, CheckpointError):
             part.unlink(missing_ok=True)  # a torn part: its files are embedded again
     return done
 
@@ -156,7 +153,7 @@ def merge_parts(lib: Library, folder: Path, model_id: str) -> Job:
     parts = sorted(folder.glob("part-*.safetensors"))
     merged = 0
     for k, part in enumerate(parts):
-        entries, arrays = _part_entries(part)
+        entries, arrays = _entries(part), load_file(str(part))
         for j, e in enumerate(entries):
             try:
                 st = os.stat(e["path"])
