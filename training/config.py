@@ -247,11 +247,13 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> list[SettingSpe
         if spec.type == "bool":
             parser.add_argument(spec.flag, action=argparse.BooleanOptionalAction, **common)
         elif spec.type == "list":
-            parser.add_argument(spec.flag, action="append", metavar=spec.name.upper(), **common)
+            parser.add_argument(spec.flag, action="append", metavar=spec.flag[2:].replace("-", "_").upper(),
+                                **common)  # one value per use: --exclude-speaker A --exclude-speaker B
         elif spec.type == "choice":
             parser.add_argument(spec.flag, choices=spec.choices, **common)
         else:
-            parser.add_argument(spec.flag, type=_parser_for(spec), metavar=spec.type.upper(), **common)
+            metavar = {"int": "INT", "float": "FLOAT"}.get(spec.type, "TEXT")
+            parser.add_argument(spec.flag, type=_parser_for(spec), metavar=metavar, **common)
     return specs
 
 
