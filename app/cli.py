@@ -17,41 +17,47 @@ from app import __version__
 
 Handler = Callable[[argparse.Namespace], int]
 
-# kind -> module in training/ with add_train_arguments(p), train(args) -> Job[dict],
-# add_eval_arguments(p) and evaluate(args) -> Job[dict]; imported only when that kind is invoked
-TASKS = {
-    "retrieval": ("training.retrieval_train", "text-to-audio retrieval (PaSST + text encoder)"),
-    "units": ("training.units_train", "speech units (Transformer VQ-VAE + codebook inverter)"),
-    "words": ("training.words_train", "multi-view acoustic word embeddings"),
-}
+
+def _trainer_override(argv: Sequence[str]) -> str | None:
+    """`--trainer-module MODULE` (tests, plug-ins): train/evaluate with MODULE instead of the kind's trainer."""
+    for i, arg in enumerate(argv):
+        if arg == "--trainer-module" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--trainer-module="):
+            return arg.split("=", 1)[1]
+    return None
 
 
-def _task_module(kind: str) -> Any:  # noqa: ANN401 - a module
-    import importlib
-    import importlib.util
+def _task_module(kind: str, trainer: str | None = None) -> Any:  # noqa: ANN401 - a module
+    from training import kinds
 
-    name = TASKS[kind][0]
-    if importlib.util.find_spec(name) is None:
-        raise LookupError(f"training and evaluation of {kind} models are not available in this version of Earshot")
-    return importlib.import_module(name)
+    return kinds.get(kind, trainer).trainer_module()
+
+
+def _module_for(kind: str, trainer: str | None) -> Any:  # noqa: ANN401 - a module
+    """The trainer module of `kind`; tests replace `_task_module(kind)` for the plain case."""
+    return _task_module(kind) if trainer is None else _task_module(kind, trainer)
 
 
 def _add_task_parsers(sub: Any, verb: str, argv: Sequence[str]) -> None:  # noqa: ANN401 - argparse internals
+    from training import kinds  # the table only: no trainer (and no torch) is imported for other commands
+
     what = "train a model" if verb == "train" else "evaluate model checkpoint(s)"
-    parser = sub.add_parser(verb, help=f"{what}: {', '.join(TASKS)}")
-    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
-    for kind, (_, description) in TASKS.items():
-        p = kinds.add_parser(kind, help=description, description=f"{what}: {description}")
+    parser = sub.add_parser(verb, help=f"{what}: {', '.join(kinds.NAMES)}")
+    sub_kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind in kinds.KINDS.values():
+        p = sub_kinds.add_parser(kind.name, help=kind.label, description=f"{what}: {kind.label}")
         p.set_defaults(handler=cmd_train if verb == "train" else cmd_eval)
         p.add_argument("--events", metavar="PATH", default=None,
                        help="also write JSON lines (progress events, then the result or the error) to PATH, "
                             "or '-' for standard output; the Train tab reads these")
-        # arguments come from the task module; import it only when this kind is the one invoked
-        if len(argv) >= 2 and argv[0] == verb and argv[1] == kind:
+        p.add_argument("--trainer-module", metavar="MODULE", default=None, help=argparse.SUPPRESS)
+        # arguments come from the trainer module; import it only when this kind is the one invoked
+        if len(argv) >= 2 and argv[0] == verb and argv[1] == kind.name:
             try:
-                module = _task_module(kind)
-            except LookupError:
-                continue
+                module = _module_for(kind.name, _trainer_override(argv))
+            except kinds.KindError:
+                continue  # the handler reports it
             (module.add_train_arguments if verb == "train" else module.add_eval_arguments)(p)
 
 
@@ -345,17 +351,18 @@ def _print_result(result: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    module = _task_module(args.kind)
+    module = _module_for(args.kind, args.trainer_module)
     return _run_task(args, lambda: module.train(args), f"train {args.kind}")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    module = _task_module(args.kind)
+    module = _module_for(args.kind, args.trainer_module)
     return _run_task(args, lambda: module.evaluate(args), f"eval {args.kind}")
 
 
 def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) -> int:
     from app.services.jobs import JobCancelled, run_in_terminal
+    from training.events import EventWriter
 
     # under torchrun only rank 0 reports; the other processes train silently beside it
     main_rank = int(os.environ.get("RANK", "0")) == 0
@@ -364,72 +371,16 @@ def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) 
     try:
         result = run_in_terminal(events.tee(make_job()), desc=desc, disable=True if quiet else None)
     except JobCancelled:
-        events.write({"event": "cancelled"})
+        events.cancelled()
         raise
     except Exception as e:
-        events.write({"event": "error", "message": str(e) or type(e).__name__, "type": type(e).__name__})
+        events.error(e)
         raise
     finally:
         events.close()
     if args.events != "-" and main_rank:
         _print_result(result, getattr(args, "json", False))
     return 0
-
-
-class EventWriter:
-    """JSON lines for another process to follow a job: {"event": "progress"|"result"|"error"|"cancelled", ...}.
-
-    Written to a file, the numeric progress values also go to `metrics.csv` beside it in long form
-    (`time,step,name,value`: one row per value), for spreadsheets and pandas.
-    """
-
-    def __init__(self, target: str | None) -> None:
-        self._file = None
-        self._csv = None
-        if target == "-":
-            self._file = sys.stdout
-        elif target:
-            self._file = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-            path = Path(target).with_name("metrics.csv")
-            new = not path.exists()
-            self._csv = open(path, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed in close()
-            if new:
-                self._csv.write("time,step,name,value\n")
-
-    def write(self, event: dict[str, Any]) -> None:
-        if self._file is None:
-            return
-        import time
-
-        now = round(time.time(), 3)
-        self._file.write(json.dumps({"time": now, **event}, default=str) + "\n")
-        self._file.flush()
-        if self._csv is not None and event.get("event") == "progress":
-            step = event.get("step", "")
-            for name, value in event.items():
-                if name not in ("event", "step", "total") and isinstance(value, int | float) \
-                        and not isinstance(value, bool):
-                    self._csv.write(f"{now},{step},{name},{value}\n")
-            self._csv.flush()
-
-    def tee(self, job: Any) -> Any:  # noqa: ANN401 - a job generator
-        try:
-            while True:
-                try:
-                    progress = next(job)
-                except StopIteration as stop:
-                    self.write({"event": "result", "result": stop.value})
-                    return stop.value
-                self.write({"event": "progress", **progress})
-                yield progress
-        finally:
-            job.close()
-
-    def close(self) -> None:
-        if self._file is not None and self._file is not sys.stdout:
-            self._file.close()
-        if self._csv is not None:
-            self._csv.close()
 
 
 if __name__ == "__main__":

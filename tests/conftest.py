@@ -66,16 +66,22 @@ def _process_qt_events() -> None:
             QCoreApplication.processEvents()
 
 
-@pytest.fixture
+# The data at ../shared/data is reached ONLY through these fixtures (session-scoped, so module-scoped fixtures
+# can use them too); without it the tests that need it skip with the path they looked at.
+
+
+@pytest.fixture(scope="session")
 def fsdd() -> Path:
+    """The Free Spoken Digit Dataset (metadata.csv: path, word, speaker, split, index)."""
     path = SHARED_DATA / "fsdd"
     if not (path / "metadata.csv").is_file():
         pytest.skip(f"FSDD not found at {path}")
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def sfx() -> Path:
+    """1,403 sound effects with captions.csv (path, caption, split, source_file)."""
     path = SHARED_DATA / "sfx"
     if not (path / "captions.csv").is_file():
         pytest.skip(f"sfx corpus not found at {path}")

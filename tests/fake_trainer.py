@@ -1,4 +1,4 @@
-"""A trainer module with the TASKS interface and no torch, for fast tests of the run plumbing.
+"""A trainer module with the training/kinds.py interface and no torch, for fast tests of the run plumbing.
 
 It "trains" for `--steps` steps of `--step-seconds` each, writes a real (tiny) words checkpoint with
 safetensors after every `--save-every` steps and a resume state, honours `--resume`, and can crash.
@@ -10,44 +10,42 @@ import argparse
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from training.config import add_arguments, config_from_args, setting
+
 
 @dataclass
 class FakeTrainConfig:
-    steps: int = 20  # steps to run
-    step_seconds: float = 0.05  # sleep per step
-    lr: float = 0.1  # shown in the form
-    batch_size: int = field(default=4, metadata={"min": 2, "max": 64})
-    save_every: int = 5
-    optimizer: str = "adam"
-    fail_at: int = 0  # raise an error at this step (0: never)
-    hidden: float = 1.0  # a field with no flag
+    steps: int = setting(20, help="steps to run", low=1)
+    step_seconds: float = setting(0.05, help="sleep per step", low=0)
+    lr: float = setting(0.1, help="shown in the form", low=0, low_exclusive=True)
+    batch_size: int = setting(4, help="items per step", low=2, high=64)
+    save_every: int = setting(5, help="steps between checkpoints", low=1)
+    optimizer: str = setting("adam", help="optimizer", choices=("adam", "sgd"))
+    fail_at: int = setting(0, help="raise an error at this step (0: never)", low=0)
+    max_minutes: float | None = setting(None, help="wall-clock budget", low=0, low_exclusive=True)
+    device: str = setting("auto", help="auto, cpu, cuda, mps")
+    hidden: float = 1.0  # a plain field: not a setting, no flag
 
     def __post_init__(self) -> None:
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
+        if self.step_seconds > 10:
+            raise ValueError("step_seconds above 10 would make the tests crawl")
+
+
+TRAIN_SETTINGS = (FakeTrainConfig,)  # a replacement trainer names the dataclasses that hold its settings
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    d = FakeTrainConfig()
     p.add_argument("--data", action="append", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, default=d.steps, help="number of steps")
-    p.add_argument("--step-seconds", type=float, default=d.step_seconds)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--save-every", type=int, default=d.save_every)
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer)
-    p.add_argument("--fail-at", type=int, default=0)
-    p.add_argument("--max-minutes", type=float, default=None)
-    p.add_argument("--device", default="auto")
     p.add_argument("--resume", action="store_true")
+    add_arguments(p, FakeTrainConfig)
 
 
 def save(out: Path, step: int) -> None:
@@ -59,6 +57,7 @@ def save(out: Path, step: int) -> None:
 
 
 def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a job
+    args = argparse.Namespace(**{**vars(args), **vars(config_from_args(FakeTrainConfig, args))})
     out = Path(args.out)
     start = 0
     if args.resume and out.is_file():

@@ -60,3 +60,110 @@ def test_the_checker_catches_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from PySide6.QtCore import QObject\nimport app.workers\nfrom . import sibling\n")
     assert imported_modules(bad) == {"PySide6", "app"}
+
+
+# ------------------------------------------------------------------------------------------------ import cycles
+
+PACKAGES = ("app", "models", "training")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING")
+
+
+def _imports(path: Path, package: str) -> list[tuple[str, list[str]]]:
+    """(module, names) per import statement in `path`, lazy ones inside functions included (they run too);
+    relative imports resolved against `package`; `if TYPE_CHECKING:` blocks left out (they never run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[tuple[str, list[str]]] = []
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking_only(node):
+            return
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            found.append((base, [alias.name for alias in node.names]))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports (statically, through ast; nothing is executed)."""
+    files = {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for module, names in _imports(path, package):
+            targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in files] or [module]
+            for target in targets:
+                while target and target not in files:  # `import a.b.c` where a.b.c is a name: its module
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search with colours)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := dfs(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := dfs(start)):
+            return cycle
+    return None
+
+
+def test_no_import_cycles_among_app_models_training() -> None:
+    graph = import_graph()
+    assert "app.services.training_runs" in graph["app.ui.train_tab"]  # the graph sees `from pkg import module`
+    assert "app.ui.main_window" in graph["app.cli"]  # and imports inside functions (they run when called)
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_catches_a_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "app"
+    (pkg / "ui").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ui" / "__init__.py").write_text("")
+    (pkg / "cli.py").write_text("def gui():\n    from app.ui.window import run\n")
+    (pkg / "ui" / "window.py").write_text("from . import tab\n")
+    (pkg / "ui" / "tab.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import app.cli\n")
+    graph = import_graph(tmp_path, ("app",))
+    assert find_cycle(graph) is None  # type-only imports never run
+    (pkg / "ui" / "tab.py").write_text("from app.cli import gui\n")
+    assert find_cycle(import_graph(tmp_path, ("app",))) == ["app.cli", "app.ui.window", "app.ui.tab", "app.cli"]
+
+
+@pytest.mark.parametrize("name", ["kinds.py", "events.py", "config.py"])
+def test_the_kinds_table_events_and_settings_are_cheap_to_import(name: str) -> None:
+    """The CLI reads them for every command and the run service in the GUI: no torch, numpy or Qt."""
+    heavy = imported_modules(ROOT / "training" / name) & {"torch", "torchaudio", "numpy", "models", "PySide6"}
+    assert not heavy, f"training/{name} imports {sorted(heavy)}"

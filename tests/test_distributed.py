@@ -91,12 +91,9 @@ def max_weight_difference(a: Path, b: Path, skip: tuple[str, ...] = ()) -> float
 
 
 @pytest.fixture(scope="module")
-def fsdd_words(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def fsdd_words(tmp_path_factory: pytest.TempPathFactory, fsdd: Path) -> Path:
     from test_words_train import write_subset
 
-    fsdd = ROOT.parent / "shared" / "data" / "fsdd"
-    if not (fsdd / "metadata.csv").is_file():
-        pytest.skip("FSDD not available")
     return write_subset(fsdd, tmp_path_factory.mktemp("ddp_words"))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.services import jobs
 from app.services.jobs import Job, JobCancelled, drain, format_progress, run_in_terminal
 
 
@@ -36,6 +37,23 @@ def test_ctrl_c_closes_the_job_and_raises_cancelled() -> None:
     with pytest.raises(JobCancelled):
         run_in_terminal(interrupted(), disable=True)
     assert closed == ["closed"]
+
+
+def test_ctrl_c_between_steps_closes_the_suspended_job(monkeypatch) -> None:
+    """Ctrl-C usually lands in the runner (drawing the bar) while the job waits at its `yield`: the runner
+    itself must close the job so its `finally` runs now, not whenever the generator is garbage-collected."""
+    closed: list[str] = []
+
+    def bar_interrupted(bar: object, progress: dict, desc: str) -> None:
+        if progress["step"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs, "_update_bar", bar_interrupted)
+    suspended = job(5, closed)  # held here, so garbage collection cannot close it behind the runner's back
+    with pytest.raises(JobCancelled):
+        run_in_terminal(suspended, disable=True)
+    assert closed == ["closed"]
+    assert suspended.gi_frame is None  # finished, not waiting at step 2
 
 
 def test_drain_and_format() -> None:

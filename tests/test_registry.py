@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,10 @@ def test_scan_lists_models_and_problems(folders: tuple[Path, Path]) -> None:
 
 def test_load_is_lazy_cached_and_per_device(folders: tuple[Path, Path], monkeypatch) -> None:
     shipped, user = folders
-    monkeypatch.setitem(__import__("training.checkpoints").checkpoints.BUILDERS, "words", f"{__name__}:build")
+    from training import kinds
+
+    words = kinds.KINDS["words"]
+    monkeypatch.setitem(kinds.KINDS, "words", dataclasses.replace(words, builder=f"{__name__}:build"))
     reg = ModelRegistry(folders=[(shipped, "default"), (user, "user")], device="cpu")
     reg.scan()
     assert reg.loaded() == []

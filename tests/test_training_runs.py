@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import signal
@@ -33,13 +32,13 @@ def start_fake(tmp_path: Path, data: Path, name: str = "fake", **settings: objec
 
 
 def test_settings_map_to_the_trainers_flags() -> None:
-    if importlib.util.find_spec("training.words_train") is None:
-        pytest.skip("training/words_train.py is not there yet")
     specs = {s.name: s for s in tr.settings_schema("words")}
-    # fields whose flag has another name are found through the parser: --epochs, --threads, --no-cache
+    # the flag, range and help come from the field's setting(...) metadata: --epochs for max_epochs
     assert specs["max_epochs"].flag == "--epochs" and specs["num_threads"].flag == "--threads"
-    assert specs["cache"].inverted and specs["cache"].default is True
+    assert specs["cache"].type == "bool" and specs["cache"].default is True
     assert specs["preset"].type == "choice" and "tiny" in specs["preset"].choices
+    assert specs["batch_size"].minimum == 2 and specs["lr"].minimum_exclusive
+    assert "device" not in specs and "data" not in specs and "trim" not in specs  # run option, path, nested
     argv = tr.build_argv("words", "/d", "/r/model.safetensors",
                          {"max_epochs": 2, "preset": "tiny", "cache": False, "lr": 0.001}, "cpu", "/r/e.jsonl")
     assert argv[1:5] == ["-m", "app", "train", "words"]
@@ -51,17 +50,56 @@ def test_settings_map_to_the_trainers_flags() -> None:
     from app.cli import build_parser
 
     args = build_parser(argv[3:]).parse_args(argv[3:])
-    assert args.epochs == 2 and args.no_cache and args.preset == "tiny"
+    assert args.max_epochs == 2 and args.cache is False and args.preset == "tiny"
+    from training.words_train import config_from_args
+
+    config = config_from_args(args)
+    assert config.max_epochs == 2 and not config.cache and config.lr == 0.001 and config.patience == 4
+
+
+def test_retrieval_settings_left_alone_keep_the_preset() -> None:
+    specs = {s.name: s for s in tr.settings_schema("retrieval")}
+    assert specs["preset"].default == "cpu-small" and specs["lr"].default is None and specs["lr"].optional
+    argv = tr.build_argv("retrieval", "/d", "/o", {"preset": "cpu-small", "lr": None, "epochs": 3}, "cpu")
+    assert "--lr" not in argv and argv[argv.index("--epochs") + 1] == "3"
+    from app.cli import build_parser
+    from training.retrieval_train import PRESETS, build_config
+
+    config = build_config(build_parser(argv[3:]).parse_args(argv[3:]))
+    preset = PRESETS["cpu-small"]()
+    assert config.epochs == 3 and config.lr == preset.lr and config.optimizer == preset.optimizer == "adamw"
+
+
+def test_units_flags_reach_the_config() -> None:
+    from app.cli import build_parser
+    from training.units_train import build_config
+
+    argv = ["train", "units", "--data", "/d", "--out", "/o.safetensors", "--preset", "tiny", "--vq-steps", "7",
+            "--exclude-speaker", "a", "--exclude-speaker", "b"]
+    config = build_config(build_parser(argv).parse_args(argv))
+    assert config.vq_steps == 7 and config.inv_steps == 30 and config.exclude_speakers == ("a", "b")
+
+
+def test_a_bad_flag_is_a_message_naming_the_range(capsys) -> None:
+    from app.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "words", "--data", "/d", "--out", "/o", "--batch-size", "1"])
+    assert exit_.value.code == 2
+    assert "argument --batch-size: 1 is below the minimum 2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("settings, message", [
     ({"hidden": 2.0}, "no command-line flag"),
     ({"nope": 1}, "not a setting"),
     ({"batch_size": 1}, "below the minimum 2"),  # from the field's metadata
+    ({"batch_size": 65}, "above the maximum 64"),
     ({"lr": -0.1}, "greater than 0"),
+    ({"lr": 0}, "greater than 0"),  # an exclusive bound
     ({"steps": 2.5}, "expected an integer"),
     ({"optimizer": "rmsprop"}, "not one of adam, sgd"),
     ({"lr": float("nan")}, "not a finite number"),
+    ({"device": "cpu"}, "set by the run itself"),
 ])
 def test_bad_settings_are_refused_before_launch(settings: dict, message: str, tmp_path: Path, data: Path) -> None:
     with pytest.raises(tr.RunError, match=message):
@@ -70,10 +108,12 @@ def test_bad_settings_are_refused_before_launch(settings: dict, message: str, tm
 
 
 def test_the_config_dataclass_checks_run_too() -> None:
-    if importlib.util.find_spec("training.words_train") is None:
-        pytest.skip("training/words_train.py is not there yet")
-    with pytest.raises(tr.RunError, match="batch_size must be at least 2"):
-        tr.check_settings("words", {"batch_size": 1, "lr": 0.1})
+    with pytest.raises(tr.RunError, match="step_seconds above 10"):
+        tr.check_settings("words", {"step_seconds": 11.0}, module=FAKE)
+    with pytest.raises(tr.RunError, match="crop_frames must be a multiple of 4"):
+        tr.check_settings("units", {"crop_frames": 10})
+    with pytest.raises(tr.RunError, match="unknown model kind 'nope'"):
+        tr.check_settings("nope", {})
     with pytest.raises(tr.RunError, match="unknown device"):
         tr.build_argv("words", "/d", "/o", {}, device="tpu")
 
@@ -158,8 +198,8 @@ def test_a_trainer_that_dies_at_start_fails_with_its_log(tmp_path: Path, data: P
     folder = tmp_path / "runs" / "broken"
     folder.mkdir(parents=True)
     run = tr.Run(folder, {"kind": "words", "name": "broken", "status": "running", "attempts": 0})
-    tr._launch(run, [sys.executable, "-m", "app.services.training_runs", "--task-module", "no_such_trainer", "--",
-                     "train", "words", "--data", str(data), "--out", str(run.checkpoint)])
+    tr._launch(run, [sys.executable, "-m", "app", "train", "words", "--trainer-module", "no_such_trainer",
+                     "--data", str(data), "--out", str(run.checkpoint)])
     assert run.wait(30)
     assert run.status == "failed" and "exited with code 2" in run.error and "earshot" in run.error
     assert json.loads((folder / "run.json").read_text())["status"] == "failed"
@@ -203,8 +243,6 @@ def write_fsdd_subset(fsdd: Path, folder: Path) -> Path:
 
 
 def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None:
-    if importlib.util.find_spec("training.words_train") is None:
-        pytest.skip("training/words_train.py is not there yet")
     subset = write_fsdd_subset(fsdd, tmp_path / "subset")
     from training.validate import validate_data
 

@@ -56,10 +56,8 @@ def tiny_cfg(**kw: object) -> UnitsTrainConfig:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, Path]:
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd"  # as the `fsdd` fixture
-    if not (root / "metadata.csv").is_file():
-        pytest.skip(f"FSDD not found at {root}")
+def trained(tmp_path_factory: pytest.TempPathFactory, fsdd: Path) -> tuple[Path, dict, Path]:
+    root = fsdd
     tmp = tmp_path_factory.mktemp("units")
     data = fsdd_subset(root, tmp / "train", ("george", "jackson"), ("zero", "one", "two", "six"), "train", 5)
     torch.manual_seed(0)

@@ -42,10 +42,7 @@ def write_subset(fsdd: Path, folder: Path, speakers: tuple[str, ...] = ("george"
 
 
 @pytest.fixture(scope="module")
-def subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    fsdd = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd"
-    if not (fsdd / "metadata.csv").is_file():
-        pytest.skip("FSDD not available")
+def subset(tmp_path_factory: pytest.TempPathFactory, fsdd: Path) -> Path:
     return write_subset(fsdd, tmp_path_factory.mktemp("fsdd_subset"))
 
 

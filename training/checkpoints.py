@@ -10,7 +10,6 @@ tensor name and shape, and raises `CheckpointError` naming the problem. Nothing 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import struct
@@ -26,14 +25,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from training import kinds
+
 EARSHOT_VERSION = "0.1.0"
-KINDS = ("retrieval", "units", "words")
-# kind -> "module:function" that builds the model from its config dict; imported only when needed.
-BUILDERS: dict[str, str] = {
-    "retrieval": "models.retrieval:from_config_dict",
-    "units": "models.vqvae:from_config_dict",
-    "words": "models.awe:from_config_dict",
-}
+KINDS = kinds.NAMES  # the checkpoint `kind` values: training/kinds.py, which also says how to rebuild each
 _MAX_HEADER = 100 * 1024 * 1024  # a safetensors header larger than this is not a checkpoint of ours
 
 T = TypeVar("T")
@@ -315,14 +310,11 @@ def _first(items: list[str], n: int = 5) -> str:
 
 def builder_for(kind: str) -> Callable[[dict[str, Any]], torch.nn.Module]:
     """The function that rebuilds a model of `kind` from its config dict."""
-    target = BUILDERS.get(kind)
-    if target is None:
+    if kind not in kinds.KINDS:
         raise CheckpointError(f"unknown checkpoint kind {kind!r}")
-    module_name, func = target.split(":")
     try:
-        module = importlib.import_module(module_name)
-        return getattr(module, func)
-    except (ImportError, AttributeError) as e:
+        return kinds.KINDS[kind].build()
+    except kinds.KindError as e:
         raise CheckpointError(f"this version of Earshot cannot build {kind!r} models yet ({e})") from e
 
 

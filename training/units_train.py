@@ -59,6 +59,7 @@ from training.checkpoints import (
     save_checkpoint,
     write_safetensors,
 )
+from training.config import add_arguments, config_from_args, setting
 from training.device import limit_threads, resolve_device
 
 Job = Generator[dict[str, Any], None, Any]
@@ -78,23 +79,26 @@ LSD_MAX_HZ = 4000.0  # spectral distance band: FSDD is recorded at 8 kHz
 
 @dataclass
 class UnitsTrainConfig:
-    preset: str = "small"  # paper | small | tiny: model sizes and default step counts
-    vq_steps: int | None = None  # stage 1 steps (None: the preset's)
-    inv_steps: int | None = None  # stage 2 steps (None: the preset's)
-    batch_size: int | None = None
-    lr: float = 5e-4
+    preset: str = setting("small", choices=("paper", "small", "tiny"),  # the keys of PRESETS below
+                          help="model sizes and default step counts: paper | small | tiny")
+    vq_steps: int | None = setting(None, low=0, help="stage 1 (VQ-VAE) steps (default: the preset's)")
+    inv_steps: int | None = setting(None, low=0, help="stage 2 (inverter) steps (default: the preset's)")
+    batch_size: int | None = setting(None, low=1, help="segments per batch (default: the preset's)")
+    lr: float = setting(5e-4, low=0, low_exclusive=True, help="peak learning rate")
     betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = 0.0
-    warmup_steps: int = 100
-    grad_clip: float = 1.0
-    crop_frames: int | None = None  # training segment length in 10-ms frames (a multiple of 4)
-    split: str = "train"  # rows of a CSV with a split column must have this split ("all": every row)
-    exclude_speakers: tuple[str, ...] = ()
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None  # torch intra-op threads (None: all cores but one)
-    max_minutes: float | None = None  # wall-clock budget, shared between the stages by their step counts
-    checkpoint_every: int = 250  # steps between resume states
+    weight_decay: float = setting(0.0, low=0, help="AdamW weight decay")
+    warmup_steps: int = setting(100, low=0, help="linear learning-rate warm-up steps")
+    grad_clip: float = setting(1.0, low=0, help="gradient-norm clipping (0: off)")
+    crop_frames: int | None = setting(None, low=2 * STRIDE, help=f"training segment length in 10-ms frames, a "
+                                                                 f"multiple of {STRIDE} (default: the preset's)")
+    split: str = setting("train", help="rows of a CSV with a split column must have this split ('all': every row)")
+    exclude_speakers: tuple[str, ...] = setting((), flag="--exclude-speaker", help="leave this speaker out")
+    seed: int = setting(0, low=0, help="random seed")
+    device: str = setting("auto", help="auto, cpu, cuda, mps")
+    threads: int | None = setting(None, low=1, help="torch intra-op threads (default: all cores but one)")
+    max_minutes: float | None = setting(None, low=0, low_exclusive=True,
+                                        help="wall-clock budget, shared between the stages by their step counts")
+    checkpoint_every: int = setting(250, low=1, help="steps between resume states")
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -727,30 +731,17 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, action="append", required=True,
                    help="speech folder (words.csv / metadata.csv / utterances.csv, or plain audio); repeatable")
     p.add_argument("--out", type=Path, required=True, help="checkpoint to write (.safetensors)")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    p.add_argument("--vq-steps", type=int, default=None, help="VQ-VAE steps (default: the preset's)")
-    p.add_argument("--inv-steps", type=int, default=None, help="inverter steps (default: the preset's)")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--crop-frames", type=int, default=None, help="training segment length in 10-ms frames")
-    p.add_argument("--split", default="train", help="CSV rows of this split ('all': every row)")
-    p.add_argument("--exclude-speaker", action="append", default=[], help="leave this speaker out; repeatable")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores but one)")
-    p.add_argument("--max-minutes", type=float, default=None, help="wall-clock budget for both stages")
-    p.add_argument("--checkpoint-every", type=int, default=250, help="steps between resume states")
     p.add_argument("--resume", action="store_true", help="continue from <out>.resume.safetensors")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_arguments(p, UnitsTrainConfig)  # every setting(...) field: --preset, --vq-steps, --exclude-speaker, ...
+
+
+def build_config(args: argparse.Namespace) -> UnitsTrainConfig:
+    return config_from_args(UnitsTrainConfig, args)
 
 
 def train(args: argparse.Namespace) -> Job:
-    cfg = UnitsTrainConfig(
-        preset=args.preset, vq_steps=args.vq_steps, inv_steps=args.inv_steps, batch_size=args.batch_size,
-        lr=args.lr, crop_frames=args.crop_frames, split=args.split, exclude_speakers=tuple(args.exclude_speaker),
-        seed=args.seed, device=args.device, threads=args.threads, max_minutes=args.max_minutes,
-        checkpoint_every=args.checkpoint_every,
-    )  # fmt: skip
+    cfg = build_config(args)
     result = yield from train_units(args.data, args.out, cfg, resume=args.resume)
     return {k: v for k, v in result.items() if k != "history"}  # the per-step history stays in the job result
 

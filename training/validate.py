@@ -23,9 +23,11 @@ from typing import Any
 
 import soundfile as sf
 
+from training import kinds
+
 Job = Generator[dict[str, Any], None, Any]
 
-KINDS = ("words", "units", "retrieval")
+KINDS = kinds.NAMES  # each kind's checker below is named in training/kinds.py (its `validator`)
 AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".opus"}
 WORDS_TABLES = ("words.csv", "metadata.csv")
 UNITS_TABLES = ("words.csv", "metadata.csv", "utterances.csv")  # the units trainer's order
@@ -81,8 +83,7 @@ def validate_data(kind: str, folder: str | Path, max_checked: int = MAX_CHECKED)
 
 def validate_job(kind: str, folder: str | Path, max_checked: int = MAX_CHECKED) -> Job:
     """Job: the same check as `validate_data`, yielding progress while audio headers are read."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(KINDS)}")
+    check = kinds.get(kind).validate()  # an unknown kind: KindError (a ValueError) naming the known ones
     path = Path(folder).expanduser()
     report = DataReport(kind, str(path))
     if not path.exists():
@@ -91,7 +92,6 @@ def validate_job(kind: str, folder: str | Path, max_checked: int = MAX_CHECKED) 
     if path.is_dir() and not any(path.iterdir()):
         report.problems.append(f"{path}: the folder is empty")
         return report
-    check = {"words": _words, "units": _units, "retrieval": _retrieval}[kind]
     return (yield from check(path, report, max_checked))
 
 
@@ -231,7 +231,7 @@ def _splits(rows: list[dict[str, str]]) -> dict[str, int]:
 # ------------------------------------------------------------------------------------------------ kinds
 
 
-def _words(root: Path, report: DataReport, max_checked: int) -> Job:
+def check_words(root: Path, report: DataReport, max_checked: int) -> Job:
     if not root.is_dir():
         report.problems.append(f"{root}: not a folder (spoken words: a folder with words.csv)")
         return report
@@ -279,7 +279,7 @@ def _words(root: Path, report: DataReport, max_checked: int) -> Job:
     return report
 
 
-def _units(root: Path, report: DataReport, max_checked: int) -> Job:
+def check_units(root: Path, report: DataReport, max_checked: int) -> Job:
     if not root.is_dir():
         report.problems.append(f"{root}: not a folder (speech for units: a folder of audio files)")
         return report
@@ -317,7 +317,7 @@ def _units(root: Path, report: DataReport, max_checked: int) -> Job:
     return report
 
 
-def _retrieval(root: Path, report: DataReport, max_checked: int) -> Job:
+def check_retrieval(root: Path, report: DataReport, max_checked: int) -> Job:
     from training import caption_data
 
     items: list[Any] = []

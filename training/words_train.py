@@ -66,6 +66,8 @@ from training.checkpoints import (
     save_checkpoint,
     write_safetensors,
 )
+from training.config import add_arguments, setting
+from training.config import config_from_args as settings_from_args
 from training.device import resolve_device
 from training.metrics import cross_view_ap, dtw_pairwise_ap, word_discrimination_ap
 
@@ -91,23 +93,26 @@ class TrimConfig:
 class WordsTrainConfig:
     data: list[str] = field(default_factory=list)
     out: str = "words.safetensors"
-    preset: str = "small"  # paper (AWEConfig defaults) | small | tiny
-    batch_size: int = 256
-    lr: float = 5e-4
-    warmup_steps: int = 300  # linear learning-rate warm-up; without it the post-norm encoders can collapse
-    clip_norm: float = 1.0  # gradient-norm clipping (0: off)
-    lr_decay: float = 10.0  # divide the learning rate by this ...
-    patience: int = 4  # ... after this many epochs without a better dev AP, and reset to the best weights
-    min_lr: float = 1e-7  # stop when the learning rate falls below this
-    max_epochs: int = 100
-    max_minutes: float | None = None
-    tokens_per_word: int = 4  # tokens of one word kept together in a batch (positives for the loss)
-    max_frames: int = 300  # 3 s after trimming; longer recordings are truncated
-    dev_fraction: float = 0.1  # of train, for folders without a dev split
-    seed: int = 0
-    device: str = "auto"
-    num_threads: int = 0  # 0: all cores but one
-    cache: bool = True
+    preset: str = setting("small", choices=PRESETS, help="model size: paper (AWEConfig defaults) | small | tiny")
+    batch_size: int = setting(256, low=2, help="word tokens per batch (the loss needs negatives)")
+    lr: float = setting(5e-4, low=0, low_exclusive=True, help="peak learning rate")
+    warmup_steps: int = setting(300, low=0, help="linear learning-rate warm-up steps; without it the post-norm "
+                                                  "encoders can collapse")
+    clip_norm: float = setting(1.0, low=0, help="gradient-norm clipping (0: off)")
+    lr_decay: float = setting(10.0, low=1, help="divide the learning rate by this when the dev AP stalls")
+    patience: int = setting(4, low=1, help="epochs without a better dev AP before the learning rate decays "
+                                           "(and the best weights come back)")
+    min_lr: float = setting(1e-7, low=0, help="stop when the learning rate falls below this")
+    max_epochs: int = setting(100, low=1, flag="--epochs", help="maximum number of epochs")
+    max_minutes: float | None = setting(None, low=0, low_exclusive=True, help="stop after this much wall time")
+    tokens_per_word: int = setting(4, low=1, help="tokens of one word kept together in a batch (positives)")
+    max_frames: int = setting(300, low=10, help="frames kept after trimming (3 s); longer words are truncated")
+    dev_fraction: float = setting(0.1, low=0, high=0.5, help="of train held out as dev, for folders without a "
+                                                             "dev split")
+    seed: int = setting(0, low=0, help="random seed")
+    device: str = setting("auto", help="auto, cpu, cuda, mps")
+    num_threads: int = setting(0, low=0, flag="--threads", help="torch threads (0: all cores but one)")
+    cache: bool = setting(True, help="cache features on disk")
     cache_dir: str | None = None  # None: <out>.cache next to the checkpoint
     resume: bool = False
     trim: TrimConfig = field(default_factory=TrimConfig)
@@ -750,40 +755,17 @@ def evaluate_job(
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    d = WordsTrainConfig()
     parser.add_argument("--data", action="append", required=True, metavar="DIR",
                         help="folder with words.csv (path,word,speaker[,split]); repeat for several")
     parser.add_argument("--out", required=True, help="checkpoint to write (.safetensors)")
-    parser.add_argument("--preset", choices=PRESETS, default=d.preset, help="model size")
-    parser.add_argument("--epochs", type=int, default=d.max_epochs, help="maximum number of epochs")
-    parser.add_argument("--batch-size", type=int, default=d.batch_size)
-    parser.add_argument("--lr", type=float, default=d.lr)
-    parser.add_argument("--patience", type=int, default=d.patience, help="epochs without dev improvement")
-    parser.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="linear lr warm-up steps")
-    parser.add_argument("--clip-norm", type=float, default=d.clip_norm, help="gradient-norm clipping (0: off)")
-    parser.add_argument("--tokens-per-word", type=int, default=d.tokens_per_word)
-    parser.add_argument("--max-frames", type=int, default=d.max_frames)
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--device", default=d.device, help="auto, cpu, cuda, mps")
-    parser.add_argument("--threads", type=int, default=d.num_threads, help="torch threads (0: cores - 1)")
-    parser.add_argument("--no-cache", action="store_true", help="do not cache features on disk")
     parser.add_argument("--resume", action="store_true", help="continue from <out>.resume.safetensors")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_arguments(parser, WordsTrainConfig)  # every setting(...) field of the config: --epochs, --lr, --no-cache, ...
 
 
 def config_from_args(args: argparse.Namespace) -> WordsTrainConfig:
-    g = lambda name, default: getattr(args, name, default)  # noqa: E731 - the GUI may pass fewer fields
-    d = WordsTrainConfig()
-    return WordsTrainConfig(
-        data=[str(p) for p in args.data], out=str(args.out), preset=g("preset", d.preset),
-        max_epochs=g("epochs", d.max_epochs), batch_size=g("batch_size", d.batch_size), lr=g("lr", d.lr),
-        patience=g("patience", d.patience), warmup_steps=g("warmup_steps", d.warmup_steps),
-        clip_norm=g("clip_norm", d.clip_norm), tokens_per_word=g("tokens_per_word", d.tokens_per_word),
-        max_frames=g("max_frames", d.max_frames), max_minutes=g("max_minutes", None), seed=g("seed", d.seed),
-        device=g("device", d.device), num_threads=g("threads", d.num_threads), cache=not g("no_cache", False),
-        resume=g("resume", False),
-    )  # fmt: skip
+    return settings_from_args(WordsTrainConfig, args, data=[str(p) for p in args.data], out=str(args.out),
+                              resume=bool(getattr(args, "resume", False)))
 
 
 def train(args: argparse.Namespace) -> Job:

@@ -15,6 +15,8 @@ from typing import Any
 
 from platformdirs import user_data_dir
 
+from training import kinds
+
 APP_NAME = "earshot"
 
 
@@ -29,7 +31,7 @@ def user_models_dir() -> Path:
 @dataclass(frozen=True)
 class ModelEntry:
     name: str  # file stem, unique within the registry (user models shadow defaults of the same name)
-    kind: str  # retrieval | units | words
+    kind: str  # one of training.kinds.NAMES
     path: Path
     source: str  # "default" | "user"
     version: str = "?"
@@ -90,6 +92,9 @@ class ModelRegistry:
         return self.entries()
 
     def entries(self, kind: str | None = None) -> list[ModelEntry]:
+        """The listed models, or those of one kind (an unknown kind is a KindError, not an empty list)."""
+        if kind is not None:
+            kinds.get(kind)
         return [e for e in self._entries.values() if kind is None or e.kind == kind]
 
     def get(self, name: str) -> ModelEntry:

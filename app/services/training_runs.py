@@ -3,15 +3,15 @@
 A run lives in `<user data dir>/runs/<name>/`:
 
     run.json            kind, name, data, settings, device, argv, created, status, pid, attempts
-    events.jsonl        JSON lines from `earshot train KIND --events` (progress, result|error|cancelled),
-                        plus one {"event": "started"} line per launch written here
+    events.jsonl        JSON lines from `earshot train KIND --events` (progress, result|error|cancelled;
+                        training/events.py), plus one {"event": "started"} line per launch written here
     metrics.csv         the numeric progress values in long form (time, step, name, value)
     log.txt             the trainer's stdout and stderr
     model.safetensors   the checkpoint (the trainer's `--out`), its resume state and caches beside it
 
-`start_run` checks the settings against the trainer's own command line (settings are the trainer's config
-dataclass fields; each must have a flag, found by introspecting `add_train_arguments`) and launches
-`python -m app train KIND ... --events <run>/events.jsonl` in its own process group. `Run.poll()` reads new
+`start_run` checks the settings against the schema of the kind (training/kinds.py names its config
+dataclasses; their `setting(...)` fields give each setting's type, range, choices and flag: training/config.py)
+and launches `python -m app train KIND ... --events <run>/events.jsonl` in its own process group. `Run.poll()` reads new
 events; `cancel()` sends SIGINT (the trainer closes its job and keeps its last good checkpoint), then SIGTERM
 after a timeout; a process that vanished without a result, error or cancel event is `interrupted`, and
 `resume()` relaunches it with `--resume` into the same folder. `register_model` copies a finished checkpoint
@@ -20,11 +20,7 @@ and a model card into the user models folder atomically. No Qt here.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import datetime as _dt
-import importlib
-import inspect
 import json
 import math
 import os
@@ -36,25 +32,25 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from platformdirs import user_data_dir
 
-from app.cli import TASKS
 from app.services.registry import APP_NAME, user_models_dir
+from training import kinds
+from training.config import SettingSpec, argv_for, settings_of
+from training.config import check_settings as check_config
+from training.events import EventReader, append_event, terminal_status
+
+__all__ = ["KINDS", "Run", "RunError", "SettingSpec", "build_argv", "check_settings", "list_runs", "open_run",
+           "register_model", "settings_schema", "start_run"]
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CHECKPOINT = "model.safetensors"
-# flags the run service sets itself; never settings
-RESERVED = {"help", "data", "out", "resume", "events", "json", "device", "config", "cache_dir"}
-# config fields that must be > 0 when the trainer declares no range (dataclass field metadata min/max wins)
-POSITIVE = {"batch_size", "lr", "epochs", "max_epochs", "max_minutes", "patience", "tokens_per_word", "max_frames",
-            "vq_steps", "inv_steps", "crop_frames", "checkpoint_every", "grad_accum", "eval_batch", "finetune_lr",
-            "min_lr", "lr_decay", "crop_seconds"}
+KINDS = {name: kind.tab_label for name, kind in kinds.KINDS.items()}  # the Train tab's choices, in table order
+RUN_OPTIONS = {"device"}  # settings the run service sets itself (the Train tab has its own device picker)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 _NOT_METRICS = {"step", "total", "loss", "epoch", "lr", "time", "event"}
 CANCEL_TIMEOUT_S = 15.0  # SIGINT -> SIGTERM -> SIGKILL, this long apart
@@ -75,190 +71,41 @@ def _now() -> str:
 # ------------------------------------------------------------------------------------------------ settings
 
 
-@dataclass
-class SettingSpec:
-    """One setting of a trainer: a config dataclass field (or a parser option) and its command-line flag."""
-
-    name: str  # the config field name (or the parser's dest when the option has no field)
-    flag: str  # "--batch-size"
-    type: str  # int | float | bool | str | choice | list
-    default: Any = None  # None with optional=True: the trainer (its preset) decides
-    optional: bool = False
-    choices: list[str] = field(default_factory=list)
-    minimum: float | None = None
-    maximum: float | None = None
-    help: str = ""
-    inverted: bool = False  # a `--no-x` store_true flag for a field `x` that defaults to True
-
-
-def task_module(kind: str, module: str | None = None) -> ModuleType:
-    """The trainer module of `kind` (app.cli.TASKS), or `module` instead (tests, plug-ins)."""
-    if module is None and kind not in TASKS:
-        raise RunError(f"unknown model kind {kind!r}; choose one of {', '.join(TASKS)}")
-    name = module or TASKS[kind][0]
+def kind_of(kind: str, module: str | None = None) -> kinds.Kind:
+    """The kind's row of training/kinds.py (trained by `module` instead when given: tests, plug-ins)."""
     try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        raise RunError(f"training {kind} models is not available in this version of Earshot ({e})") from e
+        return kinds.get(kind, module)
+    except kinds.KindError as e:
+        raise RunError(str(e)) from None
 
 
-def train_parser(mod: ModuleType) -> argparse.ArgumentParser:
-    """A throw-away parser with the trainer's flags, to introspect."""
-    parser = argparse.ArgumentParser(add_help=False)
-    mod.add_train_arguments(parser)
-    return parser
-
-
-def config_class(mod: ModuleType) -> type | None:
-    """The trainer's config dataclass: the one named `*TrainConfig` defined in the module."""
-    for name, obj in vars(mod).items():
-        if (name.endswith("TrainConfig") and inspect.isclass(obj) and dataclasses.is_dataclass(obj)
-                and obj.__module__ == mod.__name__):
-            return obj
-    return None
-
-
-def _field_comments(cls: type) -> dict[str, str]:
-    """`name: type = default  # comment` -> {name: comment}: tooltips from the dataclass source."""
+def settings_classes(kind: str, module: str | None = None) -> list[type]:
+    """The config dataclasses whose `setting(...)` fields are the settings of a `kind` run (imports the trainer)."""
     try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        return {}
-    return {m[1]: m[2].strip() for m in re.finditer(r"^\s+(\w+)\s*:[^#\n]*#\s*(.+)$", source, re.M)}
+        return kind_of(kind, module).settings_classes()
+    except kinds.KindError as e:
+        raise RunError(f"training {kind} models is not available in this version of Earshot ({e})") from None
 
 
-def _match_field(dest: str, fields: dict[str, dataclasses.Field]) -> tuple[str | None, bool]:
-    """The config field a flag sets: same name, `--no-x` for `x`, `--epochs` for `max_epochs`, plurals."""
-    if dest in fields:
-        return dest, False
-    if dest.startswith("no_") and dest[3:] in fields:
-        return dest[3:], True
-    found = [f for f in fields if f.endswith("_" + dest) or f == dest + "s"]
-    return (found[0], False) if len(found) == 1 else (None, False)
-
-
-def _field_default(f: dataclasses.Field) -> Any:  # noqa: ANN401 - any field value
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
+def _all_settings(kind: str, module: str | None) -> list[SettingSpec]:
+    return [spec for cls in settings_classes(kind, module) for spec in settings_of(cls)]
 
 
 def settings_schema(kind: str, module: str | None = None) -> list[SettingSpec]:
-    """The settings a run of `kind` accepts, in the trainer's flag order (imports the trainer: use a worker)."""
-    mod = task_module(kind, module)
-    cls = config_class(mod)
-    fields = {f.name: f for f in dataclasses.fields(cls)} if cls else {}
-    comments = _field_comments(cls) if cls else {}
-    specs = []
-    for action in train_parser(mod)._actions:
-        if action.dest in RESERVED or not action.option_strings:
-            continue
-        name, inverted = _match_field(action.dest, fields)
-        f = fields.get(name) if name else None
-        flag = max(action.option_strings, key=len)
-        help_text = " — ".join(dict.fromkeys(t for t in (action.help or "", comments.get(name or "", "")) if t))
-        meta = dict(f.metadata) if f is not None else {}
-        if isinstance(action, argparse._StoreTrueAction):
-            kind_, default = "bool", (not action.default) if inverted else bool(action.default)
-        elif isinstance(action, argparse._AppendAction):
-            kind_, default = "list", list(action.default or [])
-        elif action.choices:
-            kind_, default = "choice", action.default
-        elif action.type in (int, float):
-            kind_, default = action.type.__name__, action.default
-        else:
-            kind_, default = "str", action.default
-        if default is None and f is not None and action.type is None and kind_ == "str":
-            default = _field_default(f) if isinstance(_field_default(f), str) else None
-        spec = SettingSpec(
-            name=name or action.dest, flag=flag, type=kind_, default=default,
-            optional=default is None and kind_ != "bool", choices=[str(c) for c in action.choices or []],
-            minimum=meta.get("min"), maximum=meta.get("max"), help=help_text or meta.get("help", ""),
-            inverted=inverted,
-        )  # fmt: skip
-        if spec.minimum is None and kind_ in ("int", "float"):
-            spec.minimum = (1 if kind_ == "int" else 1e-12) if spec.name in POSITIVE else 0
-        specs.append(spec)
-    return specs
+    """The settings a run of `kind` accepts, read from the config dataclasses' field metadata (imports the
+    trainer: call it from a worker). The run options the service sets itself (RUN_OPTIONS) are left out."""
+    return [spec for spec in _all_settings(kind, module) if spec.name not in RUN_OPTIONS]
 
 
 def check_settings(kind: str, settings: dict[str, Any], module: str | None = None) -> list[SettingSpec]:
-    """Refuse unknown, flag-less, mistyped and out-of-range settings before launch; returns the schema."""
-    specs = {s.name: s for s in settings_schema(kind, module)}
-    mod = task_module(kind, module)
-    cls = config_class(mod)
-    fields = {f.name for f in dataclasses.fields(cls)} if cls else set()
-    problems = []
-    for key, value in settings.items():
-        spec = specs.get(key)
-        if spec is None:
-            if key in fields:
-                problems.append(f"{key}: a field of {cls.__name__} with no command-line flag in "  # type: ignore[union-attr]
-                                f"`earshot train {kind}`, so it cannot be set for a run")
-            else:
-                problems.append(f"{key}: not a setting of {kind} training (known: {', '.join(sorted(specs))})")
-            continue
-        problem = _check_value(spec, value)
-        if problem:
-            problems.append(f"{key}: {problem}")
-    if not problems and cls is not None:  # the config's own checks (__post_init__) on the fields it has
-        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()
-                  if k in fields and v is not None}
-        for k in [k for k in kwargs if specs[k].inverted]:
-            kwargs[k] = bool(kwargs[k])
-        try:
-            cls(**kwargs)
-        except (ValueError, TypeError) as e:
-            problems.append(str(e))
+    """Refuse unknown, mistyped, out-of-range and inconsistent settings before launch; returns the schema."""
+    specs = settings_schema(kind, module)
+    problems = [f"{key}: set by the run itself, not a setting" for key in settings if key in RUN_OPTIONS]
+    problems += check_config(settings_classes(kind, module),
+                             {k: v for k, v in settings.items() if k not in RUN_OPTIONS})
     if problems:
         raise RunError(f"settings refused for {kind} training: " + "; ".join(problems))
-    return list(specs.values())
-
-
-def _check_value(spec: SettingSpec, value: Any) -> str | None:  # noqa: ANN401 - any setting value
-    if value is None:
-        return None if spec.optional else "a value is required"
-    if spec.type == "bool":
-        return None if isinstance(value, bool) else f"expected true/false, got {value!r}"
-    if spec.type == "list":
-        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-        return None if ok else f"expected a list of strings, got {value!r}"
-    if spec.type == "choice":
-        return None if str(value) in spec.choices else f"{value!r} is not one of {', '.join(spec.choices)}"
-    if spec.type in ("int", "float"):
-        numeric = (int,) if spec.type == "int" else (int, float)
-        if isinstance(value, bool) or not isinstance(value, numeric):
-            return f"expected {'an integer' if spec.type == 'int' else 'a number'}, got {value!r}"
-        if not math.isfinite(value):
-            return f"{value} is not a finite number"
-        if spec.minimum is not None and value < spec.minimum:
-            return f"{value} is below the minimum {spec.minimum:g}" if spec.minimum != 1e-12 else \
-                f"{value} must be greater than 0"
-        if spec.maximum is not None and value > spec.maximum:
-            return f"{value} is above the maximum {spec.maximum:g}"
-        return None
-    return None if isinstance(value, str) else f"expected text, got {value!r}"
-
-
-def settings_argv(specs: list[SettingSpec], settings: dict[str, Any]) -> list[str]:
-    """Flags for `settings` (already checked); defaults are passed too, so run.json says exactly what ran."""
-    by_name = {s.name: s for s in specs}
-    argv: list[str] = []
-    for key, value in settings.items():
-        spec = by_name[key]
-        if value is None:
-            continue
-        if spec.type == "bool":
-            if bool(value) != spec.inverted:
-                argv.append(spec.flag)
-        elif spec.type == "list":
-            for v in value:
-                argv += [spec.flag, str(v)]
-        else:
-            argv += [spec.flag, repr(value) if isinstance(value, float) else str(value)]
-    return argv
+    return specs
 
 
 def build_argv(kind: str, data: str | Path, out: str | Path, settings: dict[str, Any], device: str = "auto",
@@ -267,13 +114,13 @@ def build_argv(kind: str, data: str | Path, out: str | Path, settings: dict[str,
     if device not in DEVICES and not str(device).startswith("cuda:"):
         raise RunError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
     specs = check_settings(kind, settings, module)
-    prefix = [sys.executable, "-m", "app"] if module is None else \
-        [sys.executable, "-m", "app.services.training_runs", "--task-module", module, "--"]
-    argv = prefix + ["train", kind, "--data", str(data), "--out", str(out)]
-    dests = {a.dest for a in train_parser(task_module(kind, module))._actions}
-    if "device" in dests:
+    argv = [sys.executable, "-m", "app", "train", kind]
+    if module is not None:
+        argv += ["--trainer-module", module]
+    argv += ["--data", str(data), "--out", str(out)]
+    if any(spec.name == "device" for spec in _all_settings(kind, module)):
         argv += ["--device", device]
-    argv += settings_argv(specs, settings)
+    argv += argv_for(specs, settings)
     if events is not None:
         argv += ["--events", str(events)]
     return argv
@@ -294,7 +141,7 @@ class Run:
         self.result: dict[str, Any] | None = None
         self.error: str | None = None
         self.latest: dict[str, Any] = {}  # the last progress event
-        self._offset = 0
+        self._reader = EventReader(self.events_path)
         self._attempt_start = 0  # index in events of this attempt's "started" line
         self._signal_at: float | None = None
         self._signals_sent = 0
@@ -352,22 +199,7 @@ class Run:
         return new
 
     def _read_events(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.events_path, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        end = chunk.rfind(b"\n") + 1  # only whole lines: the writer may be mid-line
-        self._offset += end
-        new = []
-        for line in chunk[:end].splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                new.append(event)
+        new = self._reader.read()
         for event in new:
             self._apply(event)
         return new
@@ -386,11 +218,7 @@ class Run:
             self.error = str(event.get("message", "error"))
 
     def _terminal(self) -> str | None:
-        for event in reversed(self.events[self._attempt_start:]):
-            kind = event.get("event")
-            if kind in ("result", "error", "cancelled"):
-                return {"result": "finished", "error": "failed", "cancelled": "cancelled"}[kind]
-        return None
+        return terminal_status(self.events[self._attempt_start:])
 
     def _settle(self, new: list[dict[str, Any]]) -> None:
         terminal = self._terminal()
@@ -589,9 +417,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def _launch(run: Run, argv: list[str]) -> None:
     attempt = int(run.info.get("attempts", 0)) + 1
-    with open(run.events_path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"time": round(time.time(), 3), "event": "started", "attempt": attempt,
-                            "resume": "--resume" in argv}) + "\n")
+    append_event(run.events_path, {"event": "started", "attempt": attempt, "resume": "--resume" in argv})
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if run.info.get("module_path"):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (run.info["module_path"], env.get("PYTHONPATH")) if p)
@@ -767,20 +593,3 @@ def schema_job(kind: str, module: str | None = None) -> Generator[dict[str, Any]
     from training.device import available_devices
 
     return specs, available_devices()
-
-
-def _launcher(argv: list[str]) -> int:
-    """`python -m app.services.training_runs --task-module MOD -- train KIND ...`: the CLI with MOD as trainer."""
-    if len(argv) < 4 or argv[0] != "--task-module" or argv[2] != "--":
-        print("usage: python -m app.services.training_runs --task-module MODULE -- train KIND ...", file=sys.stderr)
-        return 2
-    import app.cli
-
-    module, rest = argv[1], argv[3:]
-    if len(rest) >= 2:
-        app.cli.TASKS[rest[1]] = (module, "trainer override")
-    return app.cli.main(rest)
-
-
-if __name__ == "__main__":
-    sys.exit(_launcher(sys.argv[1:]))

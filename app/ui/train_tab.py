@@ -45,11 +45,7 @@ from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
 from app.workers import JobRunner
 
-KINDS = {
-    "words": "Words — multi-view acoustic word embeddings (words.csv)",
-    "units": "Units — speech units, Transformer VQ-VAE (folder of speech)",
-    "retrieval": "Search — text-to-audio retrieval (captions.csv, Clotho, AudioCaps, WavCaps)",
-}
+KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (training/kinds.py)
 POLL_MS = 200
 COLOURS = ["#4c9be8", "#e8964c", "#5cb85c", "#c0392b", "#8e44ad", "#16a085", "#d4ac0d"]
 STATUS_COLOURS = {"running": "#4c9be8", "finished": "#2e8b57", "failed": "#c0392b", "cancelled": "#888888",
@@ -611,10 +607,16 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
     """A form widget for one setting: spin boxes for numbers, a check box, a combo box or a line edit."""
     if spec.type == "bool":
         box = QCheckBox()
-        box.setChecked(bool(spec.default))
+        if spec.optional and spec.default is None:  # the third state leaves it to the trainer's preset
+            box.setTristate(True)
+            box.setCheckState(Qt.CheckState.PartiallyChecked)
+        else:
+            box.setChecked(bool(spec.default))
         return box
     if spec.type == "choice":
         combo = QComboBox()
+        if spec.optional:
+            combo.addItem("default")  # index 0: the trainer (its preset) decides
         combo.addItems(spec.choices)
         if spec.default is not None:
             combo.setCurrentText(str(spec.default))
@@ -622,6 +624,7 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
     if spec.type == "int":
         spin = QSpinBox()
         lo = int(math.ceil(spec.minimum)) if spec.minimum is not None else -INT_LIMIT
+        lo += 1 if spec.minimum_exclusive and spec.minimum == lo else 0
         hi = int(spec.maximum) if spec.maximum is not None else INT_LIMIT
         if spec.optional:  # one step below the minimum stands for "the trainer decides"
             spin.setRange(lo - 1, hi)
@@ -635,7 +638,8 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
         spin = QDoubleSpinBox()
         magnitude = abs(spec.default) if isinstance(spec.default, float) and spec.default else 0.1
         spin.setDecimals(min(10, max(3, 2 - math.floor(math.log10(magnitude)))))  # 5e-4 -> 6 decimals
-        lo = 0.0 if spec.minimum is None or spec.minimum <= 1e-12 else float(spec.minimum)
+        lo = 0.0 if spec.minimum is None else float(spec.minimum)
+        lo += 10.0 ** -spin.decimals() if spec.minimum_exclusive else 0.0  # the smallest value allowed
         hi = float(spec.maximum) if spec.maximum is not None else 1e9
         step = abs(spec.default) / 10 if isinstance(spec.default, float) and spec.default else 0.1
         spin.setSingleStep(step)
@@ -659,8 +663,12 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
 
 def read_input(spec: tr.SettingSpec, widget: QWidget) -> Any:  # noqa: ANN401 - any setting value
     if isinstance(widget, QCheckBox):
+        if widget.checkState() == Qt.CheckState.PartiallyChecked:
+            return None
         return widget.isChecked()
     if isinstance(widget, QComboBox):
+        if spec.optional and widget.currentIndex() == 0:
+            return None
         return widget.currentText()
     if isinstance(widget, QSpinBox | QDoubleSpinBox):
         if spec.optional and widget.value() == widget.minimum():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from PySide6.QtGui import QImage
 
 from app.ui import screenshots
@@ -15,8 +14,8 @@ def snapshot(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")}
 
 
-@pytest.mark.skipif(not (screenshots.FSDD / "metadata.csv").is_file(), reason="FSDD not found next to the repo")
-def test_grab_tabs_writes_four_pictures_of_tabs_at_work(qapp, tmp_path: Path, capfd) -> None:
+def test_grab_tabs_writes_four_pictures_of_tabs_at_work(qapp, tmp_path: Path, capfd, fsdd: Path) -> None:
+    assert screenshots.FSDD == fsdd  # the screenshots read the same copy the fixture found
     demo_before = snapshot(demo_library())
     paths = screenshots.grab_tabs(tmp_path / "shots", size=(1100, 700), step_seconds=60)
     assert [p.name for p in paths] == ["tab-search.png", "tab-units.png", "tab-words.png", "tab-train.png"]

@@ -176,7 +176,9 @@ def test_indexes_automatically_and_the_gui_keeps_turning(qtbot, tab: SearchTab, 
     assert len(during) >= 0.6 * (end - start) / 0.05
     assert gaps.max() < 0.5, f"event loop stalled for {gaps.max():.2f} s"
     assert "26 sounds indexed" in tab.index_label.text()
-    assert not tab.cancel_button.isVisibleTo(tab) and tab.reindex_button.isVisibleTo(tab)
+    # the controls reset when the worker's thread has ended, a moment after its result (a separate signal)
+    qtbot.waitUntil(lambda: not tab.cancel_button.isVisibleTo(tab), timeout=10_000)
+    assert tab.reindex_button.isVisibleTo(tab)
 
 
 def test_search_preview_similar_failed_filters(qtbot, tab: SearchTab, registry: ModelRegistry,

@@ -48,7 +48,8 @@ def test_form_is_generated_from_the_config_dataclass(tab: TrainTab) -> None:
     assert isinstance(inputs["lr"], QDoubleSpinBox) and inputs["lr"].value() == pytest.approx(0.1)
     assert isinstance(inputs["optimizer"], QComboBox) and inputs["optimizer"].currentText() == "adam"
     assert inputs["batch_size"].minimum() == 2 and inputs["batch_size"].maximum() == 64  # field metadata
-    assert "number of steps" in inputs["steps"].toolTip() and "steps to run" in inputs["steps"].toolTip()
+    assert "--steps" in inputs["steps"].toolTip() and "steps to run" in inputs["steps"].toolTip()  # setting(help=)
+    assert inputs["lr"].minimum() > 0  # lr > 0: an exclusive bound in the field's metadata
     assert inputs["max_minutes"].specialValueText() == "default"
     assert "hidden" not in inputs  # a field without a flag is not offered
     assert tab.settings()["steps"] == 20 and "max_minutes" not in tab.settings()
