@@ -11,8 +11,8 @@ chance are rare with float embeddings, so the choice matters little for real mod
 ranks correct clips above tied incorrect ones.
 
 A NaN similarity is the worst possible score under either tie rule: a NaN clip never ranks above anything,
-so a model that gives NaN everywhere ranks last, never first. Such a model is broken: callers refuse its embeddings first with
-`require_finite`, which raises `NonFiniteError` with a message instead of letting a score come out.
+so a model that gives NaN everywhere ranks last, never first. Such a model is broken: callers refuse its
+embeddings first with `require_finite`, which raises `NonFiniteError` with a message instead of a score.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 TIES = ("pessimistic", "optimistic")
 
@@ -43,8 +42,8 @@ def require_finite(x: Any, what: str) -> None:
 
 
 def _to_numpy(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        x = x.detach().to("cpu", torch.float64).numpy()
+    if hasattr(x, "detach"):  # a torch tensor; torch itself is not imported here (the search CLI runs without it)
+        x = x.detach().cpu().double().numpy()
     return np.asarray(x)
 
 
@@ -128,6 +127,8 @@ def ensemble_similarity(sims: Sequence[Any]) -> Any:
     shapes = {tuple(s.shape) for s in sims}
     if len(shapes) != 1:
         raise ValueError(f"similarity matrices differ in shape: {sorted(shapes)}")
-    if all(isinstance(s, torch.Tensor) for s in sims):
+    if all(hasattr(s, "detach") for s in sims):
+        import torch
+
         return torch.stack(list(sims)).mean(dim=0)
     return np.mean([_to_numpy(s) for s in sims], axis=0)
