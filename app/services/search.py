@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import torch
 
     from app.services.registry import ModelRegistry
+    from app.services.text_tower import TextTower
     from app.services.vector_index import IndexConfig
 
 KIND = "retrieval"
@@ -245,6 +246,17 @@ def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None
                   ) -> RetrievalEmbedder:
     name, path = resolve_model(spec, registry)
     return RetrievalEmbedder.from_checkpoint(path, name=name, device=device)
+
+
+def load_query_embedder(spec: str | None = None, registry: ModelRegistry | None = None
+                        ) -> RetrievalEmbedder | TextTower:
+    """What text queries need and nothing more: the checkpoint's text tower run in NumPy when it is a plain
+    BERT (no torch import, so `earshot search` starts in a fraction of the time), else the whole model."""
+    from app.services.text_tower import load_text_tower
+
+    name, path = resolve_model(spec, registry)
+    tower = load_text_tower(path, name, model_id_for(name, path))
+    return tower if tower is not None else RetrievalEmbedder.from_checkpoint(path, name=name)
 
 
 def load_embedder_job(registry: ModelRegistry | None, name: str) -> Job[RetrievalEmbedder]:
