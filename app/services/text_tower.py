@@ -44,8 +44,11 @@ class TextTower:
     def __init__(self, tokenizer: Any, weights: dict[str, np.ndarray], proj_w: np.ndarray,  # noqa: ANN401
                  proj_b: np.ndarray, settings: BertSettings, name: str, model_id: str) -> None:
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer: truncation set, no padding
-        self.w = weights  # BERT tensors by their Hugging Face names, float32
-        self.proj_w, self.proj_b = proj_w, proj_b  # (dim, H), (dim,)
+        # BERT tensors by their Hugging Face names, float32, aligned and contiguous (a tensor read from a file can
+        # be unaligned, which sends NumPy to a slow non-BLAS matmul); linear weights stored transposed (in, out)
+        self.w = {k: np.ascontiguousarray(v.T if _is_linear(k, v) else v, dtype=np.float32)
+                  for k, v in weights.items()}
+        self.proj_w, self.proj_b = np.ascontiguousarray(proj_w), np.ascontiguousarray(proj_b)  # (dim, H), (dim,)
         self.settings = settings
         self.name, self.model_id = name, model_id
         self.dim = int(proj_w.shape[0])
@@ -98,8 +101,13 @@ class TextTower:
         return (att @ v).transpose(1, 0, 2).reshape(T, H)
 
 
+def _is_linear(name: str, w: np.ndarray) -> bool:
+    return w.ndim == 2 and name.startswith("encoder.layer.") and name.endswith(".weight")
+
+
 def linear(x: np.ndarray, w: dict[str, np.ndarray], name: str) -> np.ndarray:
-    return x @ w[name + ".weight"].T + w[name + ".bias"]
+    """nn.Linear with the weight stored transposed: (..., in) -> (..., out)."""
+    return x @ w[name + ".weight"] + w[name + ".bias"]
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
