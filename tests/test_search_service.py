@@ -371,7 +371,7 @@ def nan_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path) -> None:
+def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path, capsys) -> None:
     """Issue 14 item 3: a NaN model is a broken model with a message, never a score."""
     from training.ranking import NonFiniteError
 
@@ -385,6 +385,10 @@ def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path) -> None:
         full.embed_text(["a door creaks"])
     with pytest.raises(NonFiniteError, match="audio embeddings"):
         full.embed_windows(np.stack([sound("tone", 1.0, 1)]))
+    # from the command line: a message and exit code 2, even before anything is indexed with it
+    (tmp_path / "lib").mkdir()
+    assert main(["search", "a door creaks", "--library", str(tmp_path / "lib"), "--model", str(nan)]) == 2
+    assert "non-finite (NaN/Inf)" in capsys.readouterr().err
 
 
 def test_eval_refuses_an_all_nan_checkpoint(tmp_path: Path, sfx: Path, capsys) -> None:

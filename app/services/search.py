@@ -318,11 +318,14 @@ class SearchSession:
     # -- searching
 
     def search(self, text: str, k: int = 10, filters: SearchFilters | None = None) -> list[Hit]:
-        k = self.capped_k(k)
         text = text.strip()
-        if not text or k == 0:
+        if not text:
             return []
-        return self.library.search_text(text, self.embedder, k, filters)
+        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results";
+        # the library's own call then hits the embedder's cache
+        self.embedder.embed_text([text])
+        k = self.capped_k(k)
+        return self.library.search_text(text, self.embedder, k, filters) if k else []
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None) -> list[Hit]:
