@@ -337,7 +337,12 @@ class SearchSession:
     def capped_k(self, k: int) -> int:
         """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
         results must not allocate a billion result slots."""
-        return min(check_k(k), self.indexed_count())
+        k = check_k(k)
+        lib = self.library
+        with lib._lock:  # one count, not the whole catalog's stats: this runs on every search-as-you-type
+            (n,) = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?",
+                                  (self.embedder.model_id,)).fetchone()
+        return min(k, int(n))
 
     def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
         """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
