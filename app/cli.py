@@ -353,7 +353,10 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
     except UnicodeDecodeError as e:
         where = "standard input" if source == "-" else source
         raise ValueError(f"{where}: queries must be UTF-8 text (byte {e.start} is not)") from None
-    return [(i, q.strip()) for i, q in enumerate(text.splitlines(), start=1) if q.strip()]
+    queries = [(i, q.strip()) for i, q in enumerate(text.splitlines(), start=1) if q.strip()]
+    if not queries:
+        raise ValueError(f"{'standard input' if source == '-' else source}: no queries (one per line)")
+    return queries
 
 
 def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession

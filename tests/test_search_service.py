@@ -497,6 +497,9 @@ def test_many_queries_from_a_file_and_from_stdin(indexed: tuple[Path, str], tmp_
         got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [g["query"] for g in got] == ["rain", "an engine"] and got[0]["results"] == rows[2]["results"][:2]
 
+    queries.write_text("\n  \n")
+    assert main(["search", "--queries", str(queries), "--library", str(root), "--model", ckpt]) == 2
+    assert "no queries" in capsys.readouterr().err
     queries.write_bytes(b"caf\xe9\n")  # Latin-1, not UTF-8
     assert main(["search", "--queries", str(queries), "--library", str(root), "--model", ckpt]) == 2
     assert "queries must be UTF-8 text" in capsys.readouterr().err
