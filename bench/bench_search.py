@@ -21,7 +21,8 @@ What is measured, exactly (the JSON says the same in `notes`):
   and one window vector per 10-s window, float32) for single-window files.
 - Cold start (`cold_start`): `earshot search` as a user scripts it, a fresh process per call
   (`python -m app.cli search TEXT --library L --json`, the library = the demo sounds, already indexed): wall time
-  from process start to exit, median of `COLD_RUNS` runs, and peak resident memory (the process's VmHWM). Also
+  from process start to exit and CPU time (user + system, less swayed by other jobs on a shared machine),
+  medians of `COLD_RUNS` runs, peak resident memory (the process's VmHWM) and the 1-min load average. Also
   timed the same way: the PyTorch path it replaced (the whole retrieval model loaded with torch + transformers
   to embed the query, `load_embedder`), and `--queries FILE` answering 40 queries in one process.
   The page cache is warm (a run before the timed ones); "cold" means a new process, not a cold disk.
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -235,14 +237,18 @@ def timed_runs(code: str, args: list[str], runs: int = COLD_RUNS, stdin: str | N
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-c", code, *args]
     subprocess.run(argv, check=True, capture_output=True, cwd=ROOT, env=env, input=stdin, text=True)  # warm-up
-    times, peaks = [], []
+    times, cpu, peaks = [], [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.run(argv, check=True, capture_output=True, cwd=ROOT, env=env, input=stdin, text=True)
         times.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: less swayed by a busy machine
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         peaks += [int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("VmHWM")]
     return {"median_s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
-            "peak_rss_mb": round(max(peaks), 1) if peaks else None}
+            "median_cpu_s": round(statistics.median(cpu), 3), "peak_rss_mb": round(max(peaks), 1) if peaks else None,
+            "load_avg_1min": round(os.getloadavg()[0], 2)}
 
 
 def bench_cold_start(embedder: RetrievalEmbedder, runs: int = COLD_RUNS) -> dict[str, Any]:
