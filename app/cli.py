@@ -335,7 +335,8 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
     Many queries come from --queries FILE, from '-' as the text, or from standard input when no text is given
     and standard input is not a terminal. Blank lines are skipped; `line` keeps the place in the input."""
     source = args.queries
-    if source is None and (args.text == "-" or (args.text is None and not sys.stdin.isatty())):
+    piped = sys.stdin is not None and not sys.stdin.isatty()
+    if source is None and (args.text == "-" or (args.text is None and piped)):
         source = "-"
     if source is None:
         if args.text is None:
@@ -416,6 +417,8 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
             session.close()
     except LibraryError as e:
         raise ValueError(str(e)) from None
+    except BrokenPipeError:  # the reader went away (`| head -3`): stop quietly, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
     return 0
 
 
