@@ -106,19 +106,45 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
 
     for name, what in (("search", "find sounds in a library by a description"),
                        ("similar", "find sounds in a library that sound like a file")):
-        p = sub.add_parser(name, help=what)
+        p = sub.add_parser(name, help=what, description=what + ".", epilog=OUTPUT_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "search":
-            p.add_argument("text", help="a description, e.g. 'a door creaks open'")
+            p.add_argument("text", nargs="?", default=None,
+                           help="a description, e.g. 'a door creaks open'; '-' (or none, with standard input "
+                                "piped) reads one query per line from standard input")
+            p.add_argument("--queries", metavar="FILE", default=None,
+                           help="answer many queries in one call: one per line of FILE ('-': standard input); "
+                                "prints JSON lines, one object per query")
         else:
             p.add_argument("file", type=Path, help="an audio file (in the library or not)")
         p.add_argument("--library", type=Path, required=True, help="the (indexed) library folder")
         p.add_argument("--model", default=None, help=model_help)
-        p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+        p.add_argument("-k", type=result_count, default=10,
+                       help="number of results, at least 1 (default 10; more than the library holds gives all)")
         p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS")
         p.add_argument("--max-duration", type=float, default=None, metavar="SECONDS")
         p.add_argument("--folder", default=None, help="only this folder (relative to the library) and below")
-        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--json", action="store_true", help="print JSON (see below for file names)")
         p.set_defaults(handler=cmd_search if name == "search" else cmd_similar)
+
+
+OUTPUT_HELP = """output:
+  plain text: one result per line; characters that would break a line or a terminal in a file name are
+  escaped (\\n, \\t, \\xNN for control characters and for bytes that are not UTF-8, \\\\ for a backslash).
+  --json (and --queries): every string is valid Unicode. "path" is the file's path as text; when the name
+  is not valid UTF-8, "path" shows the undecodable bytes as U+FFFD and "path_bytes" holds the exact bytes
+  in base64: open that one. --queries prints JSON lines {"query", "line", "results": [...]}."""
+
+
+def result_count(text: str) -> int:
+    """-k: a whole number >= 1 (argparse turns the ArgumentTypeError into a usage message, exit code 2)."""
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of results, got {text!r}") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {k}")
+    return k
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -299,42 +325,127 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    return _search_command(args, lambda s, f: s.search(args.text, args.k, f))
+    queries = _queries(args)
+    if queries is None:
+        return _search_command(args, lambda s, f: s.search(args.text, args.k, f), text_only=True)
+    return _search_many(args, queries)
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
     return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f))
 
 
-def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]]) -> int:
-    from app.services.library import LibraryError, SearchFilters
-    from app.services.search import SearchSession, hit_dict, load_embedder
+def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
+    """(line number, query) pairs for the many-queries mode, or None for one query given as an argument.
+
+    Many queries come from --queries FILE, from '-' as the text, or from standard input when no text is given
+    and standard input is not a terminal. Blank lines are skipped; `line` keeps the place in the input."""
+    source = args.queries
+    piped = sys.stdin is not None and not sys.stdin.isatty()
+    if source is None and (args.text == "-" or (args.text is None and piped)):
+        source = "-"
+    if source is None:
+        if args.text is None:
+            raise ValueError("search: give a description, --queries FILE, or queries on standard input")
+        return None
+    if args.text not in (None, "-"):
+        raise ValueError("search: give either a description or --queries, not both")
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(source, "rb") as f:
+                raw = f.read()
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        where = "standard input" if source == "-" else source
+        raise ValueError(f"{where}: queries must be UTF-8 text (byte {e.start} is not)") from None
+    queries = [(i, q.strip()) for i, q in enumerate(text.splitlines(), start=1) if q.strip()]
+    if not queries:
+        raise ValueError(f"{'standard input' if source == '-' else source}: no queries (one per line)")
+    return queries
+
+
+def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
+    from app.services.search import SearchSession, load_embedder, load_query_embedder
 
     if not args.library.is_dir():
         raise ValueError(f"{args.library}: not a folder")
-    embedder = load_embedder(args.model)
+    # text queries need only the text tower (NumPy, no torch import): the command starts several times faster
+    embedder = load_query_embedder(args.model) if text_only else load_embedder(args.model)
+    session = SearchSession.open(args.library, embedder)
+    if session.indexed_count() == 0:
+        print(f"earshot: {args.library} has no sounds indexed with {embedder.name}; run `earshot index "
+              f"{args.library}` first", file=sys.stderr)
+    return session
+
+
+def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
+                    ) -> int:
+    from app.services.audio import AudioError
+    from app.services.library import LibraryError, SearchFilters
+    from app.services.search import hit_dict
+
     filters = SearchFilters(args.min_duration, args.max_duration, args.folder)
     try:
-        session = SearchSession.open(args.library, embedder)
+        session = _open_search(args, text_only)
         try:
-            if session.indexed_count() == 0:
-                print(f"earshot: {args.library} has no sounds indexed with {embedder.name}; run `earshot index "
-                      f"{args.library}` first", file=sys.stderr)
-            hits = [hit_dict(h) for h in run(session, filters)]
+            hits = run(session, filters)
         finally:
             session.close()
-    except LibraryError as e:  # a message, not a traceback
+    except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
     if args.json:
-        print(json.dumps(hits, indent=2))
+        print(json.dumps([hit_dict(h) for h in hits], indent=2))
         return 0
     if not hits:
         print("no results")
     else:
         print(f"{'score':>7}  {'duration':>8}  path")
     for h in hits:
-        print(f"{h['score']:7.3f}  {h['duration']:7.1f}s  {h['path']}")
+        print(f"{h.score:7.3f}  {h.duration:7.1f}s  {printable(h.path)}")
     return 0
+
+
+def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
+    """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
+    from app.services.library import LibraryError, SearchFilters
+    from app.services.search import hit_dict
+
+    filters = SearchFilters(args.min_duration, args.max_duration, args.folder)
+    try:
+        session = _open_search(args, text_only=True)
+        try:
+            for line, query in queries:
+                hits = [hit_dict(h) for h in session.search(query, args.k, filters)]
+                print(json.dumps({"query": query, "line": line, "results": hits}), flush=True)
+        finally:
+            session.close()
+    except LibraryError as e:
+        raise ValueError(str(e)) from None
+    except BrokenPipeError:  # the reader went away (`| head -3`): stop quietly, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+    return 0
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(path: str | os.PathLike[str]) -> str:
+    """A file name on one line, unambiguously: backslash, control characters and non-UTF-8 bytes escaped."""
+    out = []
+    for c in os.fsencode(path).decode("utf-8", "surrogateescape"):
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # an undecodable byte
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif c == "\\":
+            out.append("\\\\")
+        elif c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif not c.isprintable() and c != " ":
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _print_result(result: dict[str, Any], as_json: bool) -> None:

@@ -19,6 +19,13 @@ What is measured, exactly (the JSON says the same in `notes`):
 - recall@10 = overlap of the approximate top 10 with the exact top 10 (flat inner product), 200 queries.
 - Memory per 100k items: serialised FAISS index bytes / N * 100k, plus the catalog's per-file vectors (the mean
   and one window vector per 10-s window, float32) for single-window files.
+- Cold start (`cold_start`): `earshot search` as a user scripts it, a fresh process per call
+  (`python -m app.cli search TEXT --library L --json`, the library = the demo sounds, already indexed): wall time
+  from process start to exit and CPU time (user + system, less swayed by other jobs on a shared machine),
+  medians of `COLD_RUNS` runs, peak resident memory (the process's VmHWM) and the 1-min load average. Also
+  timed the same way: the PyTorch path it replaced (the whole retrieval model loaded with torch + transformers
+  to embed the query, `load_embedder`), and `--queries FILE` answering 40 queries in one process.
+  The page cache is warm (a run before the timed ones); "cold" means a new process, not a cold disk.
 - Indexing throughput: the demo library (`resources/demo`) and 200 clips of the sfx corpus copied to a
   temporary folder and indexed from scratch with `SearchSession.index_job` (decode + resample + PaSST + FAISS +
   SQLite), with the default retrieval model when installed (else a tiny random one; the JSON says which).
@@ -26,8 +33,13 @@ What is measured, exactly (the JSON says the same in `notes`):
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from functools import partial
@@ -48,6 +60,7 @@ DEMO = ROOT / "resources" / "demo"
 N_QUERIES = 50  # latency samples per size
 N_RECALL = 200  # queries for recall@10
 K = 10
+COLD_RUNS = 5  # fresh processes per cold-start measurement
 
 
 def clustered_unit_vectors(n: int, dim: int, centres: np.ndarray, rng: np.random.Generator, spread: float = 1.3,
@@ -203,6 +216,63 @@ def bench_indexing(embedder: RetrievalEmbedder, n_sfx: int = 200) -> dict[str, A
     return out
 
 
+# every timed process reports its own peak resident memory at exit (VmHWM: starts afresh at exec, unlike
+# getrusage's children's maxrss, which counts the forking parent's pages)
+PEAK = ("import atexit, sys\n"
+        "atexit.register(lambda: print('VmHWM', open('/proc/self/status').read().split('VmHWM:')[1].split()[0],"
+        " file=sys.stderr))\n")
+# `earshot search ...` as the console script runs it
+CLI = PEAK + "import sys\nfrom app.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+# the replaced path: load the whole model (torch + transformers) to embed one text query
+TORCH_SEARCH = PEAK + """
+import sys
+from app.services.search import SearchSession, hit_dict, load_embedder
+session = SearchSession.open(sys.argv[1], load_embedder(None))
+print([hit_dict(h)["path"] for h in session.search(sys.argv[2], 10)])
+"""
+
+
+def timed_runs(code: str, args: list[str], runs: int = COLD_RUNS, stdin: str | None = None) -> dict[str, Any]:
+    """Median wall seconds of `runs` fresh `python -c code args` processes (after one warm-up) and peak RSS."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", code, *args]
+    subprocess.run(argv, check=True, capture_output=True, cwd=ROOT, env=env, input=stdin, text=True)  # warm-up
+    times, cpu, peaks = [], [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, check=True, capture_output=True, cwd=ROOT, env=env, input=stdin, text=True)
+        times.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: less swayed by a busy machine
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        peaks += [int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("VmHWM")]
+    return {"median_s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
+            "median_cpu_s": round(statistics.median(cpu), 3), "peak_rss_mb": round(max(peaks), 1) if peaks else None,
+            "load_avg_1min": round(os.getloadavg()[0], 2)}
+
+
+def bench_cold_start(embedder: RetrievalEmbedder, runs: int = COLD_RUNS) -> dict[str, Any]:
+    """`earshot search` in a fresh process: the NumPy text tower path, the PyTorch path it replaced, and
+    40 queries in one call."""
+    out: dict[str, Any] = {"runs": runs, "library": "resources/demo (indexed first)"}
+    with tempfile.TemporaryDirectory(prefix="earshot-cold-") as tmp:
+        lib = Path(tmp) / "demo"
+        shutil.copytree(DEMO, lib)
+        session = SearchSession.open(lib, embedder)
+        try:
+            drain(session.index_job())
+        finally:
+            session.close()
+        out["search_one_query"] = timed_runs(CLI, ["search", "a door creaks open", "--library", str(lib), "--json"],
+                                             runs)
+        queries = "\n".join(query_texts(40, "cold")) + "\n"
+        out["search_40_queries_one_call"] = timed_runs(CLI, ["search", "--queries", "-", "--library", str(lib)],
+                                                       runs, stdin=queries)
+        out["torch_path_one_query"] = timed_runs(TORCH_SEARCH, [str(lib), "a door creaks open"], runs)
+    out["target_s"] = 2.5
+    return out
+
+
 def run() -> dict[str, Any]:
     threads = search_threads()
     torch.set_num_threads(threads)
@@ -216,6 +286,7 @@ def run() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "targets": {"p95_ms_at_100k": 25, "p95_ms_at_1M": 60, "recall_at_10": 0.95, "indexing_x_realtime": 100},
     }
+    result["cold_start"] = bench_cold_start(embedder)
     result["indexing"] = bench_indexing(embedder)
     result["latency"] = bench_indexes(embedder, embedder.dim, rng)
     result["notes"] = __doc__.split("What is measured, exactly (the JSON says the same in `notes`):")[1].strip()
@@ -223,6 +294,7 @@ def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    import json
-
-    print(json.dumps(run(), indent=2))
+    if "--cold-start" in sys.argv[1:]:  # only the cold-start part (seconds, not the 1M-vector index build)
+        print(json.dumps(bench_cold_start(load_model()[0]), indent=2))
+    else:
+        print(json.dumps(run(), indent=2))

@@ -120,3 +120,24 @@ def test_an_ignored_sigint_is_taken_back_so_cancel_works(tmp_path: Path) -> None
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "interrupted" in out
+
+
+def test_search_help_documents_output_and_many_queries(capsys) -> None:
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    out = capsys.readouterr().out
+    assert "--queries FILE" in out and "path_bytes" in out and "base64" in out and "one result per line" in out
+
+
+def test_printable_keeps_one_result_on_one_line() -> None:
+    import os
+
+    from app.cli import printable
+
+    assert printable("/lib/a door.wav") == "/lib/a door.wav"
+    assert printable("/lib/new\nline\t.wav") == "/lib/new\\nline\\t.wav"
+    assert printable(os.fsdecode(b"/lib/odd\xff.wav")) == "/lib/odd\\xff.wav"
+    assert printable("/lib/back\\slash\x1b[31m.wav") == "/lib/back\\\\slash\\x1b[31m.wav"
+    assert printable("/lib/caf\u00e9 \u4e2d.wav") == "/lib/caf\u00e9 \u4e2d.wav"

@@ -16,9 +16,11 @@ from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel, contrastive_loss, from_config_dict
 from models.text import text_tiny
 from training.ranking import (
+    NonFiniteError,
     caption_ranks,
     correct_from_captions,
     ensemble_similarity,
+    require_finite,
     retrieval_metrics,
 )
 
@@ -177,6 +179,28 @@ def test_metrics_ties_are_pessimistic_by_default() -> None:
     assert flat["R@1"] == 0.0 and flat["mean_rank"] == 5.0
     with pytest.raises(ValueError, match="ties"):
         caption_ranks(sim, [1, 3], ties="random")
+
+
+def test_nan_similarities_rank_last_under_either_tie_rule() -> None:
+    """Issue 14 item 3: NaN similarities used to defeat the pessimistic tie rule (all-NaN scored mAP@10 = 1)."""
+    nan = np.full((3, 5), np.nan)
+    for ties in ("pessimistic", "optimistic"):
+        m = retrieval_metrics(nan, [0, 1, 2], ties=ties)
+        assert m["R@1"] == 0.0 and m["mAP@10"] == pytest.approx(1 / 5) and m["mean_rank"] == 5.0
+    sim = np.array([[0.9, np.nan, 0.1],     # NaN incorrect clip does not outrank the correct one -> 1
+                    [np.nan, 0.2, 0.5],     # correct clip 0 is NaN: last -> 3
+                                    [0.3, np.nan, 0.2]])    # correct clip 1 is NaN: last -> 3
+    assert caption_ranks(sim, [0, 0, 1]).tolist() == [1, 3, 3]
+    assert caption_ranks(sim, [0, 0, 1], ties="optimistic").tolist() == [1, 3, 3]
+
+
+def test_require_finite_names_the_broken_output() -> None:
+    require_finite(np.ones((4, 3)), "ok")
+    bad = torch.ones(4, 3)
+    bad[1, 2] = float("nan")
+    bad[3, 0] = float("inf")
+    with pytest.raises(NonFiniteError, match=r"audio embeddings: .*NaN/Inf.* 2 of 4.*broken"):
+        require_finite(bad, "audio embeddings")
 
 
 def test_metrics_with_identical_captions_and_several_captions_per_clip() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +23,18 @@ from app.services.search import (
     RetrievalEmbedder,
     SearchSession,
     load_preview,
+    load_query_embedder,
+    model_id_for,
     real_lengths,
     resolve_model,
     spectrogram_db,
 )
+from app.services.text_tower import TextTower, _encoder_source, load_text_tower
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel
 from models.text import text_tiny
-from training.checkpoints import save_checkpoint
+from training.checkpoints import load_model, save_checkpoint
 
 SR = 32000
 WINDOW_S = 2.0  # the tiny model's window: a "long" file is a few seconds
@@ -262,3 +268,240 @@ def test_cli_index_search_similar(tmp_path: Path, capsys) -> None:
     # a clear error when no model exists
     assert main(["search", "rain", "--library", str(root), "--model", str(tmp_path / "nope.safetensors")]) == 2
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------- text tower (cold start)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "resources" / "models" / "retrieval-default.safetensors"
+TEXTS = ["a door creaks open", "Dog's bark -- high-pitched, then a WHINE!", "rain " * 40,  # truncated at 32
+         "x", "café crème brûlée", "  water_drops   on   glass  "]
+
+
+def torch_text(path: Path, texts: list[str]) -> np.ndarray:
+    model, _ = load_model(path, kind="retrieval")
+    with torch.inference_mode():
+        return model.embed_text(texts).numpy()
+
+
+@pytest.mark.parametrize("which", ["default", "tiny"])
+def test_text_tower_matches_the_torch_text_encoder(which: str, tmp_path: Path) -> None:
+    if which == "default":
+        path = DEFAULT
+    else:
+        path = write_tiny_checkpoint(tmp_path)  # the encoder's weights are inside the file
+    tower = load_text_tower(path, path.stem, model_id_for(path.stem, path))
+    assert isinstance(tower, TextTower)
+    got = tower.embed_text(TEXTS)
+    want = torch_text(path, TEXTS)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(tower.embed_text(TEXTS[:1]), got[:1])  # cached: the same vector
+
+
+def test_load_query_embedder_takes_the_tower_and_the_model_id_of_the_full_model() -> None:
+    tower = load_query_embedder(str(DEFAULT))
+    full = RetrievalEmbedder.from_checkpoint(DEFAULT)
+    assert isinstance(tower, TextTower)
+    assert tower.model_id == full.model_id and tower.dim == full.dim  # the same index is searched
+
+
+def test_encoders_it_cannot_reproduce_fall_back_to_torch(tmp_path: Path) -> None:
+    folder = tmp_path / "roberta"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "roberta", "num_attention_heads": 2}))
+    (folder / "tokenizer.json").write_text("{}")
+    assert _encoder_source({"name_or_path": str(folder), "tiny": False}) is None
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "num_attention_heads": 2,
+                                                    "hidden_act": "relu"}))
+    assert _encoder_source({"name_or_path": str(folder), "tiny": False}) is None
+    assert _encoder_source({"name_or_path": str(tmp_path / "missing"), "tiny": False}) is None
+
+
+def test_search_command_does_not_import_torch(tmp_path: Path) -> None:
+    """The cold start: a text search loads neither torch nor transformers (and no Qt)."""
+    root = make_library(tmp_path / "lib")
+    ckpt = str(write_tiny_checkpoint(tmp_path / "models"))
+    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
+    script = (
+        "import json, sys\n"
+        "from app.cli import main\n"
+        f"rc = main(['search', 'a chirping bird', '--library', {str(root)!r}, '--model', {ckpt!r}, '--json'])\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'PySide6', 'training.retrieval_train') "
+        "if m in sys.modules)\n"
+        "print(json.dumps({'rc': rc, 'heavy': heavy}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    *hits, last = proc.stdout.strip().splitlines()
+    assert json.loads(last) == {"rc": 0, "heavy": []}
+    assert len(json.loads("\n".join(hits))) == 7
+
+
+# ------------------------------------------------- issue 14: broken models, -k, bad query files, odd names
+
+ODD = os.fsdecode(b"odd\xffname.wav")  # not valid UTF-8
+NEWLINE = "new\nline.wav"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory) -> tuple[Path, str]:
+    """The test library plus two files with hostile names, indexed with the tiny model: (root, checkpoint)."""
+    tmp = tmp_path_factory.mktemp("indexed")
+    root = make_library(tmp / "lib")
+    sf.write(os.fsencode(root / ODD), sound("tone", 0.5, 7), SR)  # soundfile needs bytes for such a name
+    sf.write(root / NEWLINE, sound("noise", 0.7, 8), SR)
+    ckpt = str(write_tiny_checkpoint(tmp / "models"))
+    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
+    return root, ckpt
+
+
+def nan_copy(src: Path, dst: Path) -> Path:
+    """The checkpoint with every float tensor NaN and the same metadata: a diverged or damaged model."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(src), "pt") as f:
+        meta = f.metadata()
+    tensors = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v for k, v in load_file(src).items()}
+    save_file(tensors, str(dst), metadata=meta)
+    return dst
+
+
+def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path, capsys) -> None:
+    """Issue 14 item 3: a NaN model is a broken model with a message, never a score."""
+    from training.ranking import NonFiniteError
+
+    nan = nan_copy(DEFAULT, tmp_path / "nan.safetensors")
+    tower = load_query_embedder(str(nan))
+    assert isinstance(tower, TextTower)
+    with pytest.raises(NonFiniteError, match="nan: text embeddings: .*NaN/Inf.*broken"):
+        tower.embed_text(["a door creaks"])
+    full = RetrievalEmbedder.from_checkpoint(nan)
+    with pytest.raises(NonFiniteError, match="text embeddings"):
+        full.embed_text(["a door creaks"])
+    with pytest.raises(NonFiniteError, match="audio embeddings"):
+        full.embed_windows(np.stack([sound("tone", 1.0, 1)]))
+    # from the command line: a message and exit code 2, even before anything is indexed with it
+    (tmp_path / "lib").mkdir()
+    assert main(["search", "a door creaks", "--library", str(tmp_path / "lib"), "--model", str(nan)]) == 2
+    assert "non-finite (NaN/Inf)" in capsys.readouterr().err
+
+
+def test_eval_refuses_an_all_nan_checkpoint(tmp_path: Path, sfx: Path, capsys) -> None:
+    """Issue 14 item 3: `earshot eval retrieval` gave an all-NaN checkpoint mAP@10 = R@1 = 1.0."""
+    import csv
+
+    data = tmp_path / "data"
+    (data / "audio").mkdir(parents=True)
+    with open(sfx / "captions.csv", newline="") as f:
+        rows = list(csv.DictReader(f))[:6]
+    for r in rows:
+        shutil.copy(sfx / r["path"], data / r["path"])
+    with open(data / "captions.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "caption"])
+        w.writerows([(r["path"], r["caption"]) for r in rows])
+    nan = nan_copy(DEFAULT, tmp_path / "nan.safetensors")
+    assert main(["eval", "retrieval", "--data", str(data), "--model", str(nan), "--split", "all", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert "mAP" not in out and "non-finite (NaN/Inf)" in err and "broken" in err
+
+
+def test_k_is_validated_and_capped(indexed: tuple[Path, str], capsys) -> None:
+    """Issue 14 item 9: -k 0 / -1 silently gave nothing, a huge -k ran out of memory."""
+    root, ckpt = indexed
+    for bad in ("0", "-1", "ten"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["search", "door", "--library", str(root), "--model", ckpt, "-k", bad])
+        assert exit_.value.code == 2
+        assert "argument -k: must be" in capsys.readouterr().err
+    assert main(["search", "door", "--library", str(root), "--model", ckpt, "-k", "1000000000000", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 9  # every indexed file, no more
+    session = SearchSession.open(root, load_query_embedder(ckpt))
+    try:
+        with pytest.raises(ValueError, match="at least 1, got 0"):
+            session.search("door", k=0)
+        with pytest.raises(ValueError, match="at least 1, got -5"):
+            session.similar(root / "birds/tone_a.wav", k=-5)
+        assert session.capped_k(10**12) == 9 and len(session.search("door", k=10**12)) == 9
+    finally:
+        session.close()
+
+
+def test_similar_reports_bad_query_files_like_probe(indexed: tuple[Path, str], tmp_path: Path, capsys) -> None:
+    """Issue 14 item 10: a text file, an empty or a truncated wav outside the library raised a traceback."""
+    root, ckpt = indexed
+    text = tmp_path / "notes.wav"
+    text.write_text("not audio at all\n" * 20)
+    empty = tmp_path / "empty.wav"
+    sf.write(empty, np.zeros(0, np.float32), SR)
+    truncated = tmp_path / "cut.wav"
+    sf.write(truncated, sound("tone", 1.0, 1), SR, subtype="PCM_16")
+    truncated.write_bytes(truncated.read_bytes()[:2000])
+    for bad in (text, empty, truncated):
+        assert main(["similar", str(bad), "--library", str(root), "--model", ckpt]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"earshot: error: {bad}") and "Traceback" not in err and out == ""
+        assert main(["probe", str(bad)]) == 1  # probe says the same about it
+        assert capsys.readouterr().out.startswith(f"error  {bad}")
+
+
+def test_odd_file_names_byte_exact_in_json_and_one_line_in_text(indexed: tuple[Path, str], capsys) -> None:
+    """Issue 14 item 12: non-UTF-8 names came out of --json as lone surrogates; a newline split a text row."""
+    import base64
+
+    root, ckpt = indexed
+    assert main(["search", "a tone", "--library", str(root), "--model", ckpt, "-k", "20", "--json"]) == 0
+    out = capsys.readouterr().out
+    out.encode("utf-8")  # no lone surrogates anywhere: strict UTF-8 tools can read it
+    hits = json.loads(out)
+    for h in hits:
+        for value in h.values():
+            if isinstance(value, str):
+                value.encode("utf-8")  # raises on a lone surrogate
+    odd = [h for h in hits if "path_bytes" in h]
+    assert len(odd) == 1 and odd[0]["name"] == "odd\ufffdname.wav"
+    raw = base64.b64decode(odd[0]["path_bytes"])
+    assert raw == os.fsencode(root / ODD) and os.path.isfile(raw)
+    assert all(Path(h["path"]).exists() for h in hits if "path_bytes" not in h)
+    assert any(h["path"].endswith(NEWLINE) for h in hits)
+
+    assert main(["search", "a tone", "--library", str(root), "--model", ckpt, "-k", "20"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + 9  # header + one line per result
+    assert any(line.endswith("/new\\nline.wav") for line in lines)
+    assert any(line.endswith("/odd\\xffname.wav") for line in lines)
+
+
+def test_many_queries_from_a_file_and_from_stdin(indexed: tuple[Path, str], tmp_path: Path, capsys,
+                                                 monkeypatch) -> None:
+    import io
+
+    root, ckpt = indexed
+    queries = tmp_path / "queries.txt"
+    queries.write_text("a chirping bird\n\n  an engine  \nrain\n", encoding="utf-8")
+    assert main(["search", "--queries", str(queries), "--library", str(root), "--model", ckpt, "-k", "3"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["query"], r["line"]) for r in rows] == [("a chirping bird", 1), ("an engine", 3), ("rain", 4)]
+    for r in rows:  # each answer is what a single search gives
+        assert main(["search", r["query"], "--library", str(root), "--model", ckpt, "-k", "3", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == r["results"] and len(r["results"]) == 3
+
+    for argv in (["search", "-"], ["search"]):  # '-' or no query, with standard input piped
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"rain\nan engine\n")))
+        assert main([*argv, "--library", str(root), "--model", ckpt, "-k", "2"]) == 0
+        got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [g["query"] for g in got] == ["rain", "an engine"] and got[0]["results"] == rows[2]["results"][:2]
+
+    queries.write_text("\n  \n")
+    assert main(["search", "--queries", str(queries), "--library", str(root), "--model", ckpt]) == 2
+    assert "no queries" in capsys.readouterr().err
+    queries.write_bytes(b"caf\xe9\n")  # Latin-1, not UTF-8
+    assert main(["search", "--queries", str(queries), "--library", str(root), "--model", ckpt]) == 2
+    assert "queries must be UTF-8 text" in capsys.readouterr().err
+    assert main(["search", "rain", "--queries", str(queries), "--library", str(root), "--model", ckpt]) == 2
+    assert "not both" in capsys.readouterr().err

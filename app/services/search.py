@@ -16,6 +16,7 @@ torch is imported lazily so that the GUI can import this module without paying f
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import threading
@@ -37,11 +38,13 @@ from app.services.library import (
     SearchFilters,
     index_library,
 )
+from training.ranking import require_finite
 
 if TYPE_CHECKING:
     import torch
 
     from app.services.registry import ModelRegistry
+    from app.services.text_tower import TextTower
     from app.services.vector_index import IndexConfig
 
 KIND = "retrieval"
@@ -165,6 +168,7 @@ class RetrievalEmbedder:
                     mel = self.frontend(wave)  # (b, n_mels, T)
                     mel = mel[..., : self.model.config.audio.window_frames]  # one window, never two
                     out[part] = self.model.embed_audio(mel).float().cpu().numpy()  # (b, dim)
+        require_finite(out, f"{self.name}: audio embeddings")  # a broken model is refused, never indexed
         return out
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
@@ -175,6 +179,7 @@ class RetrievalEmbedder:
         if missing:
             with self._lock, torch.inference_mode():
                 vecs = self.model.embed_text(missing).float().cpu().numpy()  # (M, dim)
+            require_finite(vecs, f"{self.name}: text embeddings")
             for t, v in zip(missing, vecs, strict=True):
                 self._text_cache[t] = v
         for t in texts:
@@ -243,6 +248,17 @@ def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None
     return RetrievalEmbedder.from_checkpoint(path, name=name, device=device)
 
 
+def load_query_embedder(spec: str | None = None, registry: ModelRegistry | None = None
+                        ) -> RetrievalEmbedder | TextTower:
+    """What text queries need and nothing more: the checkpoint's text tower run in NumPy when it is a plain
+    BERT (no torch import, so `earshot search` starts in a fraction of the time), else the whole model."""
+    from app.services.text_tower import load_text_tower
+
+    name, path = resolve_model(spec, registry)
+    tower = load_text_tower(path, name, model_id_for(name, path))
+    return tower if tower is not None else RetrievalEmbedder.from_checkpoint(path, name=name)
+
+
 def load_embedder_job(registry: ModelRegistry | None, name: str) -> Job[RetrievalEmbedder]:
     """Load a retrieval model through the registry (cached on its device), or from a path without one."""
     yield {"message": f"loading {name}…"}
@@ -305,11 +321,28 @@ class SearchSession:
         text = text.strip()
         if not text:
             return []
-        return self.library.search_text(text, self.embedder, k, filters)
+        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results";
+        # the library's own call then hits the embedder's cache
+        self.embedder.embed_text([text])
+        k = self.capped_k(k)
+        return self.library.search_text(text, self.embedder, k, filters) if k else []
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None) -> list[Hit]:
+        k = self.capped_k(k)
+        if k == 0:
+            return []
         return self.library.similar(path_or_file_id, self.embedder, k, filters)
+
+    def capped_k(self, k: int) -> int:
+        """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
+        results must not allocate a billion result slots."""
+        k = check_k(k)
+        lib = self.library
+        with lib._lock:  # one count, not the whole catalog's stats: this runs on every search-as-you-type
+            (n,) = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?",
+                                  (self.embedder.model_id,)).fetchone()
+        return min(k, int(n))
 
     def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
         """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
@@ -482,7 +515,25 @@ def summarize(report: IndexReport) -> dict[str, Any]:
     }
 
 
+def check_k(k: int) -> int:
+    """The number of results asked for, refused with a clear message unless it is a whole number >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"the number of results (-k) must be a whole number of at least 1, got {k!r}")
+    return int(k)
+
+
+def path_fields(path: str | os.PathLike[str], key: str = "path") -> dict[str, str]:
+    """A path for JSON: {key: text}, plus {key + "_bytes": base64 of the exact bytes} when the name is not
+    valid UTF-8. The text is then only for display (undecodable bytes become U+FFFD); open the bytes."""
+    raw = os.fsencode(path)
+    try:
+        return {key: raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {key: raw.decode("utf-8", "replace"), f"{key}_bytes": base64.b64encode(raw).decode("ascii")}
+
+
 def hit_dict(hit: Hit) -> dict[str, Any]:
-    return {"path": str(hit.path), "name": hit.name, "folder": hit.folder, "score": round(hit.score, 5),
-            "duration": round(hit.duration, 3), "best_window_start_s": hit.best_window_start_s,
-            "window_scores": [round(s, 5) for s in hit.window_scores]}
+    """A hit as JSON-safe values: every string is valid Unicode (see `path_fields` for odd file names)."""
+    return {**path_fields(hit.path), "name": hit.name, "folder": display_name(hit.folder),
+            "score": round(hit.score, 5), "duration": round(hit.duration, 3),
+            "best_window_start_s": hit.best_window_start_s, "window_scores": [round(s, 5) for s in hit.window_scores]}

@@ -1,0 +1,214 @@
+"""A retrieval checkpoint's text tower in NumPy: the search command line's fast cold start.
+
+`earshot search` embeds a few queries and exits. Importing torch and transformers' BERT costs ~5 s of the
+~6 s such a call took on 2 cores, more than the search itself. The text tower is a BERT-style encoder (its
+first-token output) + a linear projection + L2 normalisation; `TextTower` runs exactly that forward pass in
+NumPy float32 with the same tokenizer (`tokenizers`, the library behind transformers' fast tokenizers) and the
+same weights (the checkpoint's `text_encoder.model.*`, or the installed model's for a frozen encoder left
+out of the file). tests/test_text_tower.py checks it against the PyTorch model.
+
+Only what it reproduces exactly is taken: a BERT encoder (model_type "bert", absolute positions, exact GELU)
+with a `tokenizer.json` and `.safetensors` weights. For anything else `load_text_tower` returns None and the
+caller loads the PyTorch model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.captions import DEFAULT_TEXT_MODEL, preprocess_caption, resolve_model_path
+from training.ranking import require_finite
+
+PREFIX = "text_encoder.model."  # the Hugging Face encoder inside RetrievalModel.text_encoder
+LAYER_NORM_EPS = 1e-12  # BertConfig's default (the tiny test encoders use it)
+CACHE_SIZE = 256
+
+
+@dataclass
+class BertSettings:
+    heads: int
+    eps: float
+    max_tokens: int  # truncation length including [CLS]/[SEP]
+
+
+class TextTower:
+    """Captions -> (N, dim) unit vectors, as `RetrievalModel.embed_text` gives them; no torch."""
+
+    def __init__(self, tokenizer: Any, weights: dict[str, np.ndarray], proj_w: np.ndarray,  # noqa: ANN401
+                 proj_b: np.ndarray, settings: BertSettings, name: str, model_id: str) -> None:
+        self.tokenizer = tokenizer  # a tokenizers.Tokenizer: truncation set, no padding
+        # BERT tensors by their Hugging Face names, float32, aligned and contiguous (a tensor read from a file can
+        # be unaligned, which sends NumPy to a slow non-BLAS matmul); linear weights stored transposed (in, out)
+        self.w = {k: np.ascontiguousarray(v.T if _is_linear(k, v) else v, dtype=np.float32)
+                  for k, v in weights.items()}
+        self.proj_w, self.proj_b = np.ascontiguousarray(proj_w), np.ascontiguousarray(proj_b)  # (dim, H), (dim,)
+        self.settings = settings
+        self.name, self.model_id = name, model_id
+        self.dim = int(proj_w.shape[0])
+        self.layers = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        """N texts -> (N, dim) float32 unit vectors; a non-finite output is refused (a broken model)."""
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            if text not in self._cache:
+                vec = self._embed_one(text)
+                require_finite(vec[None], f"{self.name}: text embeddings")
+                self._cache[text] = vec
+                if len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            out[i] = self._cache[text]
+        return out
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
+        cls = self._encode(ids)[0]  # (H,) first-token output
+        e = cls @ self.proj_w.T + self.proj_b  # (dim,)
+        return (e / max(float(np.linalg.norm(e)), 1e-12)).astype(np.float32)
+
+    def _encode(self, ids: np.ndarray) -> np.ndarray:
+        """(T,) token ids -> (T, H) last hidden states of BertModel in eval mode (one unpadded sequence)."""
+        w, eps = self.w, self.settings.eps
+        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][: len(ids)]
+             + w["embeddings.token_type_embeddings.weight"][0])  # (T, H)
+        x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+            x = layer_norm(x + linear(self._attention(x, p), w, p + "attention.output.dense"),
+                           w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], eps)
+            h = gelu(linear(x, w, p + "intermediate.dense"))  # (T, 4H)
+            x = layer_norm(x + linear(h, w, p + "output.dense"),
+                           w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
+        return x
+
+    def _attention(self, x: np.ndarray, p: str) -> np.ndarray:
+        """Multi-head self-attention over all T tokens (no padding, so no mask). (T, H) -> (T, H)"""
+        T, H = x.shape
+        nh = self.settings.heads
+        q, k, v = (linear(x, self.w, p + f"attention.self.{n}").reshape(T, nh, H // nh).transpose(1, 0, 2)
+                   for n in ("query", "key", "value"))  # (nh, T, dh)
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(H // nh)  # (nh, T, T)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        att = scores / scores.sum(axis=-1, keepdims=True)
+        return (att @ v).transpose(1, 0, 2).reshape(T, H)
+
+
+def _is_linear(name: str, w: np.ndarray) -> bool:
+    return w.ndim == 2 and name.startswith("encoder.layer.") and name.endswith(".weight")
+
+
+def linear(x: np.ndarray, w: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """nn.Linear with the weight stored transposed: (..., in) -> (..., out)."""
+    return x @ w[name + ".weight"] + w[name + ".bias"]
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * gamma + beta
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution at GELU's scale)."""
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact (erf) GELU, BERT's "gelu"."""
+    return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> TextTower | None:
+    """The text tower of a retrieval checkpoint, or None when it is not a BERT this module reproduces."""
+    from safetensors import safe_open
+
+    from training.checkpoints import CheckpointError, read_metadata
+
+    meta = read_metadata(path)
+    if meta["kind"] != "retrieval":
+        raise CheckpointError(f"{Path(path).name}: this is a {meta['kind']!r} checkpoint, not a retrieval model")
+    text_cfg = dict(meta["config"].get("text") or {})
+    source = _encoder_source(text_cfg)
+    if source is None:
+        return None
+    tok_dir, weights_file, settings = source
+    with safe_open(str(path), framework="np") as f:
+        keys = set(f.keys())
+        if not {"text_proj.weight", "text_proj.bias"} <= keys:
+            return None
+        proj_w, proj_b = f.get_tensor("text_proj.weight"), f.get_tensor("text_proj.bias")
+        weights = {k[len(PREFIX):]: f.get_tensor(k) for k in keys if k.startswith(PREFIX)}
+    if not weights:  # frozen encoder left out of the file: the installed model's weights
+        if weights_file is None:
+            return None
+        weights = _read_encoder(weights_file)
+    weights = {k: v.astype(np.float32, copy=False) for k, v in weights.items()}
+    if proj_w.ndim != 2 or "embeddings.word_embeddings.weight" not in weights \
+            or weights["embeddings.word_embeddings.weight"].shape[1] != proj_w.shape[1]:
+        return None  # let the PyTorch loader name the mismatch
+    return TextTower(_tokenizer(tok_dir, settings.max_tokens), weights, proj_w.astype(np.float32),
+                     proj_b.astype(np.float32), settings, name, model_id)
+
+
+def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSettings] | None:
+    """(tokenizer folder, encoder weights file or None, settings) for a plain BERT text config, else None."""
+    if text_cfg.get("pooling", "cls") != "cls":
+        return None
+    max_tokens = int(text_cfg.get("max_tokens", 32))
+    tiny = bool(text_cfg.get("tiny", False))
+    name_or_path = text_cfg.get("name_or_path", DEFAULT_TEXT_MODEL)
+    tok_source = text_cfg.get("tokenizer") or (DEFAULT_TEXT_MODEL if tiny else name_or_path)
+    try:
+        tok_dir = Path(resolve_model_path(str(tok_source)))
+    except FileNotFoundError:
+        return None
+    if not (tok_dir / "tokenizer.json").is_file():
+        return None
+    if tiny:  # models.text.load_encoder: BertConfig defaults apart from the sizes (weights in the checkpoint)
+        return tok_dir, None, BertSettings(int(text_cfg.get("tiny_heads", 2)), LAYER_NORM_EPS, max_tokens)
+    try:
+        model_dir = Path(resolve_model_path(str(name_or_path)))
+        hf = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    plain_bert = (hf.get("model_type") == "bert" and hf.get("hidden_act", "gelu") == "gelu"
+                  and hf.get("position_embedding_type", "absolute") == "absolute")
+    if not plain_bert:
+        return None
+    weights = model_dir / "model.safetensors"
+    return tok_dir, weights if weights.is_file() else None, BertSettings(
+        int(hf["num_attention_heads"]), float(hf.get("layer_norm_eps", LAYER_NORM_EPS)), max_tokens)
+
+
+def _read_encoder(path: Path) -> dict[str, np.ndarray]:
+    """A Hugging Face BERT's tensors by BertModel names (a leading 'bert.' dropped, pooler and buffers kept out)."""
+    from safetensors.numpy import load_file
+
+    out = {}
+    for k, v in load_file(str(path)).items():
+        k = k.removeprefix("bert.")
+        if k.startswith(("embeddings.", "encoder.")) and not k.endswith("position_ids"):
+            out[k] = v
+    return out
+
+
+def _tokenizer(folder: Path, max_tokens: int) -> Any:  # noqa: ANN401 - a tokenizers.Tokenizer
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.no_padding()  # one query at a time: no padding, so attention needs no mask
+    tok.enable_truncation(max_length=max_tokens)  # as TextEncoder.tokenize: max_tokens includes [CLS]/[SEP]
+    return tok
