@@ -251,8 +251,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
     from app.services.library import LibraryError
+    from app.services.library.sharded import sharded_index_job
     from app.services.search import load_embedder, summarize
-    from app.services.sharded_index import sharded_index_job
     from training import distributed as ddp
     from training.device import resolve_device
 

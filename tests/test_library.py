@@ -20,6 +20,8 @@ import soundfile as sf
 from app.services import library as L
 from app.services.jobs import drain
 from app.services.library import Library, SearchFilters, index_library, scan_folder
+from app.services.library import catalog as C
+from app.services.library import scan as S
 from app.services.vector_index import IndexConfig, VectorIndex
 
 SR = 8000
@@ -101,7 +103,7 @@ def catalog_ids(lib: Library, model_id: str) -> set[int]:
 
 def assert_consistent(lib: Library, model_id: str) -> None:
     """Index and catalog agree; one vector per ok file; no duplicates."""
-    vi = lib._index(model_id)
+    vi = lib.vector_index(model_id)
     ids = vi.ids()
     assert len(ids) == len(set(ids.tolist()))
     assert set(ids.tolist()) == catalog_ids(lib, model_id)
@@ -222,7 +224,7 @@ def test_deleted_file_leaves_catalog_and_index(tmp_path):
     with Library.open(root) as lib:
         assert lib.stats().files == 3 and lib.file_id("tone_440.wav") is None
         assert "tone_440.wav" not in top(lib, emb, "440 Hz", k=10)
-        assert len(lib._index(emb.model_id)) == 3
+        assert len(lib.vector_index(emb.model_id)) == 3
         assert_consistent(lib, emb.model_id)
 
 
@@ -283,8 +285,8 @@ def test_another_model_gets_its_own_index(tmp_path):
     assert len(report.embedded) == 4 and b.windows == 8
     with Library.open(root) as lib:
         assert lib.stats().vectors == {a.model_id: 4, b.model_id: 4}
-        assert lib._index_path(a.model_id) != lib._index_path(b.model_id)
-        assert lib._index_path(a.model_id).is_file() and lib._index_path(b.model_id).is_file()
+        assert lib.index_path(a.model_id) != lib.index_path(b.model_id)
+        assert lib.index_path(a.model_id).is_file() and lib.index_path(b.model_id).is_file()
         for emb in (a, b):
             assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]
             assert_consistent(lib, emb.model_id)
@@ -378,21 +380,21 @@ def test_unreadable_file_is_reported_and_retried(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     locked = root / "tone_440.wav"
     os.chmod(locked, 0)
-    real_hash = L.hash_file
+    real_hash = S.hash_file
 
     def deny(path, stop=None, chunk=1 << 20):
         if Path(path) == locked:
             raise PermissionError(13, "Permission denied", str(path))  # chmod does not stop root
         return real_hash(path, stop, chunk)
 
-    monkeypatch.setattr(L, "hash_file", deny)
+    monkeypatch.setattr(S, "hash_file", deny)
     emb = ToneEmbedder()
     report = drain(index_library(root, emb))
     assert [(f.path, f.error) for f in report.failed] == [("tone_440.wav", "tone_440.wav: permission denied")]
     with Library.open(root) as lib:
         assert [f.path for f in lib.failed_files()] == ["tone_440.wav"]
     os.chmod(locked, 0o644)  # fixing permissions does not change mtime: unreadable files are retried anyway
-    monkeypatch.setattr(L, "hash_file", real_hash)
+    monkeypatch.setattr(S, "hash_file", real_hash)
     report = drain(index_library(root, emb))
     assert report.embedded == ["tone_440.wav"] and report.failed == []
     with Library.open(root) as lib:
@@ -413,7 +415,7 @@ def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
             return SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + calls[name])
         return st
 
-    monkeypatch.setattr(L, "_stat", flaky_stat)
+    monkeypatch.setattr(S, "stat_file", flaky_stat)
     emb = ToneEmbedder()
     report = drain(index_library(root, emb, max_requeue=2))
     assert "tone_440.wav" in report.embedded and report.requeued == 1 + 3
@@ -427,9 +429,9 @@ def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
 def test_read_only_library_keeps_catalog_in_user_data_dir(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     data = tmp_path / "userdata"
-    real = L._can_write
-    monkeypatch.setattr(L, "_can_write", lambda folder: False if root in Path(folder).parents else real(folder))
-    monkeypatch.setattr(L, "user_data_dir", lambda *a, **k: str(data))
+    real = C.can_write
+    monkeypatch.setattr(C, "can_write", lambda folder: False if root in Path(folder).parents else real(folder))
+    monkeypatch.setattr(C, "user_data_dir", lambda *a, **k: str(data))
     emb = ToneEmbedder()
     drain(index_library(root, emb))
     assert not (root / ".earshot").exists()
@@ -462,7 +464,7 @@ def test_v0_catalog_is_migrated(tmp_path):
         assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION
         assert lib.stats().files == 5 and lib.stats().vectors == {emb.model_id: 4}
         assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # migrated vectors, index built from them
-        assert any("missing" in e for e in lib.events) or lib._index_path(emb.model_id).is_file()
+        assert any("missing" in e for e in lib.events) or lib.index_path(emb.model_id).is_file()
     report = drain(index_library(root, emb))
     assert emb.windows == 0 and report.embedded == [] and report.removed == 1  # mtime in ns: hash decides
     with Library.open(root) as lib:
@@ -504,7 +506,7 @@ def test_missing_damaged_or_stale_index_file_is_rebuilt(tmp_path):
     emb = ToneEmbedder()
     drain(index_library(root, emb))
     with Library.open(root) as lib:
-        path = lib._index_path(emb.model_id)
+        path = lib.index_path(emb.model_id)
     old = path.read_bytes()
 
     path.unlink()
