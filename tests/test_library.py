@@ -687,3 +687,245 @@ def test_library_search_through_hnsw(tmp_path, one_faiss_thread):
         assert "t03.wav" not in top(lib, emb, f"{60 * 1.25 ** 3:.4f} Hz", k=16)
         assert len(top(lib, emb, "100 Hz", k=20, filters=SearchFilters(max_duration=1.0))) == 15
         assert_consistent(lib, emb.model_id)
+
+
+# ------------------------------------------------------------------- nothing silently wrong (issue 14)
+
+
+def many_tones(root: Path, n: int = 60, seconds: float = 4.0, base: float = 60.0) -> list[float]:
+    """n files, each a tone 3 % above the previous one (distinct under a 256-band embedder)."""
+    freqs = [base * 1.03 ** i for i in range(n)]
+    for i, f in enumerate(freqs):
+        write(root / f"t{i:02d}.wav", tone(f, seconds))
+    return freqs
+
+
+def best(lib: Library, emb: ToneEmbedder, freq: float) -> tuple[str, float]:
+    hits = lib.search_text(f"{freq:.4f} Hz", emb, k=3)
+    return hits[0].rel_path, hits[0].score
+
+
+@pytest.mark.parametrize("page", [1, 40, 70])
+def test_page_level_catalog_damage_is_repaired_keeping_good_vectors(tmp_path, page):
+    """Issue 14.1: `yes garbage | head -c 4096 | dd of=catalog.sqlite bs=4096 seek=N conv=notrunc`."""
+    root = tmp_path / "lib"
+    freqs = many_tones(root)
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    cat = root / ".earshot" / "catalog.sqlite"
+    assert not Path(f"{cat}-wal").exists() or Path(f"{cat}-wal").stat().st_size == 0
+    assert cat.stat().st_size > 71 * 4096
+    with open(cat, "r+b") as fh:
+        fh.seek(page * 4096)
+        fh.write((b"garbage\n" * 512)[:4096])
+    with Library.open(root) as lib:  # no traceback: damage found on open, catalog rebuilt from what is intact
+        assert any("damaged catalog" in e for e in lib.events), lib.events
+        lib.stats()
+        lib.search_text("440 Hz", emb, k=5)
+        kept = lib.stats().vectors.get(emb.model_id, 0)
+    assert list(root.glob(".earshot/catalog.sqlite.damaged-*"))
+    report = drain(index_library(root, emb))
+    assert len(report.embedded) == 60 - kept  # only what was lost is read again
+    if page == 70:
+        assert kept >= 50  # one damaged page costs a few files, not the library
+    with Library.open(root) as lib:
+        assert lib.events == []
+        assert lib.stats().vectors[emb.model_id] == 60
+        for i in (0, 17, 59):
+            assert best(lib, emb, freqs[i])[0] == f"t{i:02d}.wav"
+        assert_consistent(lib, emb.model_id)
+
+
+def test_index_file_with_right_ids_but_wrong_vectors_is_rebuilt(tmp_path):
+    """Issue 14.2: 20 kB of the FAISS file overwritten, or the index file of another library of the same size."""
+    root, other = tmp_path / "lib", tmp_path / "other"
+    freqs = many_tones(root)
+    many_tones(other, base=75.0)
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    drain(index_library(other, emb))
+    with Library.open(root) as lib:
+        path = lib.index_path(emb.model_id)
+    good = path.read_bytes()
+    assert len(good) > 40_000
+
+    damaged = bytearray(good)
+    mid = len(good) // 2
+    damaged[mid - 10_000:mid + 10_000] = (b"garbage\n" * 2500)[:20_000]
+    for replacement in (bytes(damaged), (other / ".earshot" / path.name).read_bytes()):
+        path.write_bytes(replacement)
+        with Library.open(root) as lib:
+            for i in (0, 23, 41, 59):
+                name, score = best(lib, emb, freqs[i])
+                assert name == f"t{i:02d}.wav" and -1.001 <= score <= 1.001
+            assert any("differ from the catalog" in e for e in lib.events), lib.events
+            assert_consistent(lib, emb.model_id)
+        with Library.open(root) as lib:  # repaired on disk too
+            assert lib.events == []
+
+
+class NaNEmbedder(ToneEmbedder):
+    """A broken checkpoint: every output is NaN."""
+
+    def embed_windows(self, audio_windows: np.ndarray) -> np.ndarray:
+        return np.full((len(audio_windows), self.dim), np.nan, dtype=np.float32)
+
+
+def test_a_model_that_yields_nan_is_refused_and_other_models_keep_their_vectors(tmp_path):
+    """Issue 14.4: `index LIB --model nan.safetensors` marked every file failed and dropped all vectors."""
+    root = make_library(tmp_path / "lib")
+    emb, nan = ToneEmbedder(), NaNEmbedder(model_id="nan-model")
+    drain(index_library(root, emb))
+    with pytest.raises(L.LibraryError, match="broken") as err:
+        drain(index_library(root, nan))
+    assert "nan-model" in str(err.value) and "NaN" in str(err.value)
+    with Library.open(root) as lib:
+        assert lib.failed_files() == []
+        assert lib.stats().vectors[emb.model_id] == len(FREQS)
+        assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert "NaN" in lib.model_errors()["nan-model"]
+        with pytest.raises(L.LibraryError, match="broken"):  # no scores from it either
+            lib.search_text("440 Hz", nan)
+    report = drain(index_library(root, emb))  # plain index with the good model: nothing to redo
+    assert report.unchanged == len(FREQS) and report.embedded == [] and report.failed == []
+
+
+def test_unlistable_subfolder_keeps_its_rows_hidden_until_it_is_back(tmp_path, monkeypatch):
+    """Issue 14.5: a NAS briefly away must not cost a re-index of its subtree."""
+    root = make_library(tmp_path / "lib")
+    write(root / "nas" / "deep" / "n_300.wav", tone(300))
+    write(root / "nas" / "n_3000.wav", tone(3000))
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    away = str(root / "nas")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == away:
+            raise OSError(112, "Host is down", away)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = drain(index_library(root, emb))
+    assert report.removed == 0 and report.unavailable == 2
+    assert any("cannot list folder" in e for e in report.scan_errors)
+    with Library.open(root) as lib:
+        assert lib.stats().files == len(FREQS) + 2 and lib.stats().unavailable == 2
+        assert not any(p.startswith("nas/") for p in top(lib, emb, "300 Hz", k=10))
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    report = drain(index_library(root, emb))
+    assert report.embedded == [] and report.unchanged == len(FREQS) + 2 and report.unavailable == 0
+    with Library.open(root) as lib:
+        assert top(lib, emb, "3000 Hz", k=1) == ["nas/n_3000.wav"]
+        assert top(lib, emb, "300 Hz", k=1) == ["nas/deep/n_300.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_disk_full_while_indexing_is_reported_and_resumable(tmp_path):
+    """Issue 14.6: SQLITE_FULL at a write is a DiskFullError that says so; nothing is lost; a re-run resumes."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    for i in range(30):
+        write(root / "more" / f"m{i:02d}.wav", tone(100 + 97 * i, 3.0))
+    with Library.open(root) as lib:
+        pages = lib.db.execute("PRAGMA page_count").fetchone()[0]
+        lib.db.execute(f"PRAGMA max_page_count = {pages + 3}")  # the disk fills up a few files in
+        with pytest.raises(L.LibraryError, match="disk holding the catalog is full") as err:
+            drain(index_library(lib, emb))
+        assert "rollback" not in str(err.value)
+        done = lib.stats().vectors[emb.model_id]
+    assert len(FREQS) <= done < len(FREQS) + 30
+    report = drain(index_library(root, emb))  # space again: carries on where it stopped
+    assert len(report.embedded) == len(FREQS) + 30 - done and report.failed == []
+    with Library.open(root) as lib:
+        assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert top(lib, emb, f"{100 + 97 * 29} Hz", k=1) == ["more/m29.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_sqlite_rolling_back_by_itself_does_not_hide_the_error(tmp_path):
+    """Issue 14.6: after SQLITE_FULL SQLite may have rolled back already; ROLLBACK then said "cannot rollback"."""
+    db = sqlite3.connect(tmp_path / "x.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE t(x)")
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"), C.transaction(db):
+        db.execute("INSERT INTO t VALUES (1)")
+        db.execute("ROLLBACK")  # what SQLite does on its own after some errors
+        raise sqlite3.OperationalError("database or disk is full")
+    assert not db.in_transaction and db.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_paths_longer_than_the_system_limit_are_scan_errors(tmp_path):
+    """Issue 14.8: 600 nested folders; the file at the bottom cannot be opened by path: say so."""
+    root = make_library(tmp_path / "lib")
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(600):
+            os.mkdir("folder0001", dir_fd=fd)
+            nxt = os.open("folder0001", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        wav = (root / "tone_440.wav").read_bytes()
+        out = os.open("deep.wav", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, wav)
+        os.close(out)
+    finally:
+        os.close(fd)
+    scan = scan_folder(root)
+    assert sorted(f.rel for f in scan.files) == sorted(f"tone_{f}.wav" for f in FREQS)
+    assert len(scan.errors) == 1 and "longer than the system allows" in scan.errors[0]
+    report = drain(index_library(root, ToneEmbedder()))
+    assert len(report.embedded) == len(FREQS) and len(report.scan_errors) == 1
+
+
+def test_rehash_finds_an_edit_that_kept_size_and_mtime(tmp_path):
+    """Issue 14.11: `earshot index --rehash`."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    path = root / "tone_440.wav"
+    st = path.stat()
+    write(path, tone(3000))  # same length, same format: same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    assert drain(index_library(root, emb)).embedded == []  # size and mtime: nothing to see
+    report = drain(index_library(root, emb, rehash=True))
+    assert report.embedded == ["tone_440.wav"] and report.touched == len(FREQS) - 1
+    with Library.open(root) as lib:
+        assert top(lib, emb, "3000 Hz", k=1) == ["tone_440.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_search_k_is_validated_and_capped_at_the_library_size(tmp_path):
+    """Issue 14.9, library side: k = 10**12 returns every file at once; k < 1 is an error, not []."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    with Library.open(root) as lib:
+        t0 = time.monotonic()
+        assert len(lib.search_text("440 Hz", emb, k=10**12)) == len(FREQS)
+        assert len(lib.similar("tone_440.wav", emb, k=10**12)) == len(FREQS) - 1
+        assert time.monotonic() - t0 < 5
+        for bad in (0, -1):
+            with pytest.raises(L.LibraryError, match="at least 1"):
+                lib.search_text("440 Hz", emb, k=bad)
+
+
+def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
+    """A catalog written before version 2 (no availability, model errors or index checksums) keeps its rows."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    cat = root / ".earshot" / "catalog.sqlite"
+    db = sqlite3.connect(cat)
+    db.execute("DROP TABLE index_files")
+    db.execute("ALTER TABLE files DROP COLUMN available")
+    db.execute("ALTER TABLE models DROP COLUMN error")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Library.open(root) as lib:
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION == 2
+        assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # no checksum yet: vectors compared, kept
+        assert not any("rebuilding" in e for e in lib.events)
+    assert drain(index_library(root, emb)).unchanged == len(FREQS)

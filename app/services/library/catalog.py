@@ -109,8 +109,17 @@ def _migrate_v0(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE files_v0")
 
 
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """v2: rows under a folder that could not be listed are kept but hidden (files.available = 0); a model
+    refused for NaN/inf outputs says why (models.error); each index file's checksum (index_files)."""
+    db.execute("ALTER TABLE files ADD COLUMN available INTEGER NOT NULL DEFAULT 1")
+    db.execute("ALTER TABLE models ADD COLUMN error TEXT")
+    db.execute("CREATE TABLE index_files(model_id TEXT PRIMARY KEY REFERENCES models(model_id) ON DELETE CASCADE,"
+               " sha256 TEXT NOT NULL, vectors INTEGER NOT NULL)")
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),
@@ -196,11 +205,150 @@ def connect(path: Path) -> sqlite3.Connection:
 
 @contextlib.contextmanager
 def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT; rolled back on any error."""
+    """BEGIN IMMEDIATE ... COMMIT; rolled back on any error, the COMMIT's included. SQLite may already have
+    rolled back by itself (e.g. on a full disk): then the original error is raised, not "cannot rollback"."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, sqlite3.OperationalError) and ("full" in str(e) or getattr(e, "sqlite_errorcode", 0) == 13)
+
+
+def disk_full_message(path: Path) -> str:
+    return (f"{display_name(path)}: the disk holding the catalog is full; everything committed before is kept "
+            "— free some space and index again to resume")
+
+
+# ------------------------------------------------------------------------------------- integrity, salvage
+
+
+def quick_check(db: sqlite3.Connection) -> list[str]:
+    """Problems SQLite's `PRAGMA quick_check` finds (page-level damage); [] when the file is sound."""
+    try:
+        rows = [r[0] for r in db.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.OperationalError:
+        raise  # locked, disk full: not damage
+    except sqlite3.DatabaseError as e:
+        return [str(e)]
+    return [] if rows == ["ok"] else rows
+
+
+# the version-1 columns every later version still has: what salvage copies
+_SALVAGE = {
+    "models": "model_id, dim, sample_rate, window_seconds",
+    "files": "id, path, size, mtime_ns, hash, duration, sample_rate, channels, status, error, indexed_at",
+    "vectors": "id, model_id, file_id, vector, n_windows, windows",
+}
+
+
+def _upper_rowid(db: sqlite3.Connection, table: str) -> int:
+    """The highest rowid the damaged table may hold (its AUTOINCREMENT counter or max(rowid))."""
+    best = 0
+    for q in (f"SELECT max(rowid) FROM {table}", "SELECT seq FROM sqlite_sequence WHERE name = ?"):
+        with contextlib.suppress(sqlite3.DatabaseError):
+            r = db.execute(q, (table,) if "?" in q else ()).fetchone()
+            best = max(best, int(r[0] or 0) if r else 0)
+    return best
+
+
+def _readable_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple]:
+    """Every row of `table` that can still be read, in rowid order; damaged pages are stepped over."""
+    cols, last = _SALVAGE[table], 0
+    upper = _upper_rowid(db, table)
+    while True:
+        try:
+            r = db.execute(f"SELECT rowid, {cols} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 1",
+                           (last,)).fetchone()
+        except sqlite3.DatabaseError:
+            r = False  # the b-tree below `last` is damaged: probe rowid by rowid
+        if r is None:
+            return
+        if r is False:
+            if last >= upper:
+                return
+            last += 1
+            with contextlib.suppress(sqlite3.DatabaseError):
+                row = db.execute(f"SELECT rowid, {cols} FROM {table} WHERE rowid = ?", (last,)).fetchone()
+                if row is not None:
+                    yield row[1:]
+            continue
+        last = r[0]
+        yield r[1:]
+
+
+def _good_vector(row: tuple, dims: dict[str, int]) -> bool:
+    _, model_id, _, vector, n_windows, windows = row
+    dim = dims.get(model_id)
+    if dim is None or not isinstance(vector, bytes) or not isinstance(windows, bytes):
+        return False
+    if len(vector) != 4 * dim or len(windows) != 4 * dim * int(n_windows or 0):
+        return False
+    v = np.frombuffer(vector, dtype=np.float32)
+    w = np.frombuffer(windows, dtype=np.float32)
+    return bool(np.isfinite(v).all() and np.isfinite(w).all() and abs(float(np.linalg.norm(v)) - 1) < 1e-3)
+
+
+def salvage(path: Path) -> str:
+    """Rebuild a damaged catalog from every row that can still be read and checks out; the damaged file is
+    kept next to it as `catalog.sqlite.damaged-<time>`. Returns what happened, for the library's events."""
+    fresh = path.with_name(f"{CATALOG_NAME}.salvage")
+    for p in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
+        p.unlink(missing_ok=True)
+    kept = {"models": 0, "files": 0, "vectors": 0}
+    seen = {"files": 0, "vectors": 0}
+    new = connect(fresh)
+    try:
+        old = sqlite3.connect(os.fsencode(path), isolation_level=None)
+        try:
+            with transaction(new):
+                dims: dict[str, int] = {}
+                for row in _salvage_table(old, "models"):
+                    with contextlib.suppress(sqlite3.Error):
+                        new.execute(f"INSERT INTO models({_SALVAGE['models']}) VALUES (?, ?, ?, ?)", row)
+                        dims[row[0]] = int(row[1])
+                        kept["models"] += 1
+                file_ids = set()
+                for row in _salvage_table(old, "files"):
+                    seen["files"] += 1
+                    with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
+                        new.execute(f"INSERT INTO files({_SALVAGE['files']}) VALUES ({','.join('?' * 11)})", row)
+                        file_ids.add(row[0])
+                        kept["files"] += 1
+                for row in _salvage_table(old, "vectors"):
+                    seen["vectors"] += 1
+                    if row[2] in file_ids and _good_vector(row, dims):
+                        with contextlib.suppress(sqlite3.Error):
+                            new.execute(f"INSERT INTO vectors({_SALVAGE['vectors']}) VALUES (?, ?, ?, ?, ?, ?)", row)
+                            kept["vectors"] += 1
+                for table in ("files", "vectors"):  # ids stay never-reused
+                    new.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?",
+                                (_upper_rowid(old, table), table))
+        finally:
+            old.close()
+    finally:
+        new.close()
+    aside = path.with_name(f"{CATALOG_NAME}.damaged-{int(time.time())}")
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+        Path(f"{fresh}{suffix}").unlink(missing_ok=True)
+    os.replace(fresh, path)
+    return (f"damaged catalog moved to {aside.name}; rebuilt from what was intact: kept {kept['files']} files "
+            f"and {kept['vectors']} vectors ({seen['files'] - kept['files']} file rows and "
+            f"{seen['vectors'] - kept['vectors']} vectors lost: index again to read those files)")
+
+
+def _salvage_table(db: sqlite3.Connection, table: str) -> Iterator[tuple]:
+    """_readable_rows, or nothing when the table cannot be read at all (e.g. not a database)."""
+    try:
+        yield from _readable_rows(db, table)
+    except sqlite3.DatabaseError:
+        return

@@ -30,6 +30,8 @@ from app.services.library import catalog
 from app.services.library.catalog import CATALOG_NAME, KNOWN_CONTENT, CatalogRow, normalise
 from app.services.library.embedding import embed_file
 from app.services.library.records import (
+    BrokenModelError,
+    DiskFullError,
     Embedder,
     FailedFile,
     Hit,
@@ -71,19 +73,25 @@ class Library:
                 stale.unlink()
         path = catalog_dir / CATALOG_NAME
         try:
-            db = catalog.connect(path)
-        except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError):  # locked, disk full, ...: not damage, say so
-                raise LibraryError(f"{display_name(path)}: cannot open the catalog ({e})") from None
-            # "not a database" / "malformed": indexing again re-creates it; keep the old file for inspection
-            aside = path.with_name(f"{CATALOG_NAME}.damaged-{int(time.time())}")
-            os.replace(path, aside)
-            for name in (f"{CATALOG_NAME}-wal", f"{CATALOG_NAME}-shm", *[p.name for p in
-                                                                          catalog_dir.glob("index-*.faiss")]):
-                with contextlib.suppress(OSError):
-                    (catalog_dir / name).unlink()
-            events.append(f"damaged catalog ({e}) moved to {aside.name}; starting a new one")
-            db = catalog.connect(path)
+            try:
+                db = catalog.connect(path)
+                problems = catalog.quick_check(db)
+            except sqlite3.OperationalError:
+                raise  # locked, disk full, ...: not damage
+            except sqlite3.DatabaseError as e:  # "not a database", "malformed"
+                db, problems = None, [str(e)]
+            if problems:
+                if db is not None:
+                    db.close()
+                events.append(f"{catalog.salvage(path)} [{'; '.join(problems)[:300]}]")
+                for index_file in catalog_dir.glob("index-*.faiss"):  # rebuilt from the kept vectors
+                    with contextlib.suppress(OSError):
+                        index_file.unlink()
+                db = catalog.connect(path)
+        except sqlite3.OperationalError as e:
+            if catalog.is_disk_full(e):
+                raise DiskFullError(catalog.disk_full_message(path)) from None
+            raise LibraryError(f"{display_name(path)}: cannot open the catalog ({e})") from None
         lib = cls(root, catalog_dir, db, index_config or IndexConfig())
         lib.events.extend(events)
         return lib
@@ -110,8 +118,15 @@ class Library:
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self.lock, catalog.transaction(self.db) as db:
-            yield db
+        """One transaction; a full disk becomes a DiskFullError (nothing committed before is lost)."""
+        with self.lock:
+            try:
+                with catalog.transaction(self.db) as db:
+                    yield db
+            except sqlite3.OperationalError as e:
+                if catalog.is_disk_full(e):
+                    raise DiskFullError(catalog.disk_full_message(self.catalog_path)) from None
+                raise
 
     @contextlib.contextmanager
     def indexing(self) -> Iterator[None]:
@@ -133,7 +148,7 @@ class Library:
             row = db.execute("SELECT dim, sample_rate, window_seconds FROM models WHERE model_id = ?",
                              (e.model_id,)).fetchone()
             if row is None:
-                db.execute("INSERT INTO models VALUES (?, ?, ?, ?)",
+                db.execute("INSERT INTO models(model_id, dim, sample_rate, window_seconds) VALUES (?, ?, ?, ?)",
                            (e.model_id, int(e.dim), int(e.sample_rate), float(e.window_seconds)))
             elif row[0] != e.dim:
                 raise LibraryError(f"model {e.model_id!r} has {e.dim}-d vectors but the catalog holds {row[0]}-d")
@@ -161,7 +176,13 @@ class Library:
         return out_ids, vecs
 
     def vector_index(self, model_id: str) -> VectorIndex | None:
-        """The model's index, loaded once and made to agree with the catalog; None for an unknown model."""
+        """The model's index, loaded once and made to agree with the catalog; None for an unknown model.
+
+        The file is trusted when its SHA-256 is the one recorded when it was written. Otherwise (damaged in
+        place, copied from another library, written before checksums, or left stale by a crash) its
+        vectors are compared with the catalog's: any that differ -> rebuilt from the catalog; all agree ->
+        only the ids missing or extra are repaired.
+        """
         with self.lock:
             if model_id in self._indexes:
                 return self._indexes[model_id]
@@ -180,6 +201,10 @@ class Library:
                     self.events.append(f"rebuilding index: {e}")
                 if vi is not None and len(np.unique(vi.ids())) != len(vi):
                     self.events.append(f"rebuilding index: {path.name} holds duplicate ids")
+                    vi = None
+                if vi is not None and not self._checksum_matches(model_id, path) and self._vectors_differ(
+                        model_id, vi):
+                    self.events.append(f"rebuilding index: {path.name} holds vectors that differ from the catalog")
                     vi = None
             elif len(catalog_ids):
                 self.events.append(f"rebuilding index: {path.name} is missing")
@@ -204,16 +229,36 @@ class Library:
                 self.save_index(model_id)
             return vi
 
+    def _checksum_matches(self, model_id: str, path: Path) -> bool:
+        r = self.db.execute("SELECT sha256 FROM index_files WHERE model_id = ?", (model_id,)).fetchone()
+        return r is not None and r[0] == _sha256(path)
+
+    def _vectors_differ(self, model_id: str, vi: VectorIndex) -> bool:
+        """Does any vector in the index differ from the catalog's vector with the same id?"""
+        have, vecs = vi.ids(), vi.vectors()  # (N,), (N, D)
+        ids, ref = self._fetch_vectors(model_id, have)
+        if not len(ids):
+            return False
+        pos = {int(i): k for k, i in enumerate(have.tolist())}
+        mine = vecs[[pos[int(i)] for i in ids]]
+        return not bool(np.all(np.abs(mine - ref) <= 1e-5))  # NaN compares False: differs
+
     def save_index(self, model_id: str) -> None:
-        """Write the model's index atomically if it changed; a failure only costs a rebuild next time."""
+        """Write the model's index atomically if it changed, and record its checksum in the catalog; a failure
+        (full disk, ...) only costs a repair next time."""
         with self.lock:
             vi = self._indexes.get(model_id)
             if vi is None or model_id not in self._dirty:
                 return
+            path = self.index_path(model_id)
             try:
-                vi.save(self.index_path(model_id))
+                vi.save(path)
                 self._dirty.discard(model_id)
-            except OSError as e:
+                digest = _sha256(path)
+                with self._tx() as db:
+                    db.execute("INSERT OR REPLACE INTO index_files(model_id, sha256, vectors) VALUES (?, ?, ?)",
+                               (model_id, digest, len(vi)))
+            except (OSError, RuntimeError, sqlite3.Error, LibraryError) as e:  # faiss raises RuntimeError
                 self.events.append(f"could not write index: {e}")
 
     def index_kind(self, model_id: str) -> str | None:
@@ -333,6 +378,25 @@ class Library:
                     self._dirty.add(model_id)
         return outcome
 
+    def set_unavailable(self, file_ids: Sequence[int]) -> None:
+        """Mark exactly these files unavailable (under a folder that cannot be listed right now): their rows
+        and vectors are kept but hidden from results; every other file is available again."""
+        with self._tx() as db:
+            db.execute("UPDATE files SET available = 1 WHERE available = 0")
+            for i in range(0, len(file_ids), 500):
+                part = [int(x) for x in file_ids[i:i + 500]]
+                db.execute(f"UPDATE files SET available = 0 WHERE id IN ({','.join('?' * len(part))})", part)
+
+    def set_model_error(self, model_id: str, error: str | None) -> None:
+        """Record why a model was refused (None: it works); other models are not touched."""
+        with self._tx() as db:
+            db.execute("UPDATE models SET error = ? WHERE model_id = ?", (error, model_id))
+
+    def model_errors(self) -> dict[str, str]:
+        """model_id -> why it was refused, for models refused as broken."""
+        with self.lock:
+            return dict(self.db.execute("SELECT model_id, error FROM models WHERE error IS NOT NULL").fetchall())
+
     def delete_files(self, file_ids: Sequence[int]) -> int:
         """Remove file rows and all their vectors (one transaction); returns how many."""
         if not file_ids:
@@ -355,7 +419,8 @@ class Library:
             vectors = dict(self.db.execute(
                 "SELECT m.model_id, count(v.id) FROM models m LEFT JOIN vectors v ON v.model_id = m.model_id"
                 " GROUP BY m.model_id").fetchall())
-        return LibraryStats(self.root, self.catalog_path, files, ok, files - ok, float(secs), vectors)
+            away = self.db.execute("SELECT count(*) FROM files WHERE available = 0").fetchone()[0]
+        return LibraryStats(self.root, self.catalog_path, files, ok, files - ok, float(secs), vectors, away)
 
     def failed_files(self) -> list[FailedFile]:
         with self.lock:
@@ -381,6 +446,7 @@ class Library:
     def search_text(self, query: str, embedder: Embedder, k: int = 10, filters: SearchFilters | None = None
                     ) -> list[Hit]:
         """The k files that best match a description."""
+        _check_k(k)
         if self.vector_index(embedder.model_id) is None:
             return []
         q = np.asarray(embedder.embed_text([query]), dtype=np.float32).reshape(-1)  # (D,)
@@ -389,6 +455,7 @@ class Library:
     def similar(self, path_or_file_id: PathLike | int, embedder: Embedder, k: int = 10,
                 filters: SearchFilters | None = None) -> list[Hit]:
         """Files that sound like a catalogued file (excluding itself), or like any audio file outside."""
+        _check_k(k)
         model_id = embedder.model_id
         fid = path_or_file_id if isinstance(path_or_file_id, int) else self.file_id(path_or_file_id)
         if fid is None:
@@ -406,18 +473,27 @@ class Library:
 
     def search_vector(self, query: np.ndarray, model_id: str, k: int = 10, filters: SearchFilters | None = None,
                       exclude: Sequence[int] = ()) -> list[Hit]:
-        """Top-k files by cosine similarity to `query` (D,), with optional filters, excluding file ids."""
-        q = normalise(np.asarray(query, dtype=np.float32).reshape(-1))  # (D,)
+        """Top-k files by cosine similarity to `query` (D,), with optional filters, excluding file ids and
+        files under folders that are unavailable. k >= 1; more than the library holds gives them all."""
+        _check_k(k)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)  # (D,)
+        if not np.isfinite(q).all():
+            raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
+        q = normalise(q)
         with self.lock:
             vi = self.vector_index(model_id)
-            if vi is None or len(vi) == 0 or k <= 0:
+            if vi is None or len(vi) == 0:
                 return []
             if len(q) != vi.dim:
                 raise LibraryError(f"query has {len(q)} dimensions, model {model_id!r} has {vi.dim}")
-            allowed = self._allowed_ids(model_id, filters) if filters is not None and filters.active else None
-            if allowed is not None and not len(allowed):
-                return []
-            scores, ids = vi.search(q[None], k + len(exclude), allowed)  # (1, k')
+            hide = self.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
+            allowed = None
+            if hide or (filters is not None and filters.active):
+                allowed = self._allowed_ids(model_id, filters or SearchFilters())
+                if not len(allowed):
+                    return []
+            k = min(k, len(vi))  # a huge k costs nothing: there are no more files than this
+            scores, ids = vi.search(q[None], min(k + len(exclude), len(vi)), allowed)  # (1, k')
             found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
             if not found:
                 return []
@@ -443,7 +519,7 @@ class Library:
         return hits
 
     def _allowed_ids(self, model_id: str, filters: SearchFilters) -> np.ndarray:
-        where, args = ["v.model_id = ?", "f.status = 'ok'"], [model_id]
+        where, args = ["v.model_id = ?", "f.status = 'ok'", "f.available = 1"], [model_id]
         if filters.min_duration is not None:
             where.append("f.duration >= ?")
             args.append(filters.min_duration)
@@ -467,3 +543,16 @@ class Library:
         from app.services.library.indexer import index_library  # the indexer builds on this class
 
         return index_library(self, embedder, **kwargs)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_k(k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise LibraryError(f"the number of results must be a whole number of at least 1 (got {k!r})")

@@ -24,7 +24,7 @@ from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.core import Library
 from app.services.library.embedding import embed, pool, windows_of
-from app.services.library.records import Embedder, FailedFile, IndexReport, PathLike
+from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
 from app.services.library.scan import ScannedFile
 
 
@@ -110,10 +110,12 @@ class _IndexRun:
     """State of one `index_library` run; the generator is `run()`."""
 
     def __init__(self, lib: Library, embedder: Embedder, workers: int, batch_size: int, queue_size: int,
-                 checkpoint_seconds: float, include_hidden: bool, retry_failed: bool, max_requeue: int) -> None:
+                 checkpoint_seconds: float, include_hidden: bool, retry_failed: bool, max_requeue: int,
+                 rehash: bool = False) -> None:
         self.lib, self.embedder, self.model_id = lib, embedder, embedder.model_id
         self.workers, self.batch_size, self.checkpoint_seconds = max(1, workers), batch_size, checkpoint_seconds
         self.include_hidden, self.retry_failed, self.max_requeue = include_hidden, retry_failed, max_requeue
+        self.rehash = rehash
         self.report = IndexReport(self.model_id)
         self.t0 = time.monotonic()
         self.stop = threading.Event()
@@ -138,9 +140,15 @@ class _IndexRun:
         lib.vector_index(self.model_id)  # load and repair before changing anything
         rows = lib.rows(self.model_id)
         self.seen = {f.key for f in found.files}
+        # rows under folders that cannot be listed (a network share briefly away) are kept, hidden, not re-read
+        prefixes = [os.fsencode(u) + b"/" if u else b"" for u in found.unreadable]
+        away = [w for k, w in rows.items() if k not in self.seen and any(k.startswith(p) for p in prefixes)]
+        self.seen |= {w.path for w in away}
+        lib.set_unavailable([w.id for w in away])
+        r.unavailable = len(away)
         for f in found.files:
             row = rows.get(f.key)
-            if row is None or (row.size, row.mtime_ns) != (f.size, f.mtime_ns):
+            if row is None or (row.size, row.mtime_ns) != (f.size, f.mtime_ns) or self.rehash:
                 self.tasks.append(_Task(f))
             elif (row.status == "ok" and row.has_vector) or (
                     row.status == "error" and row.hash is not None and not self.retry_failed):
@@ -193,6 +201,8 @@ class _IndexRun:
         rows = self.lib.rows(self.model_id)
         self.report.removed += self.lib.delete_files([w.id for k, w in rows.items() if k not in self.seen])
         self.lib.save_index(self.model_id)
+        if self.model_id in self.lib.model_errors():
+            self.lib.set_model_error(self.model_id, None)  # it works now
         self.report.elapsed_s = time.monotonic() - self.t0
         yield {**self.progress("done"), "step": len(self.tasks)}
         return self.report
@@ -256,10 +266,22 @@ class _IndexRun:
         if self.state.pop(i, None) is not None:
             self.batch[:] = [b for b in self.batch if b[0] != i]
 
+    def refuse_model(self) -> None:
+        """NaN/inf from the model is the model's fault, not the files': record it against the model (no file
+        is marked failed, no other model's vector is touched) and stop."""
+        names = sorted(display_name(self.tasks[i].file.rel) for i in {i for i, _, _ in self.batch})
+        message = (f"model {self.model_id!r} is broken: it produced NaN/inf values (for {names[0]}"
+                   f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}); indexing with it was refused "
+                   "and no file was marked failed")
+        self.lib.set_model_error(self.model_id, message)
+        raise BrokenModelError(message)
+
     def flush(self) -> None:
         """Embed the batch, then commit the files whose windows are all embedded."""
         if self.batch:
             vecs = embed(self.embedder, np.concatenate([w for _, w, _ in self.batch]))  # (B, D)
+            if not np.isfinite(vecs).all():
+                self.refuse_model()
             start = 0
             for i, w, c in self.batch:
                 self.state[i].vectors.append(vecs[start:start + len(w)])
@@ -277,16 +299,11 @@ class _IndexRun:
         vecs, cover = np.concatenate(p.vectors), np.concatenate(p.cover)  # (W, D), (W,)
         meta = {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
                 "status": "ok", "error": None}
-        if not np.isfinite(vecs).all():
-            meta.update(status="error", error=f"{display_name(t.file.rel)}: the model produced NaN/inf")
-            self.lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen, meta=meta)
-            self.report.failed.append(FailedFile(t.file.rel, meta["error"]))
-        else:
-            outcome = self.lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
-                                      meta=meta, vectors=pool(vecs, cover))
-            (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
-            self.report.windows += len(vecs)
-            self.report.audio_seconds += info.duration
+        outcome = self.lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
+                                       meta=meta, vectors=pool(vecs, cover))
+        (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
+        self.report.windows += len(vecs)
+        self.report.audio_seconds += info.duration
         self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
 
     def store_known(self, t: _Task, digest: str, st: os.stat_result) -> bool:
@@ -321,6 +338,7 @@ def index_library(
     include_hidden: bool = False,
     retry_failed: bool = False,
     max_requeue: int = 2,
+    rehash: bool = False,
 ) -> Job[IndexReport]:
     """Bring the catalog and `embedder`'s index up to date with the folder; returns an IndexReport.
 
@@ -328,13 +346,16 @@ def index_library(
     bounded queue (`queue_size` batches of up to `batch_size` windows); this generator embeds in batches
     and commits each file in its own transaction. The index file is written every `checkpoint_seconds`, at
     the end, and when the job is cancelled (closed). One indexing job per Library at a time.
+    rehash: hash every file again, not only those whose size or mtime changed (an edit that keeps both is
+    otherwise never noticed). Raises BrokenModelError for a model that yields NaN/inf, DiskFullError when the
+    catalog's disk fills up; what was committed before is kept and a later run resumes.
     """
     own = not isinstance(library, Library)
     lib = Library.open(library) if own else library
     try:
         with lib.indexing():
             job = _IndexRun(lib, embedder, workers, batch_size, queue_size, checkpoint_seconds, include_hidden,
-                            retry_failed, max_requeue)
+                            retry_failed, max_requeue, rehash)
             try:
                 return (yield from job.run())
             finally:

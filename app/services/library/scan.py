@@ -6,10 +6,11 @@ Change detection: a file is read again when its size or mtime differ from its ca
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.services.audio import SUPPORTED_EXTENSIONS, display_name
 from app.services.library.records import PathLike
@@ -32,7 +33,8 @@ class ScannedFile:
 @dataclass
 class ScanResult:
     files: list[ScannedFile]
-    errors: list[str]  # folders that could not be listed
+    errors: list[str]  # folders that could not be listed, entries that could not be looked at
+    unreadable: list[str] = field(default_factory=list)  # relative folders that could not be listed ('' = root)
 
 
 def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
@@ -40,11 +42,14 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
 
     Symlinks are followed, but every folder and file is visited once (by device + inode), so symlink loops
     end and a folder linked twice is not listed twice. `.earshot/` is always skipped, other dot-names unless
-    include_hidden. Broken links are ignored; folders that cannot be listed are reported in `errors`.
+    include_hidden. Broken links and link loops are ignored; folders that cannot be listed are reported in
+    `errors` and `unreadable` (their catalog rows are kept), and so are entries that cannot be looked at, such
+    as paths longer than the system allows (PATH_MAX).
     """
     root_s = os.fspath(os.path.abspath(root))
     files: list[ScannedFile] = []
     errors: list[str] = []
+    unreadable: list[str] = []
     st = os.stat(root_s)
     seen_dirs = {(st.st_dev, st.st_ino)}
     seen_files: set[tuple[int, int]] = set()
@@ -56,6 +61,7 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
                 entries = sorted(it, key=lambda e: os.fsencode(e.name))
         except OSError as e:
             errors.append(f"{display_name(folder)}: cannot list folder ({e.strerror or e})")
+            unreadable.append(rel)
             continue
         subdirs = []
         for entry in entries:
@@ -66,7 +72,9 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
             try:
                 st = entry.stat()  # follows symlinks; a broken link raises
                 is_dir = entry.is_dir()
-            except OSError:
+            except OSError as e:
+                if e.errno not in (errno.ENOENT, errno.ELOOP):  # not a broken link or a link loop: say so
+                    errors.append(_entry_error(entry.path, e))
                 continue
             ident = (st.st_dev, st.st_ino)
             if is_dir:
@@ -80,7 +88,16 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
                 files.append(ScannedFile(entry_rel, entry.path, st.st_size, st.st_mtime_ns))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.key)
-    return ScanResult(files, errors)
+    return ScanResult(files, errors, unreadable)
+
+
+def _entry_error(path: str, e: OSError) -> str:
+    if e.errno == errno.ENAMETOOLONG:
+        limit = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+        shown = display_name(path)
+        shown = shown if len(shown) <= 160 else f"{shown[:60]}…{shown[-90:]}"
+        return f"{shown}: path is {len(os.fsencode(path))} bytes, longer than the system allows ({limit}); skipped"
+    return f"{display_name(path)}: cannot look at it ({e.strerror or e}); skipped"
 
 
 def hash_file(path: PathLike, stop: threading.Event | None = None, chunk: int = 1 << 20) -> str | None:

@@ -33,7 +33,7 @@ from app.services.audio import AudioError, audio_info
 from app.services.library.core import Library
 from app.services.library.embedding import embed_file
 from app.services.library.indexer import index_library
-from app.services.library.records import Embedder, IndexReport
+from app.services.library.records import BrokenModelError, Embedder, IndexReport
 from app.services.library.scan import ScannedFile, hash_file, scan_folder
 from training import distributed as ddp
 from training.checkpoints import CheckpointError, safetensors_metadata
@@ -122,7 +122,8 @@ def embed_share(folder: Path, files: list[ScannedFile], embedder: Embedder, ctx:
             info = audio_info(f.path)
             mean, windows = embed_file(f.path, embedder)
             if not np.isfinite(windows).all():
-                raise AudioError(f"{f.rel}: the model produced NaN/inf")
+                raise BrokenModelError(f"model {embedder.model_id!r} is broken: it produced NaN/inf values "
+                                       f"(for {f.rel})")
             entry |= {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels}
             arrays[f"mean.{len(entries)}"] = mean.astype(np.float32)
             arrays[f"windows.{len(entries)}"] = windows.astype(np.float32)
