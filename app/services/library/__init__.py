@@ -16,8 +16,15 @@ Modules (each one tested in tests/test_library.py):
 Public API: the names in `__all__`. `Library` methods without a leading underscore are the API that the
 indexer, sharded indexing and the search service use: `open`, `close`, `lock`, `db` (read-only use),
 `register_model`, `vector_index`, `save_index`, `index_path`, `rows`, `record_file`, `delete_files`,
-`file_error`, `indexing`, `stats`, `failed_files`, `file_id`, `search_text`, `similar`, `search_vector`,
-`index`.
+`set_unavailable`, `set_model_error`, `model_errors`, `file_error`, `indexing`, `stats`, `failed_files`,
+`file_id`, `search_text`, `similar`, `search_vector`, `index`.
+
+Never silently wrong (issue 14): opening runs SQLite's quick_check and rebuilds a damaged catalog from every
+row that still reads and checks out (catalog.salvage); an index file whose checksum is not the recorded one
+is compared with the catalog's vectors and rebuilt if any differ; a model yielding NaN/inf is refused as a
+whole (BrokenModelError, recorded in models.error); files under a folder that cannot be listed keep their
+rows, hidden (files.available = 0) until it is back; a full disk is a DiskFullError and the next run
+resumes; over-long paths are scan errors; `index_library(..., rehash=True)` re-hashes every file.
 """
 
 from app.services.library.catalog import CATALOG_NAME, SCHEMA_VERSION, CatalogRow, catalog_dir_for
