@@ -706,7 +706,7 @@ def best(lib: Library, emb: ToneEmbedder, freq: float) -> tuple[str, float]:
     return hits[0].rel_path, hits[0].score
 
 
-@pytest.mark.parametrize("page", [1, 40, 70])
+@pytest.mark.parametrize("page", [0, 1, 40, 70])
 def test_page_level_catalog_damage_is_repaired_keeping_good_vectors(tmp_path, page):
     """Issue 14.1: `yes garbage | head -c 4096 | dd of=catalog.sqlite bs=4096 seek=N conv=notrunc`."""
     root = tmp_path / "lib"
@@ -733,6 +733,32 @@ def test_page_level_catalog_damage_is_repaired_keeping_good_vectors(tmp_path, pa
         assert lib.stats().vectors[emb.model_id] == 60
         for i in (0, 17, 59):
             assert best(lib, emb, freqs[i])[0] == f"t{i:02d}.wav"
+        assert_consistent(lib, emb.model_id)
+
+
+def test_salvage_does_not_bring_back_deleted_rows(tmp_path):
+    """Rows read off the pages skip the freelist: files removed from the catalog stay removed."""
+    root = tmp_path / "lib"
+    many_tones(root)
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    for i in range(45):
+        (root / f"t{i:02d}.wav").unlink()
+    cat = root / ".earshot" / "catalog.sqlite"
+    # delete as a SQLite built without SECURE_DELETE would: emptied pages go to the freelist, cells intact
+    db = sqlite3.connect(cat, isolation_level=None)
+    db.execute("PRAGMA secure_delete = OFF")
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute("DELETE FROM files WHERE path < ?", (b"t45",))
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] > 10
+    db.close()
+    with open(cat, "r+b") as fh:
+        fh.seek(4096)  # page 2: the files table's root
+        fh.write((b"garbage\n" * 512)[:4096])
+    with Library.open(root) as lib:
+        assert any("damaged catalog" in e for e in lib.events)
+        st = lib.stats()
+        assert st.files <= 15 and st.vectors.get(emb.model_id, 0) <= 15
         assert_consistent(lib, emb.model_id)
 
 

@@ -183,6 +183,7 @@ def connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
         db.execute("PRAGMA foreign_keys = ON")
+        db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed: salvage cannot bring them back
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise LibraryError(f"{display_name(path)}: catalog version {version} was written by a newer "
@@ -336,15 +337,19 @@ def _decode_record(payload: bytes) -> tuple:
 def _page_records(path: Path) -> Iterator[tuple[int, tuple]]:
     """(rowid, record) of every live cell on every table-leaf page that parses; damaged ones are skipped."""
     data = path.read_bytes()
-    if len(data) < 100 or not data.startswith(b"SQLite format 3\0"):
+    if len(data) < 100:
         return
-    ps = int.from_bytes(data[16:18], "big")
-    ps = 65536 if ps == 1 else ps
-    usable = ps - data[20]
+    trunk = 0
+    if data.startswith(b"SQLite format 3\0"):
+        ps = int.from_bytes(data[16:18], "big")
+        ps = 65536 if ps == 1 else ps
+        usable, trunk = ps - data[20], int.from_bytes(data[32:36], "big")
+    else:  # the header page itself is damaged: the page size we create catalogs with, freelist unknown
+        ps = usable = 4096
     n_pages = len(data) // ps
     page = lambda n: data[(n - 1) * ps:n * ps]  # noqa: E731 - 1-based page numbers, as in the format
     free: set[int] = set()
-    trunk, budget = int.from_bytes(data[32:36], "big"), n_pages
+    budget = n_pages
     while 0 < trunk <= n_pages and trunk not in free and budget > 0:  # the freelist: deleted rows live there
         free.add(trunk)
         t = page(trunk)
@@ -409,7 +414,7 @@ def _raw_rows(path: Path) -> dict[str, list[tuple]]:
         records = list(_page_records(path))
     except OSError:
         return found
-    for rowid, rec in records:
+    for rowid, rec in sorted(records, key=lambda r: -r[0]):  # newest first: it wins any UNIQUE conflict
         kind = _recognise(rec)
         if kind == "files":
             found["files"].append((rowid, *rec[1:11]))
