@@ -244,8 +244,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash),
                                      desc="index", disable=True if args.json else None)
         finally:
-            for event in session.library.events:  # what opening had to repair (damaged catalog or index)
-                print(f"repaired: {event}", file=sys.stderr)
+            for event in session.library.events:  # repairs on opening (damaged catalog or index), write failures
+                print(f"library: {event}", file=sys.stderr)
             session.close()
     except LibraryError as e:  # a broken model, a full disk, a damaged catalog: a message, not a traceback
         raise ValueError(str(e)) from None
