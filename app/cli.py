@@ -100,6 +100,9 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     p.add_argument("folder", type=Path)
     p.add_argument("--model", default=None, help=model_help)
     p.add_argument("--retry-failed", action="store_true", help="read files that failed before again")
+    p.add_argument("--rehash", action="store_true",
+                   help="hash every file again, not only those whose size or modification time changed "
+                        "(finds edits that kept both)")
     p.add_argument("--device", default="auto", help="under torchrun: each process embeds on its own GPU")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_index)
@@ -270,21 +273,24 @@ def cmd_index(args: argparse.Namespace) -> int:
     try:
         session = SearchSession.open(args.folder, embedder)
         try:
-            report = run_in_terminal(session.index_job(retry_failed=args.retry_failed), desc="index",
-                                     disable=True if args.json else None)
+            report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash),
+                                     desc="index", disable=True if args.json else None)
         finally:
+            for event in session.library.events:  # repairs on opening (damaged catalog or index), write failures
+                print(f"library: {event}", file=sys.stderr)
             session.close()
-    except LibraryError as e:  # a message, not a traceback
+    except LibraryError as e:  # a broken model, a full disk, a damaged catalog: a message, not a traceback
         raise ValueError(str(e)) from None
-    _print_index_summary(summarize(report), args.json)
+    _print_index_summary(summarize(report) | {"touched": report.touched, "unavailable": report.unavailable},
+                         args.json)
     return 0
 
 
 def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
     from app.services.library import LibraryError
+    from app.services.library.sharded import sharded_index_job
     from app.services.search import load_embedder, summarize
-    from app.services.sharded_index import sharded_index_job
     from training import distributed as ddp
     from training.device import resolve_device
 
@@ -310,6 +316,11 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
     print(f"{summary['files']} files: {summary['embedded']} embedded, {summary['moved']} moved, "
           f"{summary['copied']} copied, {summary['unchanged']} unchanged, {summary['removed']} removed, "
           f"{summary['failed']} failed")
+    if summary.get("touched"):
+        print(f"{summary['touched']} files had a new modification time or were re-hashed: content unchanged")
+    if summary.get("unavailable"):
+        print(f"{summary['unavailable']} catalogued files are under folders that cannot be listed now: kept, "
+              "hidden from results until the folders are back", file=sys.stderr)
     print(f"{summary['audio_seconds']:.1f} s of audio in {summary['elapsed_s']:.1f} s "
           f"({summary['x_realtime']:.1f}x real time) with {summary['model']}")
     for f in summary["failures"]:

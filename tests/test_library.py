@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,6 +21,8 @@ import soundfile as sf
 from app.services import library as L
 from app.services.jobs import drain
 from app.services.library import Library, SearchFilters, index_library, scan_folder
+from app.services.library import catalog as C
+from app.services.library import scan as S
 from app.services.vector_index import IndexConfig, VectorIndex
 
 SR = 8000
@@ -101,7 +104,7 @@ def catalog_ids(lib: Library, model_id: str) -> set[int]:
 
 def assert_consistent(lib: Library, model_id: str) -> None:
     """Index and catalog agree; one vector per ok file; no duplicates."""
-    vi = lib._index(model_id)
+    vi = lib.vector_index(model_id)
     ids = vi.ids()
     assert len(ids) == len(set(ids.tolist()))
     assert set(ids.tolist()) == catalog_ids(lib, model_id)
@@ -222,7 +225,7 @@ def test_deleted_file_leaves_catalog_and_index(tmp_path):
     with Library.open(root) as lib:
         assert lib.stats().files == 3 and lib.file_id("tone_440.wav") is None
         assert "tone_440.wav" not in top(lib, emb, "440 Hz", k=10)
-        assert len(lib._index(emb.model_id)) == 3
+        assert len(lib.vector_index(emb.model_id)) == 3
         assert_consistent(lib, emb.model_id)
 
 
@@ -283,8 +286,8 @@ def test_another_model_gets_its_own_index(tmp_path):
     assert len(report.embedded) == 4 and b.windows == 8
     with Library.open(root) as lib:
         assert lib.stats().vectors == {a.model_id: 4, b.model_id: 4}
-        assert lib._index_path(a.model_id) != lib._index_path(b.model_id)
-        assert lib._index_path(a.model_id).is_file() and lib._index_path(b.model_id).is_file()
+        assert lib.index_path(a.model_id) != lib.index_path(b.model_id)
+        assert lib.index_path(a.model_id).is_file() and lib.index_path(b.model_id).is_file()
         for emb in (a, b):
             assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]
             assert_consistent(lib, emb.model_id)
@@ -378,21 +381,21 @@ def test_unreadable_file_is_reported_and_retried(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     locked = root / "tone_440.wav"
     os.chmod(locked, 0)
-    real_hash = L.hash_file
+    real_hash = S.hash_file
 
     def deny(path, stop=None, chunk=1 << 20):
         if Path(path) == locked:
             raise PermissionError(13, "Permission denied", str(path))  # chmod does not stop root
         return real_hash(path, stop, chunk)
 
-    monkeypatch.setattr(L, "hash_file", deny)
+    monkeypatch.setattr(S, "hash_file", deny)
     emb = ToneEmbedder()
     report = drain(index_library(root, emb))
     assert [(f.path, f.error) for f in report.failed] == [("tone_440.wav", "tone_440.wav: permission denied")]
     with Library.open(root) as lib:
         assert [f.path for f in lib.failed_files()] == ["tone_440.wav"]
     os.chmod(locked, 0o644)  # fixing permissions does not change mtime: unreadable files are retried anyway
-    monkeypatch.setattr(L, "hash_file", real_hash)
+    monkeypatch.setattr(S, "hash_file", real_hash)
     report = drain(index_library(root, emb))
     assert report.embedded == ["tone_440.wav"] and report.failed == []
     with Library.open(root) as lib:
@@ -413,7 +416,7 @@ def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
             return SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + calls[name])
         return st
 
-    monkeypatch.setattr(L, "_stat", flaky_stat)
+    monkeypatch.setattr(S, "stat_file", flaky_stat)
     emb = ToneEmbedder()
     report = drain(index_library(root, emb, max_requeue=2))
     assert "tone_440.wav" in report.embedded and report.requeued == 1 + 3
@@ -427,9 +430,9 @@ def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
 def test_read_only_library_keeps_catalog_in_user_data_dir(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     data = tmp_path / "userdata"
-    real = L._can_write
-    monkeypatch.setattr(L, "_can_write", lambda folder: False if root in Path(folder).parents else real(folder))
-    monkeypatch.setattr(L, "user_data_dir", lambda *a, **k: str(data))
+    real = C.can_write
+    monkeypatch.setattr(C, "can_write", lambda folder: False if root in Path(folder).parents else real(folder))
+    monkeypatch.setattr(C, "user_data_dir", lambda *a, **k: str(data))
     emb = ToneEmbedder()
     drain(index_library(root, emb))
     assert not (root / ".earshot").exists()
@@ -462,7 +465,7 @@ def test_v0_catalog_is_migrated(tmp_path):
         assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION
         assert lib.stats().files == 5 and lib.stats().vectors == {emb.model_id: 4}
         assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # migrated vectors, index built from them
-        assert any("missing" in e for e in lib.events) or lib._index_path(emb.model_id).is_file()
+        assert any("missing" in e for e in lib.events) or lib.index_path(emb.model_id).is_file()
     report = drain(index_library(root, emb))
     assert emb.windows == 0 and report.embedded == [] and report.removed == 1  # mtime in ns: hash decides
     with Library.open(root) as lib:
@@ -504,7 +507,7 @@ def test_missing_damaged_or_stale_index_file_is_rebuilt(tmp_path):
     emb = ToneEmbedder()
     drain(index_library(root, emb))
     with Library.open(root) as lib:
-        path = lib._index_path(emb.model_id)
+        path = lib.index_path(emb.model_id)
     old = path.read_bytes()
 
     path.unlink()
@@ -685,3 +688,321 @@ def test_library_search_through_hnsw(tmp_path, one_faiss_thread):
         assert "t03.wav" not in top(lib, emb, f"{60 * 1.25 ** 3:.4f} Hz", k=16)
         assert len(top(lib, emb, "100 Hz", k=20, filters=SearchFilters(max_duration=1.0))) == 15
         assert_consistent(lib, emb.model_id)
+
+
+# ------------------------------------------------------------------- nothing silently wrong (issue 14)
+
+
+def many_tones(root: Path, n: int = 60, seconds: float = 4.0, base: float = 60.0) -> list[float]:
+    """n files, each a tone 3 % above the previous one (distinct under a 256-band embedder)."""
+    freqs = [base * 1.03 ** i for i in range(n)]
+    for i, f in enumerate(freqs):
+        write(root / f"t{i:02d}.wav", tone(f, seconds))
+    return freqs
+
+
+def best(lib: Library, emb: ToneEmbedder, freq: float) -> tuple[str, float]:
+    hits = lib.search_text(f"{freq:.4f} Hz", emb, k=3)
+    return hits[0].rel_path, hits[0].score
+
+
+@pytest.mark.parametrize("page", [0, 1, 40, 70])
+def test_page_level_catalog_damage_is_repaired_keeping_good_vectors(tmp_path, page):
+    """Issue 14.1: `yes garbage | head -c 4096 | dd of=catalog.sqlite bs=4096 seek=N conv=notrunc`."""
+    root = tmp_path / "lib"
+    freqs = many_tones(root)
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    cat = root / ".earshot" / "catalog.sqlite"
+    assert not Path(f"{cat}-wal").exists() or Path(f"{cat}-wal").stat().st_size == 0
+    assert cat.stat().st_size > 71 * 4096
+    with open(cat, "r+b") as fh:
+        fh.seek(page * 4096)
+        fh.write((b"garbage\n" * 512)[:4096])
+    with Library.open(root) as lib:  # no traceback: damage found on open, catalog rebuilt from what is intact
+        assert any("damaged catalog" in e for e in lib.events), lib.events
+        lib.stats()
+        lib.search_text("440 Hz", emb, k=5)
+        kept = lib.stats().vectors.get(emb.model_id, 0)
+    assert list(root.glob(".earshot/catalog.sqlite.damaged-*"))
+    report = drain(index_library(root, emb))
+    assert len(report.embedded) == 60 - kept  # only what was lost is read again
+    assert kept >= 50  # one damaged page costs a few files, not the library (rows past it are read off the pages)
+    with Library.open(root) as lib:
+        assert lib.events == []
+        assert lib.stats().vectors[emb.model_id] == 60
+        for i in (0, 17, 59):
+            assert best(lib, emb, freqs[i])[0] == f"t{i:02d}.wav"
+        assert_consistent(lib, emb.model_id)
+
+
+def test_salvage_does_not_bring_back_deleted_rows(tmp_path):
+    """Rows read off the pages skip the freelist: files removed from the catalog stay removed."""
+    root = tmp_path / "lib"
+    many_tones(root)
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    for i in range(45):
+        (root / f"t{i:02d}.wav").unlink()
+    cat = root / ".earshot" / "catalog.sqlite"
+    # delete as a SQLite built without SECURE_DELETE would: emptied pages go to the freelist, cells intact
+    db = sqlite3.connect(cat, isolation_level=None)
+    db.execute("PRAGMA secure_delete = OFF")
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute("DELETE FROM files WHERE path < ?", (b"t45",))
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] > 10
+    db.close()
+    with open(cat, "r+b") as fh:
+        fh.seek(4096)  # page 2: the files table's root
+        fh.write((b"garbage\n" * 512)[:4096])
+    with Library.open(root) as lib:
+        assert any("damaged catalog" in e for e in lib.events)
+        st = lib.stats()
+        assert st.files <= 15 and st.vectors.get(emb.model_id, 0) <= 15
+        assert_consistent(lib, emb.model_id)
+
+
+def test_index_file_with_right_ids_but_wrong_vectors_is_rebuilt(tmp_path):
+    """Issue 14.2: 20 kB of the FAISS file overwritten, or the index file of another library of the same size."""
+    root, other = tmp_path / "lib", tmp_path / "other"
+    freqs = many_tones(root)
+    many_tones(other, base=75.0)
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    drain(index_library(other, emb))
+    with Library.open(root) as lib:
+        path = lib.index_path(emb.model_id)
+    good = path.read_bytes()
+    assert len(good) > 40_000
+
+    damaged = bytearray(good)
+    mid = len(good) // 2
+    damaged[mid - 10_000:mid + 10_000] = (b"garbage\n" * 2500)[:20_000]
+    for replacement in (bytes(damaged), (other / ".earshot" / path.name).read_bytes()):
+        path.write_bytes(replacement)
+        with Library.open(root) as lib:
+            for i in (0, 23, 41, 59):
+                name, score = best(lib, emb, freqs[i])
+                assert name == f"t{i:02d}.wav" and -1.001 <= score <= 1.001
+            assert any("differ from the catalog" in e for e in lib.events), lib.events
+            assert_consistent(lib, emb.model_id)
+        with Library.open(root) as lib:  # repaired on disk too
+            assert lib.events == []
+
+
+class NaNEmbedder(ToneEmbedder):
+    """A broken checkpoint: every output is NaN."""
+
+    def embed_windows(self, audio_windows: np.ndarray) -> np.ndarray:
+        return np.full((len(audio_windows), self.dim), np.nan, dtype=np.float32)
+
+
+def test_a_model_that_yields_nan_is_refused_and_other_models_keep_their_vectors(tmp_path):
+    """Issue 14.4: `index LIB --model nan.safetensors` marked every file failed and dropped all vectors."""
+    root = make_library(tmp_path / "lib")
+    emb, nan = ToneEmbedder(), NaNEmbedder(model_id="nan-model")
+    drain(index_library(root, emb))
+    with pytest.raises(L.LibraryError, match="broken") as err:
+        drain(index_library(root, nan))
+    assert "nan-model" in str(err.value) and "NaN" in str(err.value)
+    with Library.open(root) as lib:
+        assert lib.failed_files() == []
+        assert lib.stats().vectors[emb.model_id] == len(FREQS)
+        assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert "NaN" in lib.model_errors()["nan-model"]
+        with pytest.raises(L.LibraryError, match="broken"):  # no scores from it either
+            lib.search_text("440 Hz", nan)
+    report = drain(index_library(root, emb))  # plain index with the good model: nothing to redo
+    assert report.unchanged == len(FREQS) and report.embedded == [] and report.failed == []
+
+
+def test_unlistable_subfolder_keeps_its_rows_hidden_until_it_is_back(tmp_path, monkeypatch):
+    """Issue 14.5: a NAS briefly away must not cost a re-index of its subtree."""
+    root = make_library(tmp_path / "lib")
+    write(root / "nas" / "deep" / "n_300.wav", tone(300))
+    write(root / "nas" / "n_3000.wav", tone(3000))
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    away = str(root / "nas")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == away:
+            raise OSError(112, "Host is down", away)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = drain(index_library(root, emb))
+    assert report.removed == 0 and report.unavailable == 2
+    assert any("cannot list folder" in e for e in report.scan_errors)
+    with Library.open(root) as lib:
+        assert lib.stats().files == len(FREQS) + 2 and lib.stats().unavailable == 2
+        assert not any(p.startswith("nas/") for p in top(lib, emb, "300 Hz", k=10))
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    report = drain(index_library(root, emb))
+    assert report.embedded == [] and report.unchanged == len(FREQS) + 2 and report.unavailable == 0
+    with Library.open(root) as lib:
+        assert top(lib, emb, "3000 Hz", k=1) == ["nas/n_3000.wav"]
+        assert top(lib, emb, "300 Hz", k=1) == ["nas/deep/n_300.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_disk_full_while_indexing_is_reported_and_resumable(tmp_path):
+    """Issue 14.6: SQLITE_FULL at a write is a DiskFullError that says so; nothing is lost; a re-run resumes."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder(dim=256)
+    drain(index_library(root, emb))
+    for i in range(30):
+        write(root / "more" / f"m{i:02d}.wav", tone(100 + 97 * i, 3.0))
+    with Library.open(root) as lib:
+        pages = lib.db.execute("PRAGMA page_count").fetchone()[0]
+        lib.db.execute(f"PRAGMA max_page_count = {pages + 3}")  # the disk fills up a few files in
+        with pytest.raises(L.LibraryError, match="disk holding the catalog is full") as err:
+            drain(index_library(lib, emb))
+        assert "rollback" not in str(err.value)
+        done = lib.stats().vectors[emb.model_id]
+    assert len(FREQS) <= done < len(FREQS) + 30
+    report = drain(index_library(root, emb))  # space again: carries on where it stopped
+    assert len(report.embedded) == len(FREQS) + 30 - done and report.failed == []
+    with Library.open(root) as lib:
+        assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert top(lib, emb, f"{100 + 97 * 29} Hz", k=1) == ["more/m29.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_sqlite_rolling_back_by_itself_does_not_hide_the_error(tmp_path):
+    """Issue 14.6: after SQLITE_FULL SQLite may have rolled back already; ROLLBACK then said "cannot rollback"."""
+    db = sqlite3.connect(tmp_path / "x.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE t(x)")
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"), C.transaction(db):
+        db.execute("INSERT INTO t VALUES (1)")
+        db.execute("ROLLBACK")  # what SQLite does on its own after some errors
+        raise sqlite3.OperationalError("database or disk is full")
+    assert not db.in_transaction and db.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_paths_longer_than_the_system_limit_are_scan_errors(tmp_path):
+    """Issue 14.8: 600 nested folders; the file at the bottom cannot be opened by path: say so."""
+    root = make_library(tmp_path / "lib")
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(600):
+            os.mkdir("folder0001", dir_fd=fd)
+            nxt = os.open("folder0001", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        wav = (root / "tone_440.wav").read_bytes()
+        out = os.open("deep.wav", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, wav)
+        os.close(out)
+    finally:
+        os.close(fd)
+    scan = scan_folder(root)
+    assert sorted(f.rel for f in scan.files) == sorted(f"tone_{f}.wav" for f in FREQS)
+    assert len(scan.errors) == 1 and "longer than the system allows" in scan.errors[0]
+    report = drain(index_library(root, ToneEmbedder()))
+    assert len(report.embedded) == len(FREQS) and len(report.scan_errors) == 1
+
+
+def test_rehash_finds_an_edit_that_kept_size_and_mtime(tmp_path):
+    """Issue 14.11: `earshot index --rehash`."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    path = root / "tone_440.wav"
+    st = path.stat()
+    write(path, tone(3000))  # same length, same format: same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    assert drain(index_library(root, emb)).embedded == []  # size and mtime: nothing to see
+    report = drain(index_library(root, emb, rehash=True))
+    assert report.embedded == ["tone_440.wav"] and report.touched == len(FREQS) - 1
+    with Library.open(root) as lib:
+        assert top(lib, emb, "3000 Hz", k=1) == ["tone_440.wav"]
+        assert_consistent(lib, emb.model_id)
+
+
+def test_search_k_is_validated_and_capped_at_the_library_size(tmp_path):
+    """Issue 14.9, library side: k = 10**12 returns every file at once; k < 1 is an error, not []."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    with Library.open(root) as lib:
+        t0 = time.monotonic()
+        assert len(lib.search_text("440 Hz", emb, k=10**12)) == len(FREQS)
+        assert len(lib.similar("tone_440.wav", emb, k=10**12)) == len(FREQS) - 1
+        assert time.monotonic() - t0 < 5
+        for bad in (0, -1):
+            with pytest.raises(L.LibraryError, match="at least 1"):
+                lib.search_text("440 Hz", emb, k=bad)
+
+
+def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
+    """A catalog written before version 2 (no availability, model errors or index checksums) keeps its rows."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    drain(index_library(root, emb))
+    cat = root / ".earshot" / "catalog.sqlite"
+    db = sqlite3.connect(cat)
+    db.execute("DROP TABLE index_files")
+    db.execute("ALTER TABLE files DROP COLUMN available")
+    db.execute("ALTER TABLE models DROP COLUMN error")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Library.open(root) as lib:
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION == 2
+        assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # no checksum yet: vectors compared, kept
+        assert not any("rebuilding" in e for e in lib.events)
+    assert drain(index_library(root, emb)).unchanged == len(FREQS)
+
+
+# --------------------------------------------------------------------------------- the `index` command
+
+
+def write_retrieval_checkpoint(path: Path, nan: bool = False) -> str:
+    """A tiny real retrieval checkpoint (PaSST-tiny + text-tiny); nan: every float tensor NaN, same metadata."""
+    import torch
+
+    from models.frontends import PasstMel, frontend_to_dict
+    from models.passt import passt_tiny
+    from models.retrieval import RetrievalConfig, RetrievalModel
+    from models.text import text_tiny
+    from training.checkpoints import save_checkpoint
+
+    torch.manual_seed(0)
+    audio = passt_tiny(window_seconds=1.0, input_tdim=100, patchout=(0, 0))
+    model = RetrievalModel(RetrievalConfig(audio=audio, text=text_tiny(), embed_dim=16)).eval()
+    if nan:
+        with torch.no_grad():
+            for p in model.state_dict().values():
+                if p.is_floating_point():
+                    p.fill_(float("nan"))
+    return str(save_checkpoint(path, "retrieval", model, model.config, features=frontend_to_dict(PasstMel())))
+
+
+def test_cli_index_refuses_a_nan_model_and_rehashes_on_request(tmp_path, capsys):
+    from app.cli import main
+
+    root = make_library(tmp_path / "lib")
+    good = write_retrieval_checkpoint(tmp_path / "good.safetensors")
+    nan = write_retrieval_checkpoint(tmp_path / "nan.safetensors", nan=True)
+    assert main(["index", str(root), "--model", good, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["embedded"] == len(FREQS)
+
+    assert main(["index", str(root), "--model", nan]) == 2  # a message, not a traceback
+    err = capsys.readouterr().err
+    assert "is broken" in err and "NaN" in err and "Traceback" not in err
+    assert main(["index", str(root), "--model", good, "--json"]) == 0  # the good model lost nothing
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["unchanged"] == len(FREQS) and summary["failed"] == 0 and summary["embedded"] == 0
+    assert main(["search", "a tone", "--library", str(root), "--model", good, "-k", "2", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+
+    path = root / "tone_440.wav"
+    st = path.stat()
+    write(path, tone(3000))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert main(["index", str(root), "--model", good, "--rehash", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["embedded"] == 1 and summary["touched"] == len(FREQS) - 1

@@ -1,0 +1,365 @@
+"""The incremental, threaded index job: bring a model's vectors up to date with the folder.
+
+Only new and changed files are read. Worker threads hash and decode ahead of the embedder through a bounded
+queue; the job (a generator) embeds in batches and commits each file in its own transaction through
+`Library.record_file`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
+skipped until they change; files that could not be read at all (no hash) are retried every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.services.audio import AudioError, audio_info, display_name
+from app.services.jobs import Job, Progress
+from app.services.library import scan
+from app.services.library.core import Library
+from app.services.library.embedding import embed, pool, windows_of
+from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
+from app.services.library.scan import ScannedFile
+
+
+@dataclass
+class _Task:
+    file: ScannedFile
+    digest: str | None = None  # known and unchanged: no need to hash again
+    tries: int = 0  # times re-queued because the file changed while it was read
+    reuse: bool = True  # False: read it even if its content is known
+
+
+@dataclass
+class _Pending:
+    """Windows of one file embedded so far."""
+
+    vectors: list[np.ndarray] = field(default_factory=list)  # [(w, D)]
+    cover: list[np.ndarray] = field(default_factory=list)  # [(w,)]
+    done: tuple[Any, ...] | None = None  # (digest, info, stat) once the reader finished
+
+
+class _Reader:
+    """Runs in the thread pool: hash a file, then decode it into batches of windows onto the queue."""
+
+    def __init__(self, embedder: Embedder, known: frozenset[str], batch: int, out: queue.Queue,
+                 stop: threading.Event) -> None:
+        self.embedder, self.known, self.batch, self.out, self.stop = embedder, known, batch, out, stop
+
+    def put(self, msg: tuple[Any, ...]) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.out.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __call__(self, idx: int, task: _Task) -> None:
+        path, digest, st0 = task.file.path, task.digest, None
+        try:
+            st0 = scan.stat_file(path)
+            digest = digest or scan.hash_file(path, self.stop)
+            if digest is None:
+                return  # stopped
+            if digest in self.known and task.reuse:
+                self.put(("known", idx, digest, st0))
+                return
+            info = audio_info(path)
+            for windows, cover in windows_of(path, self.embedder, self.batch):
+                if self.stop.is_set() or not self.put(("windows", idx, windows, cover)):
+                    return
+            if self._changed(path, st0):
+                self.put(("changed", idx))
+                return
+            self.put(("done", idx, digest, info, st0))
+        except FileNotFoundError:
+            self.put(("gone", idx))
+        except Exception as e:
+            if not os.path.lexists(path):
+                self.put(("gone", idx))
+            elif st0 is not None and self._changed(path, st0):
+                self.put(("changed", idx))
+            else:
+                if isinstance(e, AudioError):
+                    message = str(e)
+                elif isinstance(e, OSError):
+                    message = scan.os_message(path, e)
+                else:
+                    message = f"{display_name(path)}: unexpected error ({e!r})"
+                # name the file relative to the library, which may move
+                message = message.replace(display_name(path), display_name(task.file.rel))
+                self.put(("error", idx, digest, message, st0))
+
+    @staticmethod
+    def _changed(path: str, st0: os.stat_result) -> bool:
+        try:
+            st1 = scan.stat_file(path)
+        except OSError:
+            return True
+        return (st1.st_size, st1.st_mtime_ns) != (st0.st_size, st0.st_mtime_ns)
+
+
+class _IndexRun:
+    """State of one `index_library` run; the generator is `run()`."""
+
+    def __init__(self, lib: Library, embedder: Embedder, workers: int, batch_size: int, queue_size: int,
+                 checkpoint_seconds: float, include_hidden: bool, retry_failed: bool, max_requeue: int,
+                 rehash: bool = False) -> None:
+        self.lib, self.embedder, self.model_id = lib, embedder, embedder.model_id
+        self.workers, self.batch_size, self.checkpoint_seconds = max(1, workers), batch_size, checkpoint_seconds
+        self.include_hidden, self.retry_failed, self.max_requeue = include_hidden, retry_failed, max_requeue
+        self.rehash = rehash
+        self.report = IndexReport(self.model_id)
+        self.t0 = time.monotonic()
+        self.stop = threading.Event()
+        self.out: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
+        self.pool: ThreadPoolExecutor | None = None
+        self.reader: _Reader | None = None
+        self.tasks: list[_Task] = []
+        self.seen: set[bytes] = set()  # relative paths present in the folder
+        self.state: dict[int, _Pending] = {}  # files being embedded
+        self.batch: list[tuple[int, np.ndarray, np.ndarray]] = []  # (task, windows (w, S), coverage (w,))
+        self.done = self.done_bytes = self.total_bytes = 0
+        self.outstanding = 0  # tasks the readers have not finished
+
+    # ------------------------------------------------------------------------------------------ planning
+
+    def plan(self) -> frozenset[str]:
+        """Decide which files to read; drop rows that cannot have moved; return the hashes known already."""
+        lib, r = self.lib, self.report
+        found = scan.scan_folder(lib.root, self.include_hidden)
+        r.files_seen, r.scan_errors = len(found.files), found.errors
+        lib.register_model(self.embedder)
+        lib.vector_index(self.model_id)  # load and repair before changing anything
+        rows = lib.rows(self.model_id)
+        self.seen = {f.key for f in found.files}
+        # rows under folders that cannot be listed (a network share briefly away) are kept, hidden, not re-read
+        prefixes = [os.fsencode(u) + b"/" if u else b"" for u in found.unreadable]
+        away = [w for k, w in rows.items() if k not in self.seen and any(k.startswith(p) for p in prefixes)]
+        self.seen |= {w.path for w in away}
+        lib.set_unavailable([w.id for w in away])
+        r.unavailable = len(away)
+        for f in found.files:
+            row = rows.get(f.key)
+            if row is None or (row.size, row.mtime_ns) != (f.size, f.mtime_ns) or self.rehash:
+                self.tasks.append(_Task(f))
+            elif (row.status == "ok" and row.has_vector) or (
+                    row.status == "error" and row.hash is not None and not self.retry_failed):
+                r.unchanged += 1  # unreadable files (no hash) are retried: permissions change without mtime
+            else:
+                self.tasks.append(_Task(f, row.hash if row.status == "ok" else None))
+        # vanished rows whose size matches no file to read cannot have moved: drop them now
+        sizes = {t.file.size for t in self.tasks}
+        r.removed += lib.delete_files([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
+        self.total_bytes = sum(t.file.size for t in self.tasks) or 1
+        return frozenset(w.hash for w in rows.values()
+                         if w.hash and (w.has_vector or (w.status == "error" and not self.retry_failed)))
+
+    # -------------------------------------------------------------------------------------------- running
+
+    def progress(self, message: str) -> Progress:
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed * (self.total_bytes - self.done_bytes) / self.done_bytes if self.done_bytes else None
+        n = len(self.tasks)
+        return {"step": self.done, "total": n, "files_done": self.done, "files_total": n,
+                "audio_seconds": self.report.audio_seconds, "eta_s": eta, "message": message}
+
+    def run(self) -> Job[IndexReport]:
+        yield {**self.progress("scanning folder"), "eta_s": None}
+        self.reader = reader = _Reader(self.embedder, self.plan(), self.batch_size, self.out, self.stop)
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="earshot-index")
+        for i, t in enumerate(self.tasks):
+            self.pool.submit(reader, i, t)
+        self.outstanding = len(self.tasks)
+        last_beat = last_save = time.monotonic()
+        while self.outstanding or self.state:
+            try:
+                msg = self.out.get(timeout=0.05 if self.batch else 0.25)
+            except queue.Empty:
+                msg = None
+            if msg is None:  # the readers are behind: embed what we have; let the runner pause/cancel
+                if self.batch or any(p.done for p in self.state.values()):
+                    self.flush()
+                    yield self.progress(f"embedded {self.done}/{len(self.tasks)} files")
+                elif time.monotonic() - last_beat > 0.5:
+                    last_beat = time.monotonic()
+                    yield self.progress("reading files")
+                continue
+            if self.handle(msg):
+                yield self.progress(display_name(self.tasks[msg[1]].file.rel))
+            if time.monotonic() - last_save > self.checkpoint_seconds:
+                self.lib.save_index(self.model_id)
+                last_save = time.monotonic()
+        # what vanished and was not found elsewhere leaves the catalog and the index
+        rows = self.lib.rows(self.model_id)
+        self.report.removed += self.lib.delete_files([w.id for k, w in rows.items() if k not in self.seen])
+        self.lib.save_index(self.model_id)
+        if self.model_id in self.lib.model_errors():
+            self.lib.set_model_error(self.model_id, None)  # it works now
+        self.report.elapsed_s = time.monotonic() - self.t0
+        yield {**self.progress("done"), "step": len(self.tasks)}
+        return self.report
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        if self.pool is not None:
+            # readers see `stop` within ~0.1 s (even when blocked on the full queue); queued tasks are dropped
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    self.out.get_nowait()
+        self.lib.save_index(self.model_id)
+
+    # ------------------------------------------------------------------------------------------ messages
+
+    def handle(self, msg: tuple[Any, ...]) -> bool:
+        """Act on one reader message; True when there is progress to report."""
+        kind, i = msg[0], msg[1]
+        t = self.tasks[i]
+        if kind == "windows":
+            new = len(msg[2])
+            flushed = bool(self.batch) and sum(len(w) for _, w, _ in self.batch) + new > self.batch_size
+            if flushed:
+                self.flush()
+            self.state.setdefault(i, _Pending())
+            self.batch.append((i, msg[2], msg[3]))
+            return flushed
+        if kind == "done":
+            self.state.setdefault(i, _Pending()).done = msg[2:]
+            self.outstanding -= 1
+            if sum(len(w) for _, w, _ in self.batch) >= self.batch_size:
+                self.flush()
+                return True
+            return False
+        self.forget(i)
+        if kind == "changed":
+            self.report.requeued += 1
+            if t.tries < self.max_requeue:
+                t.tries, t.digest = t.tries + 1, None
+                self.pool.submit(self.reader, i, t)
+                return False
+            msg = ("error", i, None, f"{display_name(t.file.rel)}: the file kept changing while it was being "
+                   "indexed", None)
+            kind = "error"
+        if kind == "known":
+            if not self.store_known(t, *msg[2:]):
+                t.reuse = False  # its content was replaced meanwhile: read it after all
+                self.pool.submit(self.reader, i, t)
+                return False
+        elif kind == "error":
+            self.store_error(t, *msg[2:])
+        elif kind == "gone":
+            self.seen.discard(t.file.key)
+        self.outstanding -= 1
+        self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
+        return True
+
+    def forget(self, i: int) -> None:
+        """Drop what was read of a file (it changed, failed late, or is known after all)."""
+        if self.state.pop(i, None) is not None:
+            self.batch[:] = [b for b in self.batch if b[0] != i]
+
+    def refuse_model(self) -> None:
+        """NaN/inf from the model is the model's fault, not the files': record it against the model (no file
+        is marked failed, no other model's vector is touched) and stop."""
+        names = sorted(display_name(self.tasks[i].file.rel) for i in {i for i, _, _ in self.batch})
+        message = (f"model {self.model_id!r} is broken: it produced NaN/inf values (for {names[0]}"
+                   f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}); indexing with it was refused "
+                   "and no file was marked failed")
+        self.lib.set_model_error(self.model_id, message)
+        raise BrokenModelError(message)
+
+    def flush(self) -> None:
+        """Embed the batch, then commit the files whose windows are all embedded."""
+        if self.batch:
+            vecs = embed(self.embedder, np.concatenate([w for _, w, _ in self.batch]))  # (B, D)
+            if not np.isfinite(vecs).all():
+                self.refuse_model()
+            start = 0
+            for i, w, c in self.batch:
+                self.state[i].vectors.append(vecs[start:start + len(w)])
+                self.state[i].cover.append(c)
+                start += len(w)
+            self.batch.clear()
+        for i in [i for i, p in self.state.items() if p.done is not None]:
+            self.store_embedded(i)
+
+    # ---------------------------------------------------------------------------------------- committing
+
+    def store_embedded(self, i: int) -> None:
+        t, p = self.tasks[i], self.state.pop(i)
+        digest, info, st = p.done
+        vecs, cover = np.concatenate(p.vectors), np.concatenate(p.cover)  # (W, D), (W,)
+        meta = {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
+                "status": "ok", "error": None}
+        outcome = self.lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
+                                       meta=meta, vectors=pool(vecs, cover))
+        (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
+        self.report.windows += len(vecs)
+        self.report.audio_seconds += info.duration
+        self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
+
+    def store_known(self, t: _Task, digest: str, st: os.stat_result) -> bool:
+        """Content already catalogued (moved, copied, touched); False if it no longer is."""
+        lib, r = self.lib, self.report
+        outcome = lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen, reuse=True)
+        if outcome == "stale":
+            return False
+        if outcome == "failed":
+            r.failed.append(FailedFile(t.file.rel, lib.file_error(t.file.key)))
+        elif outcome == "touched":
+            r.touched += 1
+        else:
+            (r.moved if outcome == "moved" else r.copied).append(t.file.rel)
+        return True
+
+    def store_error(self, t: _Task, digest: str | None, message: str, st: os.stat_result | None) -> None:
+        size, mtime_ns = (st.st_size, st.st_mtime_ns) if st else (t.file.size, t.file.mtime_ns)
+        meta = {"duration": None, "sample_rate": None, "channels": None, "status": "error", "error": message}
+        self.lib.record_file(self.model_id, t.file, size, mtime_ns, digest, self.seen, meta=meta)
+        self.report.failed.append(FailedFile(t.file.rel, message))
+
+
+def index_library(
+    library: Library | PathLike,
+    embedder: Embedder,
+    *,
+    workers: int = 2,
+    batch_size: int = 16,
+    queue_size: int = 4,
+    checkpoint_seconds: float = 60.0,
+    include_hidden: bool = False,
+    retry_failed: bool = False,
+    max_requeue: int = 2,
+    rehash: bool = False,
+) -> Job[IndexReport]:
+    """Bring the catalog and `embedder`'s index up to date with the folder; returns an IndexReport.
+
+    Only new and changed files are read. `workers` threads hash and decode ahead of the embedder through a
+    bounded queue (`queue_size` batches of up to `batch_size` windows); this generator embeds in batches
+    and commits each file in its own transaction. The index file is written every `checkpoint_seconds`, at
+    the end, and when the job is cancelled (closed). One indexing job per Library at a time.
+    rehash: hash every file again, not only those whose size or mtime changed (an edit that keeps both is
+    otherwise never noticed). Raises BrokenModelError for a model that yields NaN/inf, DiskFullError when the
+    catalog's disk fills up; what was committed before is kept and a later run resumes.
+    """
+    own = not isinstance(library, Library)
+    lib = Library.open(library) if own else library
+    try:
+        with lib.indexing():
+            job = _IndexRun(lib, embedder, workers, batch_size, queue_size, checkpoint_seconds, include_hidden,
+                            retry_failed, max_requeue, rehash)
+            try:
+                return (yield from job.run())
+            finally:
+                job.shutdown()
+    finally:
+        if own:
+            lib.close()

@@ -1,0 +1,122 @@
+"""Walking a library folder, hashing files, and the file-system seams the indexer uses.
+
+Change detection: a file is read again when its size or mtime differ from its catalog row (or always, with
+`rehash`); its content hash (SHA-256 of all the bytes) then tells an edit from a touch, a move or a copy.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+from dataclasses import dataclass, field
+
+from app.services.audio import SUPPORTED_EXTENSIONS, display_name
+from app.services.library.records import PathLike
+
+CATALOG_DIR = ".earshot"
+
+
+@dataclass
+class ScannedFile:
+    rel: str  # relative to the library root, '/'-separated, os.fsdecode form
+    path: str  # absolute
+    size: int
+    mtime_ns: int
+
+    @property
+    def key(self) -> bytes:
+        return os.fsencode(self.rel)
+
+
+@dataclass
+class ScanResult:
+    files: list[ScannedFile]
+    errors: list[str]  # folders that could not be listed, entries that could not be looked at
+    unreadable: list[str] = field(default_factory=list)  # relative folders that could not be listed ('' = root)
+
+
+def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
+    """Every audio file under `root` (by extension), sorted by relative path.
+
+    Symlinks are followed, but every folder and file is visited once (by device + inode), so symlink loops
+    end and a folder linked twice is not listed twice. `.earshot/` is always skipped, other dot-names unless
+    include_hidden. Broken links and link loops are ignored; folders that cannot be listed are reported in
+    `errors` and `unreadable` (their catalog rows are kept), and so are entries that cannot be looked at, such
+    as paths longer than the system allows (PATH_MAX).
+    """
+    root_s = os.fspath(os.path.abspath(root))
+    files: list[ScannedFile] = []
+    errors: list[str] = []
+    unreadable: list[str] = []
+    st = os.stat(root_s)
+    seen_dirs = {(st.st_dev, st.st_ino)}
+    seen_files: set[tuple[int, int]] = set()
+    stack = [(root_s, "")]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: os.fsencode(e.name))
+        except OSError as e:
+            errors.append(f"{display_name(folder)}: cannot list folder ({e.strerror or e})")
+            unreadable.append(rel)
+            continue
+        subdirs = []
+        for entry in entries:
+            name = entry.name
+            if name == CATALOG_DIR or (name.startswith(".") and not include_hidden):
+                continue
+            entry_rel = f"{rel}/{name}" if rel else name
+            try:
+                st = entry.stat()  # follows symlinks; a broken link raises
+                is_dir = entry.is_dir()
+            except OSError as e:
+                if e.errno not in (errno.ENOENT, errno.ELOOP):  # not a broken link or a link loop: say so
+                    errors.append(_entry_error(entry.path, e))
+                continue
+            ident = (st.st_dev, st.st_ino)
+            if is_dir:
+                if ident not in seen_dirs:
+                    seen_dirs.add(ident)
+                    subdirs.append((entry.path, entry_rel))
+            elif entry.is_file() and os.path.splitext(name)[1].lower() in SUPPORTED_EXTENSIONS:
+                if st.st_ino and ident in seen_files:
+                    continue
+                seen_files.add(ident)
+                files.append(ScannedFile(entry_rel, entry.path, st.st_size, st.st_mtime_ns))
+        stack.extend(reversed(subdirs))
+    files.sort(key=lambda f: f.key)
+    return ScanResult(files, errors, unreadable)
+
+
+def _entry_error(path: str, e: OSError) -> str:
+    if e.errno == errno.ENAMETOOLONG:
+        limit = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+        shown = display_name(path)
+        shown = shown if len(shown) <= 160 else f"{shown[:60]}…{shown[-90:]}"
+        return f"{shown}: path is {len(os.fsencode(path))} bytes, longer than the system allows ({limit}); skipped"
+    return f"{display_name(path)}: cannot look at it ({e.strerror or e}); skipped"
+
+
+def hash_file(path: PathLike, stop: threading.Event | None = None, chunk: int = 1 << 20) -> str | None:
+    """SHA-256 hex of the file's bytes; None if `stop` was set while reading."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+            if stop is not None and stop.is_set():
+                return None
+    return h.hexdigest()
+
+
+def stat_file(path: PathLike) -> os.stat_result:
+    return os.stat(path)  # a seam for tests that simulate files changing under us
+
+
+def os_message(path: PathLike, e: OSError) -> str:
+    """A one-line reason a file could not be read."""
+    if isinstance(e, PermissionError):
+        return f"{display_name(path)}: permission denied"
+    return f"{display_name(path)}: cannot read file ({e.strerror or e})"
