@@ -419,7 +419,11 @@ class Trainer(Generator[Progress, None, TrainResult]):
         missing = [k for k in self.hooks.model.state_dict() if k not in model and not (skip and k.startswith(skip))]
         if missing:
             raise CheckpointError(f"{name}: does not fit this model (missing {', '.join(missing[:3])})")
-        self.hooks.model.load_state_dict(model, strict=False)
+        try:
+            self.hooks.model.load_state_dict(model, strict=False)
+        except RuntimeError as e:  # shapes differ: other data (e.g. speakers) or another model size
+            raise CheckpointError(f"{name}: does not fit this model ({str(e).splitlines()[-1].strip()}); "
+                                  f"resume with the same data and settings, or start afresh") from e
         best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
         if best:
             self.best = {**self.hooks.model.state_dict(), **best}
@@ -471,7 +475,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
                 model.load_state_dict(self.best)
             record = {"steps": s.step, "epochs": s.epochs_done, "best_epoch": s.best_epoch,
                       "metrics": s.best_metrics | hooks.final_metrics(), "wall_time_s": round(elapsed(), 1),
-                      "train_config": self._config_dict()}
+                      "train_config": self._config_dict(), "stage_steps": dict(s.stage_steps)}
             hooks.save(self.out, model, record)
 
         safe = True  # weights and optimizer agree with the position (False inside optimizer.step)
@@ -487,6 +491,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
                 if saved_rng is not None:
                     set_rng_state(*saved_rng)
                     saved_rng = None
+                rng_snapshot = rng_state()
                 step_module = ddp.wrap(module, self.ctx, self.device, find_unused=hooks.find_unused)
                 stage_end = None if budget is None else budget * float(shares[s.stage])
                 out_of_time = False
@@ -499,7 +504,6 @@ class Trainer(Generator[Progress, None, TrainResult]):
                         if ddp.agree(stage_end is not None and elapsed() > stage_end, self.ctx, self.device):
                             out_of_time = True
                             break
-                        rng_snapshot = rng_state()
                         first = s.step_in_epoch * c.grad_accum
                         parts = micro[first : first + c.grad_accum]
                         losses, stats = [], {}
@@ -524,6 +528,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
                         s.step_in_epoch += 1
                         s.stage_steps[stage.name] = stage_step + 1
                         safe = True
+                        rng_snapshot = rng_state()  # what a resume after this step starts from
                         loss_value = float(np.mean(losses))
                         s.epoch_losses.append(loss_value)
                         yield {"step": s.step, "total": total, "loss": loss_value, "stage": stage.name,
