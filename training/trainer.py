@@ -168,6 +168,9 @@ class Hooks:
         """-> (the module the steps run through, DDP-wrapped by the Trainer; the stage's optimizer)."""
         raise NotImplementedError
 
+    def begin_epoch(self, stage: Stage) -> None:
+        """Put the model in training mode (evaluation may have changed it)."""
+
     def batches(self, stage: Stage, index: int, epoch: int) -> Sequence[Any]:
         """The micro-batches of one epoch: a function of (seed, stage, epoch) only."""
         raise NotImplementedError
@@ -496,10 +499,13 @@ class Trainer(Generator[Progress, None, TrainResult]):
                 stage_end = None if budget is None else budget * float(shares[s.stage])
                 out_of_time = False
                 while s.epoch < stage.epochs and not out_of_time:
-                    n_steps = stage.epoch_steps(s.epoch)
-                    if n_steps == 0:
+                    if stage.epoch_steps(s.epoch) == 0:
                         break
+                    hooks.begin_epoch(stage)
                     micro = hooks.batches(stage, s.stage, s.epoch)
+                    n_steps = -(-len(micro) // c.grad_accum)  # an epoch-based stage: all its batches
+                    if stage.steps is not None:
+                        n_steps = min(n_steps, stage.epoch_steps(s.epoch))
                     while s.step_in_epoch < n_steps:
                         if ddp.agree(stage_end is not None and elapsed() > stage_end, self.ctx, self.device):
                             out_of_time = True
