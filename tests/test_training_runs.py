@@ -37,7 +37,7 @@ def test_settings_map_to_the_trainers_flags() -> None:
         pytest.skip("training/words_train.py is not there yet")
     specs = {s.name: s for s in tr.settings_schema("words")}
     # fields whose flag has another name are found through the parser: --epochs, --threads, --no-cache
-    assert specs["max_epochs"].flag == "--epochs" and specs["num_threads"].flag == "--threads"
+    assert specs["max_epochs"].flag == "--epochs" and specs["threads"].flag == "--threads"
     assert specs["cache"].inverted and specs["cache"].default is True
     assert specs["preset"].type == "choice" and "tiny" in specs["preset"].choices
     argv = tr.build_argv("words", "/d", "/r/model.safetensors",
@@ -210,11 +210,11 @@ def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None
 
     report = validate_data("words", subset)
     assert report.ok and report.counts["words"] == 4 and report.counts["speakers"] == 2
-    settings = {"preset": "tiny", "max_epochs": 2, "batch_size": 32, "lr": 0.002, "num_threads": 1}
+    settings = {"preset": "tiny", "max_epochs": 2, "batch_size": 32, "lr": 0.002, "threads": 1}
     run = tr.start_run("words", "real", subset, settings, device="cpu", base=tmp_path / "runs")
     assert run.wait(90), run.log_tail()
     assert run.status == "finished", run.error or run.log_tail()
-    assert run.result["epochs"] == 2 and 0 <= run.result["dev_ap"] <= 1
+    assert run.result["epochs"] == 2 and 0 <= run.result["best_value"] <= 1
     curves = run.curves()
     assert len(curves["loss"][0]) >= 2 and "dev_ap" in curves
     target = tr.register_model(run, "fsdd-tiny", tmp_path / "models")
