@@ -121,6 +121,26 @@ def test_evaluate_metrics_ensemble_and_baselines(subset: Path, tmp_path: Path) -
     assert single["metrics"]["R@10"] == 1.0 and 1 / 6 <= single["metrics"]["mAP@10"] <= 1
 
 
+def test_evaluate_without_a_split_column_scores_every_clip(subset: Path, tmp_path: Path) -> None:
+    rt.clear_memory_cache()
+    out = tmp_path / "r.safetensors"
+    result = drain(rt.train(train_args(subset, out, config={"epochs": 1})))
+    from training.trainer import TrainResult
+
+    assert set(result) == set(TrainResult.__annotations__)  # the schema every kind returns
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with open(subset / "captions.csv", newline="") as f, open(plain / "captions.csv", "w", newline="") as g:
+        w = csv.writer(g)
+        w.writerow(["path", "caption"])
+        w.writerows([r["path"], r["caption"]] for r in list(csv.DictReader(f))[:10])
+    p = argparse.ArgumentParser()
+    rt.add_eval_arguments(p)
+    r = drain(rt.evaluate(p.parse_args(["--model", str(out), "--data", str(plain), "--threads", "1",
+                                        "--device", "cpu"])))
+    assert r["clips"] == 10 and "no split column" in r["split"]
+
+
 def test_feature_caches_are_reused(subset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rt.clear_memory_cache()
     calls = {"mels": 0, "text": 0}

@@ -83,6 +83,9 @@ def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tup
     assert result["stages"] == [{"name": "vqvae", "epochs": 1, "steps": 60},
                                 {"name": "inverter", "epochs": 1, "steps": 10}]
     assert result["kind"] == "units" and result["stopped"] == "finished" and result["best_metric"] is None
+    from training.trainer import TrainResult
+
+    assert set(result) - {"steps_seen"} == set(TrainResult.__annotations__)  # the schema every kind returns
     assert np.mean([h["recon"] for h in vq[-5:]]) < np.mean([h["recon"] for h in vq[:5]])
     assert np.mean([h["loss"] for h in inv[-3:]]) < inv[0]["loss"]
     assert result["metrics"]["train_perplexity"] > 3.0  # of 16 codes: well above a collapsed codebook (1)
@@ -179,6 +182,15 @@ def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, tr
     lsd = result["resynthesis_lsd_db"]
     assert lsd["per_speaker"]["theo"]["seen"] is False and lsd["per_speaker"]["george"]["seen"] is True
     assert np.isfinite(lsd["seen"]) and np.isfinite(lsd["unseen"])
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with open(data / "words.csv", newline="") as f, open(plain / "words.csv", "w", newline="") as g:
+        w = csv.writer(g)
+        w.writerow(["path", "word", "speaker"])
+        w.writerows([r["path"], r["word"], r["speaker"]] for r in csv.DictReader(f))
+    every = drain(evaluate(eval_args(path, plain, no_baseline=True)))  # the default split is test
+    assert every["items"] == 27 and "no split column" in every["split"]
 
     one = drain(evaluate(eval_args(path, data, speaker=["george"], no_baseline=True)))
     assert one["abx_across"] is None and 0.0 <= one["abx_within"] <= 1.0  # no second speaker: no triplet

@@ -76,6 +76,9 @@ def test_training_lowers_loss_and_raises_dev_ap(subset: Path, tmp_path: Path) ->
     assert max(h["dev_ap"] for h in hist[1:]) > hist[0]["dev_ap"] + 0.03
     assert result["best_metric"] == "dev_ap" and result["best_value"] == max(h["dev_ap"] for h in hist)
     assert result["metrics"]["dev_ap"] == result["best_value"] and result["stopped"] == "finished"
+    from training.trainer import TrainResult
+
+    assert set(result) == set(TrainResult.__annotations__)  # the schema every kind returns
     assert result["details"]["train_tokens"] == 240 and result["details"]["dev_tokens"] == 60  # 3 x 10 x 8 / 2
     # the checkpoint rebuilds without hyper-parameters and carries the training record
     model, ckpt = load_model(out, kind="words")

@@ -146,10 +146,6 @@ def _key(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _save_atomic(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
-    write_safetensors(path, tensors, metadata)
-
-
 @dataclass
 class MelSet:
     """Log-mels of the readable clips of a data set, with their captions."""
@@ -188,22 +184,18 @@ def load_mels(items: Sequence[CaptionItem], frontend_config: PasstMelConfig, cac
             offsets = t["offsets"].tolist()
             kept = t["index"].tolist()
             mels = [t["mel"][:, offsets[i] : offsets[i + 1]].clone() for i in range(len(kept))]
-            report = SkipReport(**json.loads(load_meta(path)["skipped"]))
+            report = SkipReport(**json.loads(safetensors_metadata(path)["skipped"]))
         else:
             report = SkipReport()
             kept, mels = compute_mels(items, PasstMel(frontend_config), report)
             if path is not None and mels:
                 offsets = np.cumsum([0] + [m.shape[-1] for m in mels]).tolist()
-                _save_atomic({"mel": torch.cat(mels, dim=-1).contiguous(), "offsets": torch.tensor(offsets),
-                              "index": torch.tensor(kept)}, path,
-                             {"skipped": json.dumps(dataclasses.asdict(report))})
+                write_safetensors(path, {"mel": torch.cat(mels, dim=-1).contiguous(), "offsets": torch.tensor(offsets),
+                                         "index": torch.tensor(kept)},
+                                  {"skipped": json.dumps(dataclasses.asdict(report))})
         _MEMORY[key] = (kept, mels, report)
     kept, mels, report = _MEMORY[key]
     return MelSet([items[i] for i in kept], mels, report)
-
-
-def load_meta(path: Path) -> dict[str, str]:
-    return safetensors_metadata(path)
 
 
 def compute_text_features(model: RetrievalModel, texts: Sequence[str], batch: int = 64) -> torch.Tensor:
@@ -230,7 +222,7 @@ def load_text_features(
         else:
             feats = compute_text_features(model, texts)
             if path is not None:
-                _save_atomic({"features": feats.contiguous()}, path, {"n": str(len(texts))})
+                write_safetensors(path, {"features": feats.contiguous()}, {"n": str(len(texts))})
         _MEMORY[key] = dict(zip(texts, feats, strict=True))
     return _MEMORY[key]
 
@@ -260,7 +252,7 @@ def load_audio_features(
         else:
             feats = compute_audio_features(model, mels.mels)
             if path is not None:
-                _save_atomic({"features": feats.contiguous()}, path, {})
+                write_safetensors(path, {"features": feats.contiguous()}, {})
         _MEMORY[key] = feats
     return _MEMORY[key]
 

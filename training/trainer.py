@@ -404,10 +404,9 @@ class Trainer(Generator[Progress, None, TrainResult]):
                  "scaler": scaler.state_dict() if scaler.is_enabled() else None, "config": self._config_dict()}
         write_resume(self.resume_file, tensors, state)
 
-    def _load_resume(self) -> tuple[_State, dict[str, torch.Tensor], dict[str, Any]] | None:
-        if not self.resume:
-            return None
-        if not self.resume_file.is_file():
+    def _read_saved(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+        """The resume state, checked before any data is read: format, kind and settings."""
+        if not self.resume or not self.resume_file.is_file():
             return None
         tensors, state = read_resume(self.resume_file)
         name = self.resume_file.name
@@ -417,7 +416,11 @@ class Trainer(Generator[Progress, None, TrainResult]):
         if diff:
             raise ValueError(f"{name} was saved by a different model or training config ({', '.join(diff)}); "
                              f"resume with the same settings, or start afresh without --resume")
-        skip = self.hooks.frozen_prefixes()
+        return tensors, state
+
+    def _apply_saved(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> _State:
+        """Weights (and the best weights) into the built model; the loop position back."""
+        name, skip = self.resume_file.name, self.hooks.frozen_prefixes()
         model = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
         missing = [k for k in self.hooks.model.state_dict() if k not in model and not (skip and k.startswith(skip))]
         if missing:
@@ -431,7 +434,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
         if best:
             self.best = {**self.hooks.model.state_dict(), **best}
         fields = {f.name for f in dataclasses.fields(_State)}
-        return _State(**{k: v for k, v in state.items() if k in fields}), tensors, state
+        return _State(**{k: v for k, v in state.items() if k in fields})
 
     # --------------------------------------------------------------------------------- the loop
 
@@ -439,22 +442,23 @@ class Trainer(Generator[Progress, None, TrainResult]):
         t0 = time.monotonic()
         c, hooks = self.config, self.hooks
         self._setup()
+        saved = self._read_saved()
         yield from hooks.prepare(self)
         hooks.model.to(self.device)
         stages = hooks.stages()
         self.best: dict[str, torch.Tensor] | None = None
         s = _State()
-        loaded = self._load_resume()
         saved_opt = saved_rng = saved_scaler = None
-        if self.resume and loaded is None:
+        if self.resume and saved is None:
             yield {"step": 0, "total": 0, "message": f"no resume state ({self.resume_file.name}): starting afresh"}
-        if loaded is not None:
-            s, tensors, meta = loaded
+        if saved is not None:
+            tensors, meta = saved
+            s = self._apply_saved(tensors, meta)
             saved_opt = (tensors, meta["optimizer"]) if meta.get("optimizer") else None
             saved_rng = ({k: v for k, v in tensors.items() if k.startswith("rng.")}, meta["rng"])
             saved_scaler = meta.get("scaler")
-            yield {"step": s.step, "total": 0, "message": f"resumed at step {s.step} ({stages[s.stage].name}, "
-                                                          f"epoch {s.epoch + 1})"}
+            where = f"{stages[s.stage].name}, epoch {s.epoch + 1}" if s.stage < len(stages) else "already finished"
+            yield {"step": s.step, "total": 0, "message": f"resumed at step {s.step} ({where})"}
         total = sum(st.total_steps for st in stages)
         budget = c.max_minutes * 60 if c.max_minutes else None
         shares = np.cumsum([st.total_steps for st in stages]) / max(1, total)  # time of each stage's end
