@@ -500,6 +500,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
                     saved_rng = None
                 rng_snapshot = rng_state()
                 step_module = ddp.wrap(module, self.ctx, self.device, find_unused=hooks.find_unused)
+                named = {"stage": stage.name} if len(stages) > 1 else {}  # plots: one loss series per stage
                 stage_end = None if budget is None else budget * float(shares[s.stage])
                 out_of_time = False
                 while s.epoch < stage.epochs and not out_of_time:
@@ -541,7 +542,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
                         rng_snapshot = rng_state()  # what a resume after this step starts from
                         loss_value = float(np.mean(losses))
                         s.epoch_losses.append(loss_value)
-                        yield {"step": s.step, "total": total, "loss": loss_value, "stage": stage.name,
+                        yield {"step": s.step, "total": total, "loss": loss_value, **named,
                                "epoch": s.epochs_done + 1, "lr": lr, **stats, **self._last_metrics(s, hooks.metric),
                                "message": f"{stage.name} epoch {s.epoch + 1}/{stage.epochs}"}
                     if out_of_time:
@@ -577,7 +578,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
                     s.elapsed_s = elapsed()
                     self._save_resume(s, opt, scaler, rng_state())
                     ddp.barrier(self.ctx)
-                    yield {"step": s.step, "total": total, "loss": entry["loss"], "stage": stage.name,
+                    yield {"step": s.step, "total": total, "loss": entry["loss"], **named,
                            "epoch": s.epochs_done, "lr": entry["lr"], **metrics, "epoch_end": True,
                            "message": message}
                     if stopped == "early_stopping":
