@@ -576,7 +576,8 @@ class Trainer(Generator[Progress, None, TrainResult]):
                             if stage.lr * s.lr_scale < stage.min_lr:
                                 stopped = "early_stopping"
                     s.elapsed_s = elapsed()
-                    self._save_resume(s, opt, scaler, rng_state())
+                    rng_snapshot = rng_state()  # after evaluation: a cancel at the next yield saves this
+                    self._save_resume(s, opt, scaler, rng_snapshot)
                     ddp.barrier(self.ctx)
                     yield {"step": s.step, "total": total, "loss": entry["loss"], **named,
                            "epoch": s.epochs_done, "lr": entry["lr"], **metrics, "epoch_end": True,
@@ -592,7 +593,8 @@ class Trainer(Generator[Progress, None, TrainResult]):
                 s.stage, s.epoch, s.step_in_epoch, s.epoch_losses = s.stage + 1, 0, 0, []
                 opt = None
                 s.elapsed_s = elapsed()
-                self._save_resume(s, None, scaler, rng_state())  # the next stage starts afresh
+                rng_snapshot = rng_state()
+                self._save_resume(s, None, scaler, rng_snapshot)  # the next stage starts afresh
         except BaseException:  # cancel (GeneratorExit), Ctrl-C, errors: keep a consistent resume state
             if safe:
                 s.elapsed_s = elapsed()

@@ -84,7 +84,7 @@ class UnitsTrainConfig(TrainerConfig):
                                                  "(default: the preset's)", low=8)
     split: str = setting("train", help="CSV rows of this split ('all': every row)")
     exclude_speakers: tuple[str, ...] = setting((), help="speakers left out", flag="--exclude-speaker")
-    checkpoint_every: int = setting(250, help="optimizer steps between resume states", low=1)
+    checkpoint_every: int = setting(250, help="optimizer steps between saved checkpoints and resume states", low=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
