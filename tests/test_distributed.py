@@ -104,7 +104,7 @@ def test_words_two_processes_match_one(fsdd_words: Path, tmp_path: Path) -> None
     one = earshot([*common, "--out", str(tmp_path / "one.safetensors")], 1, tmp_path)
     two = earshot([*common, "--out", str(tmp_path / "two.safetensors")], 2, tmp_path)
     assert [h["loss"] for h in two["history"]] == pytest.approx([h["loss"] for h in one["history"]], abs=1e-5)
-    assert two["dev_ap"] == pytest.approx(one["dev_ap"], abs=1e-4)
+    assert two["best_metric"] == "dev_ap" and two["best_value"] == pytest.approx(one["best_value"], abs=1e-4)
     assert max_weight_difference(tmp_path / "one.safetensors", tmp_path / "two.safetensors") < 2e-3
     assert not list(tmp_path.glob("*.tmp"))  # one writer: no leftovers of a second rank's save
 
@@ -133,7 +133,7 @@ def test_retrieval_two_processes_match_one_with_gathered_negatives(sfx: Path, tm
     one = earshot([*common, "--out", str(tmp_path / "one.safetensors")], 1, tmp_path)
     two = earshot([*common, "--out", str(tmp_path / "two.safetensors")], 2, tmp_path)
     assert [h["loss"] for h in two["history"]] == pytest.approx([h["loss"] for h in one["history"]], abs=1e-4)
-    assert two["best_val_map10"] == pytest.approx(one["best_val_map10"], abs=1e-6)
+    assert two["best_value"] == pytest.approx(one["best_value"], abs=1e-6)
     assert max_weight_difference(tmp_path / "one.safetensors", tmp_path / "two.safetensors") < 1e-3
 
 
@@ -143,9 +143,9 @@ def test_units_two_processes_train_close_to_one(fsdd_words: Path, tmp_path: Path
               "6", "--batch-size", "8", "--crop-frames", "32", "--lr", "2e-3"]
     one = earshot([*common, "--out", str(tmp_path / "one.safetensors")], 1, tmp_path)
     two = earshot([*common, "--out", str(tmp_path / "two.safetensors")], 2, tmp_path)
-    assert two["vq_steps_done"] == 20 and two["inv_steps_done"] == 6
-    assert two["vq_loss"] == pytest.approx(one["vq_loss"], rel=0.1)
-    assert two["inv_loss"] == pytest.approx(one["inv_loss"], rel=0.1)
+    assert [s["steps"] for s in two["stages"]] == [20, 6] and two["details"]["processes"] == 2
+    assert two["metrics"]["vq_loss"] == pytest.approx(one["metrics"]["vq_loss"], rel=0.1)
+    assert two["metrics"]["inv_loss"] == pytest.approx(one["metrics"]["inv_loss"], rel=0.1)
     # apart from the EMA codebook (its dead-code restarts sample one process's vectors) the weights stay close
     diff = max_weight_difference(tmp_path / "one.safetensors", tmp_path / "two.safetensors", ("vqvae.codebook.",))
     assert diff < 0.05

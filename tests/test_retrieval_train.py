@@ -70,11 +70,12 @@ def test_train_lowers_loss_and_writes_a_loadable_checkpoint(subset: Path, tmp_pa
     assert len(losses) == 6 and losses[-1] < losses[0] * 0.9, losses
     steps = [p for p in progress if "lr" in p]
     assert {"step", "total", "loss", "epoch", "lr", "val_map10", "message"} <= set(steps[-1])
-    assert result["train_clips"] == 16 and result["val_clips"] == 6 and 0 <= result["best_val_map10"] <= 1
+    assert result["details"]["train_clips"] == 16 and result["details"]["val_clips"] == 6
+    assert result["best_metric"] == "val_map10" and 0 <= result["best_value"] <= 1
     model, ckpt = load_model(out, kind="retrieval")
     assert ckpt.external == ["text_encoder."] and not any(k.startswith("text_encoder.") for k in
                                                           read_checkpoint(out).tensors)
-    assert ckpt.features["kind"] == "passt_mel" and ckpt.training["metrics"]["mAP@10"] == result["best_val_map10"]
+    assert ckpt.features["kind"] == "passt_mel" and ckpt.training["metrics"]["mAP@10"] == result["best_value"]
     assert model.config.audio.embed_dim == 32
     with torch.inference_mode():
         emb = model.embed_audio(torch.randn(2, 128, 150))
@@ -93,7 +94,7 @@ def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> 
             break
     job.close()
     resumed = drain(rt.train(train_args(subset, out, config={"epochs": 3}, resume=True)))
-    assert resumed["epochs_done"] == 3 and resumed["steps"] == full["steps"]
+    assert resumed["epochs"] == 3 and resumed["steps"] == full["steps"]
     assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
     # the interrupted run picks up the saved model, optimizer and RNG state: same numbers as the full run
     assert resumed["history"][-1]["loss"] == pytest.approx(full["history"][-1]["loss"], rel=1e-4)
@@ -118,6 +119,26 @@ def test_evaluate_metrics_ensemble_and_baselines(subset: Path, tmp_path: Path) -
     assert set(single["random"]) >= {"mAP@10"} and set(single["untrained"]) >= {"mAP@10"}
     # with 6 clips every caption's clip is within the top 10
     assert single["metrics"]["R@10"] == 1.0 and 1 / 6 <= single["metrics"]["mAP@10"] <= 1
+
+
+def test_evaluate_without_a_split_column_scores_every_clip(subset: Path, tmp_path: Path) -> None:
+    rt.clear_memory_cache()
+    out = tmp_path / "r.safetensors"
+    result = drain(rt.train(train_args(subset, out, config={"epochs": 1})))
+    from training.trainer import TrainResult
+
+    assert set(result) == set(TrainResult.__annotations__)  # the schema every kind returns
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with open(subset / "captions.csv", newline="") as f, open(plain / "captions.csv", "w", newline="") as g:
+        w = csv.writer(g)
+        w.writerow(["path", "caption"])
+        w.writerows([r["path"], r["caption"]] for r in list(csv.DictReader(f))[:10])
+    p = argparse.ArgumentParser()
+    rt.add_eval_arguments(p)
+    r = drain(rt.evaluate(p.parse_args(["--model", str(out), "--data", str(plain), "--threads", "1",
+                                        "--device", "cpu"])))
+    assert r["clips"] == 10 and "no split column" in r["split"]
 
 
 def test_feature_caches_are_reused(subset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +170,10 @@ def test_presets_follow_the_paper_and_cli_flags_override(tmp_path: Path) -> None
     paper = rt.paper()
     assert (paper.batch_size, paper.epochs, paper.lr, paper.min_lr) == (64, 15, 2e-5, 1e-7)
     assert (paper.finetune_epochs, paper.finetune_lr, paper.swap_p, paper.optimizer) == (5, 8e-6, 0.3, "adam")
-    lrs = [rt.learning_rate(paper, s, 10) for s in range(200)]
+    from training.trainer import cosine_lr
+
+    lrs = [cosine_lr(s, 150, paper.lr, paper.min_lr, 10) for s in range(150)]  # 15 epochs of 10 steps
+    lrs += [cosine_lr(s, 50, paper.finetune_lr, paper.min_lr) for s in range(50)]  # then the fine-tuning stage
     assert lrs[0] == pytest.approx(2e-6) and lrs[9] == pytest.approx(2e-5)  # one warm-up epoch
     assert lrs[149] == pytest.approx(1e-7, abs=1e-8) and lrs[150] == pytest.approx(8e-6)
     args = train_args(tmp_path, tmp_path / "x.safetensors")
@@ -173,7 +197,7 @@ def test_frozen_audio_with_foreign_weights_trains_only_projections(subset: Path,
     out = tmp_path / "r.safetensors"
     result = drain(rt.train(train_args(subset, out, config={"freeze_audio": True, "epochs": 3},
                                        audio_weights=tmp_path / "passt.pt")))
-    assert result["audio_weights"] == {"missing": [], "unexpected": ["net.mel.0.weight"]}
+    assert result["details"]["audio_weights"] == {"missing": [], "unexpected": ["net.mel.0.weight"]}
     losses = [h["loss"] for h in result["history"]]
     assert losses[-1] < losses[0]
     model, _ = load_model(out, kind="retrieval")

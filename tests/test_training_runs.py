@@ -34,7 +34,7 @@ def start_fake(tmp_path: Path, data: Path, name: str = "fake", **settings: objec
 def test_settings_map_to_the_trainers_flags() -> None:
     specs = {s.name: s for s in tr.settings_schema("words")}
     # the flag, range and help come from the field's setting(...) metadata: --epochs for max_epochs
-    assert specs["max_epochs"].flag == "--epochs" and specs["num_threads"].flag == "--threads"
+    assert specs["max_epochs"].flag == "--epochs" and specs["threads"].flag == "--threads"
     assert specs["cache"].type == "bool" and specs["cache"].default is True
     assert specs["preset"].type == "choice" and "tiny" in specs["preset"].choices
     assert specs["batch_size"].minimum == 2 and specs["lr"].minimum_exclusive
@@ -248,11 +248,11 @@ def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None
 
     report = validate_data("words", subset)
     assert report.ok and report.counts["words"] == 4 and report.counts["speakers"] == 2
-    settings = {"preset": "tiny", "max_epochs": 2, "batch_size": 32, "lr": 0.002, "num_threads": 1}
+    settings = {"preset": "tiny", "max_epochs": 2, "batch_size": 32, "lr": 0.002, "threads": 1}
     run = tr.start_run("words", "real", subset, settings, device="cpu", base=tmp_path / "runs")
     assert run.wait(90), run.log_tail()
     assert run.status == "finished", run.error or run.log_tail()
-    assert run.result["epochs"] == 2 and 0 <= run.result["dev_ap"] <= 1
+    assert run.result["epochs"] == 2 and 0 <= run.result["best_value"] <= 1
     curves = run.curves()
     assert len(curves["loss"][0]) >= 2 and "dev_ap" in curves
     target = tr.register_model(run, "fsdd-tiny", tmp_path / "models")

@@ -15,6 +15,7 @@ from app.services.jobs import drain
 from models.frontends import MFCC
 from models.vqvae import UnitsModel
 from training.checkpoints import CheckpointError, load_model, save_checkpoint
+from training.trainer import resume_path
 from training.units_train import (
     Corpus,
     UnitsTrainConfig,
@@ -24,7 +25,6 @@ from training.units_train import (
     load_corpus,
     prepare_wave,
     read_audio,
-    resume_path,
     train_units,
     units_config,
     wave_features,
@@ -60,20 +60,34 @@ def trained(tmp_path_factory: pytest.TempPathFactory, fsdd: Path) -> tuple[Path,
     root = fsdd
     tmp = tmp_path_factory.mktemp("units")
     data = fsdd_subset(root, tmp / "train", ("george", "jackson"), ("zero", "one", "two", "six"), "train", 5)
-    torch.manual_seed(0)
-    result = drain(train_units([data], tmp / "m.safetensors", tiny_cfg(vq_steps=60, lr=5e-3)))
-    return tmp / "m.safetensors", result, root
+    job = train_units([data], tmp / "m.safetensors", tiny_cfg(vq_steps=60, lr=5e-3))
+    steps = []
+    while True:
+        try:
+            p = next(job)
+        except StopIteration as stop:
+            result = stop.value
+            break
+        if "loss" in p and not p.get("epoch_end"):
+            steps.append(p)
+    return tmp / "m.safetensors", {**result, "steps_seen": steps}, root
 
 
 def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tuple[Path, dict, Path]) -> None:
     path, result, _ = trained
-    vq = [h for h in result["history"] if h["stage"] == 1]
-    inv = [h for h in result["history"] if h["stage"] == 2]
+    vq = [h for h in result["steps_seen"] if h["stage"] == "vqvae"]
+    inv = [h for h in result["steps_seen"] if h["stage"] == "inverter"]
     assert len(vq) == 60 and len(inv) == 10
+    assert result["stages"] == [{"name": "vqvae", "epochs": 1, "steps": 60},
+                                {"name": "inverter", "epochs": 1, "steps": 10}]
+    assert result["kind"] == "units" and result["stopped"] == "finished" and result["best_metric"] is None
+    from training.trainer import TrainResult
+
+    assert set(result) - {"steps_seen"} == set(TrainResult.__annotations__)  # the schema every kind returns
     assert np.mean([h["recon"] for h in vq[-5:]]) < np.mean([h["recon"] for h in vq[:5]])
     assert np.mean([h["loss"] for h in inv[-3:]]) < inv[0]["loss"]
-    assert result["train_perplexity"] > 3.0  # of 16 codes: well above a collapsed codebook (1)
-    assert result["codes_used"] >= 4
+    assert result["metrics"]["train_perplexity"] > 3.0  # of 16 codes: well above a collapsed codebook (1)
+    assert result["metrics"]["codes_used"] >= 4
     model, ckpt = load_model(path, kind="units")
     assert ckpt.kind == "units" and model.config.speakers == ["george", "jackson"]
     assert ckpt.features["kind"] == "mfcc" and ckpt.training["vq_steps_done"] == 60
@@ -118,17 +132,26 @@ def test_resume_continues_in_the_saved_stage_and_step(tmp_path: Path, trained: t
                 return
         raise AssertionError(f"never reached {stop}")
 
+    def stepped(job) -> list[tuple[str, int, float]]:  # noqa: ANN001 - a generator
+        return [(p["stage"], p["step"], p["loss"]) for p in job if "loss" in p and not p.get("epoch_end")]
+
+    reference = stepped(train_units([data], tmp_path / "ref.safetensors", cfg))
     run_until(train_units([data], out, cfg), ("vqvae", 3))
     assert resume_path(out).is_file() and not out.exists()
-    job = train_units([data], out, cfg, resume=True)
-    steps = [(p["stage"], p["step"]) for p in job if p.get("stage") in ("vqvae", "inverter") and "loss" in p]
-    assert steps[0] == ("vqvae", 4)  # continues after the 3 saved steps, not from 0
-    assert steps[-1] == ("inverter", 10) and len(steps) == 3 + 4
+    steps = stepped(train_units([data], out, cfg, resume=True))
+    assert [s[:2] for s in steps][0] == ("vqvae", 4)  # continues after the 3 saved steps, not from 0
+    assert [s[:2] for s in steps][-1] == ("inverter", 10) and len(steps) == 3 + 4
+    # the resumed run takes the very steps of the uninterrupted one (model, optimizer, RNG restored)
+    assert [s[2] for s in steps] == pytest.approx([s[2] for s in reference[3:]], rel=1e-5)
+    a, _ = load_model(tmp_path / "ref.safetensors", kind="units")
+    b, _ = load_model(out, kind="units")
+    for (k, va), vb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(va, vb, rtol=1e-5, atol=1e-6, msg=k)
     # cancel again inside stage 2, resume there
     out2 = tmp_path / "r2.safetensors"
     run_until(train_units([data], out2, cfg), ("inverter", 8))
-    steps = [(p["stage"], p["step"]) for p in train_units([data], out2, cfg, resume=True) if "loss" in p]
-    assert steps == [("inverter", 9), ("inverter", 10)]
+    steps = stepped(train_units([data], out2, cfg, resume=True))
+    assert [s[:2] for s in steps] == [("inverter", 9), ("inverter", 10)]
     model, ckpt = load_model(out2, kind="units")
     assert ckpt.training["inv_steps_done"] == 4
 
@@ -157,6 +180,15 @@ def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, tr
     lsd = result["resynthesis_lsd_db"]
     assert lsd["per_speaker"]["theo"]["seen"] is False and lsd["per_speaker"]["george"]["seen"] is True
     assert np.isfinite(lsd["seen"]) and np.isfinite(lsd["unseen"])
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with open(data / "words.csv", newline="") as f, open(plain / "words.csv", "w", newline="") as g:
+        w = csv.writer(g)
+        w.writerow(["path", "word", "speaker"])
+        w.writerows([r["path"], r["word"], r["speaker"]] for r in csv.DictReader(f))
+    every = drain(evaluate(eval_args(path, plain, no_baseline=True)))  # the default split is test
+    assert every["items"] == 27 and "no split column" in every["split"]
 
     one = drain(evaluate(eval_args(path, data, speaker=["george"], no_baseline=True)))
     assert one["abx_across"] is None and 0.0 <= one["abx_within"] <= 1.0  # no second speaker: no triplet
@@ -221,7 +253,8 @@ def test_bad_recordings_are_reported_or_repaired_not_fatal(tmp_path: Path, fsdd:
     torch.manual_seed(0)
     result = drain(train_units([tmp_path / "bad"], tmp_path / "m.safetensors",
                                tiny_cfg(vq_steps=3, inv_steps=2, batch_size=4)))
-    assert result["skipped"] == 6 and result["repaired"] == 3 and result["utterances"] == 5
+    d = result["details"]
+    assert d["skipped"] == 6 and d["repaired"] == 3 and d["utterances"] == 5
 
     # inference copes with what training skips: a 25-ms recording still gives a unit
     model, _ = load_model(tmp_path / "m.safetensors", kind="units")

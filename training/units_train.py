@@ -10,10 +10,8 @@ Data (`--data DIR`, several allowed): a folder with `words.csv` (`path,word,spea
 `metadata.csv` (same columns), or `utterances.csv` (`path,speaker[,split]`); else every audio file under
 the folder (recursive), speaker "unknown". Rows whose `split` is not `--split` are left out.
 
-Resume without pickle: `<out>.resume.safetensors` holds the model and optimizer tensors, its metadata the
-stage, step, configs and history as JSON; it is written atomically every `checkpoint_every` steps and when
-the job stops (cancel, time limit). `--resume` continues in the saved stage at the saved step, with the saved
-hyper-parameters (only --device, --threads and --max-minutes may change).
+The loop (stages, schedule, DDP, time budget), the resume state (`<out>.resume.safetensors`, continued at the
+saved stage and step) and the result are training.trainer's; `UnitsHooks` supplies the two stages.
 
 Evaluation: word-level ABX (training.abx) on the codebook vectors of the units (angular distance between
 codebook vectors, DTW), the same ABX on the raw MFCC features as the baseline, the bitrate (N/D)·H over whole
@@ -42,8 +40,6 @@ import numpy as np
 import soundfile as sf
 import torch
 import torchaudio
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file
 from torch import nn
 
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
@@ -51,16 +47,9 @@ from models.inverter import InverterConfig
 from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
 from training import abx
 from training import distributed as ddp
-from training.checkpoints import (
-    CheckpointError,
-    config_to_dict,
-    load_model,
-    load_state,
-    save_checkpoint,
-    write_safetensors,
-)
+from training.checkpoints import load_model, save_checkpoint
 from training.config import add_arguments, config_from_args, setting
-from training.device import limit_threads, resolve_device
+from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -78,29 +67,27 @@ LSD_MAX_HZ = 4000.0  # spectral distance band: FSDD is recorded at 8 kHz
 
 
 @dataclass
-class UnitsTrainConfig:
-    preset: str = setting("small", choices=("paper", "small", "tiny"),  # the keys of PRESETS below
-                          help="model sizes and default step counts: paper | small | tiny")
-    vq_steps: int | None = setting(None, low=0, help="stage 1 (VQ-VAE) steps (default: the preset's)")
-    inv_steps: int | None = setting(None, low=0, help="stage 2 (inverter) steps (default: the preset's)")
-    batch_size: int | None = setting(None, low=1, help="segments per batch (default: the preset's)")
-    lr: float = setting(5e-4, low=0, low_exclusive=True, help="peak learning rate")
-    betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = setting(0.0, low=0, help="AdamW weight decay")
-    warmup_steps: int = setting(100, low=0, help="linear learning-rate warm-up steps")
-    grad_clip: float = setting(1.0, low=0, help="gradient-norm clipping (0: off)")
-    crop_frames: int | None = setting(None, low=2 * STRIDE, help=f"training segment length in 10-ms frames, a "
-                                                                 f"multiple of {STRIDE} (default: the preset's)")
-    split: str = setting("train", help="rows of a CSV with a split column must have this split ('all': every row)")
-    exclude_speakers: tuple[str, ...] = setting((), flag="--exclude-speaker", help="leave this speaker out")
-    seed: int = setting(0, low=0, help="random seed")
-    device: str = setting("auto", help="auto, cpu, cuda, mps")
-    threads: int | None = setting(None, low=1, help="torch intra-op threads (default: all cores but one)")
-    max_minutes: float | None = setting(None, low=0, low_exclusive=True,
-                                        help="wall-clock budget, shared between the stages by their step counts")
-    checkpoint_every: int = setting(250, low=1, help="steps between resume states")
+class UnitsTrainConfig(TrainerConfig):
+    """Settings of `earshot train units`; the common ones (seed, device, threads, grad_accum, ...) come from
+    TrainerConfig. None: the preset's value."""
+
+    preset: str = setting("small", help="model sizes and default step counts", choices=("paper", "small", "tiny"))
+    vq_steps: int | None = setting(None, help="VQ-VAE (stage 1) optimizer steps (default: the preset's)", low=0)
+    inv_steps: int | None = setting(None, help="inverter (stage 2) optimizer steps (default: the preset's)", low=0)
+    batch_size: int | None = setting(None, help="crops per batch (default: the preset's)", low=1, high=4096)
+    lr: float = setting(5e-4, help="Adam learning rate (cosine decay to a tenth of it in each stage)",
+                        low=0, low_exclusive=True, high=1.0)
+    betas: tuple[float, float] = setting((0.9, 0.98), help="Adam betas", hidden=True)
+    weight_decay: float = setting(0.0, help="Adam weight decay", low=0.0)
+    warmup_steps: int = setting(100, help="linear learning-rate warm-up steps of each stage", low=0)
+    crop_frames: int | None = setting(None, help="training segment length in 10-ms frames, a multiple of 4 "
+                                                 "(default: the preset's)", low=8)
+    split: str = setting("train", help="CSV rows of this split ('all': every row)")
+    exclude_speakers: tuple[str, ...] = setting((), help="speakers left out", flag="--exclude-speaker")
+    checkpoint_every: int = setting(250, help="optimizer steps between saved checkpoints and resume states", low=1)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         p = PRESETS[self.preset]
@@ -350,65 +337,7 @@ def pad_stack(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True)
 
 
-# ---------------------------------------------------------------------------------------------- resume
-
-
-def resume_path(out: str | os.PathLike[str]) -> Path:
-    out = Path(out)
-    return out.with_name(out.stem + ".resume.safetensors")
-
-
-def save_resume(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any]
-                ) -> None:
-    """Model + optimizer tensors as safetensors, everything else as JSON metadata; atomic (tmp + rename)."""
-    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
-    opt = optimizer.state_dict()
-    scalars: dict[str, Any] = {}
-    for pid, state in opt["state"].items():
-        for k, v in state.items():
-            if isinstance(v, torch.Tensor):
-                tensors[f"optim.{pid}.{k}"] = v.detach().cpu().contiguous().clone()
-            else:
-                scalars[f"{pid}.{k}"] = v
-    metadata = {"earshot_resume": json.dumps({**meta, "optim_groups": opt["param_groups"],
-                                              "optim_scalars": scalars})}
-    write_safetensors(path, tensors, metadata)
-
-
-def load_resume(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]]:
-    """-> (model tensors, optimizer tensors keyed 'pid.name', metadata)."""
-    try:
-        tensors = load_file(str(path))
-        with safe_open(str(path), "pt") as f:
-            meta = json.loads((f.metadata() or {})["earshot_resume"])
-    except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path.name}: not a usable resume state ({e})") from e
-    model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    optim = {k[len("optim."):]: v for k, v in tensors.items() if k.startswith("optim.")}
-    return model, optim, meta
-
-
-def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]
-                      ) -> None:
-    state: dict[int, dict[str, Any]] = {}
-    for key, v in tensors.items():
-        pid, name = key.split(".", 1)
-        state.setdefault(int(pid), {})[name] = v
-    for key, v in meta.get("optim_scalars", {}).items():
-        pid, name = key.split(".", 1)
-        state.setdefault(int(pid), {})[name] = v
-    optimizer.load_state_dict({"state": state, "param_groups": meta["optim_groups"]})
-
-
 # ---------------------------------------------------------------------------------------------- training
-
-
-def lr_at(step: int, total: int, base: float, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the base rate."""
-    if step < warmup:
-        return base * (step + 1) / warmup
-    t = (step - warmup) / max(1, total - warmup)
-    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
 def make_optimizer(params: Iterator[torch.nn.Parameter], cfg: UnitsTrainConfig) -> torch.optim.Optimizer:
@@ -453,160 +382,107 @@ def encode_corpus(model: UnitsModel, corpus: Corpus, device: torch.device, batch
     return out
 
 
+class UnitsHooks(Hooks):
+    """The units model's part of the one training loop: VQ-VAE stage, then the inverter on frozen units."""
+
+    kind = "units"
+
+    def __init__(self, data: Sequence[str | os.PathLike[str]], cfg: UnitsTrainConfig) -> None:
+        self.data, self.cfg = list(data), cfg
+        self.codes: list[torch.Tensor] = []
+        self.recent: dict[str, list[dict[str, float]]] = {"vqvae": [], "inverter": []}  # last 50 steps each
+
+    def prepare(self, trainer: Trainer) -> Job:
+        cfg, self.trainer = self.cfg, trainer
+        clips = list_clips(self.data, cfg.split, exclude_speakers=cfg.exclude_speakers)
+        if not clips:
+            raise ValueError(f"no audio found in {', '.join(map(str, self.data))} (split {cfg.split!r})")
+        yield {"step": 0, "total": cfg.vq_steps + cfg.inv_steps, "stage": "features",
+               "message": f"reading {len(clips)} recordings"}
+        self.corpus = yield from load_corpus(clips)
+        ddp.require_rows(cfg.batch_size, trainer.ctx, "crops")
+        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers))
+        self.model.vqvae.set_feature_stats(*feature_stats(self.corpus.feats))  # a resumed run loads its own
+
+    def stages(self) -> list[Stage]:
+        c = self.cfg
+
+        def stage(name: str, steps: int) -> Stage:
+            per = max(1, min(c.checkpoint_every, steps))  # an "epoch" is a block of steps between resume states
+            return Stage(name, -(-steps // per), per, c.lr, 0.1 * c.lr, c.warmup_steps, steps=steps)
+
+        return [stage("vqvae", c.vq_steps), stage("inverter", c.inv_steps)]
+
+    def begin_stage(self, stage: Stage) -> tuple[nn.Module, torch.optim.Optimizer]:
+        m = self.model
+        if stage.name == "vqvae":
+            m.vqvae.train()
+            return m.vqvae, make_optimizer(m.vqvae.parameters(), self.cfg)  # EMA codebook all-reduces itself
+        m.vqvae.eval()
+        m.vqvae.requires_grad_(False)
+        m.inverter.train()
+        self.codes = encode_corpus(m, self.corpus, self.trainer.device)
+        return m.inverter, make_optimizer(m.inverter.parameters(), self.cfg)
+
+    def batches(self, stage: Stage, index: int, epoch: int) -> list[list[tuple[int, int, int]]]:
+        """Global batches of random crops; each depends on (seed, stage, micro-batch number) only."""
+        c, accum = self.cfg, self.trainer.config.grad_accum
+        first = epoch * stage.steps_per_epoch * accum
+        align = 1 if stage.name == "vqvae" else STRIDE
+        return [sample_crops(self.corpus.lengths, c.batch_size, c.crop_frames,
+                             np.random.default_rng([c.seed, index + 1, m]), align)
+                for m in range(first, first + stage.epoch_steps(epoch) * accum)]
+
+    def step(self, module: nn.Module, crops: list[tuple[int, int, int]]) -> tuple[torch.Tensor, dict[str, float]]:
+        mine, device = self.trainer.local(crops), self.trainer.device
+        if module is self.model.vqvae or getattr(module, "module", None) is self.model.vqvae:
+            loss, stats = vq_step(module, self.corpus, mine, device)
+            numbers = {"perplexity": float(stats["perplexity"]), "recon": float(stats["recon"])}
+            self._remember("vqvae", {"loss": float(loss.detach()), **numbers})
+            return loss, numbers
+        loss = inv_step(self.model, self.corpus, self.codes, mine, device, module)
+        self._remember("inverter", {"loss": float(loss.detach())})
+        return loss, {}
+
+    def _remember(self, stage: str, numbers: dict[str, float]) -> None:
+        self.recent[stage] = [*self.recent[stage][-49:], numbers]
+
+    def final_metrics(self) -> dict[str, float]:
+        vq, inv = self.recent["vqvae"], self.recent["inverter"]
+        out = {"vq_loss": _tail_mean(vq, "loss"), "vq_recon": _tail_mean(vq, "recon"),
+               "train_perplexity": _tail_mean(vq, "perplexity"), "inv_loss": _tail_mean(inv, "loss")}
+        if self.codes:
+            usage = _codebook_usage(self.codes, self.model.config.vqvae.codebook_size)
+            out |= {"corpus_perplexity": usage["perplexity"], "codes_used": usage["used"]}
+        return out
+
+    def save(self, path: Path, model: nn.Module, record: dict[str, Any]) -> None:
+        training = {
+            "preset": self.cfg.preset, "train_config": record["train_config"], "data": [str(d) for d in self.data],
+            "corpus": self.corpus.report(), "vq_steps_done": record["stage_steps"].get("vqvae", 0),
+            "inv_steps_done": record["stage_steps"].get("inverter", 0), "steps": record["steps"],
+            "wall_time_s": record["wall_time_s"], "device": str(self.trainer.device),
+            "threads": torch.get_num_threads(), "metrics": record["metrics"],
+        }  # fmt: skip
+        save_checkpoint(path, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
+
+    def details(self) -> dict[str, Any]:
+        report = self.corpus.report()
+        return {"preset": self.cfg.preset, "utterances": report["utterances"], "skipped": len(self.corpus.skipped),
+                "repaired": len(self.corpus.repaired), "speakers": len(self.corpus.speakers), "corpus": report}
+
+
 def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], cfg: UnitsTrainConfig,
-                resume: bool = False) -> Job:
-    """Job: train a units model on `data` and write the checkpoint `out`; returns a summary dict.
+                resume: bool = False) -> Trainer:
+    """Job: train a units model on `data` and write the checkpoint `out` through the one loop (a TrainResult).
 
     Progress dicts: step, total (both stages), loss, stage ('vqvae' | 'inverter'), perplexity, message.
     """
-    t_start = time.monotonic()
-    out = Path(out)
-    rpath = resume_path(out)
-    ctx, device = ddp.setup(resolve_device(cfg.device))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    threads = cfg.threads or limit_threads()
-    saved: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]] | None = None
-    if resume and not rpath.is_file():  # stopped before anything was saved
-        yield {"step": 0, "total": 0, "message": f"no resume state ({rpath.name}): starting from the beginning"}
-    elif resume:
-        saved = load_resume(rpath)
-        meta = saved[2]
-        cfg = UnitsTrainConfig(**{**meta["train_config"], "max_minutes": cfg.max_minutes,
-                                  "device": cfg.device, "threads": cfg.threads})
-        model_config: UnitsConfig | None = _units_config_from_dict(meta["model_config"])
-    else:
-        meta, model_config = {}, None
-    torch.manual_seed(cfg.seed)
-    clips = list_clips(data, cfg.split, exclude_speakers=cfg.exclude_speakers)
-    if not clips:
-        raise ValueError(f"no audio found in {', '.join(map(str, data))} (split {cfg.split!r})")
-    yield {"step": 0, "total": cfg.vq_steps + cfg.inv_steps, "stage": "features",
-           "message": f"reading {len(clips)} recordings"}
-    corpus = yield from load_corpus(clips, model_config.speakers if model_config else None)
-    ddp.require_rows(cfg.batch_size, ctx, "crops")
-
-    model = UnitsModel(model_config or units_config(cfg.preset, corpus.speakers)).to(device)
-    stage, step = "vqvae", 0
-    history: list[dict[str, float]] = []
-    elapsed_before, vq_done = 0.0, 0
-    if saved is not None:
-        load_state(model, saved[0], source=rpath.name)
-        stage, step, history = meta["stage"], int(meta["step"]), meta.get("history", [])
-        elapsed_before, vq_done = float(meta.get("elapsed_s", 0.0)), int(meta.get("vq_steps_done", 0))
-    else:
-        model.vqvae.set_feature_stats(*feature_stats(corpus.feats))
-    total = cfg.vq_steps + cfg.inv_steps
-    budget = None if cfg.max_minutes is None else cfg.max_minutes * 60.0
-    vq_share = cfg.vq_steps / max(1, total)
-    lengths = corpus.lengths
-    optimizer: torch.optim.Optimizer | None = None
-    codes: list[torch.Tensor] = []
-    stopped_early = {"vqvae": False, "inverter": False}
-    last_loss, last_ppl = float("nan"), float("nan")
-
-    def state_meta() -> dict[str, Any]:
-        return {"stage": stage, "step": step, "vq_steps_done": vq_done if stage != "vqvae" else step,
-                "train_config": config_to_dict(cfg),
-                "model_config": config_to_dict(model.config), "history": history[-2000:],
-                "elapsed_s": elapsed_before + time.monotonic() - t_start, "data": [str(d) for d in data]}
-
-    def elapsed() -> float:
-        return elapsed_before + time.monotonic() - t_start
-
-    try:
-        if stage == "vqvae":
-            model.vqvae.train()
-            vqvae = ddp.wrap(model.vqvae, ctx, device)  # its EMA codebook all-reduces counts and sums itself
-            optimizer = make_optimizer(model.vqvae.parameters(), cfg)
-            if saved is not None and saved[2]["stage"] == "vqvae" and saved[1]:
-                restore_optimizer(optimizer, saved[1], saved[2])
-            while step < cfg.vq_steps:
-                if ddp.agree(budget is not None and elapsed() > budget * vq_share, ctx, device):
-                    stopped_early["vqvae"] = True
-                    break
-                rng = np.random.default_rng([cfg.seed, 1, step])  # batches depend on (seed, stage, step) only
-                for g in optimizer.param_groups:
-                    g["lr"] = lr_at(step, cfg.vq_steps, cfg.lr, cfg.warmup_steps)
-                crops = sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng)  # the global batch
-                loss, stats = vq_step(vqvae, corpus, ddp.select(crops, ddp.local_rows(len(crops), ctx)), device)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.vqvae.parameters(), cfg.grad_clip)
-                optimizer.step()
-                step += 1
-                last_loss, last_ppl = loss.item(), float(stats["perplexity"])
-                history.append({"stage": 1, "step": step, "loss": round(last_loss, 5),
-                                "recon": round(float(stats["recon"]), 5), "perplexity": round(last_ppl, 2)})
-                if step % cfg.checkpoint_every == 0 and ctx.is_main:
-                    save_resume(rpath, model, optimizer, state_meta())
-                yield {"step": step, "total": total, "loss": last_loss, "stage": "vqvae", "perplexity": last_ppl,
-                       "message": f"VQ-VAE {step}/{cfg.vq_steps}"}
-            stage, step, vq_done = "inverter", 0, step
-            optimizer = None
-            if ctx.is_main:
-                save_resume(rpath, model, make_optimizer(model.inverter.parameters(), cfg), state_meta())
-
-        model.vqvae.eval()
-        model.vqvae.requires_grad_(False)
-        model.inverter.train()
-        yield {"step": cfg.vq_steps, "total": total, "stage": "inverter", "message": "encoding the corpus"}
-        codes = encode_corpus(model, corpus, device)
-        inverter = ddp.wrap(model.inverter, ctx, device)
-        optimizer = make_optimizer(model.inverter.parameters(), cfg)
-        if saved is not None and saved[2]["stage"] == "inverter" and saved[1]:
-            restore_optimizer(optimizer, saved[1], saved[2])
-        while step < cfg.inv_steps:
-            if ddp.agree(budget is not None and elapsed() > budget, ctx, device):
-                stopped_early["inverter"] = True
-                break
-            rng = np.random.default_rng([cfg.seed, 2, step])
-            for g in optimizer.param_groups:
-                g["lr"] = lr_at(step, cfg.inv_steps, cfg.lr, cfg.warmup_steps)
-            crops = sample_crops(lengths, cfg.batch_size, cfg.crop_frames, rng, align=STRIDE)
-            loss = inv_step(model, corpus, codes, ddp.select(crops, ddp.local_rows(len(crops), ctx)), device, inverter)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.inverter.parameters(), cfg.grad_clip)
-            optimizer.step()
-            step += 1
-            last_loss = loss.item()
-            history.append({"stage": 2, "step": step, "loss": round(last_loss, 5)})
-            if step % cfg.checkpoint_every == 0 and ctx.is_main:
-                save_resume(rpath, model, optimizer, state_meta())
-            yield {"step": cfg.vq_steps + step, "total": total, "loss": last_loss, "stage": "inverter",
-                   "perplexity": last_ppl, "message": f"inverter {step}/{cfg.inv_steps}"}
-        stage = "done"
-    finally:
-        if stage != "done" and optimizer is not None and ctx.is_main:  # cancelled: keep the position for --resume
-            save_resume(rpath, model, optimizer, state_meta())
-
-    if ctx.is_main:
-        save_resume(rpath, model, optimizer, state_meta())
-    usage = _codebook_usage(codes, model.config.vqvae.codebook_size)
-    vq_hist = [h for h in history if h["stage"] == 1]
-    inv_hist = [h for h in history if h["stage"] == 2]
-    training = {
-        "preset": cfg.preset, "train_config": config_to_dict(cfg), "data": [str(d) for d in data],
-        "corpus": corpus.report(), "vq_steps_done": vq_done, "inv_steps_done": step,
-        "stopped_early": stopped_early,
-        "wall_time_s": round(elapsed(), 1), "device": str(device), "threads": threads,
-        "metrics": {"vq_loss": _tail_mean(vq_hist, "loss"), "vq_recon": _tail_mean(vq_hist, "recon"),
-                    "train_perplexity": _tail_mean(vq_hist, "perplexity"), "inv_loss": _tail_mean(inv_hist, "loss"),
-                    "corpus_perplexity": usage["perplexity"], "codes_used": usage["used"]},
-    }  # fmt: skip
-    if ctx.is_main:
-        save_checkpoint(out, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
-    ddp.teardown(ctx)
-    return {"checkpoint": str(out), "resume_state": str(rpath), **training["metrics"],
-            "vq_steps_done": training["vq_steps_done"], "inv_steps_done": training["inv_steps_done"],
-            "utterances": corpus.report()["utterances"], "skipped": len(corpus.skipped),
-            "repaired": len(corpus.repaired), "speakers": len(corpus.speakers), "wall_time_s": training["wall_time_s"],
-            "history": history}  # fmt: skip
+    return Trainer(UnitsHooks(data, cfg), cfg, out, resume=resume)
 
 
-def _tail_mean(hist: list[dict[str, float]], key: str, n: int = 50) -> float:
-    vals = [h[key] for h in hist[-n:] if key in h]
+def _tail_mean(hist: list[dict[str, float]], key: str) -> float:
+    vals = [h[key] for h in hist if key in h]
     return round(float(np.mean(vals)), 5) if vals else float("nan")
 
 
@@ -618,13 +494,6 @@ def _codebook_usage(codes: Sequence[torch.Tensor], size: int) -> dict[str, float
     p = counts / counts.sum().clamp(min=1)
     return {"perplexity": round(float(torch.exp(-(p * torch.log(p + 1e-12)).sum())), 2),
             "used": int((counts > 0).sum())}
-
-
-def _units_config_from_dict(d: dict[str, Any]) -> UnitsConfig:
-    from training.checkpoints import config_from_dict
-
-    return config_from_dict(UnitsConfig, d)
-
 
 # ---------------------------------------------------------------------------------------------- evaluation
 
@@ -741,9 +610,7 @@ def build_config(args: argparse.Namespace) -> UnitsTrainConfig:
 
 
 def train(args: argparse.Namespace) -> Job:
-    cfg = build_config(args)
-    result = yield from train_units(args.data, args.out, cfg, resume=args.resume)
-    return {k: v for k, v in result.items() if k != "history"}  # the per-step history stays in the job result
+    return train_units(args.data, args.out, build_config(args), resume=args.resume)
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -769,7 +636,10 @@ def evaluate(args: argparse.Namespace) -> Job:
         raise ValueError(f"no audio found in {', '.join(map(str, args.data))} (split {args.split!r})")
     result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
                                        baseline=not args.no_baseline)
-    return _nan_to_none({"model": str(args.model), "split": args.split, **result})
+    split = args.split
+    if split not in ("all", None) and all(c.split is None for c in clips):
+        split = "all (no split column: every recording evaluated)"
+    return _nan_to_none({"model": str(args.model), "split": split, **result})
 
 
 def _nan_to_none(x: Any) -> Any:  # noqa: ANN401 - JSON-like values

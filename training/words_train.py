@@ -15,16 +15,13 @@ length and hold several tokens per word, since the multi-view loss needs same-wo
 different-word negatives. Split: the `split` column (train / dev|val|valid / test...); a folder without a
 dev split gives a deterministic 10% of its training rows to dev.
 
-Resume: after every epoch `<out>.resume.safetensors` holds the model, the best weights, the optimiser
-moments (flattened tensors) and, as JSON metadata, the epoch, step, learning rate, patience counter,
-history and the torch RNG state — no pickle. It is written atomically, so a job closed mid-epoch leaves
-the state of the last finished epoch; `--resume` continues from it.
+The loop, its schedule (warm-up, then divide-on-plateau), resume state (`<out>.resume.safetensors`) and
+result are training.trainer's; this module supplies the hooks (`WordsHooks`).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import dataclasses
 import hashlib
@@ -36,7 +33,7 @@ import shlex
 import string
 import time
 from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +41,6 @@ import numpy as np
 import soundfile as sf
 import torch
 import torchaudio
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
 from models.frontends import MFCC, MFCCConfig, frontend_from_dict, frontend_to_dict
@@ -59,17 +54,12 @@ from models.phonemes import (
     parse_phoneme_string,
 )
 from training import distributed as ddp
-from training.checkpoints import (
-    CheckpointError,
-    load_model,
-    safetensors_metadata,
-    save_checkpoint,
-    write_safetensors,
-)
+from training.checkpoints import load_model, save_checkpoint
 from training.config import add_arguments, setting
 from training.config import config_from_args as settings_from_args
 from training.device import resolve_device
 from training.metrics import cross_view_ap, dtw_pairwise_ap, word_discrimination_ap
+from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -90,34 +80,36 @@ class TrimConfig:
 
 
 @dataclass
-class WordsTrainConfig:
-    data: list[str] = field(default_factory=list)
-    out: str = "words.safetensors"
-    preset: str = setting("small", choices=PRESETS, help="model size: paper (AWEConfig defaults) | small | tiny")
-    batch_size: int = setting(256, low=2, help="word tokens per batch (the loss needs negatives)")
-    lr: float = setting(5e-4, low=0, low_exclusive=True, help="peak learning rate")
-    warmup_steps: int = setting(300, low=0, help="linear learning-rate warm-up steps; without it the post-norm "
-                                                  "encoders can collapse")
-    clip_norm: float = setting(1.0, low=0, help="gradient-norm clipping (0: off)")
-    lr_decay: float = setting(10.0, low=1, help="divide the learning rate by this when the dev AP stalls")
-    patience: int = setting(4, low=1, help="epochs without a better dev AP before the learning rate decays "
-                                           "(and the best weights come back)")
-    min_lr: float = setting(1e-7, low=0, help="stop when the learning rate falls below this")
-    max_epochs: int = setting(100, low=1, flag="--epochs", help="maximum number of epochs")
-    max_minutes: float | None = setting(None, low=0, low_exclusive=True, help="stop after this much wall time")
-    tokens_per_word: int = setting(4, low=1, help="tokens of one word kept together in a batch (positives)")
-    max_frames: int = setting(300, low=10, help="frames kept after trimming (3 s); longer words are truncated")
-    dev_fraction: float = setting(0.1, low=0, high=0.5, help="of train held out as dev, for folders without a "
-                                                             "dev split")
-    seed: int = setting(0, low=0, help="random seed")
-    device: str = setting("auto", help="auto, cpu, cuda, mps")
-    num_threads: int = setting(0, low=0, flag="--threads", help="torch threads (0: all cores but one)")
+class WordsTrainConfig(TrainerConfig):
+    """Settings of `earshot train words`; the common ones (seed, device, threads, grad_accum, ...) come from
+    TrainerConfig."""
+
+    data: list[str] = setting(default_factory=list, help="folders with words.csv (path,word,speaker[,split])",
+                              hidden=True)
+    out: str = setting("words.safetensors", help="checkpoint to write (.safetensors)", hidden=True)
+    preset: str = setting("small", help="model size: paper (AWEConfig defaults), small, tiny", choices=PRESETS)
+    batch_size: int = setting(256, help="tokens per batch", low=2, high=65536)
+    lr: float = setting(5e-4, help="Adam learning rate", low=0, low_exclusive=True, high=1.0)
+    warmup_steps: int = setting(300, help="linear learning-rate warm-up steps; without it the post-norm encoders "
+                                          "can collapse", low=0)
+    lr_decay: float = setting(10.0, help="divide the learning rate by this after `patience` epochs without a "
+                                         "better dev AP (and go back to the best weights)", low=1.0)
+    patience: int = setting(4, help="epochs without a better dev AP before the learning rate decays", low=1)
+    min_lr: float = setting(1e-7, help="stop when the learning rate falls below this", low=0.0)
+    max_epochs: int = setting(100, help="maximum number of epochs", low=1, flag="--epochs")
+    tokens_per_word: int = setting(4, help="tokens of one word kept together in a batch (positives for the loss)",
+                                   low=1)
+    max_frames: int = setting(300, help="10-ms frames kept after trimming; longer recordings are truncated",
+                              low=10)
+    dev_fraction: float = setting(0.1, help="share of train held out for dev in folders without a dev split",
+                                  low=0.0, high=0.9)
     cache: bool = setting(True, help="cache features on disk")
-    cache_dir: str | None = None  # None: <out>.cache next to the checkpoint
-    resume: bool = False
-    trim: TrimConfig = field(default_factory=TrimConfig)
+    cache_dir: str | None = setting(None, help="feature cache folder (default: <out>.cache)", hidden=True)
+    resume: bool = setting(False, help="continue from <out>.resume.safetensors", hidden=True)
+    trim: TrimConfig = setting(default_factory=TrimConfig, help="silence trimming", hidden=True)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.batch_size < 2:
@@ -187,6 +179,11 @@ def find_table(folder: Path) -> Path:
         if (folder / name).is_file():
             return folder / name
     raise FileNotFoundError(f"{folder}: no words.csv (columns path,word,speaker[,split]) or metadata.csv")
+
+
+def has_split_column(folder: Path) -> bool:
+    with open(find_table(folder), newline="", encoding="utf-8", errors="replace") as f:
+        return "split" in (csv.DictReader(f).fieldnames or [])
 
 
 def read_table(folder: Path, problems: ProblemLog) -> list[dict[str, str]]:
@@ -477,67 +474,7 @@ def evaluate_embeddings(model: MultiViewAWE, tokens: Sequence[WordToken], phonem
             "cross_view_ap": cross_view_ap(acoustic, labels, written, words)}
 
 
-# -------------------------------------------------------------------------------------- resume state
-
-
-def _resume_path(out: Path) -> Path:
-    return out.with_name(out.stem + ".resume.safetensors")
-
-
-def save_resume_state(
-    path: Path, model: torch.nn.Module, best: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer,
-    scalars: dict[str, Any],
-) -> None:  # fmt: skip
-    """Model, best weights and optimiser tensors as safetensors; everything else as JSON metadata."""
-    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
-    tensors |= {f"best.{k}": v.detach().cpu().contiguous().clone() for k, v in best.items()}
-    opt = optimizer.state_dict()
-    for pid, state in opt["state"].items():
-        for name, value in state.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optim.{pid}.{name}"] = value.detach().cpu().contiguous().clone()
-    tensors["rng.torch"] = torch.get_rng_state()
-    meta = {"scalars": json.dumps(scalars), "param_groups": json.dumps(opt["param_groups"])}
-    write_safetensors(path, tensors, meta)
-
-
-def _read_metadata(path: Path) -> dict[str, str]:
-    """The `__metadata__` strings of a resume state."""
-    try:
-        return safetensors_metadata(path)
-    except CheckpointError as e:
-        raise CheckpointError(f"{path.name}: not a readable resume state ({e})") from e
-
-
-def load_resume_state(
-    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Restore model, optimiser and torch RNG from `path`; returns (best weights, scalars)."""
-    try:
-        tensors = load_file(str(path))
-        meta = _read_metadata(path)
-        scalars = json.loads(meta["scalars"])
-        groups = json.loads(meta["param_groups"])
-    except (SafetensorError, OSError, KeyError, ValueError) as e:
-        raise CheckpointError(f"{path.name}: cannot read the resume state ({e})") from e
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for k, v in tensors.items():
-        if k.startswith("optim."):
-            _, pid, name = k.split(".", 2)
-            state.setdefault(int(pid), {})[name] = v
-    optimizer.load_state_dict({"state": state, "param_groups": groups})
-    torch.set_rng_state(tensors["rng.torch"])
-    return best, scalars
-
-
 # --------------------------------------------------------------------------------------------- training
-
-
-def warmup_lr(lr: float, step: int, warmup_steps: int) -> float:
-    """The learning rate of optimiser step `step` (0-based): linear ramp to `lr` over `warmup_steps`."""
-    return lr * min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else lr
 
 
 def command_line(config: WordsTrainConfig) -> str:
@@ -548,153 +485,100 @@ def command_line(config: WordsTrainConfig) -> str:
     parts += ["--out", config.out, "--preset", config.preset, "--epochs", str(config.max_epochs),
               "--batch-size", str(config.batch_size), "--lr", str(config.lr), "--seed", str(config.seed),
               "--max-frames", str(config.max_frames), "--tokens-per-word", str(config.tokens_per_word),
-              "--warmup-steps", str(config.warmup_steps), "--clip-norm", str(config.clip_norm)]
+              "--warmup-steps", str(config.warmup_steps), "--grad-clip", str(config.grad_clip)]
     if config.max_minutes is not None:
         parts += ["--max-minutes", str(config.max_minutes)]
     return shlex.join(parts)
 
 
-def train_job(config: WordsTrainConfig) -> Job:
-    """Job: train a MultiViewAWE on `config.data`; returns a summary dict (see module docstring)."""
-    t_start = time.monotonic()
-    threads = config.num_threads or max(1, (os.cpu_count() or 1) - 1)
-    torch.set_num_threads(threads)
-    ctx, device = ddp.setup(resolve_device(config.device))
-    out = Path(config.out)
-    frontend = MFCC(MFCCConfig())
-    cache_dir = Path(config.cache_dir or out.with_name(out.stem + ".cache")) if config.cache else None
-    if not ctx.is_main:
-        ddp.barrier(ctx)  # rank 0 fills the feature cache first; the others then read it
-    data: WordSet = yield from load_words(config.data, frontend, ("train", "dev"), config.trim, config.max_frames,
-                                          cache_dir, config.dev_fraction, seed=config.seed)
-    if ctx.is_main:
-        ddp.barrier(ctx)
-    train_tokens, dev_tokens = data.subset(["train"]), data.subset(["dev"])
-    if len({t.word for t in train_tokens}) < 2:
-        raise ValueError("training needs at least two different words in the train split")
-    if len({t.word for t in dev_tokens}) < 2:
-        raise ValueError("the dev split needs at least two different words (add rows or a dev split)")
-    word_index = {w: i for i, w in enumerate(sorted(data.phonemes))}
-    lengths = np.array([len(t.feats) for t in train_tokens])
-    word_ids = np.array([word_index[t.word] for t in train_tokens])
+class WordsHooks(Hooks):
+    """The words model's part of the one training loop (training.trainer)."""
 
-    torch.manual_seed(config.seed)
-    mcfg = model_config(config.preset)
-    if config.max_frames > mcfg.max_len:
-        raise ValueError(f"max_frames {config.max_frames} exceeds the model's max_len {mcfg.max_len}")
-    model = MultiViewAWE(mcfg).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    gather = (lambda x: ddp.gather_rows(x, ctx)) if ctx.enabled else None  # noqa: E731
-    s: dict[str, Any] = {"epoch": 0, "step": 0, "lr": config.lr, "best_ap": -1.0, "best_epoch": 0,
-                         "best_metrics": {}, "bad_epochs": 0, "history": [], "wall_time_s": 0.0, "done": False,
-                         "model_config": dataclasses.asdict(mcfg)}
-    best = copy.deepcopy(model.state_dict())
-    resume_file = _resume_path(out)
-    if config.resume and not resume_file.is_file():  # stopped before its first epoch ended: nothing saved yet
-        yield {"step": 0, "message": f"no resume state ({resume_file.name}): starting from the beginning"}
-    elif config.resume:
-        saved = json.loads(_read_metadata(resume_file).get("scalars", "{}")).get("model_config")
-        if saved is not None and saved != json.loads(json.dumps(dataclasses.asdict(mcfg))):
-            raise ValueError(f"{resume_file.name} was saved by a different model (preset); "
-                             f"resume with the same --preset, or start afresh without --resume")
-        best, s = load_resume_state(resume_file, model, optimizer)
-        yield {"step": s["step"], "message": f"resumed after epoch {s['epoch']} (lr {s['lr']:.3g})",
-               "epoch": s["epoch"], "lr": s["lr"]}
-    wall_before = s["wall_time_s"]
-    t_train = time.monotonic()
-    step_model = ddp.wrap(model, ctx, device)  # the forward (and backward) of the training steps
-    steps_per_epoch = len(make_batches(lengths, word_ids, config.batch_size, config.tokens_per_word,
-                                       np.random.default_rng(0)))
-    total = steps_per_epoch * config.max_epochs
-    summary_training = {
-        "data": [str(d) for d in config.data], "command": command_line(config), "preset": config.preset,
-        "train_config": dataclasses.asdict(config), "dataset": data.report,
-        "preprocessing": {"sample_rate": SAMPLE_RATE, "trim": dataclasses.asdict(config.trim),
-                          "max_frames": config.max_frames},
-    }  # fmt: skip
+    kind = "words"
+    metric = "dev_ap"
 
-    def save_best() -> None:
+    def __init__(self, config: WordsTrainConfig) -> None:
+        self.config = config
+
+    def prepare(self, trainer: Trainer) -> Job:
+        config, ctx = self.config, trainer.ctx
+        self.trainer = trainer
+        out = Path(config.out)
+        self.frontend = MFCC(MFCCConfig())
+        cache_dir = Path(config.cache_dir or out.with_name(out.stem + ".cache")) if config.cache else None
         if not ctx.is_main:
-            return
-        training = summary_training | {"steps": s["step"], "epochs": s["epoch"], "best_epoch": s["best_epoch"],
-                                       "metrics": {f"dev_{k}": v for k, v in s["best_metrics"].items()},
-                                       "wall_time_s": round(wall_before + time.monotonic() - t_train, 1)}
-        best_model = copy.deepcopy(model)
-        best_model.load_state_dict(best)
-        save_checkpoint(out, "words", best_model, model.config, features=frontend_to_dict(frontend),
+            ddp.barrier(ctx)  # rank 0 fills the feature cache first; the others then read it
+        data: WordSet = yield from load_words(config.data, self.frontend, ("train", "dev"), config.trim,
+                                              config.max_frames, cache_dir, config.dev_fraction, seed=config.seed)
+        if ctx.is_main:
+            ddp.barrier(ctx)
+        self.data = data
+        self.train_tokens, self.dev_tokens = data.subset(["train"]), data.subset(["dev"])
+        if len({t.word for t in self.train_tokens}) < 2:
+            raise ValueError("training needs at least two different words in the train split")
+        if len({t.word for t in self.dev_tokens}) < 2:
+            raise ValueError("the dev split needs at least two different words (add rows or a dev split)")
+        word_index = {w: i for i, w in enumerate(sorted(data.phonemes))}
+        self.lengths = np.array([len(t.feats) for t in self.train_tokens])
+        self.word_ids = np.array([word_index[t.word] for t in self.train_tokens])
+        mcfg = model_config(config.preset)
+        if config.max_frames > mcfg.max_len:
+            raise ValueError(f"max_frames {config.max_frames} exceeds the model's max_len {mcfg.max_len}")
+        self.model = MultiViewAWE(mcfg)
+
+    def _batches(self, epoch: int) -> list[np.ndarray]:
+        c = self.config
+        rng = np.random.default_rng([c.seed, epoch + 1])  # the epoch's order needs no saved state
+        batches = make_batches(self.lengths, self.word_ids, c.batch_size, c.tokens_per_word, rng)
+        return [b for b in batches if len(b) >= self.trainer.ctx.world_size]  # every process gets a token
+
+    def stages(self) -> list[Stage]:
+        c = self.config
+        per_epoch = -(-len(self._batches(0)) // c.grad_accum)
+        return [Stage("words", c.max_epochs, per_epoch, c.lr, c.min_lr, c.warmup_steps, schedule="plateau",
+                      patience=c.patience, decay=c.lr_decay)]
+
+    def begin_stage(self, stage: Stage) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        self.model.train()
+        return self.model, torch.optim.Adam(self.model.parameters(), lr=self.config.lr)
+
+    def batches(self, stage: Stage, index: int, epoch: int) -> list[np.ndarray]:
+        return self._batches(epoch)
+
+    def step(self, module: torch.nn.Module, b: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
+        t, device = self.trainer, self.trainer.device
+        mine = t.local(list(b))  # this process's acoustic tokens; the written view sees the whole batch
+        feats, flen = pad_features([self.train_tokens[i].feats for i in mine])
+        pids, plen = pad_phonemes([self.data.phonemes[self.train_tokens[i].word] for i in b])
+        loss, _ = module(feats.to(device), flen.to(device), pids.to(device), plen.to(device),
+                         torch.from_numpy(self.word_ids[b]).to(device), t.gather if t.ctx.enabled else None)
+        return loss, {}
+
+    def evaluate(self, stage: Stage) -> dict[str, float]:
+        m = evaluate_embeddings(self.model, self.dev_tokens, self.data.phonemes)
+        return {"dev_ap": m["ap"], "dev_cross_view_ap": m["cross_view_ap"]}
+
+    def save(self, path: Path, model: torch.nn.Module, record: dict[str, Any]) -> None:
+        c = self.config
+        training = {
+            "data": [str(d) for d in c.data], "command": command_line(c), "preset": c.preset,
+            "train_config": record["train_config"], "dataset": self.data.report,
+            "preprocessing": {"sample_rate": SAMPLE_RATE, "trim": dataclasses.asdict(c.trim),
+                              "max_frames": c.max_frames},
+            **{k: record[k] for k in ("steps", "epochs", "best_epoch", "metrics", "wall_time_s")},
+        }  # fmt: skip
+        save_checkpoint(path, "words", model, model.config, features=frontend_to_dict(self.frontend),
                         training=training)
 
-    out_of_time = False
-    model.train()
-    while not s["done"] and s["epoch"] < config.max_epochs and not out_of_time:
-        epoch = s["epoch"] + 1
-        rng = np.random.default_rng([config.seed, epoch])  # the epoch's order needs no saved state
-        batches = make_batches(lengths, word_ids, config.batch_size, config.tokens_per_word, rng)
-        losses = []
-        for b in batches:
-            if len(b) < ctx.world_size:
-                continue  # a last batch too small to give every process a token
-            mine = [b[i] for i in ddp.local_rows(len(b), ctx)]  # this process's acoustic tokens
-            feats, flen = pad_features([train_tokens[i].feats for i in mine])
-            pids, plen = pad_phonemes([data.phonemes[train_tokens[i].word] for i in b])
-            loss, _ = step_model(feats.to(device), flen.to(device), pids.to(device), plen.to(device),
-                                 torch.from_numpy(word_ids[b]).to(device), gather)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-            for g in optimizer.param_groups:
-                g["lr"] = warmup_lr(s["lr"], s["step"], config.warmup_steps)
-            optimizer.step()
-            s["step"] += 1
-            losses.append(loss.item())
-            yield {"step": s["step"], "total": total, "loss": losses[-1], "epoch": epoch, "lr": s["lr"],
-                   "dev_ap": s["best_metrics"].get("ap", float("nan")), "message": f"epoch {epoch}"}
-            late = config.max_minutes is not None and time.monotonic() - t_start > 60 * config.max_minutes
-            if ddp.agree(late, ctx, device):  # every process stops at the same step
-                out_of_time = True
-                break
-        metrics = evaluate_embeddings(model, dev_tokens, data.phonemes)
-        s["epoch"] = epoch
-        s["history"].append({"epoch": epoch, "loss": float(np.mean(losses)), "lr": s["lr"],
-                             "dev_ap": metrics["ap"], "dev_cross_view_ap": metrics["cross_view_ap"]})
-        message = f"epoch {epoch}: loss {np.mean(losses):.4f}, dev AP {metrics['ap']:.4f}"
-        if metrics["ap"] > s["best_ap"]:
-            s.update(best_ap=metrics["ap"], best_epoch=epoch, best_metrics=metrics, bad_epochs=0)
-            best = copy.deepcopy(model.state_dict())
-            save_best()
-            message += " (best)"
-        else:
-            s["bad_epochs"] += 1
-            if s["bad_epochs"] >= config.patience:
-                s["lr"] /= config.lr_decay
-                s["bad_epochs"] = 0
-                model.load_state_dict(best)  # reset to the best weights at the lower learning rate
-                for g in optimizer.param_groups:
-                    g["lr"] = s["lr"]
-                message += f"; lr -> {s['lr']:.3g}, back to epoch {s['best_epoch']}'s weights"
-                if s["lr"] < config.min_lr:
-                    s["done"] = True
-        s["wall_time_s"] = wall_before + time.monotonic() - t_train
-        if ctx.is_main:
-            save_resume_state(resume_file, model, best, optimizer, s)
-        yield {"step": s["step"], "total": total, "loss": float(np.mean(losses)), "epoch": epoch, "lr": s["lr"],
-               "dev_ap": metrics["ap"], "dev_cross_view_ap": metrics["cross_view_ap"], "message": message}
-    if not out.is_file():
-        save_best()
-    ddp.teardown(ctx)
-    stop = ("learning rate below min_lr" if s["done"] else "time limit" if out_of_time
-            else "max_epochs reached")  # fmt: skip
-    return {
-        "checkpoint": str(out), "resume_state": str(resume_file), "preset": config.preset,
-        "epochs": s["epoch"], "steps": s["step"], "best_epoch": s["best_epoch"],
-        "dev_ap": s["best_metrics"].get("ap"), "dev_cross_view_ap": s["best_metrics"].get("cross_view_ap"),
-        "final_lr": s["lr"], "stopped": stop, "history": s["history"],
-        "train_tokens": len(train_tokens), "dev_tokens": len(dev_tokens), "words": len(data.phonemes),
-        "problems": data.report["problems"], "device": str(device), "threads": threads,
-        "wall_time_s": round(s["wall_time_s"], 1), "command": command_line(config),
-    }  # fmt: skip
+    def details(self) -> dict[str, Any]:
+        return {"preset": self.config.preset, "train_tokens": len(self.train_tokens),
+                "dev_tokens": len(self.dev_tokens), "words": len(self.data.phonemes),
+                "problems": self.data.report["problems"], "command": command_line(self.config)}
 
+
+def train_job(config: WordsTrainConfig) -> Trainer:
+    """Job: train a MultiViewAWE on `config.data` through the one loop; returns a TrainResult."""
+    return Trainer(WordsHooks(config), config, config.out, resume=config.resume)
 
 # ------------------------------------------------------------------------------------------ evaluation
 
@@ -715,6 +599,8 @@ def evaluate_job(
     trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
     max_frames = int(pre.get("max_frames", model.config.max_len))
     splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else (split,)
+    if splits is not None and not any(has_split_column(Path(f)) for f in folders):
+        splits, split = None, "all (no split column: every row evaluated)"
     data: WordSet = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
                                           seed=seed)
     tokens = data.tokens

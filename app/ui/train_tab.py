@@ -597,9 +597,13 @@ def report_html(report: Any) -> str:  # noqa: ANN401 - a DataReport
 
 
 def run_label(run: tr.Run) -> str:
-    metrics = run.metrics()
-    key = next((k for k in ("dev_ap", "best_val_map10", "val_map10", "abx", "final_loss") if k in metrics), None)
-    shown = f" · {key} {metrics[key]:.3g}" if key else ""
+    """Name, kind, status and the best metric of a finished run, read from the trainers' one result schema
+    (training.trainer.TrainResult: `best_metric`, `best_value`) whatever the kind."""
+    result = run.result if run.result is not None else run.info.get("result") or {}
+    name, value = result.get("best_metric"), result.get("best_value")
+    if value is None and name:
+        value = run.metrics().get(name)
+    shown = f" · {name} {value:.3g}" if name and isinstance(value, int | float) else ""
     return f"{run.name} · {run.kind} · {run.status}{shown}"
 
 

@@ -15,7 +15,7 @@ from app.ui.main_window import MainWindow
 # long enough (several seconds even on a fast machine) that Cancel lands while the run is still going
 SETTINGS = {
     "words": {"preset": "tiny", "max_epochs": 120, "patience": 100, "batch_size": 32, "lr": 0.002,
-              "warmup_steps": 0, "num_threads": 1},
+              "warmup_steps": 0, "threads": 1},
     "units": {"preset": "tiny", "vq_steps": 800, "inv_steps": 200, "batch_size": 8, "crop_frames": 32,
               "threads": 1, "checkpoint_every": 10},
     "retrieval": {"epochs": 25, "batch_size": 8, "threads": 1},

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from app.services.audio import display_name
-from app.services.jobs import Job
 from app.services.library import catalog
 from app.services.library.catalog import CATALOG_NAME, KNOWN_CONTENT, CatalogRow, normalise
 from app.services.library.embedding import embed_file
@@ -35,7 +34,6 @@ from app.services.library.records import (
     Embedder,
     FailedFile,
     Hit,
-    IndexReport,
     LibraryError,
     LibraryStats,
     PathLike,
@@ -535,14 +533,6 @@ class Library:
         rows = self.db.execute("SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE "
                                + " AND ".join(where), args).fetchall()
         return np.array([r[0] for r in rows], dtype=np.int64)
-
-    # ------------------------------------------------------------------------------------------- indexing
-
-    def index(self, embedder: Embedder, **kwargs: Any) -> Job[IndexReport]:
-        """The incremental index job (see indexer.index_library)."""
-        from app.services.library.indexer import index_library  # the indexer builds on this class
-
-        return index_library(self, embedder, **kwargs)
 
 
 def _sha256(path: Path) -> str:
