@@ -83,12 +83,12 @@ def test_reserved_packages_are_refused_everywhere(package, fake_packages, tmp_pa
     called = []
     bad = [sc.RealSource(package, "x", "en", under="/")]
     with pytest.raises(ValueError, match="reserved"):  # before any of its files is listed or read
-        run(sc.build_corpus(tmp_path / "out", sources=bad, voices=[], words=[], sentences=[],
-                            heldout_package=None, list_files=lambda p: called.append(p) or [], doc_root=docs))
+        run(sc.build_corpus(tmp_path / "out", sources=bad, voices=[], words=[], sentences=[], heldout_packages=(),
+                            heldout_speakers=(), list_files=lambda p: called.append(p) or [], doc_root=docs))
     assert called == []
     with pytest.raises(ValueError, match="reserved"):
         run(sc.build_corpus(tmp_path / "out", sources=bad, voices=[], words=[], sentences=[],
-                            heldout_package=package, doc_root=docs))
+                            heldout_packages=[package], doc_root=docs))
     with pytest.raises(ValueError, match="reserved"):
         sc.tts_items([sc.TTSVoice("flite", "x", "x", package)], ["hello"], [], 0, 0.0, 0, docs)
     assert sc.check_package("asterisk-core-sounds-es-wav") == "asterisk-core-sounds-es-wav"
@@ -105,7 +105,7 @@ def test_real_prompts_become_labelled_16k_utterances_with_a_heldout_speaker(fake
     files, docs = fake_packages
     root = Path(files["prompts-a"][0]).parents[1]
     out = tmp_path / "corpus"
-    summary = run(sc.build_corpus(out, sources=sources(root), heldout_package="prompts-b", voices=[], words=[],
+    summary = run(sc.build_corpus(out, sources=sources(root), heldout_packages=["prompts-b"], voices=[], words=[],
                                   sentences=[], list_files=files.__getitem__, doc_root=docs, dev_fraction=0.0))
     rows = read_csv(out / "utterances.csv")
     assert list(rows[0]) == list(sc.UTTERANCE_COLUMNS)
@@ -127,7 +127,7 @@ def test_real_prompts_become_labelled_16k_utterances_with_a_heldout_speaker(fake
     assert summary["heldout_speakers"] == ["spk_b"]
     assert read_csv(out / "words.csv") == []  # no TTS words asked for
     # resumable: a second run makes nothing new and writes the same tables
-    again = run(sc.build_corpus(out, sources=sources(root), heldout_package="prompts-b", voices=[], words=[],
+    again = run(sc.build_corpus(out, sources=sources(root), heldout_packages=["prompts-b"], voices=[], words=[],
                                 sentences=[], list_files=files.__getitem__, doc_root=docs, dev_fraction=0.0))
     assert again["made"] == 0 and again["planned"] == 8
     assert read_csv(out / "utterances.csv") == rows
@@ -136,7 +136,7 @@ def test_real_prompts_become_labelled_16k_utterances_with_a_heldout_speaker(fake
 def test_heldout_package_must_be_a_source(fake_packages, tmp_path):
     files, docs = fake_packages
     with pytest.raises(ValueError, match="not one of the real sources"):
-        run(sc.build_corpus(tmp_path, sources=sources(tmp_path), heldout_package="prompts-c", voices=[],
+        run(sc.build_corpus(tmp_path, sources=sources(tmp_path), heldout_packages=["prompts-c"], voices=[],
                             words=[], sentences=[], list_files=files.__getitem__, doc_root=docs))
 
 
@@ -157,7 +157,7 @@ def test_tts_words_are_split_by_word_and_said_by_every_voice(tmp_path):
 @pytest.mark.skipif(shutil.which("flite") is None, reason="flite is not installed")
 def test_flite_words_land_in_words_csv(tmp_path):
     out = tmp_path / "corpus"
-    summary = run(sc.build_corpus(out, sources=[], heldout_package=None, words=["water", "music"],
+    summary = run(sc.build_corpus(out, sources=[], heldout_packages=(), heldout_speakers=(), words=["water", "music"],
                                   sentences=["The sun is warm today."], n_dev_words=1,
                                   voices=[sc.TTSVoice("flite", "slt", "slt", "flite")]))
     words = read_csv(out / "words.csv")
@@ -177,3 +177,31 @@ def test_license_sentences_are_prose(tmp_path):
                                     "freedom. See http://x.org/ for 3.4.5 details!\n\nShort one.")
     assert sc.license_sentences(tmp_path, ["GPL-3"]) == [
         "The licenses for most software are designed to take away your freedom."]
+
+
+def test_voice_folders_become_speakers_and_one_word_lines_become_words(tmp_path, fake_packages):
+    _, docs = fake_packages
+    root = tmp_path / "voices"
+    files = []
+    for voice in ("Pirate", "Surfer", "Robot"):
+        for stem in ("Hello", "Comeonthen", "Ow1", "Amazing"):
+            path = root / voice / f"{stem}.ogg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            sf.write(path, burst(0.6, 22050), 22050, format="OGG", subtype="VORBIS")
+            files.append(str(path))
+    src = sc.RealSource("game-voices", "game-{voice}", "en", str(root) + "/",
+                        pattern=r"(?P<voice>Pirate|Surfer)/[^/]+$", skip=r"^ow", words=True, license="GFDL-1.3")
+    items = sc.real_items([src], (), 0.0, 0, lambda p: files, docs, heldout_speakers=["game-Pirate"],
+                          vocabulary={"hello", "amazing"}.__contains__)
+    assert sorted((it.speaker, it.text, it.word, it.split) for it in items) == [
+        ("game-Pirate", "Pirate/Amazing", "amazing", "heldout"), ("game-Pirate", "Pirate/Comeonthen", "", "heldout"),
+        ("game-Pirate", "Pirate/Hello", "hello", "heldout"), ("game-Surfer", "Surfer/Amazing", "amazing", "train"),
+        ("game-Surfer", "Surfer/Comeonthen", "", "train"), ("game-Surfer", "Surfer/Hello", "hello", "train")]
+    assert {it.license for it in items} == {"GFDL-1.3"}  # the source's own license, not the package's `Files: *`
+    out = tmp_path / "corpus"
+    run(sc.build_corpus(out, sources=[src], heldout_packages=(), heldout_speakers=["game-Pirate"], voices=[],
+                        words=[], sentences=[], list_files=lambda p: files, doc_root=docs))
+    words = read_csv(out / "words.csv")  # the default vocabulary is CMUdict
+    assert sorted((r["word"], r["speaker"], r["split"], r["synthetic"]) for r in words) == [
+        ("amazing", "game-Pirate", "heldout", "0"), ("amazing", "game-Surfer", "train", "0"),
+        ("hello", "game-Pirate", "heldout", "0"), ("hello", "game-Surfer", "train", "0")]

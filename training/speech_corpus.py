@@ -10,9 +10,10 @@ OUT_DIR gets 16-kHz mono 16-bit wavs and two tables (paths relative to OUT_DIR):
 
 Sources (`REAL_SOURCES`, `TTS_VOICES`):
 - real: telephony prompt sets recorded by people (asterisk-core-sounds-{es,fr,it,ru}-wav, asterisk-prompt-es-co,
-  asterisk-prompt-fr-armelle, asterisk-prompt-it-menardi-wav), files listed with `dpkg -L` so only files a
-  package owns are read; tones, beeps and silences are left out by name. No transcripts ship with them, so
-  `text` holds the prompt's file name.
+  asterisk-prompt-fr-armelle, asterisk-prompt-it-menardi-wav) and the hedgewars game's voice packs recorded
+  by actors (short English lines, one voice per folder; those that are one CMUdict word also go to
+  words.csv). Files are listed with `dpkg -L`, so only files a package owns are read; tones, beeps, grunts
+  and silences are left out by name. No transcripts ship with them, so `text` holds the file's name.
 - synthetic, built from human recordings: flite's awb, rms, slt (CMU ARCTIC clustergen) and kal16 (diphone),
   festival's kal_diphone, ked_diphone and cmu_us_slt_arctic_hts; the speaker id names the recorded person
   (flite slt and festival slt-hts are both ARCTIC's slt, so they share `slt`).
@@ -20,8 +21,9 @@ Sources (`REAL_SOURCES`, `TTS_VOICES`):
 Words are CMUdict words (`espeak_corpus.candidate_words`), sentences come from the license texts in
 /usr/share/common-licenses (real English prose that every Debian system has).
 
-Splits: the real package named by `heldout_package` is `heldout` (never trained on: evaluation of units on a
-real voice no model heard); words are split into train/dev by word; other utterances get a deterministic
+Splits: the real packages in `heldout_packages` and speakers in `heldout_speakers` are `heldout` (never
+trained on: evaluation on real voices no model heard; by default the French prompt voice Armelle and three
+hedgewars English voices); TTS words are split into train/dev by word; other utterances get a deterministic
 `dev_fraction` dev share. Reserved packages (`EXCLUDED_PACKAGES`) are refused wherever they come in.
 Deterministic given the seed, and resumable: files already on disk are kept.
 """
@@ -62,10 +64,16 @@ WORD_COLUMNS = ("path", "word", "speaker", "split", "synthetic")
 
 @dataclass(frozen=True)
 class RealSource:
+    """Speech files of one package. `speaker` and `language` may name groups of `pattern` (`{voice}`)."""
+
     package: str
     speaker: str
     language: str
     under: str = "/usr/share/asterisk/sounds/"  # only the package's files below this folder
+    pattern: str = ""  # regex on the path below `under`; files that do not match are left out
+    skip: str = ""  # regex on the file stem: non-speech files of this source (grunts, coughs)
+    words: bool = False  # isolated English words: a stem that is a CMUdict word goes to words.csv
+    license: str = ""  # when the package's `Files: *` license is not the one of these files
 
 
 REAL_SOURCES = (
@@ -76,8 +84,19 @@ REAL_SOURCES = (
     RealSource("asterisk-prompt-it-menardi-wav", "it_IT_f_Menardi", "it-IT"),
     RealSource("asterisk-prompt-es-co", "es_CO_prompts", "es-CO"),
     RealSource("asterisk-prompt-fr-armelle", "fr_FR_f_Armelle", "fr-FR"),
+    # game voice packs recorded by actors: short English lines (many one word), one voice per folder
+    RealSource("hedgewars-data", "hedgewars-{voice}", "en", "/usr/share/games/hedgewars/Data/Sounds/voices/",
+               pattern=r"(?P<voice>British|Classic|Default|HillBilly|Mobster|Pirate|Russian|Singer|Surfer)/[^/]+$",
+               skip=r"^(ooff|ow|jump|firepunch|laugh|poison|hmm|nooo|uh-oh)", words=True,
+               license="GFDL-1.3 (Files: share/hedgewars/Data/Sounds/*)"),
+    RealSource("hedgewars-data", "hedgewars-Default_{lang}", "{lang}",
+               "/usr/share/games/hedgewars/Data/Sounds/voices/", pattern=r"Default_(?P<lang>es|pl|ru|uk)/[^/]+$",
+               skip=r"^(ooff|ow|jump|firepunch|laugh|poison|hmm|nooo|uh-oh)",
+               license="GFDL-1.3 (Files: share/hedgewars/Data/Sounds/*)"),
 )
-DEFAULT_HELDOUT_PACKAGE = "asterisk-prompt-fr-armelle"
+# evaluation only: a real French prompt voice (units) and three real English game voices (units and words)
+DEFAULT_HELDOUT_PACKAGES = ("asterisk-prompt-fr-armelle",)
+DEFAULT_HELDOUT_SPEAKERS = ("hedgewars-British", "hedgewars-Mobster", "hedgewars-Pirate")
 
 
 @dataclass(frozen=True)
@@ -163,27 +182,46 @@ def package_license(package: str, doc_root: str | os.PathLike[str] = "/usr/share
 
 def real_items(
     sources: Sequence[RealSource],
-    heldout_package: str | None,
+    heldout_packages: Sequence[str],
     dev_fraction: float,
     seed: int,
     list_files: Callable[[str], list[str]] = dpkg_files,
     doc_root: str | os.PathLike[str] = "/usr/share/doc",
+    heldout_speakers: Sequence[str] = (),
+    vocabulary: Callable[[str], bool] | None = None,
 ) -> list[Item]:
-    """One item per speech file the real packages own (sorted, deterministic splits)."""
+    """One item per speech file the real packages own (sorted, deterministic splits). A source with
+    `words=True` labels the files whose stem passes `vocabulary` (default: a CMUdict word) as that word."""
     items = []
     for src in sources:
         check_package(src.package)
-        license_ = package_license(src.package, doc_root)
-        files = sorted(f for f in list_files(src.package)
-                       if f.startswith(src.under) and f.lower().endswith(AUDIO_SUFFIXES)
-                       and not NON_SPEECH.search(Path(f).stem))
-        for f in files:
+        license_ = src.license or package_license(src.package, doc_root)
+        for f in sorted(list_files(src.package)):
+            stem = Path(f).stem
+            if not f.startswith(src.under) or not f.lower().endswith(AUDIO_SUFFIXES) or NON_SPEECH.search(stem):
+                continue
             rel = f[len(src.under):]
-            split = "heldout" if src.package == heldout_package else _split(f, dev_fraction, seed)
+            m = re.fullmatch(src.pattern, rel) if src.pattern else None
+            if (src.pattern and m is None) or (src.skip and re.search(src.skip, stem, re.IGNORECASE)):
+                continue
+            groups = m.groupdict() if m else {}
+            speaker, language = src.speaker.format(**groups), src.language.format(**groups)
+            held = src.package in heldout_packages or speaker in heldout_speakers
+            split = "heldout" if held else _split(f, dev_fraction, seed)
+            word = ""
+            if src.words:
+                vocabulary = vocabulary or _cmudict_word
+                word = stem.lower() if vocabulary(stem.lower()) else ""
             out = f"real/{src.package}/{Path(rel).with_suffix('.wav')}"
-            items.append(Item(out, src.speaker, 1, src.language, src.package, license_,
-                              Path(rel).with_suffix("").as_posix(), split, origin=f))
+            items.append(Item(out, speaker, 1, language, src.package, license_,
+                              Path(rel).with_suffix("").as_posix(), split, origin=f, word=word))
     return items
+
+
+def _cmudict_word(word: str) -> bool:
+    from models.phonemes import default_lexicon
+
+    return re.fullmatch(r"[a-z]+", word) is not None and word in default_lexicon().entries
 
 
 def _split(key: str, dev_fraction: float, seed: int) -> str:
@@ -386,7 +424,8 @@ def build_corpus(
     n_sentences: int = 300,
     n_dev_words: int = 100,
     dev_fraction: float = 0.05,
-    heldout_package: str | None = DEFAULT_HELDOUT_PACKAGE,
+    heldout_packages: Sequence[str] = DEFAULT_HELDOUT_PACKAGES,
+    heldout_speakers: Sequence[str] = DEFAULT_HELDOUT_SPEAKERS,
     sources: Sequence[RealSource] = REAL_SOURCES,
     voices: Sequence[TTSVoice] | None = None,
     words: Sequence[str] | None = None,
@@ -403,17 +442,17 @@ def build_corpus(
     t0 = time.monotonic()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if heldout_package is not None:
-        check_package(heldout_package)
-        if heldout_package not in {s.package for s in sources}:
-            raise ValueError(f"held-out package {heldout_package} is not one of the real sources")
+    for package in heldout_packages:
+        check_package(package)
+        if package not in {s.package for s in sources}:
+            raise ValueError(f"held-out package {package} is not one of the real sources")
     voices = available_voices(TTS_VOICES) if voices is None else list(voices)
     if words is None:
         words = random.Random(seed).sample(espeak_corpus.candidate_words(), n_words) if n_words else []
     if sentences is None:
         pool = license_sentences()
         sentences = random.Random(seed).sample(pool, min(n_sentences, len(pool)))
-    items = real_items(sources, heldout_package, dev_fraction, seed, list_files, doc_root)
+    items = real_items(sources, heldout_packages, dev_fraction, seed, list_files, doc_root, heldout_speakers)
     items += tts_items(voices, words, sentences, n_dev_words, dev_fraction, seed, doc_root)
     todo = [it for it in items if not (out / it.path).is_file()]
     failed: list[str] = []
@@ -459,12 +498,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sentences", type=int, default=300, help="license-text sentences, each in every TTS voice")
     p.add_argument("--dev-words", type=int, default=100)
     p.add_argument("--dev-fraction", type=float, default=0.05)
-    p.add_argument("--heldout-package", default=DEFAULT_HELDOUT_PACKAGE,
-                   help="real package kept out of training (split 'heldout'); '' for none")
+    p.add_argument("--heldout-package", action="append", default=None,
+                   help=f"real package kept out of training (split 'heldout'; repeatable; default "
+                        f"{', '.join(DEFAULT_HELDOUT_PACKAGES)}); '' for none")
+    p.add_argument("--heldout-speaker", action="append", default=None,
+                   help=f"real speaker kept out of training (repeatable; default "
+                        f"{', '.join(DEFAULT_HELDOUT_SPEAKERS)}); '' for none")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    job = build_corpus(args.out, args.words, args.sentences, args.dev_words, args.dev_fraction,
-                       args.heldout_package or None, seed=args.seed)
+    packages = DEFAULT_HELDOUT_PACKAGES if args.heldout_package is None else [p for p in args.heldout_package if p]
+    speakers = DEFAULT_HELDOUT_SPEAKERS if args.heldout_speaker is None else [s for s in args.heldout_speaker if s]
+    job = build_corpus(args.out, args.words, args.sentences, args.dev_words, args.dev_fraction, packages, speakers,
+                       seed=args.seed)
     while True:
         try:
             progress = next(job)
