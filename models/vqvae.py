@@ -117,13 +117,18 @@ class WindowedSelfAttention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
         """q (B, H, T, 1, hs), key/value windows (B, H, T, W, hs), key_valid (B, T, W) -> (B, T, C).
         Shared by the whole-file pass and the cached streaming pass, so both compute the same thing."""
-        B, H, T, W, hs = k.shape
+        W = k.shape[3]
         # a query always sees itself, so padded queries (zeroed later) never get an all-masked row
         is_self = torch.arange(W, device=q.device) == self.left
         key_valid = key_valid | is_self
         bias = self.rel_bias[None, :, None, :].masked_fill(~key_valid[:, None], float("-inf"))  # (B, H, T, W)
+        return self.attend_biased(q, k, v, bias.unsqueeze(3).to(q.dtype))
+
+    def attend_biased(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """As `attend`, with the additive mask (B or 1, H, T or 1, 1, W) already made."""
+        B, H, T, W, hs = k.shape
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias.unsqueeze(3).to(q.dtype), dropout_p=self.dropout if self.training else 0.0
+            q, k, v, attn_mask=bias, dropout_p=self.dropout if self.training else 0.0
         )  # (B, H, T, 1, hs)
         return self.proj(y.squeeze(3).transpose(1, 2).reshape(B, T, H * hs))
 
@@ -443,25 +448,27 @@ class _LayerStream:
     """One EncoderLayer fed a position at a time: a cache of past keys/values (the last `left` positions
     any later query needs) and the pending inputs whose `right` look-ahead has not arrived yet.
 
-    Positions n_out .. n_in − 1 are pending; keys/values cover k_start .. n_in − 1, k_start = max(0, n_out − left).
+    Positions n_out .. n_in − 1 are pending (their inputs in `x`); `qkv` covers k_start .. n_in − 1 with
+    k_start = max(0, n_out − left). Few, larger tensor ops: on a busy CPU each op costs tens of µs.
     """
 
     def __init__(self, layer: EncoderLayer) -> None:
         self.layer, self.attn = layer, layer.attn
         self.n_in = self.n_out = self.k_start = 0
-        self.x = self.q = self.k = self.v = None  # (P, C), (H, P, hs), (H, M, hs), (H, M, hs)
+        self.x: torch.Tensor | None = None  # (P, C)
+        self.qkv: torch.Tensor | None = None  # (3, H, M, hs)
+        a = self.attn
+        self.full_bias = a.rel_bias.detach()[None, :, None, None, :]  # (1, H, 1, 1, W): every key exists
 
     def step(self, x: torch.Tensor, final: bool) -> torch.Tensor:
         """New input positions (N, C) -> newly final output positions (Q, C); `final`: the input has ended."""
         a = self.attn
         H, L, R = a.n_heads, a.left, a.right
+        W = L + 1 + R
         N, C = x.shape
-        q, k, v = (t.view(N, H, C // H).transpose(0, 1) for t in a.qkv(self.layer.ln1(x)).split(C, dim=-1))
-        if self.x is None:
-            self.x, self.q, self.k, self.v = x, q, k, v
-        else:
-            self.x, self.q = torch.cat([self.x, x]), torch.cat([self.q, q], 1)
-            self.k, self.v = torch.cat([self.k, k], 1), torch.cat([self.v, v], 1)
+        qkv = a.qkv(self.layer.ln1(x)).view(N, 3, H, C // H).permute(1, 2, 0, 3)  # (3, H, N, hs)
+        self.x = x if self.x is None else torch.cat([self.x, x])
+        self.qkv = qkv if self.qkv is None else torch.cat([self.qkv, qkv], 2)
         self.n_in += N
         target = self.n_in if final else max(self.n_out, self.n_in - R)
         Q = target - self.n_out
@@ -469,17 +476,24 @@ class _LayerStream:
             return x[:0]
         # keys of positions n_out − L .. target − 1 + R; before 0 and past the end they do not exist
         lo, hi = self.n_out - L, target + R
-        pad = (0, 0, self.k_start - lo, hi - self.n_in)
-        kw, vw = (F.pad(t, pad).unfold(1, L + 1 + R, 1).transpose(-1, -2) for t in (self.k, self.v))  # (H, Q, W, hs)
-        pos = torch.arange(lo, hi, device=x.device)
-        key_valid = ((pos >= 0) & (pos < self.n_in)).unfold(0, L + 1 + R, 1)  # (Q, W)
-        y = a.attend(self.q[None, :, :Q, None], kw[None], vw[None], key_valid[None])[0]  # (Q, C)
-        h = self.x[:Q] + y
+        pad_lo, pad_hi = self.k_start - lo, hi - self.n_in
+        kv = self.qkv[1:]
+        if pad_lo or pad_hi:
+            kv = F.pad(kv, (0, 0, pad_lo, pad_hi))
+        kv = kv.unfold(2, W, 1).transpose(-1, -2)  # (2, H, Q, W, hs)
+        q = self.qkv[0, :, self.n_out - self.k_start : target - self.k_start, None]  # (H, Q, 1, hs)
+        if pad_lo or pad_hi:
+            pos = torch.arange(lo, hi, device=x.device)
+            key_valid = ((pos >= 0) & (pos < self.n_in)).unfold(0, W, 1)  # (Q, W)
+            y = a.attend(q[None], kv[0, None], kv[1, None], key_valid[None])
+        else:  # steady state: the same bias for every query
+            y = a.attend_biased(q[None], kv[0, None], kv[1, None], self.full_bias.to(q.dtype))
+        h = self.x[:Q] + y[0]  # (Q, C)
         h = h + self.layer.mlp(self.layer.ln2(h))
         self.n_out = target
         keep = max(0, target - L)
-        self.x, self.q = self.x[Q:], self.q[:, Q:]
-        self.k, self.v = self.k[:, keep - self.k_start :], self.v[:, keep - self.k_start :]
+        self.x = self.x[Q:]
+        self.qkv = self.qkv[:, :, keep - self.k_start :]
         self.k_start = keep
         return h
 
