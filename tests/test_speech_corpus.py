@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -126,6 +127,7 @@ def test_real_prompts_become_labelled_16k_utterances_with_a_heldout_speaker(fake
     assert summary["utterances"] == 6 and summary["real"]["utterances"] == 6 and summary["dropped"] == 2
     assert summary["heldout_speakers"] == ["spk_b"]
     assert read_csv(out / "words.csv") == []  # no TTS words asked for
+    assert json.loads((out / "summary.json").read_text())["utterances"] == 6
     # resumable: a second run makes nothing new and writes the same tables
     again = run(sc.build_corpus(out, sources=sources(root), heldout_packages=["prompts-b"], voices=[], words=[],
                                 sentences=[], list_files=files.__getitem__, doc_root=docs, dev_fraction=0.0))

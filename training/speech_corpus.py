@@ -6,7 +6,8 @@ recordings, and espeak-ng, every utterance labelled (real or synthetic, speaker,
 OUT_DIR gets 16-kHz mono 16-bit wavs and two tables (paths relative to OUT_DIR):
 - `utterances.csv` (`path,speaker,real,language,source,license,text,split`): everything, for the units model;
 - `words.csv` (`path,word,speaker,split,synthetic`): the isolated English words, the format
-  training/words_train.py reads (`synthetic` is 1 for every TTS token).
+  training/words_train.py reads (`synthetic` is 1 for every TTS token);
+- `summary.json`: counts and hours overall, real vs synthetic, per source (with its license) and per split.
 
 Sources (`REAL_SOURCES`, `TTS_VOICES`):
 - real: telephony prompt sets recorded by people (asterisk-core-sounds-{es,fr,it,ru}-wav, asterisk-prompt-es-co,
@@ -31,6 +32,7 @@ Deterministic given the seed, and resumable: files already on disk are kept.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
 import re
@@ -485,12 +487,12 @@ def build_corpus(
     summary.update(out_dir=str(out), planned=len(items), made=len(todo) - len(failed), failed=len(failed),
                    failed_examples=failed[:5], dropped=len(items) - len(usable),
                    wall_time_s=round(time.monotonic() - t0, 1))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
-    import json
 
     p = argparse.ArgumentParser(description="build training speech: real prompt sets + TTS voices, all labelled")
     p.add_argument("out", type=Path)
