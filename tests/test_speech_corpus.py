@@ -44,11 +44,14 @@ def fake_packages(tmp_path: Path) -> tuple[dict[str, list[str]], Path]:
         sf.write(under / "beep.wav", burst(0.5, 8000, 3), 8000, subtype="PCM_16")  # not speech, by name
         sf.write(under / "tick.wav", burst(0.1, 8000, 4), 8000, subtype="PCM_16")  # too short: dropped
         sf.write(under / "digits-1.gsm", burst(0.6, 8000, 5), 8000, format="RAW", subtype="GSM610")
+        (under / "silence").mkdir()
+        sf.write(under / "silence" / "1.wav", np.zeros(8000, np.float32), 8000)  # not speech, by folder
+        sf.write(under / "quiet.wav", 1e-4 * burst(1.0, 8000, 6), 8000, subtype="PCM_16")  # dropped by level
         (under / "README.txt").write_text("not audio")
         elsewhere = root / "other" / f"{pkg}.wav"  # owned, but outside the sounds folder
         elsewhere.parent.mkdir(parents=True, exist_ok=True)
         sf.write(elsewhere, burst(1.0, 8000), 8000)
-        files[pkg] = [str(p) for p in sorted(under.iterdir())] + [str(elsewhere)]
+        files[pkg] = [str(p) for p in sorted(under.rglob("*"))] + [str(elsewhere)]
     return files, docs
 
 
@@ -110,8 +113,8 @@ def test_real_prompts_become_labelled_16k_utterances_with_a_heldout_speaker(fake
                                   sentences=[], list_files=files.__getitem__, doc_root=docs, dev_fraction=0.0))
     rows = read_csv(out / "utterances.csv")
     assert list(rows[0]) == list(sc.UTTERANCE_COLUMNS)
-    # hello, goodbye and the GSM digit from each package; beep (not speech), tick (too short), the README and
-    # the file outside the sounds folder are left out
+    # hello, goodbye and the GSM digit from each package; beep and silence/ (not speech), tick (too short),
+    # quiet (below -50 dB), the README and the file outside the sounds folder are left out
     assert sorted(r["text"] for r in rows) == sorted(["prompts-a/hello", "prompts-a/goodbye", "prompts-a/digits-1",
                                                       "prompts-b/hello", "prompts-b/goodbye", "prompts-b/digits-1"])
     for r in rows:
@@ -124,14 +127,14 @@ def test_real_prompts_become_labelled_16k_utterances_with_a_heldout_speaker(fake
     assert {r["split"] for r in rows if r["source"] == "prompts-b"} == {"heldout"}
     hello = sf.read(out / by_pkg["prompts-a"]["path"].replace("digits-1", "hello"))[0]
     assert len(hello) == 16000  # 1 s at 8 kHz, resampled
-    assert summary["utterances"] == 6 and summary["real"]["utterances"] == 6 and summary["dropped"] == 2
+    assert summary["utterances"] == 6 and summary["real"]["utterances"] == 6 and summary["dropped"] == 4
     assert summary["heldout_speakers"] == ["spk_b"]
     assert read_csv(out / "words.csv") == []  # no TTS words asked for
     assert json.loads((out / "summary.json").read_text())["utterances"] == 6
     # resumable: a second run makes nothing new and writes the same tables
     again = run(sc.build_corpus(out, sources=sources(root), heldout_packages=["prompts-b"], voices=[], words=[],
                                 sentences=[], list_files=files.__getitem__, doc_root=docs, dev_fraction=0.0))
-    assert again["made"] == 0 and again["planned"] == 8
+    assert again["made"] == 0 and again["planned"] == 10
     assert read_csv(out / "utterances.csv") == rows
 
 

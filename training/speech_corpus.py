@@ -57,9 +57,10 @@ SAMPLE_RATE = 16000
 # reserved for evaluation by the project: never read, whatever the caller asks
 EXCLUDED_PACKAGES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
 AUDIO_SUFFIXES = (".wav", ".gsm", ".flac", ".ogg")
-# prompt-set files that are not speech
-NON_SPEECH = re.compile(r"(beep|tone|silence|monkeys|glorious|music|ring|busy-tone|dtmf)", re.IGNORECASE)
+# prompt-set files that are not speech, by path (Asterisk ships silence/1.wav .. silence/10.wav)
+NON_SPEECH = re.compile(r"(beep|tone|silence|monkeys|glorious|music|dtmf)", re.IGNORECASE)
 MIN_SECONDS, MAX_SECONDS = 0.3, 30.0
+MIN_RMS_DB = -50.0  # quieter files are silence or a failed synthesis, not speech
 UTTERANCE_COLUMNS = ("path", "speaker", "real", "language", "source", "license", "text", "split")
 WORD_COLUMNS = ("path", "word", "speaker", "split", "synthetic")
 
@@ -199,10 +200,9 @@ def real_items(
         check_package(src.package)
         license_ = src.license or package_license(src.package, doc_root)
         for f in sorted(list_files(src.package)):
-            stem = Path(f).stem
-            if not f.startswith(src.under) or not f.lower().endswith(AUDIO_SUFFIXES) or NON_SPEECH.search(stem):
+            stem, rel = Path(f).stem, f[len(src.under):]
+            if not f.startswith(src.under) or not f.lower().endswith(AUDIO_SUFFIXES) or NON_SPEECH.search(rel):
                 continue
-            rel = f[len(src.under):]
             m = re.fullmatch(src.pattern, rel) if src.pattern else None
             if (src.pattern and m is None) or (src.skip and re.search(src.skip, stem, re.IGNORECASE)):
                 continue
@@ -351,13 +351,14 @@ def make_one(it: Item, out_dir: Path) -> None:
 
 
 def keep_usable(items: Iterable[Item], out_dir: Path) -> list[Item]:
-    """Items whose file exists and lasts MIN_SECONDS .. MAX_SECONDS (prompt sets hold a few long pauses)."""
+    """Items whose file exists, lasts MIN_SECONDS .. MAX_SECONDS (prompt sets hold a few long pauses) and
+    is louder than MIN_RMS_DB."""
     out = []
     for it in items:
         path = out_dir / it.path
-        if path.is_file():
-            seconds = sf.info(path).duration
-            if MIN_SECONDS <= seconds <= MAX_SECONDS:
+        if path.is_file() and MIN_SECONDS <= sf.info(path).duration <= MAX_SECONDS:
+            wave, _ = sf.read(path, dtype="float32")
+            if 20 * np.log10(np.sqrt(np.mean(np.square(wave, dtype=np.float64))) + 1e-12) > MIN_RMS_DB:
                 out.append(it)
     return out
 
