@@ -457,8 +457,6 @@ class _LayerStream:
         self.n_in = self.n_out = self.k_start = 0
         self.x: torch.Tensor | None = None  # (P, C)
         self.qkv: torch.Tensor | None = None  # (3, H, M, hs)
-        a = self.attn
-        self.full_bias = a.rel_bias.detach()[None, :, None, None, :]  # (1, H, 1, 1, W): every key exists
 
     def step(self, x: torch.Tensor, final: bool) -> torch.Tensor:
         """New input positions (N, C) -> newly final output positions (Q, C); `final`: the input has ended."""
@@ -486,8 +484,8 @@ class _LayerStream:
             pos = torch.arange(lo, hi, device=x.device)
             key_valid = ((pos >= 0) & (pos < self.n_in)).unfold(0, W, 1)  # (Q, W)
             y = a.attend(q[None], kv[0, None], kv[1, None], key_valid[None])
-        else:  # steady state: the same bias for every query
-            y = a.attend_biased(q[None], kv[0, None], kv[1, None], self.full_bias.to(q.dtype))
+        else:  # steady state: every key exists, the same bias (1, H, 1, 1, W) for every query
+            y = a.attend_biased(q[None], kv[0, None], kv[1, None], a.rel_bias[None, :, None, None, :].to(q.dtype))
         h = self.x[:Q] + y[0]  # (Q, C)
         h = h + self.layer.mlp(self.layer.ln2(h))
         self.n_out = target
