@@ -17,8 +17,9 @@ original feature scale.
 Streaming. Every attention layer sees only `attn_left` steps back and `attn_right` steps ahead (a banded
 mask at the layer's own rate) and positions carry only a learned relative bias, so each unit depends on a
 bounded span of input frames: frames 4u − left .. 4u + right, `Encoder.receptive_field()`. `StreamingEncoder`
-re-encodes a window covering that span and emits a unit as soon as its last needed frame has arrived, which
-gives exactly the codes of a whole-file `encode`. With the defaults (2 layers per stage, 16 left / 1 right)
+runs each pushed block through the encoder once, with a per-layer cache of past keys/values (and the strided
+convs' one shared input), and emits a unit as soon as its last needed frame has arrived, which gives exactly
+the codes of a whole-file `encode`. With the defaults (2 layers per stage, 16 left / 1 right)
 the look-ahead past a unit's own four frames is 14 frames (140 ms at a 10-ms hop), plus the front end's own
 delay (STFT half-window and the ±4-frame Δ/ΔΔ regression).
 """
@@ -111,14 +112,25 @@ class WindowedSelfAttention(nn.Module):
         q = q.view(B, T, H, C // H).transpose(1, 2).unsqueeze(3)  # (B, H, T, 1, hs)
         k, v = (self._windows(t.view(B, T, H, C // H).transpose(1, 2)) for t in (k, v))  # (B, H, T, W, hs)
         key_valid = F.pad(valid, (L, R), value=False).unfold(1, W, 1)  # (B, T, W)
+        return self.attend(q, k, v, key_valid)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        """q (B, H, T, 1, hs), key/value windows (B, H, T, W, hs), key_valid (B, T, W) -> (B, T, C).
+        Shared by the whole-file pass and the cached streaming pass, so both compute the same thing."""
+        W = k.shape[3]
         # a query always sees itself, so padded queries (zeroed later) never get an all-masked row
-        is_self = torch.arange(W, device=x.device) == L
+        is_self = torch.arange(W, device=q.device) == self.left
         key_valid = key_valid | is_self
         bias = self.rel_bias[None, :, None, :].masked_fill(~key_valid[:, None], float("-inf"))  # (B, H, T, W)
+        return self.attend_biased(q, k, v, bias.unsqueeze(3).to(q.dtype))
+
+    def attend_biased(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """As `attend`, with the additive mask (B or 1, H, T or 1, 1, W) already made."""
+        B, H, T, W, hs = k.shape
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias.unsqueeze(3).to(q.dtype), dropout_p=self.dropout if self.training else 0.0
+            q, k, v, attn_mask=bias, dropout_p=self.dropout if self.training else 0.0
         )  # (B, H, T, 1, hs)
-        return self.proj(y.squeeze(3).transpose(1, 2).reshape(B, T, C))
+        return self.proj(y.squeeze(3).transpose(1, 2).reshape(B, T, H * hs))
 
     def _windows(self, t: torch.Tensor) -> torch.Tensor:
         # (B, H, T, hs) -> (B, H, T, W, hs): the W keys around each position, zero beyond the ends
@@ -432,14 +444,93 @@ class VQVAE(nn.Module):
         return StreamingEncoder(self)
 
 
+class _LayerStream:
+    """One EncoderLayer fed a position at a time: a cache of past keys/values (the last `left` positions
+    any later query needs) and the pending inputs whose `right` look-ahead has not arrived yet.
+
+    Positions n_out .. n_in − 1 are pending (their inputs in `x`); `qkv` covers k_start .. n_in − 1 with
+    k_start = max(0, n_out − left). Few, larger tensor ops: on a busy CPU each op costs tens of µs.
+    """
+
+    def __init__(self, layer: EncoderLayer) -> None:
+        self.layer, self.attn = layer, layer.attn
+        self.n_in = self.n_out = self.k_start = 0
+        self.x: torch.Tensor | None = None  # (P, C)
+        self.qkv: torch.Tensor | None = None  # (3, H, M, hs)
+
+    def step(self, x: torch.Tensor, final: bool) -> torch.Tensor:
+        """New input positions (N, C) -> newly final output positions (Q, C); `final`: the input has ended."""
+        a = self.attn
+        H, L, R = a.n_heads, a.left, a.right
+        W = L + 1 + R
+        N, C = x.shape
+        qkv = a.qkv(self.layer.ln1(x)).view(N, 3, H, C // H).permute(1, 2, 0, 3)  # (3, H, N, hs)
+        self.x = x if self.x is None else torch.cat([self.x, x])
+        self.qkv = qkv if self.qkv is None else torch.cat([self.qkv, qkv], 2)
+        self.n_in += N
+        target = self.n_in if final else max(self.n_out, self.n_in - R)
+        Q = target - self.n_out
+        if Q <= 0:
+            return x[:0]
+        # keys of positions n_out − L .. target − 1 + R; before 0 and past the end they do not exist
+        lo, hi = self.n_out - L, target + R
+        pad_lo, pad_hi = self.k_start - lo, hi - self.n_in
+        kv = self.qkv[1:]
+        if pad_lo or pad_hi:
+            kv = F.pad(kv, (0, 0, pad_lo, pad_hi))
+        kv = kv.unfold(2, W, 1).transpose(-1, -2)  # (2, H, Q, W, hs)
+        q = self.qkv[0, :, self.n_out - self.k_start : target - self.k_start, None]  # (H, Q, 1, hs)
+        if pad_lo or pad_hi:
+            pos = torch.arange(lo, hi, device=x.device)
+            key_valid = ((pos >= 0) & (pos < self.n_in)).unfold(0, W, 1)  # (Q, W)
+            y = a.attend(q[None], kv[0, None], kv[1, None], key_valid[None])
+        else:  # steady state: every key exists, the same bias (1, H, 1, 1, W) for every query
+            y = a.attend_biased(q[None], kv[0, None], kv[1, None], a.rel_bias[None, :, None, None, :].to(q.dtype))
+        h = self.x[:Q] + y[0]  # (Q, C)
+        h = h + self.layer.mlp(self.layer.ln2(h))
+        self.n_out = target
+        keep = max(0, target - L)
+        self.x = self.x[Q:]
+        self.qkv = self.qkv[:, :, keep - self.k_start :]
+        self.k_start = keep
+        return h
+
+
+class _DownsampleStream:
+    """A Downsample fed a position at a time: output j reads inputs 2j − 1 .. 2j + 1, so it keeps the
+    normalised inputs from 2·n_out − 1 on (position −1 is the convolution's zero padding)."""
+
+    def __init__(self, down: Downsample) -> None:
+        self.down = down
+        self.n_in = self.n_out = 0
+        self.buf: torch.Tensor | None = None  # (M, C): normalised inputs 2·n_out − 1 .. n_in − 1
+
+    def step(self, x: torch.Tensor, final: bool) -> torch.Tensor:
+        h = self.down.norm(x)  # (N, C)
+        self.buf = torch.cat([h.new_zeros(1, h.shape[1]), h]) if self.buf is None else torch.cat([self.buf, h])
+        self.n_in += x.shape[0]
+        target = -(-self.n_in // 2) if final else self.n_in // 2  # at the end: halve(), as the whole file
+        Q = target - self.n_out
+        if Q <= 0:
+            return x[:0]
+        seg = F.pad(self.buf[: 2 * Q + 1], (0, 0, 0, 2 * Q + 1 - min(2 * Q + 1, self.buf.shape[0])))
+        conv = self.down.conv
+        y = F.conv1d(seg.t()[None], conv.weight, conv.bias, stride=2)[0].t()  # (Q, C)
+        self.buf = self.buf[2 * Q :]
+        self.n_out = target
+        return y
+
+
 class StreamingEncoder:
     """Turns blocks of feature frames into unit ids as soon as they are final, equal to `VQVAE.encode` on
     the whole file.
 
-    Unit u needs frames 4u − left .. 4u + right (`Encoder.receptive_field`); `push` re-encodes the window
-    from the first frame any pending unit needs to the newest frame and emits every unit whose last needed
-    frame has arrived. `flush` treats the input as ended (zero padding, as `encode` does) and emits the
-    rest. Look-ahead: `lookahead_frames` past a unit's own four frames (times the hop, 10 ms, in ms).
+    Unit u needs frames 4u − left .. 4u + right (`Encoder.receptive_field`). Each push runs only the new
+    frames through the encoder: every attention layer keeps a cache of the keys/values of its last `attn_left`
+    positions and holds back the positions whose `attn_right` look-ahead is still missing; each strided conv
+    keeps the one input its next output shares with the last. A unit comes out as soon as its last needed
+    frame has arrived. `flush` treats the input as ended (the whole file's masking) and emits the rest.
+    Look-ahead: `lookahead_frames` past a unit's own four frames (times the hop, 10 ms, in ms).
     """
 
     def __init__(self, model: VQVAE, hop_ms: float = 10.0) -> None:
@@ -456,9 +547,19 @@ class StreamingEncoder:
     def lookahead_ms(self) -> float:
         return self.lookahead_frames * self.hop_ms
 
+    @property
+    def _buffer(self) -> torch.Tensor:
+        """Input positions held back by the first layer (waiting for their look-ahead): (P, d_model)."""
+        first = self._stages[0]
+        return first.x if isinstance(first, _LayerStream) and first.x is not None else torch.zeros(0, 1)
+
     def reset(self) -> None:
-        self._buffer = torch.zeros(0, self.model.config.input_dim)  # frames offset .. n_frames - 1
-        self._offset = 0
+        enc = self.model.encoder
+        self._stages: list[_LayerStream | _DownsampleStream] = []
+        for i, layers in enumerate(enc.stages):
+            if i > 0:
+                self._stages.append(_DownsampleStream(enc.down[i - 1]))
+            self._stages += [_LayerStream(layer) for layer in layers]
         self.n_frames = 0
         self.n_emitted = 0
 
@@ -466,34 +567,31 @@ class StreamingEncoder:
         """frames (T, D) -> the newly final unit ids (n,) (possibly none)."""
         if frames.dim() != 2 or frames.shape[1] != self.model.config.input_dim:
             raise ValueError(f"expected frames (T, {self.model.config.input_dim}), got {tuple(frames.shape)}")
-        self._buffer = torch.cat([self._buffer.to(frames), frames])
         self.n_frames += frames.shape[0]
-        last = self.n_frames - 1 - self.right  # unit u is final once 4u + right <= n_frames - 1
-        return self._emit(last // STRIDE + 1 if last >= 0 else 0)
+        return self._run(frames, final=False)
 
     def flush(self) -> torch.Tensor:
         """End of input: the remaining unit ids; the stream is then reset for the next utterance."""
-        codes = self._emit(-(-self.n_frames // STRIDE))
+        codes = self._run(torch.zeros(0, self.model.config.input_dim), final=True)
         self.reset()
         return codes
 
-    def _emit(self, n_ready: int) -> torch.Tensor:
-        if n_ready <= self.n_emitted:
-            return torch.zeros(0, dtype=torch.long)
-        start = self._window_start(self.n_emitted)
-        window = self._buffer[start - self._offset :]  # frames start .. n_frames - 1
-        codes = self.model.encode(window)  # units start / 4 .. ; the window's end looks like the file's end
-        first = start // STRIDE
-        new = codes[self.n_emitted - first : n_ready - first]
-        self.n_emitted = n_ready
-        keep = self._window_start(n_ready)  # no later unit needs frames before this
-        self._buffer = self._buffer[keep - self._offset :]
-        self._offset = keep
-        return new
-
-    def _window_start(self, unit: int) -> int:
-        # the first frame `unit` needs, rounded down to the stride grid so the window's units line up
-        return max(0, STRIDE * unit - self.left) // STRIDE * STRIDE
+    @torch.no_grad()
+    def _run(self, frames: torch.Tensor, final: bool) -> torch.Tensor:
+        m, enc = self.model, self.model.encoder
+        was_training = enc.training
+        if was_training:  # no dropout, whatever mode the module is in (as `encode`); toggling costs ~1 ms
+            enc.eval()
+        try:
+            h = enc.in_proj((frames.to(m.feat_mean) - m.feat_mean) / m.feat_std)  # (N, d)
+            for stage in self._stages:
+                h = stage.step(h, final)
+            z = enc.out(enc.ln_f(h))  # (n, code_dim)
+        finally:
+            if was_training:
+                enc.train()
+        self.n_emitted += z.shape[0]
+        return m.codebook.nearest(z) if z.shape[0] else torch.zeros(0, dtype=torch.long)
 
 
 # ---------------------------------------------------------------------------------------------- units

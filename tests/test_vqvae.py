@@ -152,6 +152,36 @@ def test_streaming_equals_whole_file(block):
     assert stream.lookahead_frames == right - 3 and stream.lookahead_ms == 10.0 * (right - 3)
 
 
+@pytest.mark.parametrize("right", [0, 1])
+@pytest.mark.parametrize("n_frames", [1, 2, 3, 5, 9, 97, 250])
+def test_cached_streaming_with_odd_blocks_equals_whole_file(n_frames, right):
+    """The key/value-cached path: odd, uneven blocks (and empty pushes) give exactly the whole file's codes,
+    each unit as soon as its look-ahead has arrived, and the caches stay bounded by the attention window."""
+    torch.manual_seed(5)
+    config = tiny(layers_per_stage=(2, 2, 2), attn_left=5, attn_right=right, codebook_size=32, dropout=0.3)
+    model = VQVAE(config)  # left in training mode: streaming must still switch dropout off, as encode does
+    model.set_feature_stats(torch.zeros(39), torch.full((39,), 0.5))
+    feats = torch.randn(n_frames, 39).cumsum(0) * 0.1
+    whole = model.encode(feats)
+    stream = model.stream()
+    _, rf_right = model.encoder.receptive_field()
+    rng = torch.Generator().manual_seed(n_frames)
+    got, start = [], 0
+    while start < n_frames:
+        block = int(torch.randint(0, 6, (1,), generator=rng)) * 2 + 1  # 1, 3, 5, ... 11
+        got.append(stream.push(feats[start : start + block]))
+        start = min(n_frames, start + block)
+        got.append(stream.push(feats[:0]))  # an empty push emits nothing new
+        assert stream.n_emitted == max(0, (start - 1 - rf_right) // 4 + 1)
+        for stage in stream._stages:
+            if isinstance(stage, vqvae_module._LayerStream) and stage.qkv is not None:
+                assert stage.qkv.shape[2] <= config.attn_left + config.attn_right + 11  # the window + one block
+    got.append(stream.flush())
+    assert torch.equal(torch.cat(got), whole)
+    assert stream.n_emitted == 0 and stream.n_frames == 0  # flushed streams start over
+    assert torch.equal(torch.cat([stream.push(feats), stream.flush()]), whole)  # ... and give the same again
+
+
 def test_default_config_lookahead_is_documented():
     model = VQVAE(VQVAEConfig())
     assert model.encoder.receptive_field() == (227, 17)

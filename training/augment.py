@@ -1,0 +1,271 @@
+"""Augmentation that real microphones and rooms bring, for training speech models on clean recordings.
+
+Each effect is a small named function on a float32 mono wave (N,) at `sr`; `augment` applies them in the
+order sound travels (speaker -> room -> noise -> channel -> gain), each with its own probability, drawing
+every random choice from one `np.random.Generator`, so a seed gives the same output every time:
+
+    speed_perturb   resample so the utterance plays `factor` times faster (length / factor, pitch x factor;
+                    Ko et al. 2015, the Kaldi 0.9/1.0/1.1 recipe)
+    pitch_shift     shift pitch by semitones at constant length (resample + phase-vocoder stretch back)
+    reverberate     convolve with a synthetic room impulse response: a direct path plus exponentially
+                    decaying Gaussian noise whose energy falls 60 dB in `rt60` seconds
+    add_noise       mix a noise clip in at a requested signal-to-noise ratio (0-20 dB by default)
+    telephone       300-3400 Hz band, 8-kHz round trip with G.711 mu-law quantisation
+    change_gain     level change in dB
+    normalize_features  per-utterance mean/variance normalisation of a feature matrix (T, D) over time
+
+Resampling uses soxr; the rest is numpy (and torch's STFT for the phase vocoder). Fields of `AugmentConfig`
+are declared with `training.config.setting`, so they become trainer flags and Train-tab form rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+import torch
+import torchaudio
+
+from training.config import setting, setting_meta
+
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
+# packages reserved for evaluation (training/speech_corpus.py refuses them too)
+EXCLUDED_PACKAGES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
+
+
+@dataclass
+class AugmentConfig:
+    speed_prob: float = setting(0.0, help="probability of speed perturbation per utterance", low=0.0, high=1.0)
+    speed_low: float = setting(0.9, help="slowest speed factor (length / factor)", low=0.5, high=1.0)
+    speed_high: float = setting(1.1, help="fastest speed factor", low=1.0, high=2.0)
+    pitch_prob: float = setting(0.0, help="probability of a pitch shift at constant length", low=0.0, high=1.0)
+    pitch_semitones: float = setting(2.0, help="largest pitch shift, semitones up or down", low=0.0, high=12.0)
+    reverb_prob: float = setting(0.0, help="probability of room reverberation (synthetic impulse response)",
+                                 low=0.0, high=1.0)
+    rt60_low: float = setting(0.2, help="shortest reverberation time RT60, seconds", low=0.05, high=3.0)
+    rt60_high: float = setting(0.8, help="longest reverberation time RT60, seconds", low=0.05, high=3.0)
+    noise_prob: float = setting(0.0, help="probability of additive noise (needs noise_dir)", low=0.0, high=1.0)
+    noise_dir: str = setting("", help="folder of noise clips, e.g. the sfx corpus (its train split if it has "
+                                      "captions.csv)")
+    snr_low: float = setting(0.0, help="lowest signal-to-noise ratio, dB", low=-10.0, high=60.0)
+    snr_high: float = setting(20.0, help="highest signal-to-noise ratio, dB", low=-10.0, high=60.0)
+    telephone_prob: float = setting(0.0, help="probability of telephone band-limiting (300-3400 Hz, 8 kHz, "
+                                              "mu-law)", low=0.0, high=1.0)
+    gain_prob: float = setting(0.0, help="probability of a level change", low=0.0, high=1.0)
+    gain_db_low: float = setting(-12.0, help="largest level drop, dB", low=-40.0, high=0.0)
+    gain_db_high: float = setting(6.0, help="largest level rise, dB", low=0.0, high=20.0)
+    normalize_features: bool = setting(False, help="per-utterance feature mean/variance normalisation over time")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            meta, value = setting_meta(f), getattr(self, f.name)
+            if meta and isinstance(value, (int, float)) and not isinstance(value, bool):
+                if (meta["low"] is not None and value < meta["low"]) or (meta["high"] is not None and
+                                                                         value > meta["high"]):
+                    raise ValueError(f"{f.name} = {value} lies outside {meta['low']} .. {meta['high']}")
+        for lo, hi in (("speed_low", "speed_high"), ("rt60_low", "rt60_high"), ("snr_low", "snr_high"),
+                       ("gain_db_low", "gain_db_high")):
+            if getattr(self, lo) > getattr(self, hi):
+                raise ValueError(f"{lo} ({getattr(self, lo)}) is above {hi} ({getattr(self, hi)})")
+        if self.noise_prob > 0 and not self.noise_dir:
+            raise ValueError("noise_prob > 0 needs noise_dir (a folder of noise clips)")
+
+    @property
+    def active(self) -> bool:
+        """Whether any wave effect can fire."""
+        return any(getattr(self, f"{n}_prob") > 0 for n in ("speed", "pitch", "reverb", "noise", "telephone",
+                                                              "gain"))
+
+
+# ---------------------------------------------------------------------------------------------- effects
+
+
+def _resample(wave: np.ndarray, sr_in: float, sr_out: float) -> np.ndarray:
+    return soxr.resample(np.ascontiguousarray(wave, dtype=np.float32), sr_in, sr_out, quality="HQ").astype(
+        np.float32)
+
+
+def speed_perturb(wave: np.ndarray, factor: float) -> np.ndarray:
+    """Play `factor` times faster: (N,) -> (≈ N / factor,), pitch and tempo together (resample and keep the rate)."""
+    if factor <= 0:
+        raise ValueError(f"speed factor must be positive, got {factor}")
+    return wave.astype(np.float32) if factor == 1 else _resample(wave, factor, 1.0)
+
+
+def time_stretch(wave: np.ndarray, rate: float, n_fft: int = 512, hop: int = 128) -> np.ndarray:
+    """Phase-vocoder tempo change at constant pitch: (N,) -> (≈ N / rate,)."""
+    x = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))
+    window = torch.hann_window(n_fft)
+    spec = torch.stft(x, n_fft, hop, window=window, return_complex=True)  # (F, T)
+    advance = torch.linspace(0, math.pi * hop, spec.shape[0])[:, None]
+    stretched = torchaudio.functional.phase_vocoder(spec, rate, advance)
+    out = torch.istft(stretched, n_fft, hop, window=window, length=round(len(wave) / rate))
+    return out.numpy().astype(np.float32)
+
+
+def pitch_shift(wave: np.ndarray, semitones: float) -> np.ndarray:
+    """Shift pitch by `semitones` at the same length: stretch the tempo by 1/ratio, then resample by ratio."""
+    if semitones == 0:
+        return wave.astype(np.float32)
+    ratio = 2.0 ** (semitones / 12.0)
+    stretched = time_stretch(wave, 1.0 / ratio)  # (≈ N·ratio,), same pitch
+    out = _resample(stretched, ratio, 1.0)  # (≈ N,), pitch x ratio
+    return _fit(out, len(wave))
+
+
+def _fit(x: np.ndarray, n: int) -> np.ndarray:
+    return x[:n] if len(x) >= n else np.pad(x, (0, n - len(x)))
+
+
+def room_impulse_response(sr: int, rt60: float, rng: np.random.Generator, direct_ratio_db: float = 0.0
+                          ) -> np.ndarray:
+    """Synthetic room response (L,): a unit direct path, then Gaussian noise whose energy decays 60 dB in
+    `rt60` s (amplitude exp(−3 ln10 · t / rt60)), lasting until −60 dB; the tail's energy is
+    `direct_ratio_db` below the direct path's."""
+    if rt60 <= 0:
+        raise ValueError(f"rt60 must be positive, got {rt60}")
+    n = max(2, int(round(rt60 * sr)))
+    t = np.arange(n) / sr
+    tail = rng.standard_normal(n) * np.exp(-3.0 * math.log(10.0) * t / rt60)
+    tail[0] = 0.0
+    tail *= 10 ** (-direct_ratio_db / 20) / math.sqrt(float(np.sum(tail ** 2)) + 1e-12)
+    tail[0] = 1.0
+    return tail.astype(np.float32)
+
+
+def reverberate(wave: np.ndarray, ir: np.ndarray) -> np.ndarray:
+    """Convolve with `ir` (FFT), keep the input's length and RMS (a room does not make a voice louder)."""
+    n = len(wave) + len(ir) - 1
+    size = 1 << (n - 1).bit_length()
+    out = np.fft.irfft(np.fft.rfft(wave, size) * np.fft.rfft(ir, size), size)[: len(wave)]
+    return (out * _rms(wave) / max(_rms(out), 1e-12)).astype(np.float32)
+
+
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x, dtype=np.float64)))) if len(x) else 0.0
+
+
+def add_noise(wave: np.ndarray, noise: np.ndarray, snr_db: float, offset: int = 0) -> np.ndarray:
+    """wave + noise scaled so that 10·log10(P_wave / P_noise) = snr_db; the noise is looped (from `offset`)
+    to the wave's length."""
+    if len(noise) == 0 or _rms(noise) == 0:
+        raise ValueError("the noise clip is empty or silent")
+    reps = -(-(offset + len(wave)) // len(noise))
+    n = np.tile(noise, reps)[offset: offset + len(wave)]
+    p_wave, p_noise = _rms(wave) ** 2, _rms(n) ** 2
+    if p_wave == 0 or p_noise == 0:
+        return wave.astype(np.float32)
+    scale = math.sqrt(p_wave / (p_noise * 10 ** (snr_db / 10)))
+    return (wave + scale * n).astype(np.float32)
+
+
+def mu_law(x: np.ndarray, mu: int = 255) -> np.ndarray:
+    """G.711 mu-law round trip: compress, quantise to 8 bits, expand."""
+    x = np.clip(x, -1.0, 1.0)
+    y = np.sign(x) * np.log1p(mu * np.abs(x)) / math.log1p(mu)
+    y = np.round((y + 1) / 2 * mu) / mu * 2 - 1
+    return (np.sign(y) * ((1 + mu) ** np.abs(y) - 1) / mu).astype(np.float32)
+
+
+def telephone(wave: np.ndarray, sr: int, low_hz: float = 300.0, high_hz: float = 3400.0) -> np.ndarray:
+    """A phone line: down to 8 kHz, 300-3400 Hz band (raised-cosine edges), mu-law, back to `sr`."""
+    narrow = _resample(wave, sr, 8000)
+    spec = np.fft.rfft(narrow)
+    f = np.fft.rfftfreq(len(narrow), 1 / 8000)
+    gain = np.clip((f - low_hz + 100) / 200, 0, 1) * np.clip((high_hz + 200 - f) / 400, 0, 1)  # 0..1 ramps
+    gain = 0.5 - 0.5 * np.cos(np.pi * gain)  # raised cosine: no ringing from brick-wall edges
+    narrow = np.fft.irfft(spec * gain, len(narrow)).astype(np.float32)
+    peak = float(np.max(np.abs(narrow))) if len(narrow) else 0.0
+    narrow = mu_law(narrow / peak) * peak if peak > 0 else narrow  # quantise at full scale, keep the level
+    return _fit(_resample(narrow, 8000, sr), len(wave))
+
+
+def change_gain(wave: np.ndarray, db: float) -> np.ndarray:
+    return (wave * 10 ** (db / 20)).astype(np.float32)
+
+
+def normalize_features(feats: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Per-utterance mean/variance normalisation over time: (T, D) -> (T, D) with zero mean, unit variance
+    per dimension (a constant dimension becomes zero)."""
+    mean = feats.mean(dim=0, keepdim=True)
+    std = feats.std(dim=0, unbiased=False, keepdim=True)
+    return (feats - mean) / std.clamp(min=eps)
+
+
+# ---------------------------------------------------------------------------------------------- noise
+
+
+class NoiseBank:
+    """Noise clips from a folder, read lazily and resampled to `sr`. A folder with `captions.csv` (the sfx
+    corpus) gives its `train` rows only, so evaluation clips never leak into training."""
+
+    def __init__(self, folder: str | Path, sr: int = 16000) -> None:
+        self.folder, self.sr = Path(folder), sr
+        if not self.folder.is_dir():
+            raise FileNotFoundError(f"noise folder {self.folder} does not exist")
+        self.paths = self._list()
+        if not self.paths:
+            raise ValueError(f"no noise clips ({', '.join(AUDIO_SUFFIXES)}) in {self.folder}")
+        self._cache: dict[int, np.ndarray] = {}
+
+    def _list(self) -> list[Path]:
+        table = self.folder / "captions.csv"
+        if table.is_file():
+            with open(table, newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+            return [self.folder / r["path"] for r in rows
+                    if r.get("split", "train") in ("", "train")
+                    and not any(r.get("source_package", "").startswith(p) for p in EXCLUDED_PACKAGES)]
+        return sorted(p for p in self.folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES)
+
+    def clip(self, i: int) -> np.ndarray:
+        if i not in self._cache:
+            data, sr = sf.read(self.paths[i], dtype="float32", always_2d=True)
+            wave = data.mean(axis=1)
+            self._cache[i] = wave if sr == self.sr else _resample(wave, sr, self.sr)
+        return self._cache[i]
+
+    def draw(self, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+        """A random non-silent clip and a random start offset in it."""
+        for _ in range(20):
+            clip = self.clip(int(rng.integers(len(self.paths))))
+            if len(clip) and _rms(clip) > 0:
+                return clip, int(rng.integers(len(clip)))
+        raise ValueError(f"only silent or empty noise clips drawn from {self.folder}")
+
+
+@lru_cache(maxsize=4)
+def noise_bank(folder: str, sr: int) -> NoiseBank:
+    """One bank per folder and rate per process: clips are read once, then reused across utterances."""
+    return NoiseBank(folder, sr)
+
+
+# ---------------------------------------------------------------------------------------------- pipeline
+
+
+def augment(wave: np.ndarray, sr: int, config: AugmentConfig, rng: np.random.Generator,
+            noise: NoiseBank | None = None) -> np.ndarray:
+    """Apply the configured effects to one utterance (N,) -> (M,) (M ≠ N only under speed perturbation)."""
+    c = config
+    x = np.asarray(wave, dtype=np.float32)
+    if rng.random() < c.speed_prob:
+        x = speed_perturb(x, float(rng.uniform(c.speed_low, c.speed_high)))
+    if rng.random() < c.pitch_prob:
+        x = pitch_shift(x, float(rng.uniform(-c.pitch_semitones, c.pitch_semitones)))
+    if rng.random() < c.reverb_prob:
+        x = reverberate(x, room_impulse_response(sr, float(rng.uniform(c.rt60_low, c.rt60_high)), rng))
+    if rng.random() < c.noise_prob:
+        noise = noise or noise_bank(c.noise_dir, sr)
+        clip, offset = noise.draw(rng)
+        x = add_noise(x, clip, float(rng.uniform(c.snr_low, c.snr_high)), offset)
+    if rng.random() < c.telephone_prob:
+        x = telephone(x, sr)
+    if rng.random() < c.gain_prob:
+        x = change_gain(x, float(rng.uniform(c.gain_db_low, c.gain_db_high)))
+    return x
