@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -65,19 +66,48 @@ def fsdd_rows(fsdd: Path, split: str = "test") -> list[dict[str, str]]:
 def test_trim_silence_finds_the_tone() -> None:
     audio = np.concatenate([silence(0.5, 1e-4), tone(0.3), silence(0.7, 1e-4, seed=1)])
     trimmed, start, end = trim_silence(audio, SR)
-    assert start == pytest.approx(0.5, abs=0.035)
-    assert end == pytest.approx(0.8, abs=0.035)
+    # the word is kept whole, with the trainer's 3-window margin (30 ms) plus one 25-ms window around it
+    assert 0.5 - 0.07 <= start <= 0.5 and 0.8 <= end <= 0.8 + 0.07
     assert len(trimmed) == round((end - start) * SR)
     # the same at another rate, and stereo-free input of another dtype
     a8 = np.concatenate([np.zeros(800), tone(0.25, sr=8000).astype(np.float64), np.zeros(4000)])
     _, s8, e8 = trim_silence(a8, 8000)
-    assert (s8, e8) == (pytest.approx(0.1, abs=0.035), pytest.approx(0.35, abs=0.035))
+    assert 0.1 - 0.07 <= s8 <= 0.1 and 0.35 <= e8 <= 0.35 + 0.07
 
 
 def test_trim_keeps_speech_that_fills_the_input() -> None:
     audio = tone(0.4)
     trimmed, start, end = trim_silence(audio, SR)
-    assert start == 0.0 and end == pytest.approx(0.4) and len(trimmed) == len(audio)
+    # whole 25-ms windows with a 10-ms hop: at most one hop of the tail is not covered by a window
+    assert start == 0.0 and 0.4 - 0.01 < end <= 0.4 and len(trimmed) == round(end * SR)
+
+
+def test_app_trims_a_recording_exactly_as_the_trainer_does(tmp_path: Path, fsdd: Path) -> None:
+    """The Words tab prepares a recording with the trainer's trim and the settings stored in the checkpoint."""
+    import soundfile as sf
+
+    from training import words_train
+
+    torch.manual_seed(0)
+    trim = words_train.TrimConfig(threshold_db=25.0, margin_frames=1, min_frames=12)
+    model = MultiViewAWE(AWEConfig.tiny())
+    path = tmp_path / "trimmed.safetensors"
+    save_checkpoint(path, "words", model, model.config, features=frontend_to_dict(MFCC()),
+                    training={"preprocessing": {"sample_rate": 16000, "trim": dataclasses.asdict(trim)}})
+    space = WordSpace.from_checkpoint(path)
+    assert space.trim == trim
+    row = fsdd_rows(fsdd)[7]
+    rec = np.concatenate([silence(0.3, 3e-4), sf.read(fsdd / row["path"], dtype="float32")[0],
+                          silence(0.4, 3e-4, sr=8000, seed=2)])  # an 8-kHz "recording" with a noise floor
+    buf = tmp_path / "rec.wav"
+    sf.write(buf, rec, 8000, subtype="FLOAT")
+    trainer = words_train.trim_silence(words_train.decode_16k(buf.read_bytes()), trim)
+    app = space.prepare_audio(rec, 8000)
+    np.testing.assert_array_equal(app, trainer)
+    default_cut = words_train.trim_silence(words_train.decode_16k(buf.read_bytes()))
+    assert len(default_cut) != len(trainer)  # the settings matter, so the equality above is not luck
+    # a checkpoint without trim settings (older ones): the defaults, which words-default was trained with
+    assert WordSpace(model, MFCC()).trim == words_train.TrimConfig()
 
 
 @pytest.mark.parametrize("audio", [np.zeros(SR), silence(1.0, 1e-5), np.zeros(0)], ids=["zeros", "hiss", "empty"])

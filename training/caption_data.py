@@ -25,11 +25,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import soundfile as sf
 import torch
 import torch.nn.functional as F
-import torchaudio.functional as AF
+
+from training import audio as audio_path
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg")
 _CAPTION_COLUMN = re.compile(r"caption(_\d+)?$")
@@ -176,14 +175,11 @@ def load_caption_dataset(path: str | Path, split: str | None = None) -> list[Cap
 
 
 def load_audio(path: str | Path, sample_rate: int) -> torch.Tensor:
-    """Decode any soundfile-readable file -> (N,) float32 mono at `sample_rate`. Raises on empty audio."""
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (N, C)
-    if data.shape[0] == 0:
-        raise ValueError("no samples")
-    wave = torch.from_numpy(np.ascontiguousarray(data.mean(axis=1)))
-    if sr != sample_rate:
-        wave = AF.resample(wave, sr, sample_rate)
-    return wave
+    """Decode any soundfile-readable file -> (N,) float32 mono at `sample_rate` (the one audio path).
+
+    Raises an `AudioError` (a ValueError) naming the file for unreadable, empty or truncated audio.
+    """
+    return torch.from_numpy(audio_path.decode(path, sample_rate, max_seconds=None).audio)
 
 
 def load_items_audio(
@@ -193,7 +189,7 @@ def load_items_audio(
     for i, item in enumerate(items):
         try:
             yield i, load_audio(item.path, sample_rate)
-        except (OSError, RuntimeError, ValueError, sf.LibsndfileError) as e:
+        except (OSError, ValueError) as e:  # AudioError is a ValueError
             if skipped is not None:
                 skipped.add(item.path.name, str(e).splitlines()[0][:80] if str(e) else type(e).__name__)
 

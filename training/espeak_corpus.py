@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import io
 import os
 import random
 import re
@@ -39,9 +38,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 import torch
-import torchaudio
 
 from models.phonemes import PhonemeLexicon, default_lexicon
+from training import audio as audio_path
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -162,13 +161,10 @@ def synthesise(word: str, voice: str, speed: int, pitch: int, sample_rate: int =
     if proc.returncode != 0 or len(proc.stdout) < 100:
         raise RuntimeError(f"espeak-ng failed for {word!r} with voice {voice!r}: "
                            f"{proc.stderr.decode(errors='replace').strip()[:200]}")
+    if _sized(proc.stdout):
+        return audio_path.decode_bytes(proc.stdout, sample_rate, name=f"espeak-ng output for {word!r}").audio
     # espeak writes a streaming WAV header with unknown sizes; read the PCM after the 44-byte header
-    data, sr = sf.read(io.BytesIO(proc.stdout), dtype="float32", always_2d=True) if _sized(proc.stdout) \
-        else (_raw_pcm(proc.stdout), 22050)
-    wave = torch.from_numpy(np.ascontiguousarray(data.mean(axis=1) if data.ndim == 2 else data))
-    if sr != sample_rate:
-        wave = torchaudio.functional.resample(wave, sr, sample_rate)
-    return wave.numpy().astype(np.float32)
+    return audio_path.resample(_raw_pcm(proc.stdout), 22050, sample_rate)
 
 
 def _sized(wav: bytes) -> bool:
@@ -180,7 +176,7 @@ def _raw_pcm(wav: bytes) -> np.ndarray:
     sr = int.from_bytes(wav[24:28], "little")
     if sr != 22050:
         raise RuntimeError(f"unexpected espeak-ng sample rate {sr}")
-    return (np.frombuffer(wav[44:], dtype="<i2").astype(np.float32) / 32768.0)[:, None]
+    return np.frombuffer(wav[44:], dtype="<i2").astype(np.float32) / 32768.0  # (N,) mono
 
 
 def _write(out_dir: Path, u: Utterance) -> str:

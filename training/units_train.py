@@ -39,13 +39,13 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 import torch
-import torchaudio
 from torch import nn
 
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
 from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
 from training import abx
+from training import audio as audio_path
 from training import distributed as ddp
 from training.checkpoints import load_model, save_checkpoint
 from training.config import add_arguments, config_from_args, setting
@@ -154,13 +154,13 @@ def read_audio(path: str | os.PathLike[str]) -> tuple[torch.Tensor, list[str]]:
     Channels are averaged, other rates resampled, NaN/inf samples set to zero. Raises AudioProblem for an
     unreadable, empty, all-non-finite or silent file.
     """
-    try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (N, channels)
-    except (sf.LibsndfileError, RuntimeError, OSError, ValueError) as e:
+    try:  # the one audio path; NaN/inf are kept here so that prepare_wave can report them
+        d = audio_path.decode(path, mono=False, max_seconds=None, keep_nonfinite=True)  # (N, channels)
+    except audio_path.EmptyAudioError as e:
+        raise AudioProblem(f"empty (no samples): {e}") from e
+    except audio_path.AudioError as e:
         raise AudioProblem(f"unreadable ({str(e).strip()[:120]})") from e
-    if data.size == 0:
-        raise AudioProblem("empty (no samples)")
-    return prepare_wave(torch.from_numpy(np.ascontiguousarray(data.T)), int(sr))
+    return prepare_wave(torch.from_numpy(np.ascontiguousarray(d.audio.T)), d.sample_rate)
 
 
 def prepare_wave(wave: torch.Tensor, sample_rate: int) -> tuple[torch.Tensor, list[str]]:
@@ -184,7 +184,7 @@ def prepare_wave(wave: torch.Tensor, sample_rate: int) -> tuple[torch.Tensor, li
     if clipped > CLIP_FRACTION:
         notes.append(f"clipped ({100 * clipped:.1f}% of samples at full scale)")
     if sample_rate != SAMPLE_RATE:
-        wave = torchaudio.functional.resample(wave, sample_rate, SAMPLE_RATE)
+        wave = torch.from_numpy(audio_path.resample(wave.detach().cpu().numpy(), sample_rate, SAMPLE_RATE))
     return wave.contiguous(), notes
 
 

@@ -25,7 +25,6 @@ import argparse
 import csv
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
@@ -40,7 +39,6 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 import torch
-import torchaudio
 
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
 from models.frontends import MFCC, MFCCConfig, frontend_from_dict, frontend_to_dict
@@ -53,7 +51,9 @@ from models.phonemes import (
     normalise_word,
     parse_phoneme_string,
 )
+from training import audio as audio_path
 from training import distributed as ddp
+from training.audio import TrimConfig
 from training.checkpoints import load_model, save_checkpoint
 from training.config import add_arguments, setting
 from training.config import config_from_args as settings_from_args
@@ -67,16 +67,6 @@ SAMPLE_RATE = 16000
 DEV_SPLITS = ("dev", "val", "valid", "validation")
 PRESETS = ("paper", "small", "tiny")
 _EXAMPLES = 5  # names listed per problem in reports
-
-
-@dataclass
-class TrimConfig:
-    """Energy-based trimming of leading and trailing silence (25 ms frames, 10 ms hop)."""
-
-    threshold_db: float = 35.0  # frames quieter than the loudest frame by more than this are silence
-    silence_dbfs: float = -60.0  # a file whose loudest frame is below this is silent
-    margin_frames: int = 3  # kept on each side of the speech
-    min_frames: int = 10  # never trim below this many frames
 
 
 @dataclass
@@ -206,39 +196,13 @@ def read_table(folder: Path, problems: ProblemLog) -> list[dict[str, str]]:
 
 
 def decode_16k(data: bytes) -> np.ndarray:
-    """Audio file bytes -> float32 mono at 16 kHz (soundfile + torchaudio resampling)."""
-    wave, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)  # (N, C)
-    mono = torch.from_numpy(np.ascontiguousarray(wave.mean(axis=1)))
-    if sr != SAMPLE_RATE:
-        mono = torchaudio.functional.resample(mono, sr, SAMPLE_RATE)
-    return mono.numpy()
-
-
-def frame_energy_db(wave: np.ndarray, win: int = 400, hop: int = 160) -> np.ndarray:
-    """RMS level in dBFS of each 25 ms frame (10 ms hop), frame t starting at sample t * hop."""
-    if len(wave) < win:
-        wave = np.pad(wave, (0, win - len(wave)))
-    frames = np.lib.stride_tricks.sliding_window_view(wave, win)[::hop]  # (T, win)
-    rms = np.sqrt(np.mean(frames.astype(np.float64) ** 2, axis=1))
-    return 20 * np.log10(np.maximum(rms, 1e-10))
+    """Audio file bytes -> float32 mono at 16 kHz (the one audio path, `training.audio`)."""
+    return audio_path.decode_bytes(data, SAMPLE_RATE).audio
 
 
 def trim_silence(wave: np.ndarray, trim: TrimConfig | None = None) -> np.ndarray | None:
-    """Cut leading/trailing frames quieter than the loudest by `threshold_db`; None if it is all silence."""
-    trim = trim or TrimConfig()
-    if len(wave) == 0:
-        return None
-    db = frame_energy_db(wave)
-    if db.max() < trim.silence_dbfs:
-        return None
-    loud = np.flatnonzero(db >= db.max() - trim.threshold_db)
-    first, last = max(0, loud[0] - trim.margin_frames), min(len(db) - 1, loud[-1] + trim.margin_frames)
-    short = trim.min_frames - (last - first + 1)
-    if short > 0:  # widen around the speech to keep at least min_frames
-        first = max(0, first - short // 2 - 1)
-        last = min(len(db) - 1, first + trim.min_frames - 1)
-    out = wave[first * 160 : last * 160 + 400]
-    return np.pad(out, (0, max(0, 400 - len(out))))  # MFCC's reflect padding needs a full window
+    """Cut leading/trailing silence of a 16-kHz wave; None if it is all silence (`training.audio`)."""
+    return audio_path.trim_silence(wave, trim, SAMPLE_RATE)
 
 
 class FeatureCache:

@@ -6,8 +6,10 @@ frames and embedded by the acoustic encoder; written words go through CMUdict (o
 phoneme encoder. Both give unit vectors, so cosine similarity is a dot product.
 
 Decisions:
-- Silence is trimmed with a frame-energy threshold relative to the loudest 10-ms frame (`trim_silence`);
-  input whose loudest frame is below -60 dBFS counts as silent and is refused (`WordAudioError`).
+- Silence is trimmed exactly as the model's trainer trimmed it: the `TrimConfig` stored in the checkpoint
+  (`training.preprocessing.trim`; the defaults, which words-default was trained with, when absent) applied
+  by the one trim of `training.audio` (25-ms windows, 10-ms hop). Input whose loudest window is below
+  `silence_dbfs` counts as silent and is refused (`WordAudioError`).
 - A "word" longer than `MAX_WORD_SECONDS` after trimming is refused, not truncated: a truncated word would
   embed as a different word without saying so. Longer recordings belong in the spoken-term search.
 - Spoken-term search slides windows of three lengths around the query's duration (a spoken query's trimmed
@@ -30,6 +32,8 @@ import numpy as np
 
 from app.services.audio import AudioError, decode, display_name
 from app.services.jobs import Job, drain
+from training import audio as audio_path
+from training.audio import TrimConfig, frame_energy_db, resample, to_mono, trim_span
 
 if TYPE_CHECKING:
     import torch
@@ -38,12 +42,8 @@ if TYPE_CHECKING:
 
 SAMPLE_RATE = 16000
 MAX_WORD_SECONDS = 3.0  # longest spoken word accepted after trimming
-MIN_WORD_SECONDS = 0.1  # shorter speech is widened (when the input allows) so MFCC has a few frames
 MAX_FILE_SECONDS = 60.0  # a file longer than this is not a word; refused before decoding
 MAX_SEARCH_SECONDS = 600.0  # longest recording the spoken-term search takes
-SILENCE_DBFS = -60.0  # loudest frame below this: the input is silent
-TRIM_DB = 35.0  # frames more than this below the loudest frame are silence
-TRIM_PAD_S = 0.02  # kept on each side of the detected speech
 WINDOW_FACTORS = (0.8, 1.0, 1.25)  # spoken-term search window lengths, relative to the query duration
 ARPABET_HINT = "ARPAbet, e.g. 'S EH V AH N'"
 
@@ -88,70 +88,26 @@ def estimate_duration(phonemes: Sequence[str]) -> float:
 # ---------------------------------------------------------------------------------------- audio prep
 
 
-def frame_rms_db(audio: np.ndarray, sample_rate: int, frame_s: float = 0.01) -> np.ndarray:
-    """RMS level in dBFS of consecutive non-overlapping frames (the last partial frame included)."""
-    size = max(1, round(frame_s * sample_rate))
-    n = int(np.ceil(len(audio) / size))
-    padded = np.zeros(n * size, dtype=np.float64)
-    padded[: len(audio)] = audio
-    power = np.square(padded).reshape(n, size).mean(axis=1)  # (frames,)
-    return 10.0 * np.log10(power + 1e-12)
-
-
-def trim_silence(
-    audio: np.ndarray,
-    sample_rate: int,
-    threshold_db: float = TRIM_DB,
-    pad_s: float = TRIM_PAD_S,
-    min_s: float = MIN_WORD_SECONDS,
-) -> tuple[np.ndarray, float, float]:
+def trim_silence(audio: np.ndarray, sample_rate: int, trim: TrimConfig | None = None
+                 ) -> tuple[np.ndarray, float, float]:
     """Cut leading/trailing silence: (trimmed audio, start_s, end_s) in the input's time.
 
-    Speech = 10-ms frames within `threshold_db` of the loudest frame; `pad_s` is kept on each side.
-    Raises WordAudioError for empty or silent input (loudest frame below SILENCE_DBFS).
+    Exactly the words trainer's trim (`training.audio.trim_silence`, 25-ms windows, 10-ms hop) with the
+    settings the model was trained with. Raises WordAudioError for empty or silent input.
     """
+    trim = trim or TrimConfig()
     audio = np.asarray(audio, dtype=np.float32).reshape(-1)
     if len(audio) == 0:
         raise WordAudioError("no audio (0 samples)")
     if not np.isfinite(audio).all():
         audio = np.nan_to_num(audio, nan=0.0, posinf=0.0, neginf=0.0)
-    level = frame_rms_db(audio, sample_rate)  # (frames,)
-    loudest = float(level.max())
-    if loudest < SILENCE_DBFS:
-        raise WordAudioError(f"the audio is silent (loudest part {loudest:.0f} dBFS, below {SILENCE_DBFS:.0f})")
-    size = max(1, round(0.01 * sample_rate))
-    loud = np.flatnonzero(level >= loudest - threshold_db)
-    pad = round(pad_s * sample_rate)
-    start = max(0, loud[0] * size - pad)
-    end = min(len(audio), (loud[-1] + 1) * size + pad)
-    short = round(min_s * sample_rate) - (end - start)
-    if short > 0:  # widen very short bursts symmetrically, as far as the input allows
-        start = max(0, start - short // 2)
-        end = min(len(audio), start + round(min_s * sample_rate))
-        start = max(0, end - round(min_s * sample_rate))
-    return audio[start:end], start / sample_rate, end / sample_rate
-
-
-def to_mono(audio: np.ndarray) -> np.ndarray:
-    """(N,) or (N, C) -> (N,) float32."""
-    x = np.asarray(audio, dtype=np.float32)
-    if x.ndim == 2:
-        x = x.mean(axis=1)
-    if x.ndim != 1:
-        raise WordAudioError(f"expected mono (N,) or multi-channel (N, C) audio, got shape {x.shape}")
-    return x
-
-
-def resample(audio: np.ndarray, orig: int, new: int = SAMPLE_RATE) -> np.ndarray:
-    """Band-limited resampling of (N,) float32 audio (torchaudio)."""
-    if orig <= 0:
-        raise WordAudioError(f"invalid sample rate {orig}")
-    if orig == new or len(audio) == 0:
-        return np.ascontiguousarray(audio, dtype=np.float32)
-    import torch
-    import torchaudio.functional as AF
-
-    return AF.resample(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)), orig, new).numpy()
+    span = trim_span(audio, trim, sample_rate)
+    if span is None:
+        loudest = float(frame_energy_db(audio, sample_rate).max())
+        raise WordAudioError(f"the audio is silent (loudest part {loudest:.0f} dBFS, below "
+                             f"{trim.silence_dbfs:.0f})")
+    trimmed = audio_path.trim_silence(audio, trim, sample_rate)
+    return trimmed, span[0] / sample_rate, min(span[1], len(audio)) / sample_rate
 
 
 # ---------------------------------------------------------------------------------------- geometry
@@ -285,9 +241,11 @@ def pick_hits(times: np.ndarray, scores: np.ndarray, window_s: np.ndarray, k: in
 class WordSpace:
     """A loaded words model and its front end: embeds spoken and written words into one space."""
 
-    def __init__(self, model: torch.nn.Module, frontend: torch.nn.Module, name: str = "words") -> None:
+    def __init__(self, model: torch.nn.Module, frontend: torch.nn.Module, name: str = "words",
+                 trim: TrimConfig | None = None) -> None:
         self.model = model.eval()
         self.name = name
+        self.trim = trim or TrimConfig()  # the trainer's settings, so words are cut as in training
         self.device = next(model.parameters()).device
         self.frontend = frontend.to(self.device).eval()
         self.sample_rate = int(getattr(frontend.config, "sample_rate", SAMPLE_RATE))
@@ -309,7 +267,8 @@ class WordSpace:
         from training.checkpoints import load_model
 
         model, ckpt = load_model(path, kind="words", device=device)
-        return cls(model, _frontend_from_features(ckpt.features), name=Path(path).stem)
+        return cls(model, _frontend_from_features(ckpt.features), name=Path(path).stem,
+                   trim=trim_from_training(ckpt.training))
 
     @classmethod
     def from_registry(cls, registry: ModelRegistry, name: str) -> WordSpace:
@@ -319,7 +278,9 @@ class WordSpace:
         if entry.kind != "words":
             raise ValueError(f"{name} is a {entry.kind!r} model, not a words model")
         model = registry.load(name)
-        return cls(model, _frontend_from_features(read_metadata(entry.path)["features"]), name=name)
+        meta = read_metadata(entry.path)
+        return cls(model, _frontend_from_features(meta["features"]), name=name,
+                   trim=trim_from_training(meta.get("training")))
 
     @property
     def dim(self) -> int:
@@ -331,8 +292,8 @@ class WordSpace:
         """Mono, 16 kHz, silence trimmed, length checked: the audio that `embed_audio` embeds."""
         x = resample(to_mono(audio), int(sample_rate), self.sample_rate)
         if trim:
-            x, _, _ = trim_silence(x, self.sample_rate)
-        elif len(x) == 0 or float(np.abs(x).max()) < 10 ** (SILENCE_DBFS / 20):
+            x, _, _ = trim_silence(x, self.sample_rate, self.trim)
+        elif len(x) == 0 or float(np.abs(x).max()) < 10 ** (self.trim.silence_dbfs / 20):
             raise WordAudioError("the audio is empty or silent")
         seconds = len(x) / self.sample_rate
         if seconds > self.max_word_seconds:
@@ -461,6 +422,12 @@ class WordSpace:
         """Score every time of `recording` against the query; see `term_search_job`."""
         return drain(term_search_job(self, recording, sample_rate, query_vector, window_s, hop_s,
                                      query_duration_s, top_k))
+
+
+def trim_from_training(training: Any) -> TrimConfig:  # noqa: ANN401 - checkpoint JSON
+    """The trim settings a words checkpoint was trained with (`training.preprocessing.trim`), else defaults."""
+    pre = training.get("preprocessing") if isinstance(training, dict) else None
+    return TrimConfig.from_dict(pre.get("trim") if isinstance(pre, dict) else None)
 
 
 def _frontend_from_features(features: dict[str, Any]) -> torch.nn.Module:

@@ -171,7 +171,8 @@ def copy_demo_library(demo: Path, dest: Path) -> Path:
 def digit_sequence(fsdd: Path, dest: Path, speaker: str, digits: str, pause_s: float = 0.12) -> Path | None:
     """`speaker`'s FSDD takes of `digits` joined with short pauses into one WAV: an utterance to load as a file."""
     import numpy as np
-    import soundfile as sf
+
+    from app.services.audio import decode, save_wav
 
     rows = fsdd_rows(fsdd)
     pieces: list[np.ndarray] = []
@@ -180,17 +181,16 @@ def digit_sequence(fsdd: Path, dest: Path, speaker: str, digits: str, pause_s: f
         row = next((r for r in rows if r["speaker"] == speaker and r["digit"] == digit and r["index"] == "0"), None)
         if row is None or not (fsdd / row["path"]).is_file():
             continue
-        audio, sr = sf.read(fsdd / row["path"], dtype="float32", always_2d=True)
-        if rate and sr != rate:
+        d = decode(fsdd / row["path"])
+        if rate and d.sample_rate != rate:
             continue
-        rate = sr
-        pieces += [audio[:, 0], np.zeros(round(pause_s * sr), np.float32)]
+        rate = d.sample_rate
+        pieces += [d.audio, np.zeros(round(pause_s * rate), np.float32)]
     if not pieces:
         return None
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / f"{digits} {speaker}.wav"
-    sf.write(path, np.concatenate(pieces), rate)
-    return path
+    return save_wav(path, np.concatenate(pieces), rate)
 
 
 def spoken_words(fsdd: Path, dest: Path, digits: Iterable[str], speakers: Iterable[str]) -> list[Path]:

@@ -1,0 +1,145 @@
+"""Indexing benchmark over a library of mixed sample rates. `python -m bench indexing` prints JSON (bench/out/).
+
+What is measured, exactly (the JSON says the same in `notes`):
+- The library: N_PER_RATE clips of the sfx corpus (/work/shared/data/sfx/audio, real sound effects) for each of
+  11,025 / 11,127 / 22,050 / 22,254 / 44,100 / 48,000 Hz, every other one written as Ogg Vorbis, the rest as
+  16-bit WAV. They are RESAMPLED COPIES of the corpus clips (made with the app's own resampler, libsoxr), since
+  real files at 11,127 / 22,254 Hz are not in the corpus; the content is real, the rates are synthetic.
+- Indexing: `SearchSession.index_job` (the app's real indexer: scan, hash, decode + resample + PaSST windows +
+  projection, FAISS, SQLite) from scratch with the default retrieval model
+  (resources/models/retrieval-default.safetensors), torch/FAISS on `search_threads()` threads as in the app.
+  Real-time factor = seconds of audio indexed / wall seconds (target >= 100x on 2 cores).
+- Decode only, per rate: the indexer's read path (`iter_blocks` at the model's rate and window length) over
+  that rate's clips; audio seconds / wall seconds.
+- Peak memory: ru_maxrss of the process (whole process: model + library) after the library is built and after
+  indexing; and the tracemalloc peak (Python + numpy allocations) while decoding the whole library.
+- Before/after: decoding the 11,127 Hz and 22,254 Hz clips to the model's rate with the old path
+  (soundfile + torchaudio.functional.resample, whose kernel is built from the exact rate ratio) against the
+  one audio path (`training.audio.decode`, libsoxr). The old path is run on OLD_PATH_CLIPS clips per rate.
+"""
+
+from __future__ import annotations
+
+import resource
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import torch
+
+from app.services.jobs import drain
+from app.services.search import RetrievalEmbedder, SearchSession, search_threads, summarize
+from training.audio import decode, iter_blocks, resample
+
+ROOT = Path(__file__).resolve().parents[1]
+SFX = ROOT.parent / "shared" / "data" / "sfx" / "audio"
+MODEL = ROOT / "resources" / "models" / "retrieval-default.safetensors"
+RATES = (11025, 11127, 22050, 22254, 44100, 48000)
+N_PER_RATE = 20
+OLD_PATH_CLIPS = 2  # the old path takes seconds per clip at the odd rates
+
+
+def max_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # kB on Linux
+
+
+def build_library(folder: Path) -> dict[int, list[Path]]:
+    """N_PER_RATE corpus clips per rate, spread over the corpus, as resampled WAV / Ogg copies."""
+    sources = sorted(SFX.glob("*.wav"))
+    if len(sources) < N_PER_RATE * len(RATES):
+        raise FileNotFoundError(f"{SFX}: need {N_PER_RATE * len(RATES)} clips, found {len(sources)}")
+    picks = sources[:: len(sources) // (N_PER_RATE * len(RATES))][: N_PER_RATE * len(RATES)]
+    by_rate: dict[int, list[Path]] = {r: [] for r in RATES}
+    for i, src in enumerate(picks):
+        rate = RATES[i % len(RATES)]
+        d = decode(src)  # mono float32 at the clip's own rate
+        x = np.clip(resample(d.audio, d.sample_rate, rate), -1.0, 1.0)
+        ogg = (i // len(RATES)) % 2 == 1
+        out = folder / f"{rate}_{i:03d}_{src.stem}.{'ogg' if ogg else 'wav'}"
+        sf.write(out, x, rate, **({"format": "OGG", "subtype": "VORBIS"} if ogg else {"subtype": "PCM_16"}))
+        by_rate[rate].append(out)
+    return by_rate
+
+
+def decode_throughput(by_rate: dict[int, list[Path]], sr: int, window_s: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    tracemalloc.start()
+    for rate, files in by_rate.items():
+        t0 = time.perf_counter()
+        samples = sum(len(b) for f in files for b in iter_blocks(f, sr, window_s, pad_last=False))
+        wall = time.perf_counter() - t0
+        out[str(rate)] = {"files": len(files), "audio_s": round(samples / sr, 2), "wall_s": round(wall, 3),
+                          "x_realtime": round(samples / sr / wall, 1)}
+    out["tracemalloc_peak_mb"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+    tracemalloc.stop()
+    return out
+
+
+def old_decode(path: Path, sr: int) -> np.ndarray:
+    """The decoder before the one audio path: soundfile + torchaudio's exact-ratio sinc resampler."""
+    import torchaudio.functional as AF
+
+    data, rate = sf.read(path, dtype="float32", always_2d=True)
+    return AF.resample(torch.from_numpy(np.ascontiguousarray(data.mean(axis=1))), rate, sr).numpy()
+
+
+def before_after(by_rate: dict[int, list[Path]], sr: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for rate in (11127, 22254):
+        files = by_rate[rate][:OLD_PATH_CLIPS]
+        seconds = sum(sf.info(f).duration for f in files)
+        t0 = time.perf_counter()
+        for f in files:
+            old_decode(f, sr)
+        old = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for f in files:
+            decode(f, sr)
+        new = time.perf_counter() - t0
+        out[str(rate)] = {"clips": len(files), "audio_s": round(seconds, 2), "to_rate": sr,
+                          "torchaudio_s_per_clip": round(old / len(files), 3),
+                          "soxr_s_per_clip": round(new / len(files), 4), "speedup": round(old / max(new, 1e-9))}
+    return out
+
+
+def run() -> dict[str, Any]:
+    threads = search_threads()
+    torch.set_num_threads(threads)
+    embedder = RetrievalEmbedder.from_checkpoint(MODEL, name=MODEL.stem)
+    sr, window_s = embedder.sample_rate, embedder.window_seconds
+    with tempfile.TemporaryDirectory(prefix="earshot-bench-indexing-") as tmp:
+        folder = Path(tmp) / "library"
+        folder.mkdir()
+        by_rate = build_library(folder)
+        rss_before = max_rss_mb()
+        decoding = decode_throughput(by_rate, sr, window_s)
+        session = SearchSession.open(folder, embedder)
+        try:
+            s = summarize(drain(session.index_job()))
+        finally:
+            session.close()
+        rss_after = max_rss_mb()
+        old_new = before_after(by_rate, sr)
+    indexing = {k: s[k] for k in ("files", "embedded", "failed", "windows", "audio_seconds", "elapsed_s",
+                                  "x_realtime")}
+    return {
+        "model": f"{MODEL.stem} ({MODEL.name})", "model_rate": sr, "window_s": window_s, "threads": threads,
+        "rates": list(RATES), "clips_per_rate": N_PER_RATE, "formats": "alternating 16-bit WAV / Ogg Vorbis",
+        "target_x_realtime": 100,
+        "indexing": indexing,
+        "failures": s["failures"][:5],
+        "decode_only": decoding,
+        "peak_rss_mb": {"after_building_library": rss_before, "after_indexing": rss_after},
+        "decode_before_after": old_new,
+        "notes": __doc__.split("What is measured, exactly (the JSON says the same in `notes`):")[1].strip(),
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,496 @@
+"""The one audio path of Earshot (no Qt): decode, mono, resample, sanitize, trim, stream in blocks.
+
+Every reader of audio goes through here: the library indexer, the Search/Units/Words services, `earshot
+probe`, and every trainer and corpus builder. One place means one behaviour: a file that `earshot probe`
+accepts is read the same way by training and by the app, and a words model trimmed in training is trimmed
+the same way in the Words tab.
+
+Decisions:
+- Decoding is libsndfile (soundfile). Every problem is a typed `AudioError` whose message names the file
+  and says what is wrong; it is a ValueError, so callers that already treat bad values as "skip and
+  report" do so for bad audio too. Non-regular files (FIFOs, devices, sockets) are refused from `stat`
+  alone, before anything opens them: opening a FIFO for reading blocks until a writer appears.
+- Resampling is libsoxr (`soxr`, "HQ": 20-bit, passband to ~91% of the lower Nyquist) at any rate ratio:
+  its cost does not depend on the ratio (torchaudio's sinc kernel grows with the reduced ratio, so
+  11,127 -> 16,000 Hz took seconds per file). Output length is round(N * new / orig). Long files stream
+  through `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
+- Silence trimming is the energy trim the words model was trained with (25-ms windows, 10-ms hop,
+  `TrimConfig`); trainers and the Words tab both call `trim_silence`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import struct
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from training.config import setting
+
+PathLike = str | os.PathLike
+
+# what libsndfile 1.2 reads (Opus and Vorbis live in Ogg; MP3 since 1.1)
+SUPPORTED_EXTENSIONS: set[str] = {
+    ".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aif", ".aiff", ".aifc",
+    ".au", ".snd", ".caf", ".w64", ".rf64", ".voc", ".sd2", ".nist", ".sph", ".htk", ".paf",
+}
+
+# libsndfile estimates the length of some compressed streams (MP3 without a Xing header), so a small
+# shortfall there is not truncation
+_ESTIMATED_LENGTH_FORMATS = {"MP3"}
+RESAMPLE_QUALITY = "HQ"  # libsoxr's high quality: 20-bit precision, ~91% passband
+
+
+# ----------------------------------------------------------------------------------------------- errors
+
+
+class AudioError(ValueError):
+    """Base of every audio problem this module reports (a bad value: callers skip and report it)."""
+
+
+class UnreadableAudioError(AudioError):
+    """Missing, a directory or other non-regular file, permission denied, not audio, unsupported or corrupt."""
+
+
+class EmptyAudioError(AudioError):
+    """A 0-byte file or a header with zero frames."""
+
+
+class TruncatedAudioError(AudioError):
+    """The header promises more audio than the file holds."""
+
+
+class TooLongAudioError(AudioError):
+    """Longer than the caller's limit (decided from the header, before reading)."""
+
+
+def display_name(path: PathLike) -> str:
+    """A printable file name even when the name is not valid UTF-8 (undecodable bytes become U+FFFD)."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
+def _sf_path(path: PathLike) -> str | bytes:
+    # soundfile encodes str names with the file-system encoding, which fails on surrogate-escaped
+    # (non-UTF-8) names; bytes go through untouched
+    return os.fspath(path) if sys.platform == "win32" else os.fsencode(path)
+
+
+def _sf_reason(e: Exception) -> str:
+    msg = str(e)
+    # "Error opening b'/x/y.wav': Format not recognised." -> "Format not recognised"
+    return msg.split(": ", 1)[-1].strip().rstrip(".") if ": " in msg else msg
+
+
+# --------------------------------------------------------------------------------------- sample helpers
+
+
+def sanitize(x: np.ndarray) -> int:
+    """Replace NaN/inf by 0 in place; return how many there were."""
+    bad = ~np.isfinite(x)
+    count = int(bad.sum())
+    if count:
+        x[bad] = 0.0
+    return count
+
+
+def to_mono(audio: np.ndarray) -> np.ndarray:
+    """(N,) or (N, C) -> (N,) float32 (the mean of the channels)."""
+    x = np.asarray(audio, dtype=np.float32)
+    if x.ndim == 2:
+        x = x.mean(axis=1, dtype=np.float32)
+    if x.ndim != 1:
+        raise ValueError(f"expected mono (N,) or multi-channel (N, C) audio, got shape {x.shape}")
+    return x
+
+
+def resample(x: np.ndarray, orig: int, new: int) -> np.ndarray:
+    """Band-limited resampling (libsoxr HQ) along the first axis of (N,) or (N, C) -> float32."""
+    if orig <= 0 or new <= 0:
+        raise ValueError(f"sample rates must be positive, got {orig} -> {new}")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if orig == new or len(x) == 0:
+        return x
+    return np.ascontiguousarray(soxr.resample(x, orig, new, quality=RESAMPLE_QUALITY), dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+
+
+@dataclass
+class AudioInfo:
+    duration: float  # seconds
+    sample_rate: int
+    channels: int
+    frames: int
+    format: str  # libsndfile major format, e.g. "WAV", "FLAC", "MP3"
+    subtype: str = ""  # e.g. "PCM_16", "FLOAT", "VORBIS"
+
+
+@dataclass
+class Decoded:
+    audio: np.ndarray  # float32, (N,) mono or (N, C)
+    sample_rate: int  # rate of `audio`
+    source_rate: int  # rate of the file
+    channels: int  # channels in the file
+    duration: float  # seconds of `audio`
+    nonfinite: int = 0  # NaN/inf samples replaced by 0
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _check_file(path: PathLike) -> int:
+    """Fail early with a precise reason for what libsndfile would call 'format not recognised'.
+
+    Only `stat` is used before the file is known to be regular: opening a FIFO would block.
+    """
+    name = display_name(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UnreadableAudioError(f"{name}: file not found") from None
+    except OSError as e:
+        raise UnreadableAudioError(f"{name}: cannot access file ({e.strerror or e})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UnreadableAudioError(f"{name}: is a directory, not an audio file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableAudioError(f"{name}: is {_file_kind(st.st_mode)}, not a regular audio file; not read")
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except PermissionError:
+        raise UnreadableAudioError(f"{name}: permission denied") from None
+    except OSError as e:
+        raise UnreadableAudioError(f"{name}: cannot read file ({e.strerror or e})") from None
+    if st.st_size == 0:
+        raise EmptyAudioError(f"{name}: file is empty (0 bytes)")
+    return st.st_size
+
+
+def _wav_data_shortfall(path: PathLike, file_size: int) -> tuple[int, int] | None:
+    """(declared, present) bytes of a RIFF/WAVE data chunk when the file holds less than declared.
+
+    libsndfile silently shortens a truncated WAV to the bytes present, so compare the header ourselves.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return None
+        pos = 12
+        while pos + 8 <= file_size:
+            fh.seek(pos)
+            chunk = fh.read(8)
+            if len(chunk) < 8:
+                return None
+            cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+            if cid == b"data":
+                present = file_size - (pos + 8)
+                # 0 and 0xFFFFFFFF are what streaming writers leave when they cannot seek back
+                if size in (0, 0xFFFFFFFF) or present >= size:
+                    return None
+                return size, present
+            pos += 8 + size + (size & 1)  # chunks are padded to even sizes
+    return None
+
+
+def audio_info(path: PathLike) -> AudioInfo:
+    """Duration, rate, channels, frames and format from the header only."""
+    _check_file(path)
+    return _info(path)
+
+
+def _info(path: PathLike) -> AudioInfo:
+    try:
+        i = sf.info(_sf_path(path))
+    except (sf.LibsndfileError, RuntimeError) as e:
+        reason = _sf_reason(e)
+        raise UnreadableAudioError(f"{display_name(path)}: not a readable audio file ({reason})") from None
+    frames = int(i.frames)
+    return AudioInfo(
+        duration=frames / i.samplerate if i.samplerate else 0.0,
+        sample_rate=int(i.samplerate),
+        channels=int(i.channels),
+        frames=frames,
+        format=str(i.format),
+        subtype=str(i.subtype),
+    )
+
+
+def _checked_info(path: PathLike) -> AudioInfo:
+    """Header checks shared by decode and iter_blocks: readable, not empty, not truncated (WAV)."""
+    size = _check_file(path)
+    info = _info(path)
+    name = display_name(path)
+    if info.frames <= 0 or info.sample_rate <= 0:
+        raise EmptyAudioError(f"{name}: no audio frames ({info.format} header only)")
+    short = _wav_data_shortfall(path, size) if info.format in ("WAV", "WAVEX") else None
+    if short is not None:
+        declared, present = short
+        raise TruncatedAudioError(
+            f"{name}: truncated WAV: header declares {declared} data bytes, file holds {present} "
+            f"({present / declared:.0%})"
+        )
+    return info
+
+
+def _check_read_length(name: str, info: AudioInfo, expected: int, got: int) -> None:
+    tolerance = 0
+    if info.format in _ESTIMATED_LENGTH_FORMATS:
+        tolerance = max(int(0.01 * expected), int(0.05 * info.sample_rate))
+    if got < expected - tolerance:
+        raise TruncatedAudioError(
+            f"{name}: truncated or corrupt: header promises {expected} frames, only {got} could be read"
+        )
+
+
+def _finish(data: np.ndarray, sr: int, channels: int, sample_rate: int | None, mono: bool,
+            keep_nonfinite: bool = False) -> Decoded:
+    """(N, C) float32 as read -> sanitized, optionally mono and resampled `Decoded`."""
+    nonfinite = int((~np.isfinite(data)).sum()) if keep_nonfinite else sanitize(data)
+    audio = to_mono(data) if mono else data
+    out_rate = sample_rate or sr
+    audio = resample(audio, sr, out_rate)
+    return Decoded(audio=audio, sample_rate=out_rate, source_rate=sr, channels=channels,
+                   duration=len(audio) / out_rate, nonfinite=nonfinite)
+
+
+def decode(
+    path: PathLike,
+    sample_rate: int | None = None,
+    mono: bool = True,
+    max_seconds: float | None = 3 * 3600,
+    start: float = 0.0,
+    duration: float | None = None,
+    keep_nonfinite: bool = False,
+) -> Decoded:
+    """Read a file (or the [start, start + duration) part of it) as float32, optionally mono + resampled.
+
+    NaN/inf samples become 0 and are counted, unless `keep_nonfinite` (a caller that reports them itself;
+    only without resampling, which would smear them).
+    Raises UnreadableAudioError, EmptyAudioError, TruncatedAudioError or TooLongAudioError.
+    """
+    name = display_name(path)
+    info = _checked_info(path)
+    sr = info.sample_rate
+    first = min(max(0, round(start * sr)), info.frames)
+    want = info.frames - first if duration is None else min(max(0, round(duration * sr)), info.frames - first)
+    if max_seconds is not None and want / sr > max_seconds:
+        raise TooLongAudioError(
+            f"{name}: {want / sr:.1f} s of audio is longer than the {max_seconds:g} s limit"
+        )
+    try:
+        with sf.SoundFile(_sf_path(path)) as f:
+            if first:
+                f.seek(first)
+            data = f.read(frames=want, dtype="float32", always_2d=True)  # (N, C)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
+    _check_read_length(name, info, want, len(data))
+    return _finish(data, sr, info.channels, sample_rate, mono, keep_nonfinite)
+
+
+def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data"
+                 ) -> Decoded:
+    """`decode` for the bytes of an audio file held in memory (a cache, a subprocess's output)."""
+    if not data:
+        raise EmptyAudioError(f"{name}: empty (0 bytes)")
+    try:
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            sr, channels = int(f.samplerate), int(f.channels)
+            audio = f.read(dtype="float32", always_2d=True)  # (N, C)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise UnreadableAudioError(f"{name}: not a readable audio file ({_sf_reason(e)})") from None
+    if len(audio) == 0 or sr <= 0:
+        raise EmptyAudioError(f"{name}: no audio frames")
+    return _finish(audio, sr, channels, sample_rate, mono)
+
+
+# --------------------------------------------------------------------------------------------- streaming
+
+
+def _read_mono_chunks(path: PathLike, info: AudioInfo, chunk_frames: int) -> Iterator[np.ndarray]:
+    """Consecutive mono float32 chunks of the source; checks the total against the header at the end."""
+    name = display_name(path)
+    got = 0
+    try:
+        with sf.SoundFile(_sf_path(path)) as f:
+            while True:
+                data = f.read(frames=chunk_frames, dtype="float32", always_2d=True)  # (n, C)
+                if len(data) == 0:
+                    break
+                got += len(data)
+                sanitize(data)
+                yield to_mono(data)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
+    _check_read_length(name, info, info.frames, got)
+
+
+def stream_resampled(path: PathLike, info: AudioInfo, sample_rate: int, chunk_seconds: float = 5.0
+                     ) -> Iterator[np.ndarray]:
+    """The whole file as consecutive mono pieces at `sample_rate`; together equal to `decode`'s output.
+
+    libsoxr's stream keeps its filter state between chunks, so block boundaries leave no trace.
+    """
+    src = info.sample_rate
+    chunks = _read_mono_chunks(path, info, max(1, round(chunk_seconds * src)))
+    if src == sample_rate:
+        yield from chunks
+        return
+    stream = soxr.ResampleStream(src, sample_rate, 1, dtype="float32", quality=RESAMPLE_QUALITY)
+    for piece in chunks:
+        out = stream.resample_chunk(piece)
+        if len(out):
+            yield out
+    yield stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)  # the filter's tail
+
+
+def iter_blocks(
+    path: PathLike,
+    sample_rate: int,
+    block_seconds: float,
+    overlap_seconds: float = 0.0,
+    pad_last: bool = True,
+) -> Iterator[np.ndarray]:
+    """Fixed-size mono float32 blocks (block_seconds at sample_rate) of a file too long to load whole.
+
+    Consecutive blocks start block_seconds - overlap_seconds apart. The last block is zero-padded to full
+    size (pad_last) or left short; a tail that only repeats overlap already yielded is not yielded again.
+    Concatenating non-overlapping blocks gives what `decode(path, sample_rate)` returns, plus padding.
+    """
+    size = round(block_seconds * sample_rate)
+    hop = size - round(overlap_seconds * sample_rate)
+    if size <= 0 or hop <= 0:
+        raise ValueError(f"need block_seconds > overlap_seconds >= 0, got {block_seconds}, {overlap_seconds}")
+    info = _checked_info(path)
+    buf = np.zeros(0, dtype=np.float32)
+    seen = 0  # samples at the front of buf that were already yielded
+    for piece in stream_resampled(path, info, sample_rate):
+        buf = np.concatenate([buf, piece])
+        while len(buf) >= size:
+            yield buf[:size].copy()
+            buf, seen = buf[hop:], size - hop
+    if len(buf) > seen:
+        yield np.pad(buf, (0, size - len(buf))) if pad_last else buf.copy()
+
+
+def save_wav(path: PathLike, audio: np.ndarray, sample_rate: int, subtype: str = "PCM_16") -> Path:
+    """Write (N,) or (N, C) audio as WAV atomically (temp file in the same folder + os.replace).
+
+    subtype "PCM_16" clips to [-1, 1]; "FLOAT" keeps the values. NaN/inf are written as 0.
+    """
+    path = Path(path)
+    x = np.array(audio, dtype=np.float32)  # a copy we may modify
+    sanitize(x)
+    if subtype.startswith("PCM"):
+        np.clip(x, -1.0, 1.0, out=x)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            sf.write(fh, x, sample_rate, subtype=subtype, format="WAV")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+# ------------------------------------------------------------------------------------------------- trim
+
+TRIM_WINDOW_S = 0.025  # energy window (400 samples at 16 kHz)
+TRIM_HOP_S = 0.010  # hop between windows (160 samples at 16 kHz)
+
+
+@dataclass
+class TrimConfig:
+    """Energy-based trimming of leading and trailing silence (25 ms windows, 10 ms hop).
+
+    The words trainer stores these in its checkpoint (`training.preprocessing.trim`); the Words tab reads
+    them back, so a word is cut the same way in training and in the app.
+    """
+
+    threshold_db: float = setting(35.0, low=0.0, high=120.0,
+                                  help="windows quieter than the loudest one by more than this (dB) are silence")
+    silence_dbfs: float = setting(-60.0, low=-200.0, high=0.0,
+                                  help="a recording whose loudest window is below this (dBFS) is silent")
+    margin_frames: int = setting(3, low=0, high=100, help="windows kept on each side of the speech")
+    min_frames: int = setting(10, low=1, high=1000, help="never trim below this many windows")
+
+    @classmethod
+    def from_dict(cls, values: Any) -> TrimConfig:  # noqa: ANN401 - JSON from a checkpoint
+        """Settings stored in a checkpoint; missing, unknown or malformed entries fall back to the defaults."""
+        if not isinstance(values, dict):
+            return cls()
+        known = {f.name: f.type for f in fields(cls)}
+        kept: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in known and isinstance(value, int | float) and not isinstance(value, bool):
+                kept[key] = int(value) if known[key] == "int" else float(value)
+        return cls(**kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _frame_sizes(sample_rate: int) -> tuple[int, int]:
+    return max(1, round(TRIM_WINDOW_S * sample_rate)), max(1, round(TRIM_HOP_S * sample_rate))
+
+
+def frame_energy_db(wave: np.ndarray, sample_rate: int = 16000) -> np.ndarray:
+    """RMS level in dBFS of each 25 ms window (10 ms hop), window t starting at sample t * hop."""
+    win, hop = _frame_sizes(sample_rate)
+    if len(wave) < win:
+        wave = np.pad(wave, (0, win - len(wave)))
+    frames = np.lib.stride_tricks.sliding_window_view(wave, win)[::hop]  # (T, win)
+    rms = np.sqrt(np.mean(frames.astype(np.float64) ** 2, axis=1))
+    return 20 * np.log10(np.maximum(rms, 1e-10))
+
+
+def trim_span(wave: np.ndarray, trim: TrimConfig | None = None, sample_rate: int = 16000
+              ) -> tuple[int, int] | None:
+    """[start, end) samples of the speech in `wave` (end may pass its length); None if it is all silence."""
+    trim = trim or TrimConfig()
+    if len(wave) == 0:
+        return None
+    win, hop = _frame_sizes(sample_rate)
+    db = frame_energy_db(wave, sample_rate)  # (T,)
+    if db.max() < trim.silence_dbfs:
+        return None
+    loud = np.flatnonzero(db >= db.max() - trim.threshold_db)
+    first, last = max(0, loud[0] - trim.margin_frames), min(len(db) - 1, loud[-1] + trim.margin_frames)
+    short = trim.min_frames - (last - first + 1)
+    if short > 0:  # widen around the speech to keep at least min_frames
+        first = max(0, first - short // 2 - 1)
+        last = min(len(db) - 1, first + trim.min_frames - 1)
+    return first * hop, last * hop + win
+
+
+def trim_silence(wave: np.ndarray, trim: TrimConfig | None = None, sample_rate: int = 16000
+                 ) -> np.ndarray | None:
+    """Cut leading/trailing windows quieter than the loudest by `threshold_db`; None if it is all silence.
+
+    The result is at least one window long (zero-padded): MFCC's reflect padding needs a full window.
+    """
+    span = trim_span(wave, trim, sample_rate)
+    if span is None:
+        return None
+    win, _ = _frame_sizes(sample_rate)
+    out = wave[span[0]: span[1]]
+    return np.pad(out, (0, max(0, win - len(out))))
