@@ -145,7 +145,7 @@ def decode(data: bytes) -> tuple[np.ndarray, int]:
 
 def audio_hash(wave: np.ndarray, sample_rate: int) -> str:
     """Hash of decoded audio (int16 PCM + rate): the same sound re-encoded or renamed gets the same hash."""
-    pcm = np.clip(np.round(wave * 32767.0), -32768, 32767).astype("<i2")
+    pcm = np.clip(np.round(wave * 32768.0), -32768, 32767).astype("<i2")  # exact for 16-bit sources
     return hashlib.sha1(struct.pack("<I", sample_rate) + pcm.tobytes()).hexdigest()
 
 
