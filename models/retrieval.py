@@ -6,8 +6,10 @@ The audio tower is a choice (`RetrievalConfig.audio_tower`):
 - "aisfx": the aiSFX CNN (models/aisfx.py, Ma & Lerch 2022, CC BY 4.0) on 44.1-kHz AisfxMel (B, T, 96),
   frozen or with its top block trainable (`AisfxConfig.train_top_block`); best with mean-pooled MiniLM text
   (`aisfx_retrieval()`), since all-MiniLM-L6-v2 was trained with mean pooling.
-`audio_frontend(config)` builds the matching front end; `audio_features` + `embed_audio_features` split the
-forward pass so a trainer can embed clips once with a frozen tower and train only the projections.
+The published aiSFX weights are loaded by training/aisfx_weights.load_weights(model.audio_encoder) (a
+checkpoint of a trained model carries them itself). `audio_frontend(config)` builds the matching front end;
+`audio_features` + `embed_audio_features` split the forward pass so a trainer can embed clips once with a
+frozen tower and train only the projections.
 """
 
 from __future__ import annotations
@@ -107,12 +109,6 @@ class RetrievalModel(nn.Module):
     @property
     def tau(self) -> torch.Tensor:
         return self.log_tau.exp()
-
-    def load_pretrained_audio(self, path: str | None = None) -> str:
-        """aiSFX tower: fill it with the published weights (the installed wheel's, or `path`)."""
-        if not isinstance(self.audio_encoder, AisfxEncoder):
-            raise ValueError("load_pretrained_audio: only the aiSFX tower has built-in pretrained weights")
-        return str(aisfx_lib.load_weights(self.audio_encoder, path))
 
     def audio_features(self, feats: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Front-end output (+ (B,) real frame counts) -> (B, D) tower features, before the projection.

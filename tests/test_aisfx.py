@@ -1,4 +1,4 @@
-"""aiSFX encoder (models/aisfx.py) and its front end (models/frontends.AisfxMel).
+"""aiSFX encoder (models/aisfx.py), its front end (models/frontends.AisfxMel) and weights (training/aisfx_weights.py).
 
 Reference checks against the `aisfx` 0.1.2 wheel (installed with `pip install --no-deps aisfx==0.1.2`):
 - front end: the package's librosa path (`spectrogram_librosa.compute_spectrogram` + 'original' normalisation),
@@ -22,8 +22,9 @@ import torch
 from models import aisfx
 from models.aisfx import AisfxConfig, AisfxEncoder, AisfxWeightsError
 from models.frontends import AisfxMel, frontend_from_dict, frontend_to_dict
+from training import aisfx_weights as weights
 
-CHECKPOINT = aisfx.find_checkpoint()
+CHECKPOINT = weights.find_checkpoint()
 needs_weights = pytest.mark.skipif(CHECKPOINT is None, reason=aisfx.HOW_TO_GET_WEIGHTS)
 
 
@@ -99,11 +100,11 @@ def test_network_matches_package_network():
     spec = importlib.util.spec_from_file_location("aisfx_cnn2d_reference", CHECKPOINT.parent / "cnn2d.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # the package's model file only imports torch
-    state, table = aisfx.read_checkpoint(CHECKPOINT)
+    state, table = weights.read_checkpoint(CHECKPOINT)
     assert "prosfx" in table and len(table) == 9
     ref = mod.EmbeddingNet("max", 3, 1, 64)
     ref.load_state_dict({k.removeprefix("embedding_net."): v for k, v in aisfx.encoder_state(state).items()})
-    ours = aisfx.pretrained()
+    ours = weights.pretrained()
     x = torch.rand(3, 100, 96)
     with torch.no_grad():
         torch.testing.assert_close(ours.embedding_net(x), ref.eval()(x), atol=1e-4, rtol=0)
@@ -112,8 +113,8 @@ def test_network_matches_package_network():
 
 @needs_weights
 def test_safetensors_conversion_loads_the_same(tmp_path):
-    dst = aisfx.convert_to_safetensors(CHECKPOINT, tmp_path / "aisfx.safetensors")
-    a, b = aisfx.pretrained(), aisfx.pretrained(dst)
+    dst = weights.convert_to_safetensors(CHECKPOINT, tmp_path / "aisfx.safetensors")
+    a, b = weights.pretrained(), weights.pretrained(dst)
     for k, v in a.state_dict().items():
         torch.testing.assert_close(b.state_dict()[k], v)
 
@@ -134,22 +135,22 @@ def test_tampered_checkpoint_is_refused_without_running(tmp_path):
     torch.save(({"embedding_net.x": torch.zeros(1)}, {"evil": _Payload(str(target))}), bad)
     assert not target.exists()
     with pytest.raises(AisfxWeightsError, match="refused"):
-        aisfx.read_checkpoint(bad)
+        weights.read_checkpoint(bad)
     assert not target.exists()
     # the same with a bare pickle (not a torch zip archive)
     raw = tmp_path / "raw.pth"
     raw.write_bytes(pickle.dumps(_Payload(str(target))))
     with pytest.raises(AisfxWeightsError, match="refused"):
-        aisfx.pretrained(raw)
+        weights.pretrained(raw)
     assert not target.exists()
 
 
 def test_missing_weights_say_how_to_get_them(tmp_path, monkeypatch):
     with pytest.raises(AisfxWeightsError, match=r"pip install --no-deps aisfx==0\.1\.2"):
-        aisfx.pretrained(tmp_path / "nope.pth")
-    monkeypatch.setattr(aisfx, "find_checkpoint", lambda: None)
+        weights.pretrained(tmp_path / "nope.pth")
+    monkeypatch.setattr(weights, "find_checkpoint", lambda: None)
     with pytest.raises(AisfxWeightsError, match="PaSST models keep working"):
-        aisfx.pretrained()
+        weights.pretrained()
 
 
 def test_wrong_network_size_is_a_clear_error(tmp_path):
@@ -159,4 +160,4 @@ def test_wrong_network_size_is_a_clear_error(tmp_path):
 
     save_file(small.state_dict(), str(path))
     with pytest.raises(AisfxWeightsError, match="does not fit"):
-        aisfx.pretrained(path)
+        weights.pretrained(path)
