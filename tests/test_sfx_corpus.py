@@ -93,6 +93,34 @@ def test_builder_on_fake_packages(tmp_path):
     assert list(csv.DictReader(open(out / "captions.csv"))) == rows
 
 
+def test_frozen_aisfx_features_of_the_corpus(tmp_path):
+    from training import aisfx_weights
+
+    if aisfx_weights.find_checkpoint() is None:
+        pytest.skip("aisfx wheel not installed")
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    listing, trees = _fake_repo(tmp_path)
+
+    def fake_fetch(package: str, work: Path) -> Path:
+        shutil.copytree(trees[package], work / "root")
+        return work / "root"
+
+    _build(tmp_path, listing, fake_fetch, test_fraction=0.0, val_fraction=0.0)
+    job = sc.embed_aisfx(tmp_path / "out", chunk=2)
+    try:
+        while True:
+            next(job)
+    except StopIteration as stop:
+        parts = stop.value
+    assert len(parts) == 2
+    loaded = [load_file(str(p)) for p in parts]
+    feats = torch.cat([x["features"] for x in loaded])
+    assert feats.shape == (3, 1024) and torch.isfinite(feats).all()
+    assert torch.cat([x["rows"] for x in loaded]).tolist() == [0, 1, 2]
+
+
 def test_split_is_by_package_and_recorded(tmp_path):
     listing, trees = _fake_repo(tmp_path)
 

@@ -645,6 +645,50 @@ def build_corpus(out_dir: str | Path, settings: Settings | None = None, listing:
     return write_outputs(out_dir, rows, settings, skipped)
 
 
+# ---------------------------------------------------------------------------------------------- frozen features
+
+
+def embed_aisfx(out_dir: str | Path, weights: str | Path | None = None, chunk: int = 256,
+                splits: Sequence[str] | None = None) -> Job:
+    """Frozen aiSFX clip features ([mean ; max] over blocks, 1024-d) of every corpus clip, computed once so a
+    trainer can fit projections without running the CNN. Writes OUT_DIR/aisfx/part-NNNNN.safetensors
+    (`features` (n, 1024), `rows` (n,) indices into captions.csv); resumable per part. Returns the file list.
+    """
+    import torch  # noqa: PLC0415 (heavy; the corpus build itself does not need it)
+    from safetensors.torch import save_file  # noqa: PLC0415
+
+    from models.frontends import AisfxMel  # noqa: PLC0415
+    from training.aisfx_weights import pretrained  # noqa: PLC0415
+    from training.caption_data import load_audio  # noqa: PLC0415
+
+    out_dir = Path(out_dir)
+    with open(out_dir / "captions.csv", newline="") as f:
+        rows = [(i, r["path"]) for i, r in enumerate(csv.DictReader(f)) if not splits or r["split"] in splits]
+    encoder, frontend = pretrained(weights), AisfxMel()
+    feat_dir = out_dir / "aisfx"
+    feat_dir.mkdir(exist_ok=True)
+    parts = []
+    for p, start in enumerate(range(0, len(rows), chunk)):
+        part = feat_dir / f"part-{p:05d}.safetensors"
+        parts.append(part)
+        yield {"step": start, "total": len(rows), "message": f"aiSFX features {start}/{len(rows)}"}
+        if part.is_file():
+            continue
+        feats, kept = [], []
+        with torch.inference_mode():
+            for i, path in rows[start : start + chunk]:
+                try:
+                    wave = load_audio(out_dir / path, frontend.config.sample_rate)
+                except (OSError, ValueError, RuntimeError):
+                    continue
+                feats.append(encoder(frontend(wave)[None])[0])
+                kept.append(i)
+        save_file({"features": torch.stack(feats) if feats else torch.zeros(0, encoder.dim),
+                   "rows": torch.tensor(kept, dtype=torch.long)}, str(part.with_suffix(".tmp")))
+        part.with_suffix(".tmp").replace(part)
+    return parts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m training.sfx_corpus", description=__doc__.split("\n\n")[0])
     p.add_argument("out_dir", help="output folder (keep it outside the repository)")
@@ -657,20 +701,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-midi", action="store_true")
     p.add_argument("--no-tts", action="store_true")
     p.add_argument("--no-debian", action="store_true")
+    p.add_argument("--embed-aisfx", action="store_true",
+                   help="after the build, precompute frozen aiSFX features of every clip (OUT_DIR/aisfx/)")
+    p.add_argument("--embed-splits", nargs="*", help="only these splits (default: all)")
     a = p.parse_args(argv)
     settings = Settings(a.max_per_package, a.max_deb_mb, a.val_fraction, a.test_fraction, a.seed)
     listing = Path(a.apt_file_listing).read_text() if a.apt_file_listing else None
-    job = build_corpus(a.out_dir, settings, listing, midi=not a.no_midi, tts=not a.no_tts, debian=not a.no_debian)
-    try:
-        while True:
-            ev = next(job)
-            print(f"[{ev['step'] + 1}/{ev['total']}] {ev['message']}", flush=True)
-    except StopIteration as stop:
-        summary = stop.value
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps({k: v for k, v in summary.items() if k != "packages_per_split"}, indent=1))
+    if not (a.no_midi and a.no_tts and a.no_debian):  # all three off: only --embed-aisfx on an existing corpus
+        job = build_corpus(a.out_dir, settings, listing, midi=not a.no_midi, tts=not a.no_tts,
+                           debian=not a.no_debian)
+        try:
+            while True:
+                ev = next(job)
+                print(f"[{ev['step'] + 1}/{ev['total']}] {ev['message']}", flush=True)
+        except StopIteration as stop:
+            summary = stop.value
+        except RuntimeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps({k: v for k, v in summary.items() if k != "packages_per_split"}, indent=1))
+    if a.embed_aisfx:
+        job = embed_aisfx(a.out_dir, splits=a.embed_splits)
+        try:
+            while True:
+                ev = next(job)
+                print(ev["message"], flush=True)
+        except StopIteration:
+            pass
+        except RuntimeError as e:  # AisfxWeightsError says how to get the weights
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return 0
 
 
