@@ -159,6 +159,9 @@ def test_caption_rules():
         ("usr/share/sounds/foo/sfx_expl_lrg_v2.wav", "foo"): "sound effect explosion large",
         ("usr/share/games/fillets-ng/sound/viking/en/dr-x-buch.ogg", "fillets-ng-data"): "viking dr buch",
         ("usr/share/foo/sounds/01.wav", "foo"): "",  # nothing meaningful left: skipped
+        ("usr/share/games/bar/snd/youlose.ogg", "bar"): "you lose",  # run-together words split
+        ("usr/share/games/bar/snd/gameover_2.ogg", "bar"): "game over",
+        ("usr/share/games/bar/snd/aimedh.ogg", "bar"): "aimedh",  # no split covers it: kept whole
     }
     for (path, package), want in cases.items():
         assert sc.caption_from_path(path, package) == want

