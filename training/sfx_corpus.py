@@ -5,7 +5,7 @@
 Three sources, every clip with its source package, license and a caption written by the rules below:
 
 1. Sound files (.ogg/.wav/.flac) shipped in Debian packages (games, educational software, sound themes, samples),
-   found with `apt-file search`, fetched with `apt-get download` and unpacked with `dpkg-deb -x`.
+   found with `apt-file search`, fetched with `apt-get download` (in batches), sound files and docs unpacked.
    Caption rule (`caption_from_path`): the file stem plus its nearest non-generic folder name, split into words
    (camelCase, `_`, `-`, `.`, letter/digit boundaries), lower-cased; numbers and take ids (`01`, `v2`, `take3`,
    single letters) dropped; run-together names split into the fewest English words (`segment`: "youlose" ->
@@ -350,17 +350,40 @@ def deb_sizes(packages: Sequence[str]) -> dict[str, int]:
     return sizes
 
 
-def fetch_and_unpack(package: str, work: Path) -> Path:
-    """`apt-get download` + `dpkg-deb -x` into work/root; returns the root. Raises RuntimeError with apt's message."""
+def download_debs(packages: Sequence[str], dest: Path) -> None:
+    """`apt-get download` a batch of packages into `dest` in one call (apt's start-up, reading its lists, costs
+    more than a small download); a failing batch is retried one package at a time, failures left to the caller."""
+    for package in packages:
+        check_not_reserved(package)
+    dest.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["apt-get", "download", "-q", *packages], cwd=dest, capture_output=True, text=True)
+    if r.returncode != 0 and len(packages) > 1:
+        for package in packages:
+            subprocess.run(["apt-get", "download", "-q", package], cwd=dest, capture_output=True, text=True)
+
+
+def fetch_and_unpack(package: str, work: Path, debs: Path | None = None) -> Path:
+    """The package's .deb (from `debs` if prefetched there, else `apt-get download`) -> its sound files and docs
+    unpacked under work/root; returns the root. Raises RuntimeError with apt's message."""
     check_not_reserved(package)
     work.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["apt-get", "download", "-q", package], cwd=work, capture_output=True, text=True)
-    debs = sorted(work.glob("*.deb"))
-    if r.returncode != 0 or not debs:
-        raise RuntimeError(f"apt-get download {package} failed: {(r.stderr or r.stdout).strip()[-300:]}")
+    found = sorted((debs or work).glob(f"{package}_*.deb"))
+    if not found:
+        r = subprocess.run(["apt-get", "download", "-q", package], cwd=work, capture_output=True, text=True)
+        found = sorted(work.glob(f"{package}_*.deb"))
+        if r.returncode != 0 or not found:
+            raise RuntimeError(f"apt-get download {package} failed: {(r.stderr or r.stdout).strip()[-300:]}")
     root = work / "root"
-    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(root)], check=True, capture_output=True)
-    debs[0].unlink()
+    root.mkdir(exist_ok=True)
+    # only the sound files and the docs (copyright): big data packages need not be unpacked whole
+    data = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(found[0])], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(root), "--wildcards", "--ignore-case", "*.ogg", "*.wav", "*.flac",
+                    "./usr/share/doc/*"], stdin=data.stdout, capture_output=True)  # exit 2 if a pattern misses
+    data.stdout.close()
+    if data.wait() != 0:
+        raise RuntimeError(f"dpkg-deb could not read {found[0].name}")
+    for deb in found:
+        deb.unlink()
     return root
 
 
@@ -591,14 +614,20 @@ def _recaption(row: Row) -> bool:
 
 def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: dict[str, list[str]],
                  fetch: Callable[[str, Path], Path] = fetch_and_unpack,
-                 sizes: dict[str, int] | None = None) -> Job:
+                 sizes: dict[str, int] | None = None, batch: int = 16) -> Job:
     """Fetch, unpack, collect and clean up one package at a time (bounded disk use); resumable per package."""
     names = sorted(packages)
     all_rows: list[Row] = []
     skipped: dict[str, str] = {}
+    debs = Path(tempfile.mkdtemp(prefix="sfx-corpus-debs-"))
     for i, package in enumerate(names):
         check_not_reserved(package)
         yield {"step": i, "total": len(names), "message": f"{package} ({len(all_rows)} clips so far)"}
+        if fetch is fetch_and_unpack and not any(debs.glob("*.deb")):  # prefetch the next batch in one apt call
+            todo = [p for p in names[i : i + batch] if _load_state(out_dir, p) is None
+                    and (sizes or {}).get(p, 0) <= settings.max_deb_mb * 1e6]
+            if todo:
+                download_debs(todo, debs)
         done = _load_state(out_dir, package)
         if done is not None:
             rows, info = done
@@ -619,7 +648,7 @@ def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: di
             continue
         work = Path(tempfile.mkdtemp(prefix="sfx-corpus-"))
         try:
-            root = fetch(package, work)
+            root = fetch_and_unpack(package, work, debs) if fetch is fetch_and_unpack else fetch(package, work)
             files = evenly_spaced(sorted(packages[package]), settings.max_per_package * 2)
             rows, counts = collect_package(root, package, files, out_dir, settings, dedup)
             _save_state(out_dir, package, rows, {"skipped_files": counts})
@@ -629,7 +658,10 @@ def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: di
             rows = []
         finally:
             shutil.rmtree(work, ignore_errors=True)
+            for deb in debs.glob(f"{package}_*.deb"):  # a package that failed leaves no .deb behind
+                deb.unlink()
         all_rows += rows
+    shutil.rmtree(debs, ignore_errors=True)
     return all_rows, skipped
 
 
