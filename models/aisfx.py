@@ -48,6 +48,7 @@ class AisfxConfig:
     block_hop: int = 50  # the package's emb_hop_size 0.5
     train_top_block: bool = False  # fine-tune conv_block4 (and its BN statistics); the rest stays frozen
     frozen: bool = True  # False: every layer trains (from the checkpoint or from scratch)
+    window_seconds: float = 10.0  # the search library cuts long files into windows of this length
 
     @property
     def embed_dim(self) -> int:
