@@ -202,3 +202,30 @@ def test_tts_captions_say_who_speaks():
     assert {c.caption.split(" says ")[0] for c in plan} == {"a man", "a woman"}
     assert {c.package for c in plan} == {"flite", "espeak-ng"}
     assert sc.split_for_package("flite", 0.5, 0.5, 0) == "train"  # synthetic sources always train
+
+
+def test_unpack_takes_sound_files_and_docs_only(tmp_path):
+    """A real .deb built with dpkg-deb (no network): only sound files and docs come out, and the .deb goes."""
+    if not shutil.which("dpkg-deb"):
+        pytest.skip("dpkg-deb not available")
+    import subprocess
+
+    pkg = tmp_path / "build"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN/control").write_text("Package: fake-sounds\nVersion: 1.0\nArchitecture: all\n"
+                                        "Maintainer: t <t@example.org>\nDescription: test\n")
+    sounds = pkg / "usr/share/games/fake/Sounds"
+    sounds.mkdir(parents=True)
+    sf.write(sounds / "Door.WAV", _tone(300, 0.2), SR, format="WAV")
+    (pkg / "usr/share/games/fake/level.dat").write_bytes(b"x" * 1000)
+    (pkg / "usr/share/doc/fake-sounds").mkdir(parents=True)
+    (pkg / "usr/share/doc/fake-sounds/copyright").write_text(DEP5)
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(pkg), str(debs / "fake-sounds_1.0_all.deb")],
+                   check=True, capture_output=True)
+    root = sc.fetch_and_unpack("fake-sounds", tmp_path / "work", debs)
+    assert (root / "usr/share/games/fake/Sounds/Door.WAV").is_file()
+    assert (root / "usr/share/doc/fake-sounds/copyright").read_text() == DEP5
+    assert not (root / "usr/share/games/fake/level.dat").exists()
+    assert not any(debs.iterdir())
