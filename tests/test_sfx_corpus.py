@@ -92,6 +92,15 @@ def test_builder_on_fake_packages(tmp_path):
     _build(tmp_path, listing, no_fetch, test_fraction=0.0, val_fraction=0.0)
     assert list(csv.DictReader(open(out / "captions.csv"))) == rows
 
+    # an interrupted build can still write its finished packages, fetching nothing
+    (out / ".state/chime-sounds.json").unlink()
+    job = sc.build_corpus(out, sc.Settings(test_fraction=0.0, val_fraction=0.0), listing, midi=False, tts=False,
+                          fetch=no_fetch, only_finished=True)
+    for _ in job:
+        pass
+    partial = list(csv.DictReader(open(out / "captions.csv")))
+    assert {r["source_package"] for r in partial} == {"boom-data"}
+
 
 def test_frozen_aisfx_features_of_the_corpus(tmp_path):
     from training import aisfx_weights

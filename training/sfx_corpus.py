@@ -614,7 +614,7 @@ def _recaption(row: Row) -> bool:
 
 def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: dict[str, list[str]],
                  fetch: Callable[[str, Path], Path] = fetch_and_unpack,
-                 sizes: dict[str, int] | None = None, batch: int = 16) -> Job:
+                 sizes: dict[str, int] | None = None, batch: int = 16, only_finished: bool = False) -> Job:
     """Fetch, unpack, collect and clean up one package at a time (bounded disk use); resumable per package."""
     names = sorted(packages)
     all_rows: list[Row] = []
@@ -623,6 +623,9 @@ def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: di
     for i, package in enumerate(names):
         check_not_reserved(package)
         yield {"step": i, "total": len(names), "message": f"{package} ({len(all_rows)} clips so far)"}
+        if only_finished and _load_state(out_dir, package) is None:
+            skipped[package] = "not built yet (--only-finished)"
+            continue
         if fetch is fetch_and_unpack and not any(debs.glob("*.deb")):  # prefetch the next batch in one apt call
             todo = [p for p in names[i : i + batch] if _load_state(out_dir, p) is None
                     and (sizes or {}).get(p, 0) <= settings.max_deb_mb * 1e6]
@@ -691,8 +694,11 @@ def write_outputs(out_dir: Path, rows: list[Row], settings: Settings, skipped: d
 
 def build_corpus(out_dir: str | Path, settings: Settings | None = None, listing: str | None = None,
                  midi: bool = True, tts: bool = True, debian: bool = True,
-                 fetch: Callable[[str, Path], Path] = fetch_and_unpack) -> Job:
-    """The whole build as a job: yields progress dicts, returns the summary written to splits.json."""
+                 fetch: Callable[[str, Path], Path] = fetch_and_unpack, only_finished: bool = False) -> Job:
+    """The whole build as a job: yields progress dicts, returns the summary written to splits.json.
+
+    only_finished: fetch nothing; write captions.csv from the packages an earlier (interrupted) build finished.
+    """
     settings = settings or Settings()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -710,7 +716,8 @@ def build_corpus(out_dir: str | Path, settings: Settings | None = None, listing:
     if debian:
         packages = find_sound_packages(listing)
         sizes = deb_sizes(sorted(packages)) if fetch is fetch_and_unpack else None
-        deb_rows, skipped = yield from build_debian(out_dir, dedup, settings, packages, fetch, sizes)
+        deb_rows, skipped = yield from build_debian(out_dir, dedup, settings, packages, fetch, sizes,
+                                                    only_finished=only_finished)
         rows += deb_rows
     return write_outputs(out_dir, rows, settings, skipped)
 
@@ -771,6 +778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-midi", action="store_true")
     p.add_argument("--no-tts", action="store_true")
     p.add_argument("--no-debian", action="store_true")
+    p.add_argument("--only-finished", action="store_true",
+                   help="fetch nothing: write captions.csv from the packages an interrupted build finished")
     p.add_argument("--embed-aisfx", action="store_true",
                    help="after the build, precompute frozen aiSFX features of every clip (OUT_DIR/aisfx/)")
     p.add_argument("--embed-splits", nargs="*", help="only these splits (default: all)")
@@ -779,7 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     listing = Path(a.apt_file_listing).read_text() if a.apt_file_listing else None
     if not (a.no_midi and a.no_tts and a.no_debian):  # all three off: only --embed-aisfx on an existing corpus
         job = build_corpus(a.out_dir, settings, listing, midi=not a.no_midi, tts=not a.no_tts,
-                           debian=not a.no_debian)
+                           debian=not a.no_debian, only_finished=a.only_finished)
         try:
             while True:
                 ev = next(job)
