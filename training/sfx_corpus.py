@@ -19,10 +19,11 @@ Three sources, every clip with its source package, license and a caption written
 3. Spoken words from TTS voices (`flite`: kal, awb, rms male, slt female; `espeak-ng`: en-us +m1..m3, +f1..f3),
    captioned "a man says hello" / "a woman says hello".
 
-Every clip is deduplicated by a hash of its decoded audio (mono, int16, native rate): the first occurrence in
-package order wins. The split is BY SOURCE PACKAGE (a deterministic hash of the package name), so `test` holds
-packages never trained on; `splits.json` records which. The synthetic sources (MIDI, TTS) are always `train`:
-the held-out packages measure real recorded sounds. These packages are reserved for evaluation and are refused
+Every clip is deduplicated by a hash of its decoded audio (mono, int16, native rate): the first occurrence wins,
+synthetic sources first, then packages from the smallest download up (then by name). The split is BY SOURCE
+PACKAGE (a deterministic hash of the package name), so `test` holds packages never trained on; `splits.json`
+records which. The synthetic sources (MIDI, TTS) are always `train`: the held-out packages measure real
+recorded sounds. These packages are reserved for evaluation and are refused
 everywhere (RESERVED_PREFIXES): tuxpaint-stamps*, ktuberling*, klettres*, asterisk-core-sounds-en*.
 
 Output: OUT_DIR/audio/<package>/<file> (the original file's bytes, or a 44.1-kHz wav for rendered clips),
@@ -616,7 +617,8 @@ def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: di
                  fetch: Callable[[str, Path], Path] = fetch_and_unpack,
                  sizes: dict[str, int] | None = None, batch: int = 16, only_finished: bool = False) -> Job:
     """Fetch, unpack, collect and clean up one package at a time (bounded disk use); resumable per package."""
-    names = sorted(packages)
+    # smallest download first: an interrupted build then holds the most packages (and --only-finished uses them)
+    names = sorted(packages, key=lambda p: ((sizes or {}).get(p, 0), p))
     all_rows: list[Row] = []
     skipped: dict[str, str] = {}
     debs = Path(tempfile.mkdtemp(prefix="sfx-corpus-debs-"))
@@ -645,9 +647,8 @@ def build_debian(out_dir: Path, dedup: Deduper, settings: Settings, packages: di
                 skipped[package] = info["skipped_package"]
             continue
         size = (sizes or {}).get(package, 0)
-        if size > settings.max_deb_mb * 1e6:
-            _save_state(out_dir, package, [], {"skipped_package": f"download {size / 1e6:.0f} MB > limit"})
-            skipped[package] = "too large"
+        if size > settings.max_deb_mb * 1e6:  # not saved: a later run with a higher limit takes it
+            skipped[package] = f"download {size / 1e6:.0f} MB > --max-deb-mb"
             continue
         work = Path(tempfile.mkdtemp(prefix="sfx-corpus-"))
         try:
