@@ -129,7 +129,7 @@ def fit_projection(train_paths: list[Path], train_caps: list[str], val_feats: to
         audio_val = model.embed_audio_features(val_feats)
         text_v = F.normalize(model.text_proj(text_val), dim=-1)
     return {**text_to_audio(audio_val, text_v, val_caps), "epochs": epochs, "train_clips": len(train_caps),
-            "final_train_loss": round(float(loss), 4), "fit_s": round(time.perf_counter() - start, 1),
+            "final_train_loss": round(float(loss.detach()), 4), "fit_s": round(time.perf_counter() - start, 1),
             "train_feature_s": round(compute_s, 1)}
 
 
