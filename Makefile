@@ -11,6 +11,9 @@ SYSTEM_PACKAGES := libportaudio2 espeak-ng xvfb libegl1 libgl1 libxkbcommon0 lib
   libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 \
   libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0
 PYTEST_ARGS ?=
+# aiSFX weights (CC BY 4.0) ship in this wheel; its pins (numpy==1.23, librosa==0.9.2) conflict with ours and
+# only its checkpoint file is used, so it is installed without dependencies
+AISFX_WHEEL ?= aisfx==0.1.2
 
 .PHONY: run test bench lint system-deps clean
 
@@ -50,11 +53,13 @@ $(VENV)/bin/python:
 $(VENV)/.installed: pyproject.toml | system-deps $(VENV)/bin/python
 	$(PIP) install -q $(TORCH_SPEC)
 	$(PIP) install -q -e .
+	$(PIP) install -q --no-deps $(AISFX_WHEEL)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | system-deps $(VENV)/bin/python
 	$(PIP) install -q $(TORCH_SPEC)
 	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --no-deps $(AISFX_WHEEL)
 	touch $@ $(VENV)/.installed
 
 clean:

@@ -7,6 +7,7 @@ All derived tensors (windows, filter banks, DCT matrices) are non-persistent buf
 state_dict, so embedding one in a model never changes its checkpoint.
 
     PasstMel           32 kHz, PaSST/CP-JKU `AugmentMelSTFT` (eval mode) -> (B, 128, frames)
+    AisfxMel           44.1 kHz, aiSFX (Ma & Lerch, ISMIR 2022) mel     -> (B, T, 96)
     MFCC               16 kHz, 13 MFCC + delta + delta-delta          -> (B, T, 39)
     LogMel             16 kHz, 80-bin log-mel                         -> (B, T, 80)
     LinearSpectrogram  16 kHz, linear magnitude, Griffin-Lim inverse  -> (B, T, 257)
@@ -133,6 +134,79 @@ class PasstMel(nn.Module):
             mel = torch.matmul(self.mel_banks, power)  # (B, n_mels, frames)
             mel = (torch.log(mel + 1e-5) + 4.5) / 5.0  # the official "fast normalisation"
         return mel[0] if unbatched else mel
+
+
+# ---------------------------------------------------------------------------------------------- aiSFX mel
+
+
+@dataclass
+class AisfxMelConfig:
+    """The aiSFX front end (github.com/alison-ma/aisfx, `spectrogram_librosa.py` + `spectrogram_normalize`).
+
+    Peak-normalised audio at 44.1 kHz, 2048-sample Hann frames every 1024 samples (centred, zero padding, as
+    librosa >= 0.9 pads), power spectrum, 96 HTK mel bands over 0-22050 Hz with each filter normalised to unit
+    sum (librosa `norm=1`, Essentia `unit_sum`), log10(1 + 10^4 * power), divided by 9.4578 (the maximum over
+    the paper's training spectrograms: the package's 'original' min-max normalisation with min 0).
+    """
+
+    sample_rate: int = 44100
+    n_fft: int = 2048
+    hop_length: int = 1024
+    n_mels: int = 96
+    f_min: float = 0.0
+    f_max: float = 22050.0
+    log_scale: float = 1e4
+    norm_max: float = 9.457798957824707
+    peak_normalize: bool = True  # the package divides each file by its peak before the STFT
+
+
+class AisfxMel(nn.Module):
+    """Waveform (N,) / (B, N) at 44.1 kHz -> (T, 96) / (B, T, 96), frame-major as the CNN reads it.
+
+    With `lengths` (B,) in samples, each row is peak-normalised over its real samples only, so padding a clip
+    into a batch does not change its frames.
+    """
+
+    def __init__(self, config: AisfxMelConfig | None = None) -> None:
+        super().__init__()
+        self.config = c = config or AisfxMelConfig()
+        self.register_buffer("window", torch.hann_window(c.n_fft, periodic=True), persistent=False)
+        fb = torchaudio.functional.melscale_fbanks(
+            c.n_fft // 2 + 1, c.f_min, c.f_max, c.n_mels, c.sample_rate, norm=None, mel_scale="htk"
+        )  # (F, n_mels) triangles, peak 1
+        fb = fb / fb.sum(dim=0, keepdim=True).clamp(min=1e-12)  # unit sum per band
+        self.register_buffer("mel_banks", fb.t().contiguous(), persistent=False)  # (n_mels, F)
+
+    @property
+    def dim(self) -> int:
+        return self.config.n_mels
+
+    def num_frames(self, num_samples: int | torch.Tensor) -> int | torch.Tensor:
+        return centered_num_frames(num_samples, self.config.hop_length)
+
+    def forward(self, wave: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        c = self.config
+        with torch.autocast(device_type=wave.device.type, enabled=False):
+            x, unbatched = _as_batch(wave, self.window.dtype)  # (B, N)
+            if c.peak_normalize:
+                x = x / _peaks(x, lengths)[:, None]
+            spec = torch.stft(
+                x, c.n_fft, hop_length=c.hop_length, window=self.window, center=True, pad_mode="constant",
+                return_complex=True,
+            )  # (B, F, T)
+            power = spec.real**2 + spec.imag**2
+            mel = torch.matmul(self.mel_banks, power)  # (B, n_mels, T)
+            feats = (torch.log10(1.0 + c.log_scale * mel) / c.norm_max).transpose(1, 2)  # (B, T, n_mels)
+        return feats[0] if unbatched else feats
+
+
+def _peaks(x: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+    """(B, N) -> (B,) peak |x| over each row's real samples; 1 for silent rows (as the package does)."""
+    a = x.abs()
+    if lengths is not None:
+        a = a * (torch.arange(x.shape[-1], device=x.device)[None, :] < lengths.to(x.device)[:, None])
+    peak = a.amax(dim=-1)
+    return torch.where(peak > 0, peak, torch.ones_like(peak))
 
 
 # ---------------------------------------------------------------------------------------------- 16 kHz
@@ -313,6 +387,7 @@ class LinearSpectrogram(nn.Module):
 
 FRONTENDS: dict[str, tuple[type, type[nn.Module]]] = {
     "passt_mel": (PasstMelConfig, PasstMel),
+    "aisfx_mel": (AisfxMelConfig, AisfxMel),
     "mfcc": (MFCCConfig, MFCC),
     "logmel": (LogMelConfig, LogMel),
     "linear_spec": (LinearSpecConfig, LinearSpectrogram),

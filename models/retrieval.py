@@ -1,5 +1,15 @@
-"""Text-to-audio retrieval (CP-JKU, DCASE2023 task 6b): PaSST audio encoder + Hugging Face text encoder,
-linear projections into a shared space, L2 normalisation, contrastive (NT-Xent) loss with temperature tau.
+"""Text-to-audio retrieval (CP-JKU, DCASE2023 task 6b): an audio encoder + Hugging Face text encoder,
+projections into a shared space, L2 normalisation, contrastive (NT-Xent) loss with temperature tau.
+
+The audio tower is a choice (`RetrievalConfig.audio_tower`):
+- "passt" (the paper's, default): PaSST on 32-kHz PasstMel (B, 128, T);
+- "aisfx": the aiSFX CNN (models/aisfx.py, Ma & Lerch 2022, CC BY 4.0) on 44.1-kHz AisfxMel (B, T, 96),
+  frozen or with its top block trainable (`AisfxConfig.train_top_block`); best with mean-pooled MiniLM text
+  (`aisfx_retrieval()`), since all-MiniLM-L6-v2 was trained with mean pooling.
+The published aiSFX weights are loaded by training/aisfx_weights.load_weights(model.audio_encoder) (a
+checkpoint of a trained model carries them itself). `audio_frontend(config)` builds the matching front end;
+`audio_features` + `embed_audio_features` split the forward pass so a trainer can embed clips once with a
+frozen tower and train only the projections.
 """
 
 from __future__ import annotations
@@ -13,19 +23,55 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models import aisfx as aisfx_lib
 from models import passt as passt_lib
 from models import text as text_lib
+from models.aisfx import AisfxConfig, AisfxEncoder
+from models.frontends import AisfxMel, PasstMel
 from models.passt import PaSST, PasstConfig, passt_s
 from models.text import TextConfig, TextEncoder
+
+AUDIO_TOWERS = ("passt", "aisfx")
 
 
 @dataclass
 class RetrievalConfig:
-    audio: PasstConfig = field(default_factory=passt_s)
+    audio: PasstConfig | AisfxConfig = field(default_factory=passt_s)
     text: TextConfig = field(default_factory=TextConfig)
     embed_dim: int = 1024
     tau: float = 0.05  # initial temperature
     learn_tau: bool = False
+    audio_tower: str = "passt"  # 'passt' | 'aisfx'; checkpoints from before the choice are PaSST
+    proj_layers: int = 1  # 1: linear projections (the paper); 2: Linear -> ReLU -> Linear
+
+    def __post_init__(self) -> None:
+        if self.audio_tower not in AUDIO_TOWERS:
+            raise ValueError(f"RetrievalConfig.audio_tower: expected one of {AUDIO_TOWERS}, got {self.audio_tower!r}")
+        want = PasstConfig if self.audio_tower == "passt" else AisfxConfig
+        if not isinstance(self.audio, want):
+            raise ValueError(f"RetrievalConfig: audio_tower={self.audio_tower!r} needs audio={want.__name__}(...), "
+                             f"got {type(self.audio).__name__}")
+        if self.proj_layers not in (1, 2):
+            raise ValueError(f"RetrievalConfig.proj_layers: 1 or 2, got {self.proj_layers}")
+
+
+def aisfx_retrieval(train_top_block: bool = False, **overrides: Any) -> RetrievalConfig:
+    """The aiSFX sound tower (frozen, or top block trainable) + frozen mean-pooled MiniLM + 2-layer projections."""
+    return RetrievalConfig(**{
+        "audio": AisfxConfig(train_top_block=train_top_block), "audio_tower": "aisfx",
+        "text": TextConfig(freeze="all", pooling="mean"), "embed_dim": 512, "proj_layers": 2, **overrides,
+    })
+
+
+def audio_frontend(config: RetrievalConfig) -> nn.Module:
+    """The front end the audio tower reads: PasstMel (32 kHz) or AisfxMel (44.1 kHz)."""
+    return AisfxMel() if config.audio_tower == "aisfx" else PasstMel()
+
+
+def _projection(d_in: int, d_out: int, layers: int) -> nn.Module:
+    # one layer keeps the `*_proj.weight` keys of earlier checkpoints
+    return nn.Linear(d_in, d_out) if layers == 1 else nn.Sequential(nn.Linear(d_in, d_out), nn.ReLU(),
+                                                                    nn.Linear(d_out, d_out))
 
 
 def contrastive_loss(sim: torch.Tensor, audio_ids_of_captions: torch.Tensor) -> torch.Tensor:
@@ -51,10 +97,12 @@ class RetrievalModel(nn.Module):
     def __init__(self, config: RetrievalConfig) -> None:
         super().__init__()
         self.config = config
-        self.audio_encoder = PaSST(config.audio)
+        self.audio_encoder: PaSST | AisfxEncoder = (
+            AisfxEncoder(config.audio) if isinstance(config.audio, AisfxConfig) else PaSST(config.audio)
+        )
         self.text_encoder = TextEncoder(config.text)
-        self.audio_proj = nn.Linear(self.audio_encoder.dim, config.embed_dim)
-        self.text_proj = nn.Linear(self.text_encoder.dim, config.embed_dim)
+        self.audio_proj = _projection(self.audio_encoder.dim, config.embed_dim, config.proj_layers)
+        self.text_proj = _projection(self.text_encoder.dim, config.embed_dim, config.proj_layers)
         # log tau keeps the temperature positive when learnt; a buffer-like parameter when fixed
         self.log_tau = nn.Parameter(torch.tensor(math.log(config.tau)), requires_grad=config.learn_tau)
 
@@ -62,15 +110,23 @@ class RetrievalModel(nn.Module):
     def tau(self) -> torch.Tensor:
         return self.log_tau.exp()
 
-    def embed_audio(self, mel: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, n_mels, T) PaSST log-mel (+ (B,) real frame counts) -> (B, E) unit vectors.
+    def audio_features(self, feats: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Front-end output (+ (B,) real frame counts) -> (B, D) tower features, before the projection.
 
-        Long clips are cut into windows and averaged over real-audio windows only (PaSST.embed_windows).
+        PaSST: (B, n_mels, T) log-mel, averaged over real-audio windows (PaSST.embed_windows).
+        aiSFX: (B, T, 96) frames, [mean ; max] over 100-frame blocks. With a frozen tower these can be
+        computed once per clip and fed to `embed_audio_features` at every step.
         """
-        return self.embed_audio_features(self.audio_encoder.embed_windows(mel, lengths))
+        if isinstance(self.audio_encoder, AisfxEncoder):
+            return self.audio_encoder(feats, lengths)
+        return self.audio_encoder.embed_windows(feats, lengths)
+
+    def embed_audio(self, feats: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Front-end output (see audio_features) -> (B, E) unit vectors."""
+        return self.embed_audio_features(self.audio_features(feats, lengths))
 
     def embed_audio_features(self, features: torch.Tensor) -> torch.Tensor:
-        """(B, D) precomputed PaSST features (frozen encoder) -> (B, E) unit vectors."""
+        """(B, D) precomputed tower features (frozen encoder) -> (B, E) unit vectors."""
         return F.normalize(self.audio_proj(features), dim=-1)
 
     def embed_text(self, captions: list[str]) -> torch.Tensor:
@@ -101,8 +157,9 @@ def config_from_dict(d: dict[str, Any]) -> RetrievalConfig:
     unknown = sorted(set(d) - names)
     if unknown:
         raise ValueError(f"RetrievalConfig: unknown field(s) {', '.join(unknown)}")
-    if "audio" in d:
-        d["audio"] = passt_lib.config_from_dict(d["audio"])
+    if "audio" in d and isinstance(d["audio"], dict):
+        lib = aisfx_lib if d.get("audio_tower", "passt") == "aisfx" else passt_lib
+        d["audio"] = lib.config_from_dict(d["audio"])
     if "text" in d:
         d["text"] = text_lib.config_from_dict(d["text"])
     return RetrievalConfig(**d)

@@ -26,6 +26,7 @@ __all__ = ["DEFAULT_TEXT_MODEL", "TextConfig", "TextEncoder", "default_model_dir
            "resolve_model_path", "text_tiny"]
 
 FREEZE_MODES = ("none", "all", "embeddings", "bottom:N")
+POOLINGS = ("cls", "mean")
 
 
 @dataclass
@@ -34,7 +35,9 @@ class TextConfig:
     tokenizer: str | None = None  # None: the model's own (for tiny models: the default model's)
     max_tokens: int = 32  # including [CLS]/[SEP]
     freeze: str = "none"  # 'none' | 'all' | 'embeddings' | 'bottom:N' (embeddings + the first N layers)
-    pooling: str = "cls"  # first-token output
+    # 'cls': first-token output (BERT/RoBERTa, as in the CP-JKU paper); 'mean': mean over real tokens, how
+    # sentence-transformers models such as all-MiniLM-L6-v2 were trained
+    pooling: str = "cls"
     tiny: bool = False  # a randomly initialised BERT of the sizes below (name_or_path is then ignored)
     tiny_hidden: int = 32
     tiny_layers: int = 2
@@ -44,8 +47,8 @@ class TextConfig:
 
     def __post_init__(self) -> None:
         parse_freeze(self.freeze)
-        if self.pooling != "cls":
-            raise ValueError(f"TextConfig.pooling: only 'cls' (first token) is supported, got {self.pooling!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"TextConfig.pooling: one of {POOLINGS}, got {self.pooling!r}")
         if not self.tiny and not self.name_or_path:
             raise ValueError("TextConfig: give name_or_path (a local model directory) or tiny=True")
 
@@ -65,7 +68,7 @@ def parse_freeze(mode: str) -> tuple[str, int]:
 
 
 class TextEncoder(nn.Module):
-    """list of captions -> (B, H) first-token outputs of a Hugging Face encoder."""
+    """list of captions -> (B, H) first-token (or mean-pooled) outputs of a Hugging Face encoder."""
 
     def __init__(self, config: TextConfig) -> None:
         super().__init__()
@@ -88,8 +91,11 @@ class TextEncoder(nn.Module):
     def forward(self, captions: list[str]) -> torch.Tensor:
         device = next(self.model.parameters()).device
         batch = {k: v.to(device) for k, v in self.tokenize(captions).items()}
-        out = self.model(**batch)
-        return out.last_hidden_state[:, 0]  # (B, H) first token ([CLS] / <s>)
+        hidden = self.model(**batch).last_hidden_state  # (B, L, H)
+        if self.config.pooling == "mean":
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
+            return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # (B, H)
+        return hidden[:, 0]  # (B, H) first token ([CLS] / <s>)
 
     # ------------------------------------------------------------------------------------------ freezing
 

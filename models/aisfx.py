@@ -1,0 +1,190 @@
+"""aiSFX: the sound-effects encoder of Ma & Lerch, "Representation Learning for the Automatic Indexing of Sound
+Effects Libraries" (ISMIR 2022), re-implemented in plain PyTorch.
+
+Model credit: the weights are the authors' `aisfx/models/checkpoint.pth` from the PyPI wheel `aisfx` 0.1.2
+(Copyright (c) 2022 A.B. Ma and A. Lerch, Creative Commons Attribution 4.0 International), trained across
+professional sound-effects libraries (Pro Sound Effects, Soundly, UCS-mixed, Sound Ideas series). This module
+is our own code; only the weights come from the wheel, read as data (never imported, never unpickled as code).
+
+Architecture (the DCASE cross-task baseline "Cnn_9layers" with max pooling, as the package builds it):
+four ConvBlocks (two 3x3 conv -> BN -> ReLU each, then 2x2 max pooling for the first three), 1 -> 64 -> 128 ->
+256 -> 512 channels; mean over frequency, max over time -> a 512-d embedding of a 100-frame (~2.3 s) block.
+A clip is cut into 100-frame blocks with hop 50 (the package's `blocking`, partial last block dropped, clips
+shorter than a block zero-padded to one); the clip embedding is [mean over blocks ; max over blocks] (1024-d).
+
+State-dict keys match the checkpoint's `embedding_net.*`; its per-dataset classifier heads (`fc.*`) are not
+part of the encoder and are dropped on load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+AISFX_WHEEL = "aisfx==0.1.2"
+CHECKPOINT_IN_WHEEL = "aisfx/models/checkpoint.pth"
+HOW_TO_GET_WEIGHTS = (
+    "aiSFX weights not found. Install the wheel that ships them, without its pinned dependencies "
+    f"(they conflict with Earshot's; only the checkpoint file is used): pip install --no-deps {AISFX_WHEEL} "
+    "(`make run`/`make test` do this), or give the path of its checkpoint.pth or of a converted .safetensors "
+    "file. PaSST models keep working without it."
+)
+
+
+class AisfxWeightsError(RuntimeError):
+    """The aiSFX weights are missing, refused (not plain tensors) or do not fit the network."""
+
+
+@dataclass
+class AisfxConfig:
+    base_channels: int = 64  # 64 -> 128 -> 256 -> 512
+    block_frames: int = 100  # frames per block (~2.3 s at hop 1024 / 44.1 kHz)
+    block_hop: int = 50  # the package's emb_hop_size 0.5
+    train_top_block: bool = False  # fine-tune conv_block4 (and its BN statistics); the rest stays frozen
+    frozen: bool = True  # False: every layer trains (from the checkpoint or from scratch)
+    window_seconds: float = 10.0  # the search library cuts long files into windows of this length
+
+    @property
+    def embed_dim(self) -> int:
+        return self.base_channels * 8
+
+    @property
+    def dim(self) -> int:
+        return 2 * self.embed_dim  # [mean ; max] over blocks
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1, bias=False)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.bn2 = nn.BatchNorm2d(c_out)
+
+    def forward(self, x: torch.Tensor, pool: bool) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return F.max_pool2d(x, 2) if pool else x
+
+
+class EmbeddingNet(nn.Module):
+    """(n, 100, 96) blocks -> (n, 512)."""
+
+    def __init__(self, base: int) -> None:
+        super().__init__()
+        self.conv_block1 = ConvBlock(1, base)
+        self.conv_block2 = ConvBlock(base, base * 2)
+        self.conv_block3 = ConvBlock(base * 2, base * 4)
+        self.conv_block4 = ConvBlock(base * 4, base * 8)
+
+    def forward(self, blocks: torch.Tensor) -> torch.Tensor:
+        x = blocks.unsqueeze(1)  # (n, 1, T, F)
+        x = self.conv_block1(x, pool=True)  # (n, 64, T/2, F/2)
+        x = self.conv_block2(x, pool=True)  # (n, 128, T/4, F/4)
+        x = self.conv_block3(x, pool=True)  # (n, 256, T/8, F/8)
+        x = self.conv_block4(x, pool=False)  # (n, 512, T/8, F/8)
+        return x.mean(dim=3).amax(dim=2)  # mean over frequency, max over time -> (n, 512)
+
+
+def block_starts(num_frames: int, block: int, hop: int) -> list[int]:
+    """Start frames of the package's blocks: full blocks every `hop` frames, the partial last one dropped;
+    a clip shorter than one block gives one block (zero-padded)."""
+    if num_frames <= block:
+        return [0]
+    return [i * hop for i in range((num_frames - block) // hop + 1)]
+
+
+class AisfxEncoder(nn.Module):
+    def __init__(self, config: AisfxConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or AisfxConfig()
+        self.embedding_net = EmbeddingNet(self.config.base_channels)
+        self.apply_freeze()
+
+    @property
+    def dim(self) -> int:
+        return self.config.dim
+
+    def apply_freeze(self) -> None:
+        c = self.config
+        for p in self.parameters():
+            p.requires_grad_(not c.frozen)
+        if c.frozen and c.train_top_block:
+            for p in self.embedding_net.conv_block4.parameters():
+                p.requires_grad_(True)
+
+    def train(self, mode: bool = True) -> AisfxEncoder:
+        super().train(mode)
+        if self.config.frozen:  # frozen layers keep the checkpoint's BN statistics
+            self.embedding_net.eval()
+            if mode and self.config.train_top_block:
+                self.embedding_net.conv_block4.train()
+        return self
+
+    def blocks(self, feats: torch.Tensor, num_frames: int) -> torch.Tensor:
+        """(T, 96) frames of one clip, of which the first `num_frames` are real -> (n, 100, 96) blocks."""
+        c = self.config
+        real = feats[:num_frames]
+        if num_frames < c.block_frames:
+            real = F.pad(real, (0, 0, 0, c.block_frames - num_frames))
+        return torch.stack([real[s : s + c.block_frames] for s in block_starts(num_frames, c.block_frames,
+                                                                                 c.block_hop)])
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor | None = None, max_batch: int = 64) -> torch.Tensor:
+        """(B, T, 96) AisfxMel frames (+ (B,) real frame counts) -> (B, 1024) [mean ; max] over each clip's blocks.
+
+        Padding frames are never looked at, so a clip's embedding does not depend on its batch.
+        """
+        B, T, _ = feats.shape
+        counts = [T] * B if lengths is None else lengths.detach().to("cpu", torch.long).clamp(1, T).tolist()
+        per_clip = [self.blocks(feats[b], n) for b, n in enumerate(counts)]
+        sizes = [len(x) for x in per_clip]
+        blocks = torch.cat(per_clip)  # (sum n_b, 100, 96)
+        emb = torch.cat([self.embedding_net(blocks[i : i + max_batch]) for i in range(0, len(blocks), max_batch)])
+        out = [torch.cat([e.mean(dim=0), e.amax(dim=0)]) for e in emb.split(sizes)]
+        return torch.stack(out)  # (B, 1024)
+
+    def embed_blocks(self, feats: torch.Tensor) -> torch.Tensor:
+        """(T, 96) frames of one clip -> (n, 512): one embedding per block, as the package's inference returns."""
+        return self.embedding_net(self.blocks(feats, feats.shape[0]))
+
+
+# ---------------------------------------------------------------------------------------------- weights
+# Reading the weight files (the wheel's pickle-based .pth, or .safetensors) lives in training/aisfx_weights.py:
+# models/ stays pure PyTorch.
+
+
+def encoder_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The `embedding_net.*` tensors of a checkpoint (classifier heads `fc.*` dropped)."""
+    return {k: v for k, v in state.items() if k.startswith("embedding_net.")}
+
+
+def load_encoder_state(encoder: AisfxEncoder, state: dict[str, torch.Tensor], source: str = "weights") -> None:
+    """Fill `encoder` from a checkpoint's tensors; a clear AisfxWeightsError when they do not fit."""
+    state = encoder_state(state)
+    own = encoder.state_dict()
+    missing = sorted(set(own) - set(state))
+    wrong = sorted(k for k in own if k in state and state[k].shape != own[k].shape)
+    if missing or wrong:
+        raise AisfxWeightsError(f"{source}: does not fit AisfxEncoder(base_channels={encoder.config.base_channels})"
+                                f"; missing {missing[:3]}, wrong shapes {wrong[:3]}")
+    encoder.load_state_dict(state)
+
+
+def config_from_dict(d: dict[str, Any]) -> AisfxConfig:
+    names = {f.name for f in dataclasses.fields(AisfxConfig)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"AisfxConfig: unknown field(s) {', '.join(unknown)}")
+    return AisfxConfig(**d)
+
+
+def num_blocks(num_frames: int, config: AisfxConfig | None = None) -> int:
+    c = config or AisfxConfig()
+    return 1 if num_frames <= c.block_frames else math.floor((num_frames - c.block_frames) / c.block_hop) + 1

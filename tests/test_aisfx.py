@@ -1,0 +1,163 @@
+"""aiSFX encoder (models/aisfx.py), its front end (models/frontends.AisfxMel) and weights (training/aisfx_weights.py).
+
+Reference checks against the `aisfx` 0.1.2 wheel (installed with `pip install --no-deps aisfx==0.1.2`):
+- front end: the package's librosa path (`spectrogram_librosa.compute_spectrogram` + 'original' normalisation),
+  recomputed here with librosa on real clips, must match AisfxMel to 1e-4 absolute (features lie in [0, ~1];
+  measured differences are ~5e-6, float32 STFT vs librosa's float32/64 mix). The package's librosa path
+  returns (mels, frames) and blocks along its first axis; the network (and the package's Essentia path, used
+  in the paper) reads (frames, mels), so the reference is transposed.
+- network: the package's own `EmbeddingNet` (loaded from its file, not imported as a package) with the same
+  checkpoint must give the same block embeddings (1e-4).
+"""
+
+import importlib.util
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models import aisfx
+from models.aisfx import AisfxConfig, AisfxEncoder, AisfxWeightsError
+from models.frontends import AisfxMel, frontend_from_dict, frontend_to_dict
+from training import aisfx_weights as weights
+
+CHECKPOINT = weights.find_checkpoint()
+needs_weights = pytest.mark.skipif(CHECKPOINT is None, reason=aisfx.HOW_TO_GET_WEIGHTS)
+
+
+def _package_mel(path: Path) -> np.ndarray:
+    """The aisfx package's librosa front end, step by step, transposed to (frames, mels)."""
+    librosa = pytest.importorskip("librosa")
+    y, sr = librosa.load(path=str(path), sr=44100.0)
+    peak = np.max(np.abs(y)) or 1.0
+    y = y / peak
+    spec = librosa.feature.melspectrogram(y=y, sr=sr, n_mels=96, norm=1.0, fmin=0.0, fmax=22050.0, htk=True,
+                                          power=2.0, hop_length=1024, win_length=2048)
+    spec = np.log10(spec * 10000.0 + 1)
+    return (spec / 9.457798957824707).T, y
+
+
+def test_frontend_matches_package_librosa_path(sfx):
+    clips = sorted((sfx / "audio").glob("*.wav"))[::150][:6]
+    assert len(clips) >= 5
+    fe = AisfxMel()
+    for path in clips:
+        ref, y = _package_mel(path)
+        ours = fe(torch.from_numpy(y)).numpy()
+        assert ours.shape == ref.shape
+        np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
+
+
+def test_frontend_peak_normalises_real_samples_only():
+    fe = AisfxMel()
+    wave = torch.randn(44100) * 0.1
+    padded = torch.cat([wave, torch.zeros(22050)])
+    batch = torch.stack([padded, padded * 0.5])
+    out = fe(batch, lengths=torch.tensor([44100, 44100]))
+    # peak normalisation makes the level irrelevant; real frames do not depend on padding
+    torch.testing.assert_close(out[0], out[1])
+    torch.testing.assert_close(out[0, : fe.num_frames(44100) - 2], fe(wave)[: fe.num_frames(44100) - 2])
+    assert fe(torch.zeros(4096)).abs().max() == 0  # silence stays zero instead of dividing by zero
+
+
+def test_frontend_round_trips_through_checkpoint_metadata():
+    fe = frontend_from_dict(frontend_to_dict(AisfxMel()))
+    assert isinstance(fe, AisfxMel) and fe.state_dict() == {}
+
+
+def test_block_starts_follow_the_package():
+    # package: ceil((T - 100) / 50 + 1) blocks, minus a partial last one, at least one
+    for T, want in ((30, 1), (100, 1), (149, 1), (150, 2), (199, 2), (200, 3), (1000, 19)):
+        assert len(aisfx.block_starts(T, 100, 50)) == want == aisfx.num_blocks(T)
+
+
+def test_clip_embedding_ignores_padding_and_batch():
+    torch.manual_seed(0)
+    enc = AisfxEncoder(AisfxConfig(base_channels=4)).eval()
+    a, b = torch.rand(260, 96), torch.rand(80, 96)
+    batch = torch.stack([a, torch.cat([b, torch.rand(180, 96)])])
+    with torch.no_grad():
+        both = enc(batch, torch.tensor([260, 80]))
+        alone = enc(b[None])
+    assert both.shape == (2, 2 * 32)
+    torch.testing.assert_close(both[1], alone[0])
+
+
+def test_freezing_modes():
+    frozen = AisfxEncoder(AisfxConfig(base_channels=4))
+    assert not any(p.requires_grad for p in frozen.parameters())
+    top = AisfxEncoder(AisfxConfig(base_channels=4, train_top_block=True)).train()
+    trainable = {n for n, p in top.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("embedding_net.conv_block4.") for n in trainable)
+    assert top.embedding_net.conv_block4.training and not top.embedding_net.conv_block1.training
+
+
+@needs_weights
+def test_network_matches_package_network():
+    spec = importlib.util.spec_from_file_location("aisfx_cnn2d_reference", CHECKPOINT.parent / "cnn2d.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # the package's model file only imports torch
+    state, table = weights.read_checkpoint(CHECKPOINT)
+    assert "prosfx" in table and len(table) == 9
+    ref = mod.EmbeddingNet("max", 3, 1, 64)
+    ref.load_state_dict({k.removeprefix("embedding_net."): v for k, v in aisfx.encoder_state(state).items()})
+    ours = weights.pretrained()
+    x = torch.rand(3, 100, 96)
+    with torch.no_grad():
+        torch.testing.assert_close(ours.embedding_net(x), ref.eval()(x), atol=1e-4, rtol=0)
+    assert set(ours.state_dict()) == set(aisfx.encoder_state(state))  # key-compatible
+
+
+@needs_weights
+def test_safetensors_conversion_loads_the_same(tmp_path):
+    dst = weights.convert_to_safetensors(CHECKPOINT, tmp_path / "aisfx.safetensors")
+    a, b = weights.pretrained(), weights.pretrained(dst)
+    for k, v in a.state_dict().items():
+        torch.testing.assert_close(b.state_dict()[k], v)
+
+
+class _Payload:
+    """Unpickling this would create a file: a stand-in for a checkpoint that runs code."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __reduce__(self):
+        return (os.mkdir, (self.target,))
+
+
+def test_tampered_checkpoint_is_refused_without_running(tmp_path):
+    target = tmp_path / "pwned"
+    bad = tmp_path / "checkpoint.pth"
+    torch.save(({"embedding_net.x": torch.zeros(1)}, {"evil": _Payload(str(target))}), bad)
+    assert not target.exists()
+    with pytest.raises(AisfxWeightsError, match="refused"):
+        weights.read_checkpoint(bad)
+    assert not target.exists()
+    # the same with a bare pickle (not a torch zip archive)
+    raw = tmp_path / "raw.pth"
+    raw.write_bytes(pickle.dumps(_Payload(str(target))))
+    with pytest.raises(AisfxWeightsError, match="refused"):
+        weights.pretrained(raw)
+    assert not target.exists()
+
+
+def test_missing_weights_say_how_to_get_them(tmp_path, monkeypatch):
+    with pytest.raises(AisfxWeightsError, match=r"pip install --no-deps aisfx==0\.1\.2"):
+        weights.pretrained(tmp_path / "nope.pth")
+    monkeypatch.setattr(weights, "find_checkpoint", lambda: None)
+    with pytest.raises(AisfxWeightsError, match="PaSST models keep working"):
+        weights.pretrained()
+
+
+def test_wrong_network_size_is_a_clear_error(tmp_path):
+    small = AisfxEncoder(AisfxConfig(base_channels=4))
+    path = tmp_path / "small.safetensors"
+    from safetensors.torch import save_file
+
+    save_file(small.state_dict(), str(path))
+    with pytest.raises(AisfxWeightsError, match="does not fit"):
+        weights.pretrained(path)
