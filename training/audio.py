@@ -20,13 +20,11 @@ Decisions:
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import stat
 import struct
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -37,6 +35,7 @@ import soundfile as sf
 import soxr
 
 from training.config import setting
+from training.files import atomic_path
 
 PathLike = str | os.PathLike
 
@@ -398,17 +397,8 @@ def save_wav(path: PathLike, audio: np.ndarray, sample_rate: int, subtype: str =
     sanitize(x)
     if subtype.startswith("PCM"):
         np.clip(x, -1.0, 1.0, out=x)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            sf.write(fh, x, sample_rate, subtype=subtype, format="WAV")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a handle: soundfile wants names as UTF-8
+        sf.write(fh, x, sample_rate, subtype=subtype, format="WAV")
     return path
 
 

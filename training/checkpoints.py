@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import struct
-import tempfile
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from safetensors import SafetensorError
 
 from training import kinds
+from training.files import atomic_path
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: reading metadata needs none of it
     import torch
@@ -167,17 +167,9 @@ def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, torch.
     leaves the previous file intact. Used for checkpoints, resume states and feature caches."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(dict(tensors), tmp, metadata=dict(metadata))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+    with atomic_path(path) as tmp:
+        save_file(dict(tensors), str(tmp), metadata=dict(metadata))
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; these are ordinary shareable files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -29,7 +29,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -42,6 +41,7 @@ from training import kinds
 from training.config import SettingSpec, argv_for, settings_of
 from training.config import check_settings as check_config
 from training.events import EventReader, append_event, terminal_status
+from training.files import atomic_path
 
 __all__ = ["KINDS", "Run", "RunError", "SettingSpec", "build_argv", "check_settings", "list_runs", "open_run",
            "register_model", "settings_schema", "start_run"]
@@ -405,14 +405,8 @@ def _pid_alive(pid: Any, folder: Path) -> bool:  # noqa: ANN401 - pid from JSON
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic: a crash mid-write leaves the old file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path, fsync=False) as tmp, tmp.open("w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, default=str)
 
 
 def _launch(run: Run, argv: list[str]) -> None:
@@ -537,16 +531,8 @@ def model_card(run: Run, name: str) -> str:
 
 
 def _atomic_copy(write: Callable[[Path], None], target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)  # a failed copy (disk full) leaves no half file
-        raise
+    with atomic_path(target) as tmp:  # a failed copy (disk full) leaves no half file
+        write(tmp)
 
 
 def register_model(run: Run, name: str, models_dir: Path | None = None, overwrite: bool = False) -> Path:

@@ -18,15 +18,14 @@ Files of all three kinds carry their own parameters (HNSW M, IVF nlist/nprobe), 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
+
+from training.files import atomic_path
 
 EXACT, HNSW, IVF = "exact", "hnsw", "ivf"
 _RANK = {EXACT: 0, HNSW: 1, IVF: 2}
@@ -331,17 +330,8 @@ class VectorIndex:
         path = Path(path)
         self.compact()
         data = faiss.serialize_index(self.index)  # (bytes,) uint8
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data.tobytes())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data.tobytes())
 
     @classmethod
     def load(cls, path: Path, dim: int, config: IndexConfig | None = None) -> VectorIndex:
