@@ -199,6 +199,21 @@ def _close_stream(stream: Any) -> str:  # noqa: ANN401
     return "; ".join(problems)
 
 
+def _open_started(factory: Callable[..., Any], direction: str, **kwargs: Any) -> Any:  # noqa: ANN401
+    """Open a float32 stream (sounddevice's InputStream/OutputStream or a test double) and start it; either
+    step failing is a NoAudioDeviceError that names it, and a stream that will not start is closed again."""
+    try:
+        stream = factory(dtype="float32", **kwargs)
+    except Exception as e:
+        raise NoAudioDeviceError(f"cannot open audio {direction}: {e}") from None
+    try:
+        stream.start()
+    except Exception as e:
+        _close_stream(stream)
+        raise NoAudioDeviceError(f"cannot start audio {direction}: {e}") from None
+    return stream
+
+
 # ------------------------------------------------------------------------------------------------ record
 
 
@@ -255,25 +270,9 @@ class Recorder:
             factory = _import_sounddevice().InputStream
         self.buffer.clear()
         self._error = self._failed = ""
-        try:
-            stream = factory(
-                samplerate=self.sample_rate,
-                channels=self.channels,
-                blocksize=self.block_size,
-                dtype="float32",
-                callback=self._callback,
-                device=self.device,
-            )
-        except Exception as e:
-            raise NoAudioDeviceError(f"cannot open audio input: {e}") from None
         self._last_callback = time.monotonic()
-        self._stream = stream
-        try:
-            stream.start()
-        except Exception as e:
-            self._stream = None
-            _close_stream(stream)
-            raise NoAudioDeviceError(f"cannot start audio input: {e}") from None
+        self._stream = _open_started(factory, "input", samplerate=self.sample_rate, channels=self.channels,
+                                     blocksize=self.block_size, callback=self._callback, device=self.device)
 
     def stop(self) -> None:
         """Stop and close the stream; what was recorded stays in the buffer for `drain()`."""
@@ -371,24 +370,8 @@ class Player:
             self._pos = min(len(x), max(0, round(start_seconds * sample_rate)))
             self._done = self._pos >= len(x)
         self._error = ""
-        try:
-            stream = factory(
-                samplerate=sample_rate,
-                channels=x.shape[1],
-                blocksize=self.block_size,
-                dtype="float32",
-                callback=self._callback,
-                device=self.device,
-            )
-        except Exception as e:
-            raise NoAudioDeviceError(f"cannot open audio output: {e}") from None
-        self._stream = stream
-        try:
-            stream.start()
-        except Exception as e:
-            self._stream = None
-            _close_stream(stream)
-            raise NoAudioDeviceError(f"cannot start audio output: {e}") from None
+        self._stream = _open_started(factory, "output", samplerate=sample_rate, channels=x.shape[1],
+                                     blocksize=self.block_size, callback=self._callback, device=self.device)
 
     def stop(self) -> None:
         stream, self._stream = self._stream, None
