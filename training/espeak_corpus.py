@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import os
 import random
 import re
@@ -265,7 +266,6 @@ def generate_corpus(
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m training.espeak_corpus OUT [--words N] ...`: generate a corpus from the command line."""
     import argparse
-    import json
 
     p = argparse.ArgumentParser(description="synthesise a spoken-word corpus with espeak-ng (labelled synthetic)")
     p.add_argument("out", type=Path)
@@ -279,13 +279,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     job = generate_corpus(args.out, args.words, seed=args.seed, workers=args.workers,
                           n_heldout_words=args.heldout_words, n_dev_words=args.dev_words,
                           voices_per_word=args.voices_per_word)
+    return run_cli(job, print_every=2000)
+
+
+def run_cli(job: Generator[dict[str, Any], None, Any], print_every: int = 1) -> int:
+    """Drive a corpus job from a command line: print every `print_every`-th progress step, then the result
+    as JSON; exit status 0. Shared by the corpus builders' `main`s."""
     while True:
         try:
             progress = next(job)
         except StopIteration as stop:
             print(json.dumps(stop.value, indent=2))
             return 0
-        if progress.get("step", 0) % 2000 == 0:
+        if print_every <= 1 or progress.get("step", 0) % print_every == 0:
             print(progress, flush=True)
 
 

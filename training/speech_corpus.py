@@ -513,13 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     speakers = DEFAULT_HELDOUT_SPEAKERS if args.heldout_speaker is None else [s for s in args.heldout_speaker if s]
     job = build_corpus(args.out, args.words, args.sentences, args.dev_words, args.dev_fraction, packages, speakers,
                        seed=args.seed)
-    while True:
-        try:
-            progress = next(job)
-        except StopIteration as stop:
-            print(json.dumps(stop.value, indent=2))
-            return 0
-        print(progress, flush=True)
+    return espeak_corpus.run_cli(job)
 
 
 if __name__ == "__main__":

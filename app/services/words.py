@@ -437,18 +437,7 @@ def _frontend_from_features(features: dict[str, Any]) -> torch.nn.Module:
     return frontend_from_dict(features) if features else MFCC()
 
 
-def spoken_term_search(
-    space: WordSpace,
-    recording: np.ndarray,
-    sample_rate: int,
-    query_vector: np.ndarray,
-    window_s: float | None = None,
-    hop_s: float = 0.05,
-    query_duration_s: float = 0.6,
-    top_k: int = 5,
-) -> TermSearchResult:
-    """Function form of `WordSpace.spoken_term_search`."""
-    return space.spoken_term_search(recording, sample_rate, query_vector, window_s, hop_s, query_duration_s, top_k)
+spoken_term_search = WordSpace.spoken_term_search  # function form: spoken_term_search(space, recording, ...)
 
 
 # ----------------------------------------------------------------------------------------------- jobs
