@@ -257,10 +257,7 @@ class SearchTab(ModelTab):
         page.setContentsMargins(6, 6, 6, 6)
 
         bar = QHBoxLayout()
-        self.model_label = QLabel("Model:")
-        self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(10)
-        self.model_combo.currentIndexChanged.connect(self._model_chosen)
+        self.build_model_chooser()
         self.query_edit = QLineEdit()
         self.query_edit.setPlaceholderText("Describe a sound, e.g. “a door creaks open”")
         self.query_edit.setClearButtonEnabled(True)
@@ -319,10 +316,7 @@ class SearchTab(ModelTab):
         split.setSizes([480, 620])
         page.addWidget(split, 1)
 
-        self.status_label = QLabel("")
-        self.status_label.setWordWrap(True)
-        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        page.addWidget(self.status_label)
+        page.addWidget(self.build_status_label())
 
         self.play_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Space), self.page)
         self.play_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -436,9 +430,6 @@ class SearchTab(ModelTab):
 
     # --------------------------------------------------------------------------------------- model setup
 
-    def set_registry(self, registry: ModelRegistry) -> None:
-        self.registry = registry
-
     @Slot(list)
     def set_models(self, entries: list[ModelEntry]) -> None:
         super().set_models(entries)
@@ -454,8 +445,8 @@ class SearchTab(ModelTab):
 
     @Slot(int)
     def _model_chosen(self, index: int) -> None:
-        entry = self.model_combo.itemData(index) if index >= 0 else None
-        if not isinstance(entry, ModelEntry):
+        entry = self.model_entry_at(index)
+        if entry is None:
             return
         registry = self.registry
         self._loaded_device = self.device_preference()

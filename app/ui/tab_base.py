@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus
@@ -46,6 +46,28 @@ class ModelTab(QWidget):
     def set_registry(self, registry: ModelRegistry) -> None:
         """The window's model registry; tabs load their models through it (in workers)."""
         self.registry = registry
+
+    def build_model_chooser(self) -> None:
+        """`self.model_label` and `self.model_combo` (filled by `fill_model_combo`); choosing a model calls the
+        subclass's `_model_chosen(index)`, which reads the entry with `model_entry_at`."""
+        self.model_label = QLabel("Model:")
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumContentsLength(10)
+        self.model_combo.currentIndexChanged.connect(self._model_chosen)
+
+    def _model_chosen(self, index: int) -> None:
+        raise NotImplementedError  # tabs that call build_model_chooser load the chosen model here
+
+    def model_entry_at(self, index: int) -> ModelEntry | None:
+        entry = self.model_combo.itemData(index) if index >= 0 else None
+        return entry if isinstance(entry, ModelEntry) else None
+
+    def build_status_label(self) -> QLabel:
+        """`self.status_label`: the wrapping, selectable line that `status()` and `error()` write to."""
+        self.status_label = QLabel("")
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        return self.status_label
 
     def fill_model_combo(self, combo: QComboBox, label: QWidget) -> str:
         """List this tab's models in `combo` (the user's own first), keeping the current choice if it is still

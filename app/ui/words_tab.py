@@ -159,10 +159,7 @@ class WordsTab(ModelTab):
         page.setContentsMargins(6, 6, 6, 6)
 
         bar = QHBoxLayout()
-        self.model_label = QLabel("Model:")
-        self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(10)
-        self.model_combo.currentIndexChanged.connect(self._model_chosen)
+        self.build_model_chooser()
         self.add_files_button = QPushButton("Add audio files…")
         self.add_files_button.clicked.connect(self.choose_files)
         self.record_button = QPushButton("Record")
@@ -192,10 +189,7 @@ class WordsTab(ModelTab):
         split.setSizes([280, 820])
         page.addWidget(split, 1)
 
-        self.status_label = QLabel("")
-        self.status_label.setWordWrap(True)
-        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        page.addWidget(self.status_label)
+        page.addWidget(self.build_status_label())
         self._set_controls_enabled(False)
 
     def _build_collection(self) -> QWidget:
@@ -305,10 +299,6 @@ class WordsTab(ModelTab):
 
     # --------------------------------------------------------------------------------------- model setup
 
-    def set_registry(self, registry: ModelRegistry) -> None:
-        """Models are loaded through the window's registry (its device preference and cache)."""
-        self.registry = registry
-
     @Slot(list)
     def set_models(self, entries: list[ModelEntry]) -> None:
         super().set_models(entries)
@@ -323,8 +313,8 @@ class WordsTab(ModelTab):
 
     @Slot(int)
     def _model_chosen(self, index: int) -> None:
-        entry = self.model_combo.itemData(index) if index >= 0 else None
-        if not isinstance(entry, ModelEntry):
+        entry = self.model_entry_at(index)
+        if entry is None:
             return
         self._set_controls_enabled(False)
         registry = self.registry
