@@ -27,11 +27,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 import soxr
 import torch
 import torchaudio
 
+from training import audio as audio_path
 from training.config import setting, setting_meta
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
@@ -226,9 +226,7 @@ class NoiseBank:
 
     def clip(self, i: int) -> np.ndarray:
         if i not in self._cache:
-            data, sr = sf.read(self.paths[i], dtype="float32", always_2d=True)
-            wave = data.mean(axis=1)
-            self._cache[i] = wave if sr == self.sr else _resample(wave, sr, self.sr)
+            self._cache[i] = audio_path.decode(self.paths[i], sample_rate=self.sr).audio  # (N,) mono at sr
         return self._cache[i]
 
     def draw(self, rng: np.random.Generator) -> tuple[np.ndarray, int]:

@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 import torch
 
 from models.phonemes import PhonemeLexicon, default_lexicon
 from training import audio as audio_path
+from training.files import atomic_path
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -187,21 +187,17 @@ def _write(out_dir: Path, u: Utterance) -> str:
         return "kept"
     path.parent.mkdir(parents=True, exist_ok=True)
     wave = synthesise(u.word, u.speaker, u.speed, u.pitch)
-    tmp = path.with_suffix(".tmp.wav")
-    sf.write(tmp, wave, SAMPLE_RATE, subtype="PCM_16")
-    os.replace(tmp, path)  # a killed run never leaves a half-written wav under the final name
+    audio_path.save_wav(path, wave, SAMPLE_RATE)  # atomic: a killed run leaves no half-written wav
     return "made"
 
 
 def write_words_csv(out_dir: Path, plan: Sequence[Utterance]) -> Path:
     path = out_dir / "words.csv"
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with atomic_path(path, fsync=False) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["path", "word", "speaker", "split", "synthetic", "speed", "pitch"])
         for u in plan:
             w.writerow([u.path, u.word, u.speaker, u.split, 1, u.speed, u.pitch])
-    os.replace(tmp, path)
     return path
 
 

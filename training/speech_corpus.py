@@ -47,9 +47,10 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
-import soxr
 
+from training import audio as audio_path
 from training import espeak_corpus
+from training.files import atomic_path
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -284,25 +285,26 @@ def _safe(name: str) -> str:
 
 def read_origin(path: str) -> tuple[np.ndarray, int]:
     """A package's audio file -> (float32 mono, rate); Asterisk's .gsm files are headerless 8-kHz GSM 6.10."""
-    if path.lower().endswith(".gsm"):
+    if path.lower().endswith(".gsm"):  # no header: the one audio path cannot know its format
         data, sr = sf.read(path, format="RAW", subtype="GSM610", samplerate=8000, channels=1, dtype="float32")
-    else:
-        data, sr = sf.read(path, dtype="float32", always_2d=True)
-        data = data.mean(axis=1)
-    return np.asarray(data, dtype=np.float32), int(sr)
+        return np.asarray(data, dtype=np.float32), int(sr)
+    return read_mono(path)
+
+
+def read_mono(path: str | Path) -> tuple[np.ndarray, int]:
+    """Any audio file -> (float32 mono, its rate) through the one audio path."""
+    decoded = audio_path.decode(path)
+    return decoded.audio, decoded.sample_rate
 
 
 def to_16k(wave: np.ndarray, sr: int) -> np.ndarray:
-    wave = np.asarray(wave, dtype=np.float32)
-    return wave if sr == SAMPLE_RATE else soxr.resample(wave, sr, SAMPLE_RATE, quality="HQ").astype(np.float32)
+    return audio_path.resample(wave, sr, SAMPLE_RATE)
 
 
 def write_wav(path: Path, wave: np.ndarray) -> None:
     """Atomic 16-bit write: a killed run never leaves a half-written file under the final name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.wav")
-    sf.write(tmp, np.clip(wave, -1.0, 1.0), SAMPLE_RATE, subtype="PCM_16")
-    os.replace(tmp, path)
+    audio_path.save_wav(path, wave, SAMPLE_RATE)
 
 
 def flite_say(text: str, voice: str) -> tuple[np.ndarray, int]:
@@ -312,8 +314,7 @@ def flite_say(text: str, voice: str) -> tuple[np.ndarray, int]:
                               capture_output=True, timeout=60, check=False)
         if proc.returncode != 0 or not out.is_file():
             raise RuntimeError(f"flite {voice} failed on {text[:40]!r}: {proc.stderr.decode(errors='replace')[:200]}")
-        data, sr = sf.read(out, dtype="float32", always_2d=True)
-    return data.mean(axis=1), int(sr)
+        return read_mono(out)
 
 
 def festival_batch(items: Sequence[Item], voice: str, out_dir: Path) -> None:
@@ -330,8 +331,7 @@ def festival_batch(items: Sequence[Item], voice: str, out_dir: Path) -> None:
         for i, it in enumerate(items):
             raw = Path(tmp) / f"{i}.wav"
             if raw.is_file():
-                data, sr = sf.read(raw, dtype="float32", always_2d=True)
-                write_wav(out_dir / it.path, to_16k(data.mean(axis=1), int(sr)))
+                write_wav(out_dir / it.path, to_16k(*read_mono(raw)))
 
 
 def make_one(it: Item, out_dir: Path) -> None:
@@ -372,12 +372,10 @@ def write_tables(out_dir: Path, items: Sequence[Item]) -> dict[str, Path]:
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with atomic_path(path, fsync=False) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(columns))
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, path)
 
 
 def summarize(items: Sequence[Item], out_dir: Path) -> dict[str, Any]:

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 import torch
 from torch import nn
 
@@ -701,9 +700,7 @@ def generate_synthetic_speech(
             return True
         path.parent.mkdir(parents=True, exist_ok=True)
         wave = synthesise(text, voice, speed, pitch)
-        tmp = path.with_suffix(".tmp.wav")
-        sf.write(tmp, wave, SAMPLE_RATE, subtype="PCM_16")
-        os.replace(tmp, path)
+        audio_path.save_wav(path, wave, SAMPLE_RATE)  # atomic: a killed run leaves no half-written wav
         return True
 
     ok: list[bool] = []
