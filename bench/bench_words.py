@@ -18,6 +18,7 @@ import torch
 
 from app.services.jobs import drain
 from models.awe import MultiViewAWE
+from training.audio import SOXR, resampler_from_training
 from training.checkpoints import load_model
 from training.metrics import dtw_pairwise_ap, word_discrimination_ap
 from training.words_train import MFCC, TrimConfig, dtw_features, embed_tokens, load_words, model_config
@@ -34,10 +35,13 @@ def run(max_items: int = 150, data: Path = FSDD, seed: int = 0) -> dict:
         which = f"default checkpoint {DEFAULT_MODEL.name} (preset {ckpt.training.get('preset', '?')})"
         pre = ckpt.training.get("preprocessing", {})
         trim, max_frames = TrimConfig(**pre.get("trim", {})), int(pre.get("max_frames", 300))
+        resampler = resampler_from_training(ckpt.training)  # the model's: torchaudio's for words-default
     else:
         model = MultiViewAWE(model_config("small")).eval()
         which, trim, max_frames = "freshly initialised 'small' model (no default checkpoint)", TrimConfig(), 300
-    words = drain(load_words([data], MFCC(), ("test",), trim, max_frames, max_items=max_items, seed=seed))
+        resampler = SOXR
+    words = drain(load_words([data], MFCC(), ("test",), trim, max_frames, max_items=max_items, seed=seed,
+                             resampler=resampler))
     feats, labels = [t.feats for t in words.tokens], [t.word for t in words.tokens]
     n = len(feats)
     pairs = n * (n - 1) // 2

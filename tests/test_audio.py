@@ -108,6 +108,47 @@ def test_odd_sample_rates(tmp_path, sr):
     assert abs(peak_hz(d.audio, 16000) - 1000) < 1.5
 
 
+def test_legacy_resampler_is_torchaudio_with_default_arguments(tmp_path):
+    """The shipped speech models were trained on torchaudio's resampler: "torchaudio-sinc" must be exactly it."""
+    import torch
+    import torchaudio.functional
+
+    rng = np.random.default_rng(0)
+    x = (0.3 * rng.standard_normal(4000)).astype(np.float32)  # broadband: the stop bands differ
+    expected = torchaudio.functional.resample(torch.from_numpy(x), 8000, 16000).numpy()
+    legacy = audio_path.resample(x, 8000, 16000, audio_path.LEGACY_RESAMPLER)
+    assert legacy.dtype == np.float32 and np.array_equal(legacy, expected)
+    assert not np.allclose(audio_path.resample(x, 8000, 16000), expected, atol=1e-3)  # soxr is another filter
+    # (N, C) resamples each channel along time, as mono does
+    both = audio_path.resample(np.stack([x, -x], axis=1), 8000, 16000, audio_path.LEGACY_RESAMPLER)
+    assert both.shape == (8000, 2)  # a batched convolution: equal up to float rounding
+    np.testing.assert_allclose(both, np.stack([expected, -expected], axis=1), atol=1e-6)
+    # the same through decode and decode_bytes
+    path = write(tmp_path / "n8k.wav", x, 8000, subtype="FLOAT")
+    assert np.array_equal(decode(path, 16000, resampler=audio_path.LEGACY_RESAMPLER).audio, expected)
+    got = audio_path.decode_bytes(path.read_bytes(), 16000, resampler=audio_path.LEGACY_RESAMPLER).audio
+    assert np.array_equal(got, expected)
+    with pytest.raises(ValueError, match="unknown resampler 'sinc'"):
+        audio_path.resample(x, 8000, 16000, "sinc")
+
+
+def test_legacy_resampler_falls_back_to_soxr_for_costly_ratios():
+    # 11,127 -> 16,000 reduces to 11,127:16,000; torchaudio's kernel would take seconds, soxr is used
+    x = tone(1000, 0.5, 11127)
+    t0 = time.perf_counter()
+    got = audio_path.resample(x, 11127, 16000, audio_path.LEGACY_RESAMPLER)
+    assert time.perf_counter() - t0 < 2.0
+    assert np.array_equal(got, audio_path.resample(x, 11127, 16000))
+
+
+def test_resampler_recorded_in_a_checkpoint():
+    read = audio_path.resampler_from_training
+    assert read({}) == read(None) == read({"preprocessing": {"trim": {}}}) == "torchaudio-sinc"  # written before
+    assert read({"preprocessing": {"resampler": "soxr"}}) == "soxr"
+    with pytest.raises(ValueError, match="unknown resampler 'fancy'"):
+        read({"preprocessing": {"resampler": "fancy"}})
+
+
 def test_audio_info_from_header(tmp_path):
     path = write(tmp_path / "i.flac", tone(300, 2.5, 32000, channels=2), 32000)
     info = audio_info(path)

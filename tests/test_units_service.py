@@ -238,3 +238,17 @@ def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
     assert loaded.speakers == ["ann", "bob"] and loaded.codebook_size == 16
     audio = fsdd_speech(fsdd, 1)
     assert stream(loaded, audio, np.random.default_rng(6)) == whole_file_units(UnitsSession(model), audio)
+    # no recorded resampler: the checkpoint predates it, so files at other rates go through torchaudio's,
+    # as its trainer's did; a new checkpoint's "soxr" is honoured
+    assert loaded.resampler == "torchaudio-sinc"
+    wav = next(iter(sorted(fsdd.rglob("*.wav"))))  # 8 kHz
+    legacy = decode(wav, sample_rate=16000, resampler="torchaudio-sinc").audio
+    assert drain(loaded.encode_file(wav)) == whole_file_units(loaded, legacy)
+    np.testing.assert_array_equal(loaded.audio, legacy)
+    save_checkpoint(tmp_path / "new-units.safetensors", "units", model, model.config,
+                    features=frontend_to_dict(MFCC()), training={"preprocessing": {"resampler": "soxr"}})
+    registry.scan()
+    new = drain(load_session(registry, "new-units"))
+    assert new.resampler == "soxr"
+    drain(new.encode_file(wav))
+    np.testing.assert_array_equal(new.audio, decode(wav, sample_rate=16000).audio)

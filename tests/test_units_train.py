@@ -91,6 +91,7 @@ def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tup
     model, ckpt = load_model(path, kind="units")
     assert ckpt.kind == "units" and model.config.speakers == ["george", "jackson"]
     assert ckpt.features["kind"] == "mfcc" and ckpt.training["vq_steps_done"] == 60
+    assert ckpt.training["preprocessing"]["resampler"] == "soxr"  # part of the model's preprocessing contract
     assert not torch.allclose(model.vqvae.feat_std, torch.ones_like(model.vqvae.feat_std))  # stats were set
     # on the whole training subset, in eval mode: better than the untrained model with the same seed and
     # better than predicting the mean (normalised features: MSE 1)

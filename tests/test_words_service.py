@@ -101,10 +101,11 @@ def test_app_trims_a_recording_exactly_as_the_trainer_does(tmp_path: Path, fsdd:
                           silence(0.4, 3e-4, sr=8000, seed=2)])  # an 8-kHz "recording" with a noise floor
     buf = tmp_path / "rec.wav"
     sf.write(buf, rec, 8000, subtype="FLOAT")
-    trainer = words_train.trim_silence(words_train.decode_16k(buf.read_bytes()), trim)
+    # no recorded resampler: the checkpoint predates it, so torchaudio's, as its trainer used
+    trainer = words_train.trim_silence(words_train.decode_16k(buf.read_bytes(), space.resampler), trim)
     app = space.prepare_audio(rec, 8000)
     np.testing.assert_array_equal(app, trainer)
-    default_cut = words_train.trim_silence(words_train.decode_16k(buf.read_bytes()))
+    default_cut = words_train.trim_silence(words_train.decode_16k(buf.read_bytes(), space.resampler))
     assert len(default_cut) != len(trainer)  # the settings matter, so the equality above is not luck
     # a checkpoint without trim settings (older ones): the defaults, which words-default was trained with
     assert WordSpace(model, MFCC()).trim == words_train.TrimConfig()
@@ -121,6 +122,29 @@ def test_silent_or_empty_input_is_refused(space: WordSpace, audio: np.ndarray) -
 def test_too_long_word_is_refused_with_advice(space: WordSpace) -> None:
     with pytest.raises(WordAudioError, match="too long for one word.*spoken-term search"):
         space.embed_audio(tone(4.0), SR)
+
+
+def test_space_resamples_with_the_checkpoints_resampler(space: WordSpace, tmp_path: Path, fsdd: Path) -> None:
+    """8-kHz words are resampled as the model's trainer did: torchaudio for checkpoints without the field."""
+    from training import audio as audio_path
+    from training.words_train import decode_16k
+
+    assert space.resampler == "torchaudio-sinc"  # the fixture's checkpoint records no resampler
+    model = MultiViewAWE(AWEConfig.tiny())
+    save_checkpoint(tmp_path / "new.safetensors", "words", model, model.config, features=frontend_to_dict(MFCC()),
+                    training={"preprocessing": {"trim": {}, "resampler": "soxr"}})
+    new = WordSpace.from_checkpoint(tmp_path / "new.safetensors")
+    assert new.resampler == "soxr"
+    wav = fsdd / fsdd_rows(fsdd)[0]["path"]
+    decoded = audio_path.decode(wav)
+    audio8k = decoded.audio
+    assert decoded.sample_rate == 8000
+    for s in (space, new):  # the in-memory path (recorder, collections) and the file path agree with the trainer
+        want = trim_silence(decode_16k(wav.read_bytes(), s.resampler), SR, s.trim)[0]
+        assert np.array_equal(s.prepare_audio(audio8k, 8000), want)
+        assert np.array_equal(s.spoken_item_from_file(wav).audio, want)
+    legacy, soxr = space.prepare_audio(audio8k, 8000), new.prepare_audio(audio8k, 8000)
+    assert legacy.shape != soxr.shape or not np.allclose(legacy, soxr, atol=1e-4)  # the choice matters
 
 
 # ---------------------------------------------------------------------------------------- embeddings

@@ -83,6 +83,7 @@ def test_training_lowers_loss_and_raises_dev_ap(subset: Path, tmp_path: Path) ->
     assert ckpt.training["metrics"]["dev_ap"] == pytest.approx(result["best_value"])
     assert ckpt.training["command"].startswith("earshot train words --data")
     assert ckpt.training["epochs"] == result["best_epoch"] and ckpt.training["steps"] > 0
+    assert ckpt.training["preprocessing"]["resampler"] == "soxr"  # part of the model's preprocessing contract
 
 
 def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> None:
@@ -128,6 +129,7 @@ def test_eval_reports_sane_numbers_and_refuses_other_kinds(subset: Path, tmp_pat
     drain(train_job(tiny_config(subset, out, max_epochs=2)))
     r = drain(evaluate_job(out, [subset], "test", max_items=30, device="cpu"))
     assert r["tokens"] == 30 and r["pairs"] == 435 and 2 <= r["words"] <= 10 and r["speakers"] == 3
+    assert r["resampler"] == "soxr"  # the checkpoint's, recorded by the trainer
     for key in ("ap", "cross_view_ap", "dtw_ap"):
         assert 0.0 < r[key] <= 1.0
     assert r["embedding_time_s"] > 0 and r["dtw_time_s"] > 0

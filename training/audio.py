@@ -14,6 +14,12 @@ Decisions:
   its cost does not depend on the ratio (torchaudio's sinc kernel grows with the reduced ratio, so
   11,127 -> 16,000 Hz took seconds per file). Output length is round(N * new / orig). Long files stream
   through `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
+- The resampler is part of a speech model's preprocessing contract, like its trim settings: the words and
+  units trainers record `training.preprocessing.resampler` ("soxr") in their checkpoints, and whatever turns
+  audio into features for such a model uses the recorded one. Checkpoints without the field (every one
+  written before soxr, the shipped words/units defaults included) were trained on torchaudio's sinc
+  resampler, whose imperfect stop band leaves content above the source's Nyquist that their MFCC front
+  end (log(mel + 1e-6)) learned to expect; `resampler_from_training` reads them as "torchaudio-sinc".
 - Silence trimming is the energy trim the words model was trained with (25-ms windows, 10-ms hop,
   `TrimConfig`); trainers and the Words tab both call `trim_silence`.
 """
@@ -21,6 +27,7 @@ Decisions:
 from __future__ import annotations
 
 import io
+import math
 import os
 import stat
 import struct
@@ -49,6 +56,10 @@ SUPPORTED_EXTENSIONS: set[str] = {
 # shortfall there is not truncation
 _ESTIMATED_LENGTH_FORMATS = {"MP3"}
 RESAMPLE_QUALITY = "HQ"  # libsoxr's high quality: 20-bit precision, ~91% passband
+SOXR = "soxr"  # the resampler of everything new
+LEGACY_RESAMPLER = "torchaudio-sinc"  # what speech checkpoints without a recorded resampler were trained on
+RESAMPLERS = (SOXR, LEGACY_RESAMPLER)
+LEGACY_MAX_REDUCED_RATE = 1000  # torchaudio's kernel grows with the reduced ratio; above this, soxr
 
 
 # ----------------------------------------------------------------------------------------------- errors
@@ -113,14 +124,57 @@ def to_mono(audio: np.ndarray) -> np.ndarray:
     return x
 
 
-def resample(x: np.ndarray, orig: int, new: int) -> np.ndarray:
-    """Band-limited resampling (libsoxr HQ) along the first axis of (N,) or (N, C) -> float32."""
+def resample(x: np.ndarray, orig: int, new: int, method: str = SOXR) -> np.ndarray:
+    """Band-limited resampling along the first axis of (N,) or (N, C) -> float32.
+
+    method "soxr" (libsoxr HQ) is the default for everything. "torchaudio-sinc" is the legacy resampler
+    of speech checkpoints trained before soxr: `torchaudio.functional.resample` with default arguments,
+    exactly as those trainers called it, so such a model sees the features it was trained on. It is used
+    only where the reduced ratio is cheap (orig/g and new/g <= 1000, g = gcd(orig, new), e.g. 8 -> 16 kHz
+    or 44.1 -> 16 kHz); otherwise soxr is used, because torchaudio's kernel for ratios such as
+    11,127 -> 16,000 Hz takes tens of seconds per clip.
+    """
+    if method not in RESAMPLERS:
+        raise ValueError(f"unknown resampler {method!r}; expected one of {', '.join(RESAMPLERS)}")
     if orig <= 0 or new <= 0:
         raise ValueError(f"sample rates must be positive, got {orig} -> {new}")
     x = np.ascontiguousarray(x, dtype=np.float32)
     if orig == new or len(x) == 0:
         return x
+    if method == LEGACY_RESAMPLER and _legacy_is_cheap(orig, new):
+        return _torchaudio_resample(x, orig, new)
     return np.ascontiguousarray(soxr.resample(x, orig, new, quality=RESAMPLE_QUALITY), dtype=np.float32)
+
+
+def _legacy_is_cheap(orig: int, new: int) -> bool:
+    g = math.gcd(orig, new)
+    return max(orig // g, new // g) <= LEGACY_MAX_REDUCED_RATE
+
+
+def _torchaudio_resample(x: np.ndarray, orig: int, new: int) -> np.ndarray:
+    """(N,) or (N, C) float32 through torchaudio's sinc resampler (default arguments), along time."""
+    import torch  # lazy: the rest of this module has no torch dependency
+    import torchaudio.functional
+
+    t = torch.from_numpy(x.T.copy() if x.ndim == 2 else x)  # (N,) or (C, N): torchaudio works on the last axis
+    with torch.no_grad():
+        y = torchaudio.functional.resample(t, orig, new).numpy()
+    return np.ascontiguousarray(y.T if x.ndim == 2 else y, dtype=np.float32)
+
+
+def resampler_from_training(training: Any) -> str:  # noqa: ANN401 - checkpoint JSON
+    """The resampler a speech checkpoint was trained with (`training.preprocessing.resampler`).
+
+    Missing means a checkpoint written before the field existed, trained on torchaudio's resampler.
+    """
+    pre = training.get("preprocessing") if isinstance(training, dict) else None
+    method = pre.get("resampler") if isinstance(pre, dict) else None
+    if method is None:
+        return LEGACY_RESAMPLER
+    if method not in RESAMPLERS:
+        raise ValueError(f"the checkpoint asks for an unknown resampler {method!r}; "
+                         f"this version knows {', '.join(RESAMPLERS)}")
+    return str(method)
 
 
 # ---------------------------------------------------------------------------------------------- decoding
@@ -257,12 +311,12 @@ def _check_read_length(name: str, info: AudioInfo, expected: int, got: int) -> N
 
 
 def _finish(data: np.ndarray, sr: int, channels: int, sample_rate: int | None, mono: bool,
-            keep_nonfinite: bool = False) -> Decoded:
+            keep_nonfinite: bool = False, resampler: str = SOXR) -> Decoded:
     """(N, C) float32 as read -> sanitized, optionally mono and resampled `Decoded`."""
     nonfinite = int((~np.isfinite(data)).sum()) if keep_nonfinite else sanitize(data)
     audio = to_mono(data) if mono else data
     out_rate = sample_rate or sr
-    audio = resample(audio, sr, out_rate)
+    audio = resample(audio, sr, out_rate, resampler)
     return Decoded(audio=audio, sample_rate=out_rate, source_rate=sr, channels=channels,
                    duration=len(audio) / out_rate, nonfinite=nonfinite)
 
@@ -275,11 +329,12 @@ def decode(
     start: float = 0.0,
     duration: float | None = None,
     keep_nonfinite: bool = False,
+    resampler: str = SOXR,
 ) -> Decoded:
     """Read a file (or the [start, start + duration) part of it) as float32, optionally mono + resampled.
 
     NaN/inf samples become 0 and are counted, unless `keep_nonfinite` (a caller that reports them itself;
-    only without resampling, which would smear them).
+    only without resampling, which would smear them). `resampler`: see `resample` (a speech model's own).
     Raises UnreadableAudioError, EmptyAudioError, TruncatedAudioError or TooLongAudioError.
     """
     name = display_name(path)
@@ -299,11 +354,11 @@ def decode(
     except (sf.LibsndfileError, RuntimeError) as e:
         raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
     _check_read_length(name, info, want, len(data))
-    return _finish(data, sr, info.channels, sample_rate, mono, keep_nonfinite)
+    return _finish(data, sr, info.channels, sample_rate, mono, keep_nonfinite, resampler)
 
 
-def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data"
-                 ) -> Decoded:
+def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data",
+                 resampler: str = SOXR) -> Decoded:
     """`decode` for the bytes of an audio file held in memory (a cache, a subprocess's output)."""
     if not data:
         raise EmptyAudioError(f"{name}: empty (0 bytes)")
@@ -315,7 +370,7 @@ def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True,
         raise UnreadableAudioError(f"{name}: not a readable audio file ({_sf_reason(e)})") from None
     if len(audio) == 0 or sr <= 0:
         raise EmptyAudioError(f"{name}: no audio frames")
-    return _finish(audio, sr, channels, sample_rate, mono)
+    return _finish(audio, sr, channels, sample_rate, mono, resampler=resampler)
 
 
 # --------------------------------------------------------------------------------------------- streaming

@@ -147,11 +147,11 @@ class AudioProblem(ValueError):
     """A recording that cannot be used: unreadable, empty, silent, non-finite throughout."""
 
 
-def read_audio(path: str | os.PathLike[str]) -> tuple[torch.Tensor, list[str]]:
+def read_audio(path: str | os.PathLike[str], resampler: str = audio_path.SOXR) -> tuple[torch.Tensor, list[str]]:
     """Any audio file -> (16-kHz mono float32 waveform (N,), notes on what was repaired).
 
-    Channels are averaged, other rates resampled, NaN/inf samples set to zero. Raises AudioProblem for an
-    unreadable, empty, all-non-finite or silent file.
+    Channels are averaged, other rates resampled (with the model's `resampler`; soxr for new training),
+    NaN/inf samples set to zero. Raises AudioProblem for an unreadable, empty, all-non-finite or silent file.
     """
     try:  # the one audio path; NaN/inf are kept here so that prepare_wave can report them
         d = audio_path.decode(path, mono=False, max_seconds=None, keep_nonfinite=True)  # (N, channels)
@@ -159,10 +159,11 @@ def read_audio(path: str | os.PathLike[str]) -> tuple[torch.Tensor, list[str]]:
         raise AudioProblem(f"empty (no samples): {e}") from e
     except audio_path.AudioError as e:
         raise AudioProblem(f"unreadable ({str(e).strip()[:120]})") from e
-    return prepare_wave(torch.from_numpy(np.ascontiguousarray(d.audio.T)), d.sample_rate)
+    return prepare_wave(torch.from_numpy(np.ascontiguousarray(d.audio.T)), d.sample_rate, resampler)
 
 
-def prepare_wave(wave: torch.Tensor, sample_rate: int) -> tuple[torch.Tensor, list[str]]:
+def prepare_wave(wave: torch.Tensor, sample_rate: int, resampler: str = audio_path.SOXR
+                 ) -> tuple[torch.Tensor, list[str]]:
     """(N,) or (channels, N) at `sample_rate` -> (16-kHz mono (N',), notes); see `read_audio`."""
     notes: list[str] = []
     wave = wave.float()
@@ -183,7 +184,8 @@ def prepare_wave(wave: torch.Tensor, sample_rate: int) -> tuple[torch.Tensor, li
     if clipped > CLIP_FRACTION:
         notes.append(f"clipped ({100 * clipped:.1f}% of samples at full scale)")
     if sample_rate != SAMPLE_RATE:
-        wave = torch.from_numpy(audio_path.resample(wave.detach().cpu().numpy(), sample_rate, SAMPLE_RATE))
+        x = wave.detach().cpu().numpy()
+        wave = torch.from_numpy(audio_path.resample(x, sample_rate, SAMPLE_RATE, resampler))
     return wave.contiguous(), notes
 
 
@@ -462,6 +464,7 @@ class UnitsHooks(Hooks):
             "inv_steps_done": record["stage_steps"].get("inverter", 0), "steps": record["steps"],
             "wall_time_s": record["wall_time_s"], "device": str(self.trainer.device),
             "threads": torch.get_num_threads(), "metrics": record["metrics"],
+            "preprocessing": {"sample_rate": SAMPLE_RATE, "resampler": audio_path.SOXR},
         }  # fmt: skip
         save_checkpoint(path, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
 
@@ -516,9 +519,11 @@ def evaluate_units(
     resynth_items: int = 20,
     baseline: bool = True,
     seed: int = 0,
+    resampler: str = audio_path.SOXR,
 ) -> Job:
     """Job: ABX (within / across speakers) of the model's units and of raw MFCCs, bitrate, resynthesis
-    distance per speaker (own embedding for speakers in the model's table, else the best-fitting one)."""
+    distance per speaker (own embedding for speakers in the model's table, else the best-fitting one).
+    `resampler`: the model's (`audio_path.resampler_from_training`)."""
     if representation not in ("codebook", "onehot"):
         raise ValueError(f"representation must be 'codebook' or 'onehot', got {representation!r}")
     model.eval()
@@ -530,7 +535,7 @@ def evaluate_units(
     skipped: dict[str, str] = {}
     for i, clip in enumerate(clips):
         try:
-            wave, _ = read_audio(clip.path)
+            wave, _ = read_audio(clip.path, resampler)
         except AudioProblem as e:
             skipped[str(clip.path)] = str(e)
             continue
@@ -633,12 +638,13 @@ def evaluate(args: argparse.Namespace) -> Job:
     clips = list_clips(args.data, args.split, args.speaker or None, args.exclude_speaker)
     if not clips:
         raise ValueError(f"no audio found in {', '.join(map(str, args.data))} (split {args.split!r})")
+    resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
     result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
-                                       baseline=not args.no_baseline)
+                                       baseline=not args.no_baseline, resampler=resampler)
     split = args.split
     if split not in ("all", None) and all(c.split is None for c in clips):
         split = "all (no split column: every recording evaluated)"
-    return _nan_to_none({"model": str(args.model), "split": split, **result})
+    return _nan_to_none({"model": str(args.model), "split": split, "resampler": resampler, **result})
 
 
 def _nan_to_none(x: Any) -> Any:  # noqa: ANN401 - JSON-like values

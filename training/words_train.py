@@ -195,9 +195,12 @@ def read_table(folder: Path, problems: ProblemLog) -> list[dict[str, str]]:
     return rows
 
 
-def decode_16k(data: bytes) -> np.ndarray:
-    """Audio file bytes -> float32 mono at 16 kHz (the one audio path, `training.audio`)."""
-    return audio_path.decode_bytes(data, SAMPLE_RATE).audio
+def decode_16k(data: bytes, resampler: str = audio_path.SOXR) -> np.ndarray:
+    """Audio file bytes -> float32 mono at 16 kHz (the one audio path, `training.audio`).
+
+    `resampler` is the model's (`audio_path.resampler_from_training`): soxr for new training.
+    """
+    return audio_path.decode_bytes(data, SAMPLE_RATE, resampler=resampler).audio
 
 
 def trim_silence(wave: np.ndarray, trim: TrimConfig | None = None) -> np.ndarray | None:
@@ -208,9 +211,11 @@ def trim_silence(wave: np.ndarray, trim: TrimConfig | None = None) -> np.ndarray
 class FeatureCache:
     """MFCC features keyed by a hash of the file bytes and the feature settings; memory + optional disk."""
 
-    def __init__(self, frontend: MFCC, trim: TrimConfig, folder: Path | None) -> None:
-        self.frontend, self.trim, self.folder = frontend, trim, folder
-        settings = json.dumps([frontend_to_dict(frontend), dataclasses.asdict(trim), 1], sort_keys=True)
+    def __init__(self, frontend: MFCC, trim: TrimConfig, folder: Path | None,
+                 resampler: str = audio_path.SOXR) -> None:
+        self.frontend, self.trim, self.folder, self.resampler = frontend, trim, folder, resampler
+        # the resampler changes the features (and caches written before it was keyed were torchaudio's)
+        settings = json.dumps([frontend_to_dict(frontend), dataclasses.asdict(trim), resampler, 2], sort_keys=True)
         self.salt = hashlib.sha1(settings.encode()).hexdigest()[:12]
         self.memory: dict[str, np.ndarray] = {}
 
@@ -230,7 +235,7 @@ class FeatureCache:
                 return feats
             except (OSError, ValueError):
                 pass  # damaged cache entry: recompute
-        wave = trim_silence(decode_16k(data), self.trim)
+        wave = trim_silence(decode_16k(data, self.resampler), self.trim)
         if wave is None:
             return None
         with torch.no_grad():
@@ -272,17 +277,18 @@ def load_words(
     dev_fraction: float = 0.1,
     max_items: int | None = None,
     seed: int = 0,
+    resampler: str = audio_path.SOXR,
 ) -> Job:
     """Job: read, trim, featurise and check the spoken words of `folders`; returns a `WordSet`.
 
     `splits` keeps only rows of those splits (after the dev hold-out); `max_items` keeps a seeded random
-    subset of the rows before decoding.
+    subset of the rows before decoding; `resampler` is the model's (soxr for new training).
     """
     if not folders:
         raise ValueError("no data folder given")
     problems = ProblemLog()
     lexicon = default_lexicon()
-    cache = FeatureCache(frontend, trim or TrimConfig(), cache_dir)
+    cache = FeatureCache(frontend, trim or TrimConfig(), cache_dir, resampler)
     keep = set(splits) if splits is not None else None
     rows: list[tuple[Path, dict[str, str]]] = []
     for folder in map(Path, folders):
@@ -528,7 +534,7 @@ class WordsHooks(Hooks):
             "data": [str(d) for d in c.data], "command": command_line(c), "preset": c.preset,
             "train_config": record["train_config"], "dataset": self.data.report,
             "preprocessing": {"sample_rate": SAMPLE_RATE, "trim": dataclasses.asdict(c.trim),
-                              "max_frames": c.max_frames},
+                              "max_frames": c.max_frames, "resampler": audio_path.SOXR},
             **{k: record[k] for k in ("steps", "epochs", "best_epoch", "metrics", "wall_time_s")},
         }  # fmt: skip
         save_checkpoint(path, "words", model, model.config, features=frontend_to_dict(self.frontend),
@@ -562,11 +568,12 @@ def evaluate_job(
     pre = ckpt.training.get("preprocessing", {})
     trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
     max_frames = int(pre.get("max_frames", model.config.max_len))
+    resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
     splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else (split,)
     if splits is not None and not any(has_split_column(Path(f)) for f in folders):
         splits, split = None, "all (no split column: every row evaluated)"
     data: WordSet = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
-                                          seed=seed)
+                                          seed=seed, resampler=resampler)
     tokens = data.tokens
     if len({t.word for t in tokens}) < 2:
         raise ValueError(f"split {split!r} has fewer than two different words to discriminate")
@@ -582,7 +589,7 @@ def evaluate_job(
     pairs = n * (n - 1) // 2
     positives = int(sum(c * (c - 1) // 2 for c in np.unique(labels, return_counts=True)[1]))
     result: dict[str, Any] = {
-        "model": str(model_path), "data": [str(f) for f in folders], "split": split,
+        "model": str(model_path), "data": [str(f) for f in folders], "split": split, "resampler": resampler,
         "tokens": n, "words": len(words), "speakers": len({t.speaker for t in tokens}),
         "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": pairs, "positive_pairs": positives,
         "ap": word_discrimination_ap(acoustic, labels),

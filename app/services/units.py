@@ -17,6 +17,10 @@ Hence the streamed features (and so the units) equal those of the whole recordin
 Look-ahead: features wait (context·hop + n_fft/2) samples (56 ms for the 10-ms MFCC), units add the
 encoder's `StreamingEncoder.lookahead_ms`; `UnitsSession.lookahead_ms` is the sum.
 
+Resampling: files at other rates are resampled with the checkpoint's resampler
+(`training.preprocessing.resampler`; torchaudio's for checkpoints that predate the field, soxr for new ones),
+so a model sees the features it was trained on. The live recorder opens the device at `sample_rate` itself.
+
 Input robustness: NaN/inf samples become 0 (counted in `nonfinite`), samples at full scale are counted in
 `clipped`; silence is ordinary input; fewer samples than one STFT frame needs gives no frames and no units.
 
@@ -39,6 +43,7 @@ import torch
 
 from app.services.audio import decode, save_wav
 from app.services.jobs import Job
+from training.audio import SOXR, resampler_from_training
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
 FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blocks of this length
@@ -74,7 +79,8 @@ class Resynthesis:
 class UnitsSession:
     """One utterance at a time: feed audio (or encode a file), read units, resynthesise, export."""
 
-    def __init__(self, model: Any, features: dict[str, Any] | None = None) -> None:  # noqa: ANN401 (UnitsModel)
+    def __init__(self, model: Any, features: dict[str, Any] | None = None,  # noqa: ANN401 (UnitsModel)
+                 resampler: str = SOXR) -> None:
         from models.frontends import MFCC, LinearSpecConfig, LinearSpectrogram, frontend_from_dict
 
         self.model = model.eval()
@@ -90,6 +96,7 @@ class UnitsSession:
         if (inv.sample_rate, inv.hop_length) != (fc.sample_rate, fc.hop_length):
             raise ValueError("the inverter's framing does not match the front end's")
         self.sample_rate = int(fc.sample_rate)
+        self.resampler = resampler  # the checkpoint's (`resampler_from_training`), for files at other rates
         self.hop = int(fc.hop_length)
         self.half = int(fc.n_fft) // 2  # samples a centred frame reads on each side
         self.context = 2 * (fc.delta_win_length // 2) if getattr(fc, "deltas", False) else 0  # Δ then ΔΔ
@@ -200,7 +207,8 @@ class UnitsSession:
     def encode_file(self, path: str | os.PathLike[str]) -> Job[list[int]]:
         """Job: decode any file (any rate, any channels) to 16 kHz mono and run it through `feed`."""
         yield {"message": f"reading {Path(path).name}"}
-        decoded = decode(path, sample_rate=self.sample_rate, mono=True, max_seconds=MAX_FILE_SECONDS)
+        decoded = decode(path, sample_rate=self.sample_rate, mono=True, max_seconds=MAX_FILE_SECONDS,
+                         resampler=self.resampler)
         self.reset()
         self.nonfinite += decoded.nonfinite
         block = round(FILE_BLOCK_SECONDS * self.sample_rate)
@@ -286,8 +294,8 @@ def load_session(registry: Any, name: str) -> Job[UnitsSession]:  # noqa: ANN401
     yield {"message": f"loading {name}"}
     entry = registry.get(name)
     model = registry.load(name)
-    features = read_metadata(entry.path).get("features") or None
-    return UnitsSession(model, features)
+    meta = read_metadata(entry.path)
+    return UnitsSession(model, meta.get("features") or None, resampler_from_training(meta.get("training")))
 
 
 class LiveStream:

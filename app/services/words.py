@@ -33,7 +33,7 @@ import numpy as np
 from app.services.audio import AudioError, decode, display_name
 from app.services.jobs import Job, drain
 from training import audio as audio_path
-from training.audio import TrimConfig, frame_energy_db, resample, to_mono, trim_span
+from training.audio import SOXR, TrimConfig, frame_energy_db, resample, resampler_from_training, to_mono, trim_span
 
 if TYPE_CHECKING:
     import torch
@@ -242,10 +242,11 @@ class WordSpace:
     """A loaded words model and its front end: embeds spoken and written words into one space."""
 
     def __init__(self, model: torch.nn.Module, frontend: torch.nn.Module, name: str = "words",
-                 trim: TrimConfig | None = None) -> None:
+                 trim: TrimConfig | None = None, resampler: str = SOXR) -> None:
         self.model = model.eval()
         self.name = name
         self.trim = trim or TrimConfig()  # the trainer's settings, so words are cut as in training
+        self.resampler = resampler  # the trainer's too (`resampler_from_training`): it shapes the features
         self.device = next(model.parameters()).device
         self.frontend = frontend.to(self.device).eval()
         self.sample_rate = int(getattr(frontend.config, "sample_rate", SAMPLE_RATE))
@@ -268,7 +269,7 @@ class WordSpace:
 
         model, ckpt = load_model(path, kind="words", device=device)
         return cls(model, _frontend_from_features(ckpt.features), name=Path(path).stem,
-                   trim=trim_from_training(ckpt.training))
+                   trim=trim_from_training(ckpt.training), resampler=resampler_from_training(ckpt.training))
 
     @classmethod
     def from_registry(cls, registry: ModelRegistry, name: str) -> WordSpace:
@@ -280,7 +281,8 @@ class WordSpace:
         model = registry.load(name)
         meta = read_metadata(entry.path)
         return cls(model, _frontend_from_features(meta["features"]), name=name,
-                   trim=trim_from_training(meta.get("training")))
+                   trim=trim_from_training(meta.get("training")),
+                   resampler=resampler_from_training(meta.get("training")))
 
     @property
     def dim(self) -> int:
@@ -290,7 +292,7 @@ class WordSpace:
 
     def prepare_audio(self, audio: np.ndarray, sample_rate: int, trim: bool = True) -> np.ndarray:
         """Mono, 16 kHz, silence trimmed, length checked: the audio that `embed_audio` embeds."""
-        x = resample(to_mono(audio), int(sample_rate), self.sample_rate)
+        x = resample(to_mono(audio), int(sample_rate), self.sample_rate, self.resampler)
         if trim:
             x, _, _ = trim_silence(x, self.sample_rate, self.trim)
         elif len(x) == 0 or float(np.abs(x).max()) < 10 ** (self.trim.silence_dbfs / 20):
@@ -340,7 +342,7 @@ class WordSpace:
 
     def spoken_item_from_file(self, path: str | os.PathLike[str]) -> WordItem:
         name = display_name(Path(path).name)
-        decoded = decode(path, sample_rate=self.sample_rate, max_seconds=MAX_FILE_SECONDS)
+        decoded = decode(path, sample_rate=self.sample_rate, max_seconds=MAX_FILE_SECONDS, resampler=self.resampler)
         try:
             return self.spoken_item(decoded.audio, decoded.sample_rate, Path(path).stem, source=os.fspath(path))
         except WordAudioError as e:
@@ -490,10 +492,10 @@ def reembed_job(space: WordSpace, items: Sequence[WordItem]) -> Job[list[WordIte
     return out
 
 
-def load_recording_job(path: str | os.PathLike[str]) -> Job[np.ndarray]:
-    """A long recording for the spoken-term search, decoded to 16 kHz mono."""
+def load_recording_job(path: str | os.PathLike[str], resampler: str = SOXR) -> Job[np.ndarray]:
+    """A long recording for the spoken-term search, decoded to 16 kHz mono (with the model's `resampler`)."""
     yield {"message": f"reading {display_name(Path(path).name)}…"}
-    return decode(path, sample_rate=SAMPLE_RATE, max_seconds=MAX_SEARCH_SECONDS).audio
+    return decode(path, sample_rate=SAMPLE_RATE, max_seconds=MAX_SEARCH_SECONDS, resampler=resampler).audio
 
 
 def query_vector_job(space: WordSpace, query: WordItem | str) -> Job[tuple[np.ndarray, float, str]]:
@@ -524,7 +526,7 @@ def term_search_job(
     """
     import torch
 
-    x = resample(to_mono(recording), int(sample_rate), space.sample_rate)
+    x = resample(to_mono(recording), int(sample_rate), space.sample_rate, space.resampler)
     sr = space.sample_rate
     duration = len(x) / sr
     if duration > MAX_SEARCH_SECONDS:

@@ -634,7 +634,8 @@ class WordsTab(ModelTab):
             self.open_recording(Path(path))
 
     def open_recording(self, path: Path) -> None:
-        self._run(lambda: load_recording_job(path), lambda audio: self.set_search_audio(audio, path.name),
+        resampler = self.space.resampler if self.space is not None else "soxr"  # the model's, as in training
+        self._run(lambda: load_recording_job(path, resampler), lambda audio: self.set_search_audio(audio, path.name),
                   "open-recording")
 
     def set_search_audio(self, audio: np.ndarray, label: str = "recording") -> None:
