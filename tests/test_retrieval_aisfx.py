@@ -136,3 +136,70 @@ def test_aisfx_checkpoint_with_a_passt_front_end_is_refused(tmp_path: Path):
     model = RetrievalModel(_tiny()).eval()
     with pytest.raises(ValueError, match="needs the AisfxMel front end"):
         RetrievalEmbedder(model, PasstMel())
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def _caption_folder(sfx: Path, folder: Path) -> Path:
+    """12 train + 4 val of the shortest sfx clips (absolute paths)."""
+    import csv
+
+    with open(sfx / "captions.csv", newline="") as f:
+        rows = sorted((r for r in csv.DictReader(f) if float(r["duration_s"]) > 0.3),
+                      key=lambda r: float(r["duration_s"]))
+    rows = [r for r in rows if r["split"] == "train"][:12] + [r for r in rows if r["split"] == "val"][:4]
+    folder.mkdir()
+    with open(folder / "captions.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "caption", "split"])
+        for r in rows:
+            w.writerow([str(sfx / r["path"]), r["caption"], r["split"]])
+    return folder
+
+
+def _train_aisfx(data: Path, out: Path):
+    import argparse
+    import json
+
+    from app.services.jobs import drain
+    from training import retrieval_train as rt
+
+    p = argparse.ArgumentParser()
+    rt.add_train_arguments(p)
+    tiny = {"model": {"text": {"tiny": True, "name_or_path": None, "freeze": "all"}, "embed_dim": 16},
+            "epochs": 3, "batch_size": 8, "warmup_epochs": 0.0}
+    args = p.parse_args(["--data", str(data), "--out", str(out), "--preset", "aisfx", "--config", json.dumps(tiny),
+                         "--threads", "1", "--device", "cpu"])
+    rt.clear_memory_cache()
+    return drain(rt.train(args))
+
+
+@pytest.mark.skipif(__import__("training.aisfx_weights").aisfx_weights.find_checkpoint() is None,
+                    reason="needs the aiSFX weights (pip install --no-deps aisfx==0.1.2)")
+def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path: Path):
+    from safetensors.torch import save_file
+
+    from app.services.search import RetrievalEmbedder
+    from training import aisfx_weights
+    from training.checkpoints import load_model
+
+    data = _caption_folder(sfx, tmp_path / "data")
+    result = _train_aisfx(data, tmp_path / "a.safetensors")
+    assert result["details"]["train_clips"] == 12 and result["details"]["val_clips"] == 4
+    losses = [h["loss"] for h in result["history"]]
+    assert losses[-1] < losses[0] and "val_map10" in result["history"][-1]
+    model, ckpt = load_model(tmp_path / "a.safetensors", kind="retrieval")
+    assert model.config.audio_tower == "aisfx" and ckpt.features["kind"] == "aisfx_mel"
+    ref = aisfx_weights.pretrained()
+    for k, v in ref.state_dict().items():  # the frozen tower is exactly the published one, carried in the file
+        torch.testing.assert_close(model.audio_encoder.state_dict()[k], v)
+    assert RetrievalEmbedder.from_checkpoint(tmp_path / "a.safetensors").sample_rate == 44100
+
+    # precomputed corpus features (training.sfx_corpus --embed-aisfx) are used as they are, and only those clips
+    (data / "aisfx").mkdir()
+    save_file({"features": torch.ones(8, 1024), "rows": torch.tensor([0, 1, 2, 3, 4, 5, 12, 13])},
+              str(data / "aisfx" / "part-00000.safetensors"))
+    again = _train_aisfx(data, tmp_path / "b.safetensors")
+    assert again["details"]["train_clips"] == 6 and again["details"]["val_clips"] == 2
+    assert any("no precomputed aiSFX features" in s for s in again["details"]["skipped"])
