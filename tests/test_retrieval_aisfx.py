@@ -203,3 +203,16 @@ def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path:
     again = _train_aisfx(data, tmp_path / "b.safetensors")
     assert again["details"]["train_clips"] == 6 and again["details"]["val_clips"] == 2
     assert any("no precomputed aiSFX features" in s for s in again["details"]["skipped"])
+
+
+def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_path: Path, monkeypatch, capsys):
+    from app.cli import main
+    from training import aisfx_weights
+
+    monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
+    data = _caption_folder(sfx, tmp_path / "data")
+    rc = main(["train", "retrieval", "--preset", "aisfx", "--data", str(data), "--out", str(tmp_path / "m.safetensors"),
+               "--threads", "1"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "pip install --no-deps aisfx==0.1.2" in err and "Traceback" not in err
+    assert not (tmp_path / "m.safetensors").exists()

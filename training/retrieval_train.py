@@ -463,9 +463,13 @@ def build_model(config: RetrievalTrainConfig, audio_weights: Path | None) -> tup
     if config.model.audio_tower == "aisfx":
         if not config.freeze_audio:
             raise ValueError("the aiSFX tower trains here only frozen (--freeze-audio / --preset aisfx)")
-        from training.aisfx_weights import load_weights  # AisfxWeightsError says how to get them
+        from models.aisfx import AisfxWeightsError
+        from training.aisfx_weights import load_weights
 
-        report = {"aisfx_weights": str(load_weights(model.audio_encoder, audio_weights))}
+        try:
+            report = {"aisfx_weights": str(load_weights(model.audio_encoder, audio_weights))}
+        except AisfxWeightsError as e:  # a user-facing problem (it says how to get the weights), not a crash
+            raise ValueError(str(e)) from e
     if config.freeze_audio:
         for p in model.audio_encoder.parameters():
             p.requires_grad_(False)
