@@ -86,6 +86,47 @@ def aisfx_embeddings(paths: list[Path], encoder: torch.nn.Module | None = None) 
     return emb, sum(len(w) for w in waves) / frontend.config.sample_rate, compute
 
 
+@torch.inference_mode()
+def speed_variants(paths: list[Path], max_seconds: float = 10.0, threads: tuple[int, ...] = (1, 2)
+                   ) -> dict[str, Any]:
+    """Indexing speed of the aiSFX sound channel (front end + CNN; decode excluded) in x real time, for each
+    way of running it we tried: the front end alone, the CNN as shipped, channels-last weights, bf16 autocast,
+    non-overlapping blocks (hop 100) and 1 vs 2 threads. Clips cut to their first `max_seconds` (one
+    library window). Each variant runs the same clips once after a warm-up clip; timings are noisy on a
+    shared machine, so the relative order matters more than the numbers."""
+    encoder, frontend = aisfx_weights.pretrained(), AisfxMel()
+    sr = frontend.config.sample_rate
+    waves = [load_audio(p, sr)[: int(max_seconds * sr)] for p in paths]
+    audio_s = sum(len(w) for w in waves) / sr
+    feats = [frontend(w)[None] for w in waves]
+
+    def timed(fn: Any) -> float:
+        fn(0)
+        start = time.perf_counter()
+        for i in range(len(waves)):
+            fn(i)
+        return round(audio_s / (time.perf_counter() - start), 1)
+
+    out: dict[str, Any] = {"clips": len(waves), "audio_s": round(audio_s, 1)}
+    before = torch.get_num_threads()
+    for n in threads:
+        torch.set_num_threads(n)
+        row: dict[str, float] = {"frontend_only": timed(lambda i: frontend(waves[i]))}
+        row["cnn_hop50"] = timed(lambda i: encoder(feats[i]))
+        encoder.config.block_hop = 100
+        row["cnn_hop100"] = timed(lambda i: encoder(feats[i]))
+        encoder.config.block_hop = 50
+        encoder.to(memory_format=torch.channels_last)
+        row["cnn_hop50_channels_last"] = timed(lambda i: encoder(feats[i]))
+        encoder.to(memory_format=torch.contiguous_format)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            row["cnn_hop50_bf16"] = timed(lambda i: encoder(feats[i]))
+        row["end_to_end_hop50"] = timed(lambda i: encoder(frontend(waves[i])[None]))
+        out[f"threads_{n}"] = row
+    torch.set_num_threads(before)
+    return out
+
+
 def text_to_audio(audio: torch.Tensor, text: torch.Tensor, captions: list[str]) -> dict[str, float]:
     """(N, E) clips, (N, E) their captions' vectors -> val text-to-audio metrics (same-text clips correct)."""
     sim = F.normalize(text.float(), dim=-1) @ F.normalize(audio.float(), dim=-1).t()
@@ -150,6 +191,7 @@ def run(data_dir: Path = SFX, projection: bool = False) -> dict[str, Any]:
         "audio_s": round(audio_s, 1), "compute_s": round(compute_s, 2),
         "x_real_time": round(audio_s / compute_s, 1),
     }
+    result["speed"] = speed_variants(paths[:: max(1, len(paths) // 24)])
     if projection or os.environ.get("EARSHOT_BENCH_PROJECTION") == "1":
         train_paths, train_caps = val_clips(data_dir, "train")
         result["text_to_audio_val"] = {

