@@ -232,3 +232,18 @@ def test_errors_and_cancels_are_last_words(tmp_path: Path) -> None:
     assert errors == [{"time": errors[0]["time"], "event": "error", "message": "no words.csv", "type": "ValueError"}]
     assert closed == ["closed"] and terminal_status(events) == "cancelled"
     assert terminal_status(events[:3]) is None and terminal_status(events[:4]) == "failed"
+
+
+def test_a_models_own_settings_come_before_the_inherited_ones() -> None:
+    @dataclass
+    class Base:
+        seed: int = setting(0, help="seed")
+        clip: float = setting(1.0, help="clip")
+
+    @dataclass
+    class Model(Base):
+        width: int = setting(8, help="width")
+        clip: float = setting(0.5, help="clip, re-declared")  # a re-declared field is the model's own
+        depth: int = setting(2, help="depth")
+
+    assert [s.name for s in settings_of(Model)] == ["width", "clip", "depth", "seed"]

@@ -103,12 +103,22 @@ def _kind_of(tp: Any, meta: dict[str, Any], where: str) -> tuple[str, str]:  # n
     raise TypeError(f"{where}: a setting must be bool, int, float, str, or a list/tuple of str, not {tp!r}")
 
 
+def _declared_at(cls: type, name: str) -> tuple[int, int]:
+    """(MRO position of the class that declares or re-declares field `name`, its place in that class's body)."""
+    for depth, c in enumerate(cls.__mro__):
+        names = list(c.__dict__.get("__annotations__", {}))
+        if name in names:
+            return depth, names.index(name)
+    return len(cls.__mro__), 0
+
+
 def settings_of(cls: type) -> list[SettingSpec]:
-    """The settings a config dataclass declares, in field order (hidden and plain fields are left out)."""
+    """The settings a config dataclass declares, in field order, its own before those it inherits (a model's
+    settings before the training loop's common ones); hidden and plain fields are left out."""
     hints = typing.get_type_hints(cls)
     from_preset = bool(getattr(cls, "SETTINGS_FROM_PRESET", False))
     specs = []
-    for f in dataclasses.fields(cls):
+    for f in sorted(dataclasses.fields(cls), key=lambda f: _declared_at(cls, f.name)):
         meta = setting_meta(f)
         if meta is None or meta["hidden"]:
             continue
