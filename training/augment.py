@@ -33,10 +33,10 @@ import torchaudio
 
 from training import audio as audio_path
 from training.config import setting, setting_meta
+from training.reserved import is_reserved
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 # packages reserved for evaluation (training/speech_corpus.py refuses them too)
-EXCLUDED_PACKAGES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
 
 
 @dataclass
@@ -221,7 +221,7 @@ class NoiseBank:
                 rows = list(csv.DictReader(f))
             return [self.folder / r["path"] for r in rows
                     if r.get("split", "train") in ("", "train")
-                    and not any(r.get("source_package", "").startswith(p) for p in EXCLUDED_PACKAGES)]
+                    and not is_reserved(r.get("source_package", ""))]
         return sorted(p for p in self.folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES)
 
     def clip(self, i: int) -> np.ndarray:

@@ -56,10 +56,10 @@ import numpy as np
 import soundfile as sf
 
 from training.espeak_corpus import common_vocabulary
+from training.reserved import RESERVED_PREFIXES, check_not_reserved, is_reserved
 
 Job = Generator[dict[str, Any], None, Any]
 
-RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
 SOUND_EXTENSIONS = (".ogg", ".wav", ".flac")
 CSV_COLUMNS = ("path", "caption", "split", "source_package", "license", "source_file", "duration_s")
 SYNTHETIC_PACKAGES = ("fluid-soundfont-gm", "flite", "espeak-ng")
@@ -86,16 +86,6 @@ _TAKE_ID = re.compile(r"^(\d+|v\d+|take\d*|t\d+|var\d*|alt\d*|[a-z]|mono|stereo|
 _LOCALE = re.compile(r"^[a-z]{2}([_-][A-Za-z]{2})?$")  # language folders: en, nl, en_GB, pt-BR
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _LETTER_DIGIT = re.compile(r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
-
-
-def is_reserved(package: str) -> bool:
-    """True for the evaluation-only packages, which must never enter a corpus."""
-    return package.lower().startswith(RESERVED_PREFIXES)
-
-
-def check_not_reserved(package: str) -> None:
-    if is_reserved(package):
-        raise ValueError(f"package {package!r} is reserved for evaluation and is never used to build a corpus")
 
 
 # ---------------------------------------------------------------------------------------------- captions

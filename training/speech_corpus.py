@@ -25,7 +25,7 @@ Words are CMUdict words (`espeak_corpus.candidate_words`), sentences come from t
 Splits: the real packages in `heldout_packages` and speakers in `heldout_speakers` are `heldout` (never
 trained on: evaluation on real voices no model heard; by default the French prompt voice Armelle and three
 hedgewars English voices); TTS words are split into train/dev by word; other utterances get a deterministic
-`dev_fraction` dev share. Reserved packages (`EXCLUDED_PACKAGES`) are refused wherever they come in.
+`dev_fraction` dev share. Reserved packages (`training/reserved.py`) are refused wherever they come in.
 Deterministic given the seed, and resumable: files already on disk are kept.
 """
 
@@ -51,12 +51,12 @@ import soundfile as sf
 from training import audio as audio_path
 from training import espeak_corpus
 from training.files import atomic_path
+from training.reserved import check_not_reserved as check_package
 
 Job = Generator[dict[str, Any], None, Any]
 
 SAMPLE_RATE = 16000
 # reserved for evaluation by the project: never read, whatever the caller asks
-EXCLUDED_PACKAGES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
 AUDIO_SUFFIXES = (".wav", ".gsm", ".flac", ".ogg")
 # prompt-set files that are not speech, by path (Asterisk ships silence/1.wav .. silence/10.wav)
 NON_SPEECH = re.compile(r"(beep|tone|silence|monkeys|glorious|music|dtmf)", re.IGNORECASE)
@@ -142,13 +142,6 @@ class Item:
     engine: str = ""  # TTS: flite | festival | espeak
     voice: str = ""
     word: str = ""  # isolated words only
-
-
-def check_package(package: str) -> str:
-    """`package` unless it is reserved for evaluation (ValueError)."""
-    if any(package.startswith(p) for p in EXCLUDED_PACKAGES):
-        raise ValueError(f"{package} is reserved for evaluation and never used to build training data")
-    return package
 
 
 def dpkg_files(package: str) -> list[str]:
