@@ -193,7 +193,7 @@ def test_sharded_indexing_matches_one_process_and_resumes(tmp_path: Path) -> Non
 
 
 def test_a_resumed_shard_skips_the_parts_already_written(tmp_path: Path) -> None:
-    from app.services.sharded_index import done_in_parts, save_part
+    from app.services.library.sharded import done_in_parts, save_part
 
     save_part(tmp_path, 1, [{"rel": "a.wav"}, {"rel": "b.wav"}], {"mean.0": np.zeros(4, np.float32)})
     (tmp_path / "part-0001-00001.safetensors").write_bytes(b"torn")  # killed mid-write (no atomic rename)

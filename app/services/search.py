@@ -350,7 +350,7 @@ class SearchSession:
         results must not allocate a billion result slots."""
         k = check_k(k)
         lib = self.library
-        with lib._lock:  # one count, not the whole catalog's stats: this runs on every search-as-you-type
+        with lib.lock:  # one count, not the whole catalog's stats: this runs on every search-as-you-type
             (n,) = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?",
                                   (self.embedder.model_id,)).fetchone()
         return min(k, int(n))
@@ -368,7 +368,7 @@ class SearchSession:
 
     def _windows(self, file_id: int) -> np.ndarray:
         lib = self.library
-        with lib._lock:
+        with lib.lock:
             row = lib.db.execute("SELECT windows FROM vectors WHERE file_id = ? AND model_id = ?",
                                  (file_id, self.embedder.model_id)).fetchone()
         if row is None:
@@ -389,7 +389,7 @@ class SearchSession:
     def folders(self) -> list[str]:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
         lib = self.library
-        with lib._lock:
+        with lib.lock:
             rows = lib.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
         found: set[str] = set()
         for (p,) in rows:

@@ -52,7 +52,7 @@ class Library:
         self.db = db  # read it under `lock`; write only through the methods below
         self.index_config = index_config
         self.events: list[str] = []  # what opening had to repair, for logs and tests
-        self.lock = self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self._indexes: dict[str, VectorIndex] = {}
         self._dirty: set[str] = set()  # models whose in-memory index differs from its file
         self._indexing = False
