@@ -15,12 +15,12 @@ from app.services.jobs import drain
 from models.frontends import MFCC
 from models.vqvae import UnitsModel
 from training.checkpoints import CheckpointError, load_model, save_checkpoint
+from training.speech_eval import add_units_eval_arguments as add_eval_arguments
+from training.speech_eval import evaluate_units_command as evaluate
 from training.trainer import resume_path
 from training.units_train import (
     Corpus,
     UnitsTrainConfig,
-    add_eval_arguments,
-    evaluate,
     list_clips,
     load_corpus,
     prepare_wave,

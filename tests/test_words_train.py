@@ -13,11 +13,11 @@ import torch
 
 from app.services.jobs import drain
 from training.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
+from training.speech_eval import evaluate_words as evaluate_job
 from training.words_train import (
     MFCC,
     TrimConfig,
     WordsTrainConfig,
-    evaluate_job,
     load_words,
     make_batches,
     train_job,
