@@ -155,7 +155,11 @@ def test_units_fsdd_single_speaker_and_nothing_left(fsdd: Path, units_model: Pat
     assert 0.0 <= r["abx_within"] <= 1.0 and r["abx_across"] is None
     assert any(">= 2 speakers" in n for n in r["notes"])
     assert main(["eval", "units", "--model", str(units_model), "--data", str(fsdd), "--speaker", "nobody"]) == 2
-    assert "no audio found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no audio found" in err and "speaker(s) nobody" in err
+    assert "splits here: test (300 rows), train (2700 rows)" in err
+    assert main(["eval", "units", "--model", str(units_model), "--data", str(fsdd), "--split", "heldout"]) == 2
+    assert "splits here: test (300 rows), train (2700 rows)" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------- words
@@ -210,7 +214,7 @@ def test_words_speaker_filter_and_too_few_words(fsdd: Path, corpus: Path, words_
     assert main(["eval", "words", "--model", str(words_model), "--data", str(corpus), "--split", "heldout",
                  "--speaker", "nobody", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
-    assert "no rows" in err and "speaker(s) nobody" in err
+    assert "no rows" in err and "speaker(s) nobody" in err and "splits here: heldout (13 rows), train (2 rows)" in err
 
 
 def test_per_speaker_table_shows_missing_scores_as_dashes() -> None:

@@ -330,7 +330,8 @@ def evaluate_units_command(args: argparse.Namespace) -> Job:
     words, utterances, has_split = list_eval_clips(args.data, sel)
     clips = words + utterances
     if not clips:
-        raise ValueError(f"no audio found in {', '.join(map(str, args.data))} ({_describe(sel)})")
+        raise ValueError(f"no audio found in {', '.join(map(str, args.data))} ({_describe(sel)}); "
+                         f"{available_splits(args.data)}")
     resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
     result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
                                        baseline=not args.no_baseline, resampler=resampler, features=ckpt.features)
@@ -339,6 +340,20 @@ def evaluate_units_command(args: argparse.Namespace) -> Job:
         split = "all (no split column: every recording evaluated)"
     return nan_to_none({"model": str(args.model), "data": [str(d) for d in args.data], "split": split,
                         "resampler": resampler, **result})
+
+
+def available_splits(data_dirs: Sequence[str | os.PathLike[str]]) -> str:
+    """What the folders hold, for an error message: "splits here: dev (12 rows), heldout (72 rows)"."""
+    try:
+        words, utts, _ = list_eval_clips(data_dirs, Selection("all"))
+    except (OSError, ValueError) as e:
+        return f"(could not list the data: {e})"
+    counts: dict[str, int] = {}
+    for c in words + utts:
+        counts[c.split or "none"] = counts.get(c.split or "none", 0) + 1
+    if not counts:
+        return "the folders hold no audio"
+    return "splits here: " + ", ".join(f"{k} ({n} rows)" for k, n in sorted(counts.items()))
 
 
 def _describe(sel: Selection) -> str:
@@ -404,10 +419,11 @@ def evaluate_words(
     try:
         data = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
                                      seed=seed, resampler=resampler, keep_row=sel.keeps_row)
-    except ValueError as e:  # "no rows in split ...": say which speakers were asked for, too
-        if sel.speakers or sel.exclude_speakers:
-            raise ValueError(f"{e} ({_describe(Selection(split, sel.speakers, sel.exclude_speakers))})") from None
-        raise
+    except ValueError as e:  # "no rows in split ...": say which speakers were asked for and what is there
+        if not str(e).startswith("no rows"):
+            raise
+        raise ValueError(f"{e} ({_describe(Selection(split, sel.speakers, sel.exclude_speakers))}); "
+                         f"{available_splits(folders)}") from None
     tokens = data.tokens
     if not tokens:
         where = _describe(Selection(split, sel.speakers, sel.exclude_speakers))
