@@ -471,7 +471,10 @@ def _print_result(result: dict[str, Any], as_json: bool) -> None:
         if isinstance(value, dict):
             print(f"{key}:")
             for k, v in value.items():
-                print(f"  {k:>24}: {v:.4f}" if isinstance(v, float) else f"  {k:>24}: {v}")
+                if isinstance(v, dict):  # deeper tables (per speaker ...) are for --json
+                    print(f"  {k:>24}: ({len(v)} entries; see --json)")
+                else:
+                    print(f"  {k:>24}: {v:.4f}" if isinstance(v, float) else f"  {k:>24}: {v}")
         else:
             print(f"{key:>26}: {value:.4f}" if isinstance(value, float) else f"{key:>26}: {value}")
     if isinstance(result.get("per_speaker"), dict) and result["per_speaker"]:

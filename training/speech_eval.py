@@ -260,6 +260,7 @@ def evaluate_units(
     for s, v in lsd["per_speaker"].items():
         per_speaker[s]["lsd_db"] = v["lsd_db"]
         per_speaker[s]["seen"] = v["seen"]
+        per_speaker[s]["voice"] = v["voice"]  # the training voice it was resynthesised with
     result["per_speaker"] = per_speaker
     result["notes"] = notes
     return result
