@@ -86,17 +86,27 @@ def record_job(seconds: float, sample_rate: int = RECORD_RATE,
     return finish(audio, sample_rate, recorder.error, trim)
 
 
+def silence_problem(audio: np.ndarray, sample_rate: int, problem: str = "", trim: TrimConfig | None = None) -> str:
+    """'' when the recording (N,) holds sound; otherwise what the user is told: nothing came, or only silence.
+
+    `problem` is why the recording ended (the recorder's error), if it did by itself."""
+    if len(audio) == 0:
+        return f"nothing was recorded: {problem or 'the input device delivered no audio'}"
+    if trim_span(audio, trim or TrimConfig(), sample_rate) is not None:
+        return ""
+    loudest = float(frame_energy_db(audio, sample_rate).max(initial=-np.inf))
+    level = "digital silence" if not np.any(audio) else f"the loudest moment is {loudest:.0f} dBFS"
+    return (f"only silence was recorded in {len(audio) / sample_rate:.1f} s ({level}): is the microphone "
+            "muted, turned down, or is another input selected?" + (f" ({problem})" if problem else ""))
+
+
 def finish(audio: np.ndarray, sample_rate: int, problem: str = "", trim: TrimConfig | None = None) -> Recording:
     """Trim a raw recording (N,); refuse one with no sound in it, saying why."""
     audio = np.asarray(audio, dtype=np.float32).reshape(-1)
-    if len(audio) == 0:
-        raise NothingRecordedError(f"nothing was recorded: {problem or 'the input device delivered no audio'}")
     trim = trim or TrimConfig()
+    message = silence_problem(audio, sample_rate, problem, trim)
+    if message:
+        raise NothingRecordedError(message)
     span = trim_span(audio, trim, sample_rate)
-    if span is None:
-        loudest = float(frame_energy_db(audio, sample_rate).max(initial=-np.inf))
-        level = "digital silence" if not np.any(audio) else f"the loudest moment is {loudest:.0f} dBFS"
-        raise NothingRecordedError(
-            f"only silence was recorded in {len(audio) / sample_rate:.1f} s ({level}): is the microphone "
-            "muted, turned down, or is another input selected?" + (f" ({problem})" if problem else ""))
+    assert span is not None  # silence_problem said there is sound
     return Recording(audio[span[0]: span[1]].copy(), sample_rate, len(audio) / sample_rate, problem)
