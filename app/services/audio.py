@@ -184,6 +184,13 @@ class AudioDevices:
         return self.status
 
 
+def _about(message: str, direction: str) -> str:
+    """The parts of a device-status message about `direction` (input/output): a recorder that cannot
+    start need not hear that there is no loudspeaker either."""
+    parts = [p for p in message.split("; ") if direction in p]
+    return "; ".join(parts) or message
+
+
 def _flag(status: object, name: str) -> bool:
     return bool(getattr(status, name, False))
 
@@ -274,7 +281,7 @@ class Recorder:
         if factory is None:
             status = device_status()
             if not status.input_ok:
-                raise NoAudioDeviceError(status.message)
+                raise NoAudioDeviceError(_about(status.message, "input"))
             factory = _import_sounddevice().InputStream
         self.buffer.clear()
         self._error = self._failed = ""
@@ -382,7 +389,7 @@ class Player:
         if factory is None:
             status = device_status()
             if not status.output_ok:
-                raise NoAudioDeviceError(status.message)
+                raise NoAudioDeviceError(_about(status.message, "output"))
             sd = _import_sounddevice()
             factory, self._stop_exc = sd.OutputStream, sd.CallbackStop
         with self._lock:

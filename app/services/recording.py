@@ -11,6 +11,7 @@ library).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,28 +62,37 @@ def check_seconds(seconds: float) -> float:
 
 def record_job(seconds: float, sample_rate: int = RECORD_RATE,
                recorder_factory: Callable[[int], Recorder] | None = None,
-               trim: TrimConfig | None = None) -> Job[Recording]:
-    """Job: record `seconds` from the default input, then trim silence. Yields progress about every 30 ms.
+               trim: TrimConfig | None = None, stop: threading.Event | None = None) -> Job[Recording]:
+    """Job: record `seconds` of audio from the default input, then trim silence.
 
-    Raises NoAudioDeviceError without an input device and NothingRecordedError when nothing but silence
-    came; closing the job (cancel) stops the microphone."""
+    The seconds count from the first audio that arrives (a device can take a moment to start), and the
+    progress says when that was: `{"listening": True, "message": "recording ... make the sound now"}`,
+    about every 30 ms. Raises NoAudioDeviceError without an input device and NothingRecordedError when
+    nothing but silence came. Setting `stop` ends the recording early (what came is kept); closing the
+    job (cancel) stops the microphone and returns nothing."""
     seconds = check_seconds(seconds)
     make = recorder_factory or (lambda rate: Recorder(sample_rate=rate, capacity_seconds=MAX_SECONDS + 1))
     recorder = make(sample_rate)
     recorder.start()  # NoAudioDeviceError: the message names the problem
     blocks: list[np.ndarray] = []
+    wanted = round(seconds * sample_rate)
+    got = 0
     try:
-        start = time.monotonic()
-        while (elapsed := time.monotonic() - start) < seconds:
-            yield {"step": round(elapsed, 1), "total": seconds, "message": f"recording {elapsed:.1f} of {seconds:g} s"}
+        yield {"step": 0.0, "total": seconds, "listening": False, "message": "waiting for the microphone"}
+        while got < wanted:
             time.sleep(POLL_SECONDS)
-            blocks.append(recorder.drain())
-            if not recorder.recording:  # the device failed or vanished: keep what came
-                break
+            block = recorder.drain()
+            blocks.append(block)
+            got += len(block)
+            if not recorder.recording or (stop is not None and stop.is_set()):
+                break  # stopped by the user, or the device failed, vanished or never delivered: keep what came
+            if got:
+                yield {"step": round(got / sample_rate, 1), "total": seconds, "listening": True,
+                       "message": f"recording {got / sample_rate:.1f} of {seconds:g} s: make the sound now"}
     finally:
         recorder.stop()
         blocks.append(recorder.drain())  # what arrived between the last drain and the stop
-    audio = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+    audio = np.concatenate(blocks)[:wanted] if blocks else np.zeros(0, np.float32)
     return finish(audio, sample_rate, recorder.error, trim)
 
 
