@@ -537,13 +537,13 @@ class UnitsTab(ModelTab):
             return
         recorder = self.recorder
         tail = [recorder.drain()]
+        self._stop_reason = recorder.error  # set when the recording ended by itself (not by closing it now)
         recorder.stop()
         tail.append(recorder.drain())  # what arrived between the last tick and the stream's stop
         for block in tail:
             self.live.put(block)
         self.live.close()
         self.state = "finishing"
-        self._stop_reason = recorder.error
         self._say(reason or "Finishing the last units…")
         self._update_controls()
 
