@@ -10,17 +10,20 @@ TORCH_SPEC ?= torch==2.14.1 torchaudio==2.11.0
 SYSTEM_PACKAGES := libportaudio2 espeak-ng xvfb libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
   libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 \
   libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0
+# the tests' real audio stack (tests/real_audio_stack.py): a private PulseAudio server with null sinks that
+# PortAudio reaches through ALSA's pulse plugin; without these packages those tests are skipped
+TEST_SYSTEM_PACKAGES := pulseaudio pulseaudio-utils libasound2-plugins
 PYTEST_ARGS ?=
 # aiSFX weights (CC BY 4.0) ship in this wheel; its pins (numpy==1.23, librosa==0.9.2) conflict with ours and
 # only its checkpoint file is used, so it is installed without dependencies
 AISFX_WHEEL ?= aisfx==0.1.2
 
-.PHONY: run test bench lint system-deps clean
+.PHONY: run test bench lint system-deps test-system-deps clean
 
 run: $(VENV)/.installed
 	$(VENV)/bin/earshot
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test test-system-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-test
@@ -44,8 +47,11 @@ system-deps:
 	else \
 	  echo "Earshot needs these system packages. Install them with:"; \
 	  echo "  sudo apt-get update && sudo apt-get install -y$$missing"; \
-	  echo "Continuing: audio devices and synthetic-speech tests stay disabled until then."; \
+	  echo "Continuing: audio devices and the tests that need them stay disabled until then."; \
 	fi
+
+test-system-deps:
+	@$(MAKE) --no-print-directory system-deps SYSTEM_PACKAGES="$(SYSTEM_PACKAGES) $(TEST_SYSTEM_PACKAGES)"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -120,7 +120,9 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
                            help="answer many queries in one call: one per line of FILE ('-': standard input); "
                                 "prints JSON lines, one object per query")
         else:
-            p.add_argument("file", type=Path, help="an audio file (in the library or not)")
+            p.add_argument("file", type=Path, nargs="?", default=None,
+                           help="an audio file (in the library or not); or --record")
+            _add_record_arguments(p)
         p.add_argument("--library", type=Path, required=True, help="the (indexed) library folder")
         p.add_argument("--model", default=None, help=model_help)
         p.add_argument("-k", type=result_count, default=10,
@@ -344,7 +346,64 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
-    return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f))
+    if args.record is None:
+        if args.file is None:
+            raise ValueError("similar: give an audio file, or --record SECONDS to record one")
+        if args.save is not None:
+            raise ValueError("similar: --save keeps a recording: use it with --record")
+        return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f))
+    if args.file is not None:
+        raise ValueError("similar: give an audio file or --record, not both")
+    if not args.library.is_dir():  # before asking anyone to make a sound
+        raise ValueError(f"{args.library}: not a folder")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="earshot-recording-") as tmp:
+        query = _record_query(args.record, args.save, Path(tmp))
+        return _search_command(args, lambda s, f: s.similar(query, args.k, f))
+
+
+# ---------------------------------------------------------------------------------- similar --record
+
+
+def _add_record_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--record", type=float, default=None, metavar="SECONDS",
+                   help="record SECONDS (0.2 to 30) from the default microphone, trim the silence around "
+                        "the sound, and find what sounds like it")
+    p.add_argument("--save", type=Path, default=None, metavar="FILE",
+                   help="with --record: keep the (trimmed) recording as a WAV file")
+
+
+def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
+    """Record from the microphone (saying on standard error when to make the sound); the trimmed WAV's path."""
+    from app.services.audio import AudioError
+    from app.services.recording import check_seconds, default_name, record_job
+
+    check_seconds(seconds)
+    if save is not None and not save.parent.is_dir():
+        raise ValueError(f"--save {save}: folder {save.parent} does not exist")
+    print(f"earshot: opening the microphone to record {seconds:g} s…", file=sys.stderr, flush=True)
+    job = record_job(seconds)
+    announced = False
+    try:
+        while True:
+            progress = next(job)
+            if progress.get("listening") and not announced:
+                print(f"earshot: recording {seconds:g} s: make the sound now", file=sys.stderr, flush=True)
+                announced = True
+    except StopIteration as done:
+        recording = done.value
+    except AudioError as e:  # no microphone, a device that failed, only silence: a message, exit code 2
+        raise ValueError(f"similar --record: {e}") from None
+    finally:
+        job.close()
+    if recording.problem:
+        print(f"earshot: the recording ended early: {recording.problem}", file=sys.stderr)
+    path = recording.save(save if save is not None else tmp / default_name())
+    kept = f"saved to {path}" if save is not None else "not saved (--save FILE keeps it)"
+    print(f"earshot: recorded {recording.duration:.1f} s of sound ({recording.recorded_seconds:.1f} s before "
+          f"trimming the silence), {kept}", file=sys.stderr)
+    return path
 
 
 def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:

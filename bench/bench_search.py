@@ -196,7 +196,7 @@ def nprobe_sweep(vi: VectorIndex, queries: np.ndarray, exact: np.ndarray) -> dic
 def bench_indexing(embedder: RetrievalEmbedder, n_sfx: int = 200) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="earshot-bench-") as tmp:
-        sets = {"demo": sorted(DEMO.glob("*.wav"))}
+        sets = {"demo": sorted(DEMO.rglob("*.wav"))}
         if (SFX / "audio").is_dir():
             sets[f"sfx_{n_sfx}"] = sorted((SFX / "audio").glob("*.wav"))[:n_sfx]
         for label, files in sets.items():

@@ -597,11 +597,19 @@ def test_recorder_callback_failure_and_stop_error_are_reported_not_raised():
 
 
 def test_recorder_notices_a_stalled_device():
-    rec = Recorder(block_size=160, stream_factory=FakeStream, stall_seconds=0.1)
+    rec = Recorder(block_size=160, stream_factory=FakeStream, stall_seconds=0.1, first_audio_seconds=0.1)
     rec.start()
     assert rec.recording
     time.sleep(0.15)
-    assert not rec.recording and "no audio" in rec.error
+    assert not rec.recording and "delivered no audio in 0.1 s" in rec.error
+
+    rec = Recorder(block_size=160, stream_factory=FakeStream, stall_seconds=0.1)  # a slow first audio is fine
+    rec.start()
+    time.sleep(0.15)
+    assert rec.recording
+    FakeStream.last.callback(np.zeros((160, 1), np.float32), 160, None, flags())
+    time.sleep(0.15)  # but once audio came, a pause of stall_seconds means the device is gone
+    assert not rec.recording and "no audio from the input device for 0.1 s" in rec.error
 
 
 def test_recorder_without_device_raises_typed_error(monkeypatch):
@@ -702,9 +710,16 @@ def test_default_streams_come_from_sounddevice(monkeypatch):
     player.play(np.ones(6, np.float32), 8000)
     out = np.zeros((4, 1), np.float32)
     FakeStream.last.callback(out, 4, None, flags())
-    with pytest.raises(sd.CallbackStop):  # tells PortAudio to play out and stop
-        FakeStream.last.callback(out, 4, None, flags())
+    FakeStream.last.callback(out, 4, None, flags())
     np.testing.assert_array_equal(out[:, 0], [1, 1, 0, 0])
+    assert player.playing  # until the device buffer has played out: silence for TAIL_SECONDS, then stop
+    silent_calls = 0
+    with pytest.raises(sd.CallbackStop):  # tells PortAudio to play out and stop
+        for _ in range(10_000):
+            FakeStream.last.callback(out, 4, None, flags())
+            silent_calls += 1
+    assert 2 + 4 * (silent_calls + 1) == pytest.approx(audio.TAIL_SECONDS * 8000, abs=4)
+    FakeStream.last.active = False  # PortAudio stopped the stream
     assert not player.playing
 
 

@@ -155,7 +155,7 @@ def test_units_two_processes_train_close_to_one(fsdd_words: Path, tmp_path: Path
 
 @pytest.mark.slow
 def test_sharded_indexing_matches_one_process_and_resumes(tmp_path: Path) -> None:
-    demo = sorted((ROOT / "resources" / "demo").glob("*.wav"))[:9]
+    demo = sorted((ROOT / "resources" / "demo").rglob("*.wav"))[:9]
     if not demo:
         pytest.skip("no demo clips")
     libs = []

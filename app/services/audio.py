@@ -184,14 +184,24 @@ class AudioDevices:
         return self.status
 
 
+def _about(message: str, direction: str) -> str:
+    """The parts of a device-status message about `direction` (input/output): a recorder that cannot
+    start need not hear that there is no loudspeaker either."""
+    parts = [p for p in message.split("; ") if direction in p]
+    return "; ".join(parts) or message
+
+
 def _flag(status: object, name: str) -> bool:
     return bool(getattr(status, name, False))
 
 
-def _close_stream(stream: Any) -> str:  # noqa: ANN401
-    """Stop and close a stream; a device that vanished may make both raise: report, don't propagate."""
+def _close_stream(stream: Any, abort: bool = False) -> str:  # noqa: ANN401
+    """Stop and close a stream; a device that vanished may make both raise: report, don't propagate.
+
+    abort: drop what is still buffered instead of waiting for it. An input whose source stopped delivering
+    (a suspended PulseAudio source) never returns from PortAudio's stop, which waits for one more buffer."""
     problems = []
-    for method in ("stop", "close"):
+    for method in ("abort" if abort and hasattr(stream, "abort") else "stop", "close"):
         try:
             getattr(stream, method)()
         except Exception as e:
@@ -233,12 +243,15 @@ class Recorder:
         device: int | str | None = None,
         stream_factory: Callable[..., Any] | None = None,
         stall_seconds: float = 2.0,
+        first_audio_seconds: float = 5.0,
     ) -> None:
         self.sample_rate = sample_rate
         self.channels = channels
         self.block_size = block_size
         self.device = device
         self.stall_seconds = stall_seconds  # no callback for this long while recording = device gone
+        # the first audio may take longer: a process's first PulseAudio stream (ALSA plugin) takes ~2 s
+        self.first_audio_seconds = max(first_audio_seconds, stall_seconds)
         self.buffer = RingBuffer(max(block_size, round(capacity_seconds * sample_rate)), channels)
         self._factory = stream_factory
         self._stream: Any = None
@@ -246,6 +259,7 @@ class Recorder:
         self._error = ""
         self._failed = ""  # set by the callback thread, acted on by the consumer
         self._last_callback = 0.0
+        self._heard = False  # a callback has come since start()
 
     # -- called on the audio thread: copy and count, nothing else
     def _callback(self, indata: np.ndarray, frames: int, time_info: object, status: object) -> None:
@@ -256,6 +270,7 @@ class Recorder:
                 self._xruns += 1
             self.buffer.write(indata[:frames])
             self._last_callback = time.monotonic()
+            self._heard = True
         except Exception as e:  # never raise into PortAudio's thread
             self._failed = f"audio input failed: {e}"
 
@@ -266,11 +281,12 @@ class Recorder:
         if factory is None:
             status = device_status()
             if not status.input_ok:
-                raise NoAudioDeviceError(status.message)
+                raise NoAudioDeviceError(_about(status.message, "input"))
             factory = _import_sounddevice().InputStream
         self.buffer.clear()
         self._error = self._failed = ""
         self._last_callback = time.monotonic()
+        self._heard = False
         self._stream = _open_started(factory, "input", samplerate=self.sample_rate, channels=self.channels,
                                      blocksize=self.block_size, callback=self._callback, device=self.device)
 
@@ -279,7 +295,7 @@ class Recorder:
         stream, self._stream = self._stream, None
         if stream is None:
             return
-        problem = _close_stream(stream)
+        problem = _close_stream(stream, abort=True)  # input: nothing buffered is worth a hang
         if problem and not self._error:
             self._error = f"audio input closed with an error ({problem})"
 
@@ -291,8 +307,10 @@ class Recorder:
         reason = self._failed
         if not reason and not getattr(stream, "active", True):
             reason = "audio input stopped unexpectedly (device disconnected?)"
-        if not reason and time.monotonic() - self._last_callback > self.stall_seconds:
-            reason = f"no audio from the input device for {self.stall_seconds:g} s (device disconnected?)"
+        limit = self.stall_seconds if self._heard else self.first_audio_seconds
+        if not reason and time.monotonic() - self._last_callback > limit:
+            reason = (f"no audio from the input device for {limit:g} s (device disconnected?)" if self._heard else
+                      f"the input device delivered no audio in {limit:g} s (disconnected, or in use?)")
         if reason:
             self.stop()
             self._error = reason
@@ -322,6 +340,9 @@ class Recorder:
 # -------------------------------------------------------------------------------------------------- play
 
 
+TAIL_SECONDS = 0.3  # silence played after a sound so that the device buffer empties before the stream stops
+
+
 class Player:
     """Plays one array through an OutputStream whose callback copies the next block (zeros after the end)."""
 
@@ -339,6 +360,8 @@ class Player:
         self._error = ""
         self._lock = threading.Lock()
         self._stop_exc: type[BaseException] | None = None
+        self._tail = 0  # frames of silence to play after the end before stopping: the output's latency
+        self._silence_written = 0
 
     # -- called on the audio thread: copy the next block, nothing else
     def _callback(self, outdata: np.ndarray, frames: int, time_info: object, status: object) -> None:
@@ -350,8 +373,12 @@ class Player:
             outdata[n:] = 0
             self._pos += n
             done = self._done = self._pos >= len(self._audio)
-        if done and self._stop_exc is not None:
-            raise self._stop_exc  # sounddevice.CallbackStop: PortAudio plays out the buffer and stops
+            if done:
+                self._silence_written += frames - n
+        if done and self._stop_exc is not None and self._silence_written >= self._tail:
+            # sounddevice.CallbackStop. Not at once: PortAudio's ALSA backend drops what is still in the
+            # device buffer when the stream completes, so the sound's last ~80 ms would never be heard
+            raise self._stop_exc
 
     def play(self, audio: np.ndarray, sample_rate: int, start_seconds: float = 0.0) -> None:
         self.stop()
@@ -362,13 +389,15 @@ class Player:
         if factory is None:
             status = device_status()
             if not status.output_ok:
-                raise NoAudioDeviceError(status.message)
+                raise NoAudioDeviceError(_about(status.message, "output"))
             sd = _import_sounddevice()
             factory, self._stop_exc = sd.OutputStream, sd.CallbackStop
         with self._lock:
             self._audio, self._rate = np.ascontiguousarray(x), sample_rate
             self._pos = min(len(x), max(0, round(start_seconds * sample_rate)))
             self._done = self._pos >= len(x)
+            self._silence_written = 0
+            self._tail = round(TAIL_SECONDS * sample_rate)
         self._error = ""
         self._stream = _open_started(factory, "output", samplerate=sample_rate, channels=x.shape[1],
                                      blocksize=self.block_size, callback=self._callback, device=self.device)
@@ -384,6 +413,7 @@ class Player:
         with self._lock:
             self._pos = min(len(self._audio), max(0, round(seconds * self._rate)))
             self._done = self._pos >= len(self._audio)
+            self._silence_written = 0
 
     @property
     def playing(self) -> bool:
@@ -391,7 +421,10 @@ class Player:
         stream = self._stream
         if stream is None:
             return False
-        if self._done or not getattr(stream, "active", True):
+        active = getattr(stream, "active", True)
+        if self._done and active and self._stop_exc is not None:
+            return True  # the last blocks are still in PortAudio's buffer: closing now would cut them off
+        if self._done or not active:
             vanished = not self._done
             self.stop()
             if vanished:

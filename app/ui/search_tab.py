@@ -62,6 +62,7 @@ from app.services.search import (
     similar_job,
     summarize,
 )
+from app.ui.record_query import RecordQuery
 from app.ui.tab_base import ModelTab
 from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
 
@@ -266,6 +267,8 @@ class SearchTab(ModelTab):
         bar.addWidget(self.model_label)
         bar.addWidget(self.model_combo)
         bar.addWidget(self.query_edit, 1)
+        self.record_query = RecordQuery(self)  # search by a recorded sound
+        bar.addWidget(self.record_query)
         page.addLayout(bar)
 
         filters = QHBoxLayout()
@@ -804,6 +807,7 @@ class SearchTab(ModelTab):
         """Playback needs an output device; without one the Play button says why it is disabled."""
         self.audio = status
         self._set_preview_actions()
+        self.record_query.set_audio_status(status)
 
     @Slot()
     def toggle_play(self) -> None:

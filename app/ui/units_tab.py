@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.services.audio import AudioError, DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import format_progress
+from app.services.recording import silence_problem
 from app.services.registry import ModelEntry
 from app.services.units import LiveStream, Resynthesis, UnitsSession, load_session
 from app.ui.tab_base import ModelTab
@@ -230,6 +231,7 @@ class UnitsTab(ModelTab):
         self.state = "idle"  # idle | loading | recording | finishing | encoding | resynthesising
         self._runners: list[JobRunner] = []
         self._pending_resynthesis = False
+        self._stop_reason = ""  # why the last recording ended by itself ('' when the user stopped it)
         self.live_redraws = 0  # timer ticks that redrew the live view (tests read this)
         self._live_spec: list[np.ndarray] = []
         self._live_frames = 0  # frames received this recording
@@ -519,6 +521,7 @@ class UnitsTab(ModelTab):
             self._say(f"Cannot record: {e}")
             return
         self.recorder = recorder
+        self._stop_reason = ""
         self.live = LiveStream(self.session)
         self.resynthesis = None
         self._clear_views()
@@ -534,6 +537,7 @@ class UnitsTab(ModelTab):
             return
         recorder = self.recorder
         tail = [recorder.drain()]
+        self._stop_reason = recorder.error  # set when the recording ended by itself (not by closing it now)
         recorder.stop()
         tail.append(recorder.drain())  # what arrived between the last tick and the stream's stop
         for block in tail:
@@ -590,7 +594,15 @@ class UnitsTab(ModelTab):
         s = self.session
         if s is None:
             return
+        empty = silence_problem(s.audio, s.sample_rate, self._stop_reason)
+        if empty:  # nothing to look at or resynthesise: say why instead of showing an empty utterance
+            self._say(f"{empty[0].upper()}{empty[1:]}")
+            if s.n_samples:
+                self._show_review()
+            return
         self._say(f"{len(units)} units in {s.duration:.2f} s ({len(set(units))} different)."
+                  + (f" The recording ended by itself ({self._stop_reason}); what came before is kept."
+                     if self._stop_reason else "")
                   + (f" {s.nonfinite} invalid samples were replaced by silence." if s.nonfinite else "")
                   + (" The input clipped." if s.clipped > 0.001 * max(s.n_samples, 1) else ""))
         self._show_review()

@@ -1,0 +1,161 @@
+"""Search by a recorded sound (the Search tab's "● Record" control): make a sound, find what sounds like it.
+
+Record records a few seconds from the microphone in a worker (`app.services.recording.record_job`: the
+Recorder, then silence trimmed), writes the trimmed sound to a temporary WAV file and runs the tab's
+find-similar with it (`SearchSession.similar` takes files outside the library). "Save recording…" keeps
+that file wherever the user wants. While recording, the button stops early and searches with what came.
+
+The widget needs from its tab only public things: `status`/`error` to talk, `session`, `mode`,
+`similar_to` and `run_search` to search, and the `runners` list so that closing the tab stops the
+microphone. No audio library is touched here: the job runs in a `JobRunner`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QHBoxLayout, QPushButton, QWidget
+
+from app.services.audio import DeviceStatus
+from app.services.jobs import Job
+from app.services.recording import Recording, default_name, record_job
+
+DEFAULT_SECONDS = 3.0
+
+
+class RecordQuery(QWidget):
+    recorded = Signal(object)  # Path of the trimmed recording: what the search ran with
+
+    def __init__(self, tab: Any, parent: QWidget | None = None) -> None:  # noqa: ANN401 - the SearchTab
+        super().__init__(parent or tab)
+        self.tab = tab
+        self.record_factory: Callable[..., Job[Recording]] = record_job  # (seconds, stop=Event): a seam for tests
+        self.recording: Recording | None = None
+        self.path: Path | None = None  # the last recording, as a temporary WAV file
+        self.runner: Any = None
+        self.input_ok = True
+        self._stop = threading.Event()
+        self._tmp = tempfile.TemporaryDirectory(prefix="earshot-recordings-")
+
+        self.record_button = QPushButton("● Record")
+        self.record_button.clicked.connect(self.toggle)
+        self.seconds_spin = QDoubleSpinBox()
+        self.seconds_spin.setRange(0.5, 30.0)
+        self.seconds_spin.setSingleStep(0.5)
+        self.seconds_spin.setDecimals(1)
+        self.seconds_spin.setValue(DEFAULT_SECONDS)
+        self.seconds_spin.setSuffix(" s")
+        self.seconds_spin.setToolTip("How long Record listens (silence before and after the sound is trimmed)")
+        self.save_button = QPushButton("Save recording…")
+        self.save_button.setToolTip("Keep the last recording as a WAV file")
+        self.save_button.setEnabled(False)
+        self.save_button.clicked.connect(lambda: self.save())
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for w in (self.record_button, self.seconds_spin, self.save_button):
+            layout.addWidget(w)
+        self._update()
+
+    # ------------------------------------------------------------------------------------------ state
+
+    def set_audio_status(self, status: DeviceStatus) -> None:
+        self.input_ok = status.input_ok
+        self.input_message = status.message
+        self._update()
+
+    def recording_now(self) -> bool:
+        return self.runner is not None and self.runner.is_running()
+
+    def _update(self) -> None:
+        busy = self.recording_now()
+        self.record_button.setText("■ Stop" if busy else "● Record")
+        self.record_button.setEnabled(busy or self.input_ok)
+        self.record_button.setToolTip(
+            "Stop now and search with what was recorded so far" if busy else
+            "Record a sound from the microphone (a vocal imitation, a tap on the desk) and find sounds like it"
+            if self.input_ok else f"Recording unavailable: {getattr(self, 'input_message', '')}")
+        self.seconds_spin.setEnabled(not busy)
+        self.save_button.setEnabled(self.path is not None and not busy)
+
+    # ------------------------------------------------------------------------------------------ record
+
+    @Slot()
+    def toggle(self) -> None:
+        if self.recording_now():
+            self._stop.set()  # the job stops listening and returns what came
+            return
+        self.start()
+
+    def start(self) -> None:
+        from app.workers import JobRunner
+
+        if self.tab.session is None:
+            self.tab.error("Open a sound library first: a recording is searched for in a library.")
+            return
+        seconds, factory, stop = self.seconds_spin.value(), self.record_factory, threading.Event()
+        self._stop = stop
+        self.runner = runner = JobRunner(lambda: factory(seconds, stop=stop), name="search-record", parent=self)
+        runner.progress.connect(self._progress)
+        runner.result.connect(self._recorded)
+        runner.error.connect(lambda message: self.tab.error(f"Recording failed: {message}"))
+        runner.cancelled.connect(lambda: self.tab.status("Recording stopped; nothing was searched."))
+        runner.finished.connect(lambda: self._finished(runner))
+        self.tab.runners.append(runner)  # the tab's shutdown cancels (and waits for) it
+        self.tab.status("Opening the microphone…")
+        runner.start()
+        self._update()
+
+    @Slot(dict)
+    def _progress(self, progress: dict) -> None:
+        if progress.get("message"):
+            self.tab.status(f"Recording: {progress['message']}" if progress.get("listening") else
+                            "Opening the microphone…")
+
+    def _recorded(self, recording: Recording) -> None:
+        self.recording = recording
+        path = recording.save(Path(self._tmp.name) / default_name())
+        self.path = path
+        self.tab.status(f"Recorded {recording.duration:.1f} s of sound"
+                        + (f" (the recording ended early: {recording.problem})" if recording.problem else "")
+                        + "; finding sounds like it…")
+        self.recorded.emit(path)
+        self.search(path)
+
+    def _finished(self, runner: Any) -> None:  # noqa: ANN401 - a JobRunner
+        if runner in self.tab.runners:
+            self.tab.runners.remove(runner)
+        if runner is self.runner:
+            self.runner = None
+        self._update()
+
+    def search(self, path: Path) -> None:
+        """Find-similar with a file outside the library: the same search as a result's "Find similar"."""
+        if self.tab.session is None:
+            return
+        self.tab.mode, self.tab.similar_to = "similar", path
+        self.tab.run_search()
+
+    # ------------------------------------------------------------------------------------------ save
+
+    def save(self, path: Path | None = None) -> Path | None:
+        if self.path is None:
+            return None
+        if path is None:
+            chosen, _ = QFileDialog.getSaveFileName(self, "Save Recording", str(Path.home() / self.path.name),
+                                                    "WAV (*.wav)")
+            if not chosen:
+                return None
+            path = Path(chosen)
+        try:
+            shutil.copyfile(self.path, path)
+        except OSError as e:
+            self.tab.error(f"Cannot save the recording: {e}")
+            return None
+        self.tab.status(f"Recording saved to {path}")
+        return path
