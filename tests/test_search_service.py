@@ -165,8 +165,8 @@ def test_index_search_similar_round_trip(tmp_path: Path, embedder: RetrievalEmbe
         assert [f.path for f in session.failed_files()] == ["birds/broken.wav"]
         assert session.folders() == ["birds", "engines", "long"]
 
-        # text search: the ranking is cosine similarity with vectors computed independently
-        hits = session.search("a bird chirps", k=10)
+        # sound search: the ranking is cosine similarity with vectors computed independently
+        hits = session.search("a bird chirps", k=10, mode="sound")
         assert len(hits) == 7
         q = embedder.embed_text(["a bird chirps"])[0]
         want = sorted(((float(embed_file(h.path, embedder)[0] @ q), h.rel_path) for h in hits), reverse=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,3 +213,51 @@ def _tokenizer(folder: Path, max_tokens: int) -> Any:  # noqa: ANN401 - a tokeni
     tok.no_padding()  # one query at a time: no padding, so attention needs no mask
     tok.enable_truncation(max_length=max_tokens)  # as TextEncoder.tokenize: max_tokens includes [CLS]/[SEP]
     return tok
+
+
+# ------------------------------------------------------------------------------------- sentence vectors
+
+TEXT_MODEL = "all-MiniLM-L6-v2"
+TEXT_MAX_TOKENS = 128  # names, folders and tags: longer tag text is cut (the model was trained up to 128 too)
+
+
+class SentenceEncoder(TextTower):
+    """all-MiniLM-L6-v2 sentence vectors in NumPy, as sentence-transformers makes them: the mean of the last
+    hidden states over all tokens ([CLS] and [SEP] included: no padding, so the mask is all ones), L2-normalised.
+    (N, 384). The library's text channel embeds each file's name/folder/tag words with it, the search service
+    the query; no torch."""
+
+    def __init__(self, tokenizer: Any, weights: dict[str, np.ndarray], settings: BertSettings,  # noqa: ANN401
+                 name: str = TEXT_MODEL) -> None:
+        dim = int(weights["embeddings.word_embeddings.weight"].shape[1])
+        super().__init__(tokenizer, weights, np.eye(dim, dtype=np.float32), np.zeros(dim, np.float32), settings,
+                         name, f"text:{name}")
+        self._lock = threading.Lock()
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        with self._lock:  # one encoder serves the indexer and the GUI's searches: its cache is not thread-safe
+            return super().embed_text(texts)
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)  # (T,)
+        mean = self._encode(ids).mean(axis=0)  # (H,) mean pooling
+        return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def load_sentence_encoder(name_or_path: str = DEFAULT_TEXT_MODEL, max_tokens: int = TEXT_MAX_TOKENS
+                          ) -> SentenceEncoder | None:
+    """The MiniLM sentence encoder from the installed wheel (or a local folder), or None when it is not there
+    (the text channel then searches by keywords only)."""
+    try:
+        folder = Path(resolve_model_path(name_or_path))
+        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    weights_file = folder / "model.safetensors"
+    if not weights_file.is_file() or not (folder / "tokenizer.json").is_file() or hf.get("model_type") != "bert":
+        return None
+    weights = {k: v.astype(np.float32, copy=False) for k, v in _read_encoder(weights_file).items()}
+    settings = BertSettings(int(hf["num_attention_heads"]), float(hf.get("layer_norm_eps", LAYER_NORM_EPS)),
+                            max_tokens)
+    name = TEXT_MODEL if name_or_path == DEFAULT_TEXT_MODEL else Path(name_or_path).name
+    return SentenceEncoder(_tokenizer(folder, max_tokens), weights, settings, name)
