@@ -60,15 +60,20 @@ PREVIEW_FRAMES = 2000  # spectrogram columns at most, whatever the file length
 
 
 # ------------------------------------------------------------------------------------- fusion settings
-# Tuned on the development benchmark (`python -m bench search_quality`, README "Search quality"): a weighted sum of
-# normalised channel scores. Sound: min-max over the candidates (its cosines have no fixed scale across models).
-# Names: BM25 relative to the query's best keyword match, and the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL]
-# to [0, 1] -- an absolute scale, so names that say nothing (hash-like names, no tags: no words, no vector, or
-# cosines below the floor) give the text channel no say and "both" ranks like sound.
+# The rule: a weighted sum of normalised channel scores, fused = w * names + (1 - w) * sound.
+# Sound: the cosine min-max scaled over the candidates (its cosines have no fixed scale across models).
+# Names: KEYWORD_SHARE * BM25 relative to the query's best keyword match + the rest * the MiniLM cosine mapped
+# from [SEM_FLOOR, SEM_CEIL] to [0, 1] -- an absolute scale, so names that say nothing (hash-like names, no tags:
+# no words, no vector, cosines below the floor) give the names no say and "both" ranks exactly like sound.
+# Tuned on the development benchmark (`python -m bench search_quality`; grid over w, KEYWORD_SHARE, the floor and
+# ceiling, and reciprocal-rank fusion, see README "Search quality"): the weighted sum at w = 0.8 was the one
+# setting that beat names-only on mAP@10, R@10 and AP@10 at once; RRF (k = 10) had a higher mAP@10 but a lower
+# AP@10 (it throws the score gaps away). Caveat: tuned on the same 80 queries it is scored on, and the margin over
+# names-only there is small (the sound channel is far weaker than good names); a held-out set would tell more.
 SEARCH_MODES = ("names", "sound", "both")
-NAMES_WEIGHT = 0.5  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
-KEYWORD_SHARE = 0.5  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
-SEM_FLOOR, SEM_CEIL = 0.25, 0.75  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+NAMES_WEIGHT = 0.8  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
+KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
+SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
 _UNSET = object()
 
@@ -466,16 +471,17 @@ class SearchSession:
 
     # -- the user's tags and favourites (the Search tab's tag editing; `earshot tags`)
 
+    @property
+    def tags(self) -> TagEditor:
+        return TagEditor(self.library, self.text_encoder)
+
     def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        """Tag files (several at once); only the changed files' sentence vectors are embedded again."""
-        changed = self.library.add_tags(file_ids, tags)
-        self._reembed(changed)
-        return changed
+        """Tag files (several at once); only the changed files' sentence vectors are embedded again. Returns the
+        files whose tags changed; ValueError for a bad tag, LibraryError for an unknown file id (nothing changed)."""
+        return self.tags.add_tags(file_ids, tags)
 
     def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        changed = self.library.remove_tags(file_ids, tags)
-        self._reembed(changed)
-        return changed
+        return self.tags.remove_tags(file_ids, tags)
 
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
         self.library.set_favourite(file_ids, on)
@@ -485,18 +491,6 @@ class SearchSession:
 
     def all_tags(self) -> list[str]:
         return self.library.all_tags()
-
-    def _reembed(self, file_ids: Sequence[int]) -> None:
-        enc = self.text_encoder
-        if enc is None or not file_ids:
-            return
-        lib = self.library
-        lib.register_text_model(enc)
-        items = [(fid, text, enc.embed_text([text])[0] if text else None)
-                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]
-        if items:
-            lib.store_text_vectors(enc.model_id, items)
-            lib.save_index(enc.model_id)
 
     @property
     def text_encoder(self) -> SentenceEncoder | None:
@@ -555,6 +549,122 @@ class SearchSession:
             for i in range(1, len(parts) + 1):
                 found.add("/".join(parts[:i]))
         return sorted(found)
+
+
+# ------------------------------------------------------------------------------------------ user tags
+
+
+@dataclass
+class TagImport:
+    """What `TagEditor.import_csv` did; nothing in the file is silently dropped."""
+
+    rows: int = 0
+    files: int = 0  # files whose tags or favourite mark changed
+    tags_added: int = 0
+    unknown: list[tuple[int, str]] = field(default_factory=list)  # (line, path) not in the library
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, what is wrong)
+
+
+TAG_COLUMNS = ("path", "tags", "favourite")
+_YES, _NO = {"1", "true", "yes", "y", "x", "*"}, {"0", "false", "no", "n"}
+
+
+class TagEditor:
+    """The user's tags and favourites of a library, with the text channel kept current: a tag change rewrites the
+    file's keyword row at once and re-embeds only the changed files' sentences. Needs no retrieval model (the
+    `earshot tags` command and the Search tab use it)."""
+
+    def __init__(self, library: Library, text_encoder: SentenceEncoder | None | object = _UNSET) -> None:
+        self.library = library
+        self.text_encoder = default_text_encoder() if text_encoder is _UNSET else text_encoder
+
+    def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        changed = self.library.add_tags(file_ids, tags)
+        self.reembed(changed)
+        return changed
+
+    def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        changed = self.library.remove_tags(file_ids, tags)
+        self.reembed(changed)
+        return changed
+
+    def reembed(self, file_ids: Sequence[int]) -> None:
+        enc = self.text_encoder
+        if enc is None or not file_ids:
+            return
+        lib = self.library
+        lib.register_text_model(enc)  # type: ignore[arg-type]
+        items = [(fid, text, enc.embed_text([text])[0] if text else None)  # type: ignore[union-attr]
+                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]  # type: ignore[union-attr]
+        if items:
+            lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
+            lib.save_index(enc.model_id)  # type: ignore[union-attr]
+
+    def file_ids(self, paths: Sequence[str | os.PathLike[str]]) -> tuple[list[int], list[str]]:
+        """Catalog ids of files given relative to the library or absolute inside it; (ids, unknown paths)."""
+        ids, unknown = [], []
+        for p in paths:
+            fid = self.library.file_id(p)
+            if fid is None:
+                unknown.append(os.fspath(p))
+            else:
+                ids.append(fid)
+        return ids, unknown
+
+    def export_csv(self, fh: Any) -> int:  # noqa: ANN401 - a text file object
+        """Write `path,tags,favourite` for every file with tags or a favourite mark (tags joined by ';');
+        returns the number of rows."""
+        import csv
+
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(TAG_COLUMNS)
+        n = 0
+        for path, tags, fav in self.library.tag_table():
+            w.writerow([path, ";".join(tags), "1" if fav else ""])
+            n += 1
+        return n
+
+    def import_csv(self, path: str | os.PathLike[str]) -> TagImport:
+        """Merge a `path,tags,favourite` CSV into the library: tags are added (none removed), favourite set when
+        the column says yes/no (left alone when empty). Rows naming files not in the library, and bad values,
+        are reported with their line numbers; every other row is applied."""
+        import csv
+
+        out = TagImport()
+        changed: set[int] = set()
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ("path", "tags") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{display_name(path)}: not a tags file (no {' or '.join(missing)} column; "
+                                 f"expected {','.join(TAG_COLUMNS)})")
+            for row in reader:
+                out.rows += 1
+                line = reader.line_num
+                rel = (row.get("path") or "").strip()
+                fid = self.library.file_id(rel) if rel else None
+                if fid is None:
+                    out.unknown.append((line, rel))
+                    continue
+                try:
+                    tags = [t for t in (row.get("tags") or "").split(";") if t.strip()]
+                    fav = (row.get("favourite") or "").strip().lower()
+                    if fav and fav not in _YES | _NO:
+                        raise ValueError(f"favourite must be yes/no or 1/0, got {fav!r}")
+                    before = set(self.library.tags_of(fid))
+                    added = self.library.add_tags([fid], tags) if tags else []
+                    out.tags_added += len(set(self.library.tags_of(fid)) - before)
+                    changed.update(added)
+                    if fav:
+                        was = fid in self.library.favourite_ids([fid])
+                        self.library.set_favourite([fid], fav in _YES)
+                        if was != (fav in _YES):
+                            changed.add(fid)
+                except ValueError as e:
+                    out.errors.append((line, str(e)))
+        out.files = len(changed)
+        self.reembed(sorted(changed))
+        return out
 
 
 # -------------------------------------------------------------------------------------------- preview
