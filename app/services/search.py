@@ -740,9 +740,10 @@ class Results:
     filtered: bool = False
 
 
-def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters | None) -> Job[Results]:
+def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters | None, mode: str = "both",
+               names_weight: float | None = None) -> Job[Results]:
     yield {"message": f"searching for “{text}”"}
-    hits = session.search(text, k, filters)
+    hits = session.search(text, k, filters, mode=mode, names_weight=names_weight)
     return Results(hits, text, "text", session.indexed_count(), bool(filters and filters.active))
 
 
