@@ -345,8 +345,12 @@ def _sharded_index(args: argparse.Namespace) -> int:
 
     ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
     embedder = load_embedder(args.model, device=str(device))
+    from app.services.search import default_text_encoder
+
+    text_encoder = default_text_encoder() if ctx.is_main else None
     try:
-        out = run_in_terminal(sharded_index_job(args.folder, embedder, ctx), desc=f"index (rank {ctx.rank})",
+        out = run_in_terminal(sharded_index_job(args.folder, embedder, ctx, text_encoder=text_encoder),
+                              desc=f"index (rank {ctx.rank})",
                               disable=True if args.json or not ctx.is_main else None)
     except LibraryError as e:
         raise ValueError(str(e)) from None
@@ -374,6 +378,10 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
           f"({summary['x_realtime']:.1f}x real time) with {summary['model']}")
     for f in summary["failures"]:
         print(f"failed: {f['error']}", file=sys.stderr)
+    if summary.get("texts"):
+        print(f"names and tags read for {summary['texts']} files ({summary['text_vectors']} sentences embedded)")
+    for t in summary.get("tag_problems", []):
+        print(f"tags: {printable(t['path'])}: {t['error']} (indexed by name and sound)", file=sys.stderr)
     for e in summary["scan_errors"]:
         print(f"scan: {e}", file=sys.stderr)
     if "sharded" in summary:

@@ -221,7 +221,8 @@ def test_search_modes_filters_and_why_in_json(tmp_path: Path, capsys) -> None:
     root = make_library(tmp_path / "lib")
     ckpt = str(write_tiny_checkpoint(tmp_path / "models"))
     assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
-    capsys.readouterr()
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["texts"] == 7 and summary["text_vectors"] == 7 and summary["tag_problems"] == []
     args = ["--library", str(root), "--model", ckpt, "--json"]
     assert main(["search", "chirp -engine", "--mode", "names", *args]) == 0
     hits = json.loads(capsys.readouterr().out)

@@ -794,6 +794,9 @@ def summarize(report: IndexReport) -> dict[str, Any]:
         "x_realtime": round(report.audio_seconds / elapsed, 2) if report.audio_seconds else 0.0,
         "failures": [{"path": f.path, "error": f.error} for f in report.failed],
         "scan_errors": list(report.scan_errors),
+        "texts": report.texts,
+        "text_vectors": report.text_vectors,
+        "tag_problems": [{"path": f.path, "error": f.error} for f in report.tag_problems],
     }
 
 
