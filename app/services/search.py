@@ -44,6 +44,7 @@ from app.services.library import (
 )
 from app.services.library.textchannel import sentence
 from app.services.query import Query, parse
+from app.services.text_tower import TextTower as TextTowerType
 from training.ranking import require_finite
 
 if TYPE_CHECKING:
@@ -367,11 +368,25 @@ class SearchSession:
         query = parse(text)
         if query.empty:
             return []
-        if w < 1:
-            # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            self.embedder.embed_text([query.free_text])
+        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+        sound_q, text_q = self._encode_query(query.free_text, w)
         k = self.capped_k(k)
-        return self._ranked(query, k, filters, w, mode) if k else []
+        return self._ranked(query, k, filters, w, mode, sound_q, text_q) if k else []
+
+    def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The query's sound-space vector (unless names only) and sentence vector (when the library has text
+        vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
+        makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
+        enc = self.text_encoder
+        need_text = w > 0 and enc is not None and self.library.stats_text_vectors(enc.model_id) > 0
+        need_sound = w < 1
+        tower = self.embedder
+        if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
+                and tower.shares_encoder_with(enc):
+            return tower.embed_with_mean(text)
+        sound_q = self.embedder.embed_text([text])[0] if need_sound else None
+        text_q = enc.embed_text([text])[0] if need_text else None  # type: ignore[union-attr]
+        return sound_q, text_q
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
@@ -400,10 +415,10 @@ class SearchSession:
 
     # -- the two channels and their fusion
 
-    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str) -> list[Hit]:
+    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str,
+                sound_q: np.ndarray | None, text_q: np.ndarray | None) -> list[Hit]:
         lib, n = self.library, max(k, CANDIDATES)
         excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
-        sound_q = self.embedder.embed_text([query.free_text])[0] if w < 1 else None
         if w == 0:  # sound only: today's ranking, minus excluded files
             return [self._explain(h, query) for h in lib.search_vector(sound_q, self.embedder.model_id, k, filters,
                                                                       sorted(excluded))]
@@ -414,14 +429,12 @@ class SearchSession:
             allowed = lib.allowed_files([f for f, _ in found], filters)
             cands.keyword = {f: s for f, s in found if f in allowed and f not in excluded}
         enc = self.text_encoder
-        text_q = None
-        if enc is not None and lib.stats_text_vectors(enc.model_id):
-            text_q = enc.embed_text([query.free_text])[0]
+        if text_q is not None and enc is not None:
             cands.semantic = dict(lib.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
         if sound_q is not None:
             cands.sound = dict(lib.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
             cands.fill_sound(lib, self.embedder.model_id, sound_q)
-        if text_q is not None:
+        if text_q is not None and enc is not None:
             cands.fill_semantic(lib, enc.model_id, text_q)
         ranked = cands.fused(w)
         if mode == "names":
