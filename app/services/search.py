@@ -420,8 +420,8 @@ class SearchSession:
         lib, n = self.library, max(k, CANDIDATES)
         excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
         if w == 0:  # sound only: today's ranking, minus excluded files
-            return [self._explain(h, query) for h in lib.search_vector(sound_q, self.embedder.model_id, k, filters,
-                                                                      sorted(excluded))]
+            return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
+                                 query)
         cands = Candidates()
         match = query.fts_match()
         if match:
@@ -455,22 +455,26 @@ class SearchSession:
             h.score = sc.fused
             h.match = MatchInfo(name_score=sc.name, keyword_score=sc.keyword, semantic_score=sc.semantic_raw,
                                 sound_score=sc.sound_raw, sound_norm=sc.sound)
-            out.append(self._explain(h, query))
-        return out
+            out.append(h)
+        return self._explain(out, query)
 
-    def _explain(self, hit: Hit, query: Query | None) -> Hit:
-        """Fill in why a hit matched (query words in its name, folder, tags, user tags), its tags, favourite."""
+    def _explain(self, hits: list[Hit], query: Query | None) -> list[Hit]:
+        """Fill in why each hit matched (query words in its name, folder, tags, user tags), its tags and
+        favourite mark (three catalog queries for all the hits)."""
         lib = self.library
-        path, tags = lib.text_fields([hit.file_id]).get(hit.file_id, (hit.rel_path, ""))
-        hit.user_tags = lib.tags_of(hit.file_id)
-        hit.favourite = bool(lib.favourite_ids([hit.file_id]))
-        info = hit.match or MatchInfo(sound_score=hit.score)
-        folder, _, name = path.rpartition("/")
-        info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
-        if query is not None:
-            info.spans, info.matched_terms = highlight(info.fields, query)
-        hit.match = info
-        return hit
+        ids = [h.file_id for h in hits]
+        fields, user, favs = lib.text_fields(ids), lib.user_tags_for(ids), lib.favourite_ids(ids)
+        for hit in hits:
+            path, tags = fields.get(hit.file_id, (hit.rel_path, ""))
+            hit.user_tags = user.get(hit.file_id, [])
+            hit.favourite = hit.file_id in favs
+            info = hit.match or MatchInfo(sound_score=hit.score)
+            folder, _, name = path.rpartition("/")
+            info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
+            if query is not None:
+                info.spans, info.matched_terms = highlight(info.fields, query)
+            hit.match = info
+        return hits
 
     def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
                               ) -> np.ndarray | None:
