@@ -1,4 +1,7 @@
-"""`python -m bench [NAME ...]`: run the benchmarks (all by default) and print one JSON object each."""
+"""`python -m bench [NAME ...]`: run the benchmarks (all by default) and print one JSON object each.
+
+A benchmark is a module with a `run() -> dict`: every `bench_*.py` here, plus the ones named in OTHERS (modules
+that are also scripts of their own, e.g. `python -m bench.search_quality --counts`)."""
 
 from __future__ import annotations
 
@@ -17,9 +20,16 @@ def machine() -> dict:
             platform.machine(), "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
 
 
+OTHERS = ("search_quality",)  # benchmarks without the bench_ prefix
+
+
+def module_name(name: str) -> str:
+    return name if name in OTHERS or name.startswith("bench_") else f"bench_{name}"
+
+
 def main(names: list[str]) -> int:
-    found = sorted(p.stem for p in Path(__file__).parent.glob("bench_*.py"))
-    chosen = [n if n.startswith("bench_") else f"bench_{n}" for n in names] or found
+    found = sorted([p.stem for p in Path(__file__).parent.glob("bench_*.py")] + list(OTHERS))
+    chosen = [module_name(n) for n in names] or found
     out_dir = Path("bench/out")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in chosen:

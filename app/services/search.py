@@ -17,11 +17,13 @@ torch is imported lazily so that the GUI can import this module without paying f
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,22 +37,48 @@ from app.services.library import (
     IndexReport,
     Library,
     LibraryStats,
+    MatchInfo,
     SearchFilters,
     index_library,
+    names,
 )
+from app.services.library.textchannel import sentence
+from app.services.query import Query, parse
+from app.services.text_tower import TextTower as TextTowerType
 from training.ranking import require_finite
 
 if TYPE_CHECKING:
     import torch
 
     from app.services.registry import ModelRegistry
-    from app.services.text_tower import TextTower
+    from app.services.text_tower import SentenceEncoder, TextTower
     from app.services.vector_index import IndexConfig
 
 KIND = "retrieval"
 TEXT_CACHE_SIZE = 256  # search-as-you-type asks for the same prefixes again and again
 PREVIEW_MAX_SECONDS = 600.0  # longer files are previewed (and played) as a 10-min excerpt
 PREVIEW_FRAMES = 2000  # spectrogram columns at most, whatever the file length
+
+
+# ------------------------------------------------------------------------------------- fusion settings
+# The rule: a weighted sum of normalised channel scores, fused = w * names + (1 - w) * sound.
+# Sound: the cosine min-max scaled over the candidates (its cosines have no fixed scale across models).
+# Names: KEYWORD_SHARE * BM25 relative to the query's best keyword match + the rest * the MiniLM cosine mapped
+# from [SEM_FLOOR, SEM_CEIL] to [0, 1] -- an absolute scale, so names that say nothing (hash-like names, no tags:
+# no words, no vector, cosines below the floor) give the names no say and "both" ranks exactly like sound.
+# Tuned on the development benchmark (`python -m bench search_quality`; grid over w, KEYWORD_SHARE, the floor and
+# ceiling, and reciprocal-rank fusion, see README "Search quality"): the weighted sum at w = 0.8 was the one
+# setting that beat names-only on mAP@10, R@10 and AP@10 at once; RRF (k = 10) had a higher mAP@10 but a lower
+# AP@10 (it throws the score gaps away). Caveat: tuned on the same 80 queries it is scored on, and the margin over
+# names-only there is small (the sound channel is far weaker than good names); a held-out set would tell more.
+SEARCH_MODES = ("names", "sound", "both")
+NAMES_WEIGHT = 0.8  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
+KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
+SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
+NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (costs nothing on the
+# benchmark's names-only mAP@10 and R@10, and halves the list: cosines just above the floor are mostly noise)
+_UNSET = object()
 
 
 class ModelNotFoundError(LookupError):
@@ -298,9 +326,11 @@ class WindowScores:
 class SearchSession:
     """An open library and the retrieval model whose index it searches."""
 
-    def __init__(self, library: Library, embedder: RetrievalEmbedder) -> None:
+    def __init__(self, library: Library, embedder: RetrievalEmbedder,
+                 text_encoder: SentenceEncoder | None | object = _UNSET) -> None:
         self.library = library
         self.embedder = embedder
+        self._text_encoder = text_encoder  # _UNSET: the default MiniLM, loaded on first use
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -324,36 +354,177 @@ class SearchSession:
         """The library's incremental indexing job, with threads capped so that a core stays free."""
         cap_threads()
         readers = workers or (1 if (os.cpu_count() or 2) <= 2 else 2)
-        return index_library(self.library, self.embedder, workers=readers, **kwargs)
+        return index_library(self.library, self.embedder, workers=readers, text_encoder=self.text_encoder, **kwargs)
 
     # -- searching
 
-    def search(self, text: str, k: int = 10, filters: SearchFilters | None = None) -> list[Hit]:
-        text = text.strip()
-        if not text:
+    def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
+               names_weight: float | None = None) -> list[Hit]:
+        """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
+        like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
+        of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix."""
+        check_mode(mode)
+        w = fusion_weight(mode, names_weight)
+        query = parse(text)
+        if query.empty:
             return []
-        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results";
-        # the library's own call then hits the embedder's cache
-        self.embedder.embed_text([text])
+        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+        sound_q, text_q = self._encode_query(query.free_text, w)
         k = self.capped_k(k)
-        return self.library.search_text(text, self.embedder, k, filters) if k else []
+        return self._ranked(query, k, filters, w, mode, sound_q, text_q) if k else []
+
+    def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The query's sound-space vector (unless names only) and sentence vector (when the library has text
+        vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
+        makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
+        enc = self.text_encoder
+        need_text = w > 0 and enc is not None and self.library.stats_text_vectors(enc.model_id) > 0
+        need_sound = w < 1
+        tower = self.embedder
+        if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
+                and tower.shares_encoder_with(enc):
+            return tower.embed_with_mean(text)
+        sound_q = self.embedder.embed_text([text])[0] if need_sound else None
+        text_q = enc.embed_text([text])[0] if need_text else None  # type: ignore[union-attr]
+        return sound_q, text_q
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
-                filters: SearchFilters | None = None) -> list[Hit]:
+                filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
+        """Files that sound like a file (sound channel); names_weight > 0 adds how alike their names and tags
+        are (the MiniLM sentence vectors), fused with the same rule as text search."""
         k = self.capped_k(k)
         if k == 0:
             return []
-        return self.library.similar(path_or_file_id, self.embedder, k, filters)
+        if not names_weight:
+            return self.library.similar(path_or_file_id, self.embedder, k, filters)
+        sound = self.library.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
+        w = fusion_weight("both", names_weight)
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else self.library.file_id(path_or_file_id)
+        text_q = self._file_sentence_vector(path_or_file_id, fid)
+        cands = Candidates(sound={h.file_id: h.score for h in sound})
+        enc = self.text_encoder
+        if text_q is not None and enc is not None:
+            exclude = [fid] if fid is not None else []
+            cands.semantic = dict(self.library.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters,
+                                                             exclude))
+            cands.fill_semantic(self.library, enc.model_id, text_q)
+        sound_q = None if fid is None else self.library.file_vectors(self.embedder.model_id, [fid]).get(fid)
+        if sound_q is not None:
+            cands.fill_sound(self.library, self.embedder.model_id, sound_q)
+        return self._hits(cands.fused(w), k, sound_q, None, {h.file_id: h for h in sound})
+
+    # -- the two channels and their fusion
+
+    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str,
+                sound_q: np.ndarray | None, text_q: np.ndarray | None) -> list[Hit]:
+        lib, n = self.library, max(k, CANDIDATES)
+        excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
+        if w == 0:  # sound only: today's ranking, minus excluded files
+            return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
+                                 query)
+        cands = Candidates()
+        match = query.fts_match()
+        if match:
+            found = lib.keyword_search(match, n + len(excluded))
+            allowed = lib.allowed_files([f for f, _ in found], filters)
+            cands.keyword = {f: s for f, s in found if f in allowed and f not in excluded}
+        enc = self.text_encoder
+        if text_q is not None and enc is not None:
+            cands.semantic = dict(lib.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
+        if sound_q is not None:
+            cands.sound = dict(lib.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
+            cands.fill_sound(lib, self.embedder.model_id, sound_q)
+        if text_q is not None and enc is not None:
+            cands.fill_semantic(lib, enc.model_id, text_q)
+        ranked = cands.fused(w)
+        if mode == "names":
+            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
+        return self._hits(ranked, k, sound_q, query)
+
+    def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
+              known: dict[int, Hit] | None = None) -> list[Hit]:
+        top = ranked[:k]
+        known = known or {}
+        missing = [f for f, _ in top if f not in known]
+        hits = {**known, **self.library.hits_for(missing, self.embedder.model_id, sound_q)} if missing else known
+        out = []
+        for fid, sc in top:
+            h = hits.get(fid)
+            if h is None:
+                continue
+            h.score = sc.fused
+            h.match = MatchInfo(name_score=sc.name, keyword_score=sc.keyword, semantic_score=sc.semantic_raw,
+                                sound_score=sc.sound_raw, sound_norm=sc.sound)
+            out.append(h)
+        return self._explain(out, query)
+
+    def _explain(self, hits: list[Hit], query: Query | None) -> list[Hit]:
+        """Fill in why each hit matched (query words in its name, folder, tags, user tags), its tags and
+        favourite mark (three catalog queries for all the hits)."""
+        lib = self.library
+        ids = [h.file_id for h in hits]
+        fields, user, favs = lib.text_fields(ids), lib.user_tags_for(ids), lib.favourite_ids(ids)
+        for hit in hits:
+            path, tags = fields.get(hit.file_id, (hit.rel_path, ""))
+            hit.user_tags = user.get(hit.file_id, [])
+            hit.favourite = hit.file_id in favs
+            info = hit.match or MatchInfo(sound_score=hit.score)
+            folder, _, name = path.rpartition("/")
+            info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
+            if query is not None:
+                info.spans, info.matched_terms = highlight(info.fields, query)
+            hit.match = info
+        return hits
+
+    def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
+                              ) -> np.ndarray | None:
+        """The text vector of a catalogued file, or of an outside file's name and folder words."""
+        enc = self.text_encoder
+        if enc is None:
+            return None
+        if fid is not None:
+            return self.library.file_vectors(enc.model_id, [fid]).get(fid)
+        p = Path(os.fspath(path_or_file_id))
+        text = sentence(" ".join(names.name_words(p.stem)), " ".join(names.folder_words(p.parent.name)), "", [])
+        return enc.embed_text([text])[0] if text else None
+
+    # -- the user's tags and favourites (the Search tab's tag editing; `earshot tags`)
+
+    @property
+    def tags(self) -> TagEditor:
+        return TagEditor(self.library, self.text_encoder)
+
+    def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        """Tag files (several at once); only the changed files' sentence vectors are embedded again. Returns the
+        files whose tags changed; ValueError for a bad tag, LibraryError for an unknown file id (nothing changed)."""
+        return self.tags.add_tags(file_ids, tags)
+
+    def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        return self.tags.remove_tags(file_ids, tags)
+
+    def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
+        self.library.set_favourite(file_ids, on)
+
+    def tags_of(self, file_id: int) -> list[str]:
+        return self.library.tags_of(file_id)
+
+    def all_tags(self) -> list[str]:
+        return self.library.all_tags()
+
+    @property
+    def text_encoder(self) -> SentenceEncoder | None:
+        """The MiniLM sentence encoder of the text channel (NumPy), loaded once; None when not installed."""
+        if self._text_encoder is _UNSET:
+            self._text_encoder = sentence_encoder_for(self.embedder)
+        return self._text_encoder  # type: ignore[return-value]
 
     def capped_k(self, k: int) -> int:
         """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
         results must not allocate a billion result slots."""
         k = check_k(k)
         lib = self.library
-        with lib.lock:  # one count, not the whole catalog's stats: this runs on every search-as-you-type
-            (n,) = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?",
-                                  (self.embedder.model_id,)).fetchone()
-        return min(k, int(n))
+        vi = lib.vector_index(self.embedder.model_id)  # in memory: this runs on every search-as-you-type
+        return min(k, len(vi) if vi is not None else 0)
 
     def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
         """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
@@ -397,6 +568,122 @@ class SearchSession:
             for i in range(1, len(parts) + 1):
                 found.add("/".join(parts[:i]))
         return sorted(found)
+
+
+# ------------------------------------------------------------------------------------------ user tags
+
+
+@dataclass
+class TagImport:
+    """What `TagEditor.import_csv` did; nothing in the file is silently dropped."""
+
+    rows: int = 0
+    files: int = 0  # files whose tags or favourite mark changed
+    tags_added: int = 0
+    unknown: list[tuple[int, str]] = field(default_factory=list)  # (line, path) not in the library
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, what is wrong)
+
+
+TAG_COLUMNS = ("path", "tags", "favourite")
+_YES, _NO = {"1", "true", "yes", "y", "x", "*"}, {"0", "false", "no", "n"}
+
+
+class TagEditor:
+    """The user's tags and favourites of a library, with the text channel kept current: a tag change rewrites the
+    file's keyword row at once and re-embeds only the changed files' sentences. Needs no retrieval model (the
+    `earshot tags` command and the Search tab use it)."""
+
+    def __init__(self, library: Library, text_encoder: SentenceEncoder | None | object = _UNSET) -> None:
+        self.library = library
+        self.text_encoder = default_text_encoder() if text_encoder is _UNSET else text_encoder
+
+    def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        changed = self.library.add_tags(file_ids, tags)
+        self.reembed(changed)
+        return changed
+
+    def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        changed = self.library.remove_tags(file_ids, tags)
+        self.reembed(changed)
+        return changed
+
+    def reembed(self, file_ids: Sequence[int]) -> None:
+        enc = self.text_encoder
+        if enc is None or not file_ids:
+            return
+        lib = self.library
+        lib.register_text_model(enc)  # type: ignore[arg-type]
+        items = [(fid, text, enc.embed_text([text])[0] if text else None)  # type: ignore[union-attr]
+                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]  # type: ignore[union-attr]
+        if items:
+            lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
+            lib.save_index(enc.model_id)  # type: ignore[union-attr]
+
+    def file_ids(self, paths: Sequence[str | os.PathLike[str]]) -> tuple[list[int], list[str]]:
+        """Catalog ids of files given relative to the library or absolute inside it; (ids, unknown paths)."""
+        ids, unknown = [], []
+        for p in paths:
+            fid = self.library.file_id(p)
+            if fid is None:
+                unknown.append(os.fspath(p))
+            else:
+                ids.append(fid)
+        return ids, unknown
+
+    def export_csv(self, fh: Any) -> int:  # noqa: ANN401 - a text file object
+        """Write `path,tags,favourite` for every file with tags or a favourite mark (tags joined by ';');
+        returns the number of rows."""
+        import csv
+
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(TAG_COLUMNS)
+        n = 0
+        for path, tags, fav in self.library.tag_table():
+            w.writerow([path, ";".join(tags), "1" if fav else ""])
+            n += 1
+        return n
+
+    def import_csv(self, path: str | os.PathLike[str]) -> TagImport:
+        """Merge a `path,tags,favourite` CSV into the library: tags are added (none removed), favourite set when
+        the column says yes/no (left alone when empty). Rows naming files not in the library, and bad values,
+        are reported with their line numbers; every other row is applied."""
+        import csv
+
+        out = TagImport()
+        changed: set[int] = set()
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ("path", "tags") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{display_name(path)}: not a tags file (no {' or '.join(missing)} column; "
+                                 f"expected {','.join(TAG_COLUMNS)})")
+            for row in reader:
+                out.rows += 1
+                line = reader.line_num
+                rel = (row.get("path") or "").strip()
+                fid = self.library.file_id(rel) if rel else None
+                if fid is None:
+                    out.unknown.append((line, rel))
+                    continue
+                try:
+                    tags = [t for t in (row.get("tags") or "").split(";") if t.strip()]
+                    fav = (row.get("favourite") or "").strip().lower()
+                    if fav and fav not in _YES | _NO:
+                        raise ValueError(f"favourite must be yes/no or 1/0, got {fav!r}")
+                    before = set(self.library.tags_of(fid))
+                    added = self.library.add_tags([fid], tags) if tags else []
+                    out.tags_added += len(set(self.library.tags_of(fid)) - before)
+                    changed.update(added)
+                    if fav:
+                        was = fid in self.library.favourite_ids([fid])
+                        self.library.set_favourite([fid], fav in _YES)
+                        if was != (fav in _YES):
+                            changed.add(fid)
+                except ValueError as e:
+                    out.errors.append((line, str(e)))
+        out.files = len(changed)
+        self.reembed(sorted(changed))
+        return out
 
 
 # -------------------------------------------------------------------------------------------- preview
@@ -472,9 +759,10 @@ class Results:
     filtered: bool = False
 
 
-def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters | None) -> Job[Results]:
+def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters | None, mode: str = "both",
+               names_weight: float | None = None) -> Job[Results]:
     yield {"message": f"searching for “{text}”"}
-    hits = session.search(text, k, filters)
+    hits = session.search(text, k, filters, mode=mode, names_weight=names_weight)
     return Results(hits, text, "text", session.indexed_count(), bool(filters and filters.active))
 
 
@@ -523,6 +811,9 @@ def summarize(report: IndexReport) -> dict[str, Any]:
         "x_realtime": round(report.audio_seconds / elapsed, 2) if report.audio_seconds else 0.0,
         "failures": [{"path": f.path, "error": f.error} for f in report.failed],
         "scan_errors": list(report.scan_errors),
+        "texts": report.texts,
+        "text_vectors": report.text_vectors,
+        "tag_problems": [{"path": f.path, "error": f.error} for f in report.tag_problems],
     }
 
 
@@ -545,6 +836,135 @@ def path_fields(path: str | os.PathLike[str], key: str = "path") -> dict[str, st
 
 def hit_dict(hit: Hit) -> dict[str, Any]:
     """A hit as JSON-safe values: every string is valid Unicode (see `path_fields` for odd file names)."""
-    return {**path_fields(hit.path), "name": hit.name, "folder": display_name(hit.folder),
-            "score": round(hit.score, 5), "duration": round(hit.duration, 3),
-            "best_window_start_s": hit.best_window_start_s, "window_scores": [round(s, 5) for s in hit.window_scores]}
+    out = {**path_fields(hit.path), "name": hit.name, "folder": display_name(hit.folder),
+           "score": round(hit.score, 5), "duration": round(hit.duration, 3),
+           "best_window_start_s": hit.best_window_start_s, "window_scores": [round(s, 5) for s in hit.window_scores],
+           "user_tags": list(hit.user_tags), "favourite": hit.favourite}
+    if hit.match is not None:
+        m = hit.match
+        out["match"] = {"matched_terms": m.matched_terms, "name_score": round(m.name_score, 5),
+                        "keyword_score": round(m.keyword_score, 5), "semantic_score": round(m.semantic_score, 5),
+                        "sound_score": round(m.sound_score, 5),
+                        "fields": {k: display_name(v) for k, v in m.fields.items()},
+                        "spans": {k: [list(sp) for sp in v] for k, v in m.spans.items()}}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ fusion
+
+
+def check_mode(mode: str) -> str:
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"search mode must be one of {', '.join(SEARCH_MODES)} (got {mode!r})")
+    return mode
+
+
+def fusion_weight(mode: str, names_weight: float | None) -> float:
+    """The names' weight for a mode: sound 0, names 1, both the given weight (checked) or the tuned default."""
+    if names_weight is not None:
+        if isinstance(names_weight, bool) or not isinstance(names_weight, int | float | np.floating) \
+                or not 0.0 <= float(names_weight) <= 1.0:
+            raise ValueError(f"names weight must be a number from 0 to 1 (got {names_weight!r})")
+    if mode == "sound":
+        return 0.0
+    if mode == "names":
+        return 1.0
+    return float(NAMES_WEIGHT if names_weight is None else names_weight)
+
+
+@dataclass
+class Scores:
+    fused: float
+    name: float  # 0..1
+    keyword: float  # 0..1, BM25 / the best BM25 of the query
+    semantic_raw: float  # cosine (0 when the file has no text vector)
+    sound: float  # 0..1, min-max over the candidates
+    sound_raw: float  # cosine
+
+
+@dataclass
+class Candidates:
+    """Each channel's candidates with their raw scores; `fill_*` scores the other channels' candidates exactly
+    (their vectors from the catalog), so the fused ranking of the union does not depend on which channel
+    found a file."""
+
+    keyword: dict[int, float] = field(default_factory=dict)  # BM25, higher is better
+    semantic: dict[int, float] = field(default_factory=dict)  # cosine, names/tags sentence
+    sound: dict[int, float] = field(default_factory=dict)  # cosine, audio
+
+    def ids(self) -> list[int]:
+        return list(dict.fromkeys([*self.keyword, *self.semantic, *self.sound]))
+
+    def fill_sound(self, lib: Library, model_id: str, q: np.ndarray) -> None:
+        self._fill(self.sound, lib, model_id, q)
+
+    def fill_semantic(self, lib: Library, model_id: str, q: np.ndarray) -> None:
+        self._fill(self.semantic, lib, model_id, q)
+
+    def _fill(self, scores: dict[int, float], lib: Library, model_id: str, q: np.ndarray) -> None:
+        missing = [f for f in self.ids() if f not in scores]
+        if not missing:
+            return
+        qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
+        for fid, v in lib.file_vectors(model_id, missing).items():
+            if len(v) == len(qn):
+                scores[fid] = float(v @ qn)
+
+    def fused(self, w: float) -> list[tuple[int, Scores]]:
+        """(file id, scores) best first: fused = w * names + (1 - w) * sound."""
+        ids = self.ids()
+        if not ids:
+            return []
+        snd = np.array([self.sound.get(f, np.nan) for f in ids], dtype=np.float64)  # (N,)
+        have = np.isfinite(snd)
+        snd_norm = np.zeros(len(ids))
+        if have.any():
+            lo, hi = snd[have].min(), snd[have].max()
+            snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
+        best_kw = max(self.keyword.values(), default=0.0)
+        kw = np.array([self.keyword.get(f, 0.0) / best_kw if best_kw > 0 else 0.0 for f in ids])
+        sem = np.array([self.semantic.get(f, 0.0) for f in ids])
+        sem_map = np.clip((sem - SEM_FLOOR) / (SEM_CEIL - SEM_FLOOR), 0.0, 1.0)
+        name = KEYWORD_SHARE * kw + (1 - KEYWORD_SHARE) * sem_map
+        fused = w * name + (1 - w) * snd_norm
+        raw = np.where(have, snd, -np.inf)
+        order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
+        return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw[i]), float(sem[i]), float(snd_norm[i]),
+                                float(snd[i]) if have[i] else 0.0)) for i in order]
+
+
+def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
+    """Spans of the query's words (plurals and -ing/-ed forms alike; prefixes by their start) in each field,
+    and the query words found."""
+    wanted = {names.stem(t): t for t in query.terms if t not in {p.lower() for p in query.prefixes}}
+    prefixes = [p.lower() for p in query.prefixes]
+    spans: dict[str, list[tuple[int, int]]] = {}
+    found: list[str] = []
+    for key, text in fields.items():
+        for a, b, word in names.word_spans(text):
+            term = wanted.get(names.stem(word))
+            if term is None:
+                term = next((p for p in prefixes if word.startswith(p)), None)
+            if term is not None:
+                spans.setdefault(key, []).append((a, b))
+                found.append(term)
+    return spans, list(dict.fromkeys(found))
+
+
+def sentence_encoder_for(embedder: Any) -> SentenceEncoder | None:  # noqa: ANN401 - any retrieval embedder
+    """The text channel's encoder for a session: built on the embedder's own text-tower weights when they are
+    the installed MiniLM (the default model: nothing loaded twice), else the shared default one."""
+    from app.services.text_tower import SentenceEncoder, default_encoder_file
+
+    if isinstance(embedder, TextTowerType) and embedder.source is not None \
+            and embedder.source == default_encoder_file():
+        return SentenceEncoder.sharing(embedder)
+    return default_text_encoder()
+
+
+@functools.cache
+def default_text_encoder() -> SentenceEncoder | None:
+    """all-MiniLM-L6-v2 from the installed wheel (NumPy), shared by every session; None if it is missing."""
+    from app.services.text_tower import load_sentence_encoder
+
+    return load_sentence_encoder()

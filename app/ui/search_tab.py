@@ -1,8 +1,12 @@
 """Search tab: describe a sound, hear the best matches from your library.
 
-Top: the query (search as you type, debounced), duration and folder filters, and the indexing bar (files,
-audio seconds, time left, Pause/Cancel). Left: results (drag a row out as a file; right-click for actions)
-and the files that could not be indexed, with reasons. Right: the selected sound's waveform (click to seek),
+Top: the query (search as you type, debounced; `-word` excludes, `"exact phrase"`, `word*`), the names <-> sound
+balance (a slider from names only to sound only, the tuned default marked), filters (duration, folder, format,
+sample rate, channels, favourites only) and the indexing bar (files, audio seconds, time left, Pause/Cancel).
+Left: results, each with why it matched (the query's words highlighted in its name, folder and tags; its names
+and sound scores), its tags and a favourite star (click to toggle); select several to tag them at once (Tags…,
+autocompleted from the library's tags); drag rows out as files; right-click for actions. A second list holds
+the files that could not be indexed, with reasons. Right: the selected sound's waveform (click to seek),
 per-window similarity for long files, spectrogram, and Play (space bar) / Find similar / Reveal / Copy path.
 
 Every model, index and decode call runs in a `JobRunner` through `app.services.search`; this module only
@@ -11,18 +15,24 @@ draws. Opening a library with a retrieval model available indexes it incremental
 
 from __future__ import annotations
 
+import html
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QMimeData, QPoint, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QMimeData, QPoint, QSettings, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
+    QCompleter,
+    QDialog,
+    QDialogButtonBox,
     QDoubleSpinBox,
     QHBoxLayout,
     QHeaderView,
@@ -39,6 +49,7 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -48,6 +59,7 @@ from app.services.jobs import Job
 from app.services.library import FailedFile, Hit, SearchFilters
 from app.services.registry import ModelEntry, ModelRegistry
 from app.services.search import (
+    NAMES_WEIGHT,
     IndexOutcome,
     Preview,
     Results,
@@ -64,7 +76,7 @@ from app.services.search import (
 )
 from app.ui.record_query import RecordQuery
 from app.ui.tab_base import ModelTab
-from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
+from app.ui.widgets import MarkedSlider, RichTextDelegate, SpectrogramView, WaveformPlot, envelope
 
 DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
 RESULTS_K = 50
@@ -94,43 +106,348 @@ def format_progress(p: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+# ------------------------------------------------------------------------------ names <-> sound, why it matched
+
+BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
+HIGHLIGHT_STYLE = "background-color:#ffe38a; color:#1a1a1a;"
+STAR_ON, STAR_OFF = "★", "☆"
+FORMATS = (("Any format", ()), ("WAV", ("wav", "wave")), ("FLAC", ("flac",)), ("Ogg", ("ogg", "oga")),
+           ("Opus", ("opus",)), ("MP3", ("mp3",)), ("AIFF", ("aif", "aiff", "aifc")))
+SAMPLE_RATES = (("Any rate", (None, None)), ("≥ 44.1 kHz", (44100, None)), ("≥ 48 kHz", (48000, None)),
+                ("≥ 96 kHz", (96000, None)), ("≤ 22.05 kHz", (None, 22050)), ("≤ 16 kHz", (None, 16000)))
+CHANNELS = (("Any channels", None), ("Mono", 1), ("Stereo", 2))
+
+
+
+
+def balance(position: int, default_position: int | None = None) -> tuple[str, float | None]:
+    """Slider position -> (mode, names_weight) for the search service; None = the service's tuned default."""
+    if position <= 0:
+        return "names", None
+    if position >= BALANCE_STEPS:
+        return "sound", None
+    if position == default_position:
+        return "both", None
+    return "both", round(1.0 - position / BALANCE_STEPS, 2)
+
+
+def balance_position(names_weight: float) -> int:
+    return round((1.0 - names_weight) * BALANCE_STEPS)
+
+
+def balance_text(position: int) -> str:
+    if position <= 0:
+        return "names only"
+    if position >= BALANCE_STEPS:
+        return "sound only"
+    return f"names {BALANCE_STEPS - position} % · sound {position} %"
+
+
+def _word_start(text: str, i: int) -> bool:
+    """A word starts at i: after a non-alphanumeric, at a camelCase hump, or where letters and digits meet."""
+    if i == 0 or not text[i - 1].isalnum():
+        return True
+    before, here = text[i - 1], text[i]
+    return (before.islower() and here.isupper()) or (before.isdigit() != here.isdigit())
+
+
+def term_spans(text: str, terms: Iterable[str]) -> list[tuple[int, int]]:
+    """(start, end) of every occurrence of a term at a word start, case-insensitive; a term also marks longer
+    words it begins ('creak' in 'DoorCreaking'), as the keyword channel's prefixes and stems match them."""
+    low, spans = text.lower(), []
+    for term in {t.lower().strip() for t in terms if t and t.strip()}:
+        for m in re.finditer(re.escape(term), low):
+            if _word_start(text, m.start()):
+                spans.append((m.start(), m.end()))
+    return spans
+
+
+def highlight(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """`text` as rich text with the spans marked; everything else escaped (names may hold '<' or '&')."""
+    merged: list[list[int]] = []
+    for a, b in sorted((max(0, int(a)), min(len(text), int(b))) for a, b in spans):
+        if a >= b:
+            continue
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out, pos = [], 0
+    for a, b in merged:
+        out.append(html.escape(text[pos:a]))
+        out.append(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(text[a:b])}</span>')
+        pos = b
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def matched_terms(hit: Hit) -> list[str]:
+    return list(hit.match.matched_terms) if hit.match is not None else []
+
+
+def field_spans(hit: Hit, field: str, shown: str) -> list[tuple[int, int]]:
+    """Where the query matched `shown`, the text the list shows for the hit's `field` (name, folder, tags,
+    user_tags): the service's spans, shifted when `shown` holds the field's text at another place (a file name
+    in a path), else the matched terms found in `shown` (e.g. a field the service gave no spans for)."""
+    m = hit.match
+    source, given = (m.fields.get(field), m.spans.get(field)) if m is not None else (None, None)
+    if source and given:
+        offset = 0 if source == shown else shown.rfind(source)
+        if offset >= 0:
+            return [(a + offset, b + offset) for a, b in given]
+        tail = len(source) - len(shown)  # `shown` is the end of the source (a file name of a path)
+        if tail > 0 and source.endswith(shown):
+            return [(a - tail, b - tail) for a, b in given if a >= tail]
+    return term_spans(shown, matched_terms(hit))
+
+
+def channel_scores(hit: Hit) -> tuple[float | None, float | None]:
+    """(names score, sound score) of a hit; None where that channel did not score it ("find similar")."""
+    if hit.match is None:
+        return None, hit.score
+    return hit.match.name_score, hit.match.sound_score
+
+
+def hit_tags(hit: Hit) -> list[str]:
+    return list(hit.user_tags)
+
+
+def hit_favourite(hit: Hit) -> bool:
+    return bool(hit.favourite)
+
+
+def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
+    """One line saying why a result matched: the matched words and where, and the score of each channel that
+    scored it (`channels`)."""
+    names, sound = channel_scores(hit)
+    names = names if "names" in channels else None
+    sound = sound if "sound" in channels else None
+    terms = matched_terms(hit)
+    fields = hit.match.fields if hit.match is not None else {}
+    where = [label for field, label in (("name", "name"), ("folder", "folder"), ("tags", "embedded tags"),
+                                        ("user_tags", "tags"))
+             if fields.get(field) and field_spans(hit, field, fields[field])]
+    parts = []
+    if terms:
+        words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
+        parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))
+    elif names is not None:
+        parts.append("no word matched; its name means something close")
+    if names is not None:
+        parts.append(f"names {names:.2f}")
+    if sound is not None:
+        parts.append(f"sound {sound:.2f}")
+    return "Why: " + " · ".join(parts) if parts else ""
+
+
+# ------------------------------------------------------------------------------------- tags and favourites
+
+
+def tags_job(session: SearchSession, file_ids: Sequence[int], add: Sequence[str], remove: Sequence[str]
+             ) -> Job[tuple[dict[int, list[str]], list[str]]]:
+    """Add and remove user tags on several files; returns each file's tags now and the library's tag list."""
+    yield {"message": f"tagging {len(file_ids)} sounds"}
+    if add:
+        session.add_tags(list(file_ids), list(add))
+    if remove:
+        session.remove_tags(list(file_ids), list(remove))
+    return {i: list(session.tags_of(i)) for i in file_ids}, list(session.all_tags())
+
+
+def favourite_job(session: SearchSession, file_ids: Sequence[int], on: bool) -> Job[tuple[list[int], bool]]:
+    yield {"message": ("marking" if on else "unmarking") + f" {len(file_ids)} favourites"}
+    session.set_favourite(list(file_ids), on)
+    return list(file_ids), on
+
+
+def all_tags_job(session: SearchSession) -> Job[list[str]]:
+    yield {"message": "reading the library's tags"}
+    return list(session.all_tags())
+
+
+def split_tags(text: str) -> list[str]:
+    """'rain, Window ,, night' -> ['rain', 'Window', 'night']: comma-separated, trimmed, no empties or repeats."""
+    return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+
+
+class TagDialog(QDialog):
+    """Edit the user tags of one or several sounds at once.
+
+    Each tag on any of them is listed: checked = on all, half-checked = on some (left as it is unless clicked),
+    unchecked = removed from all. New tags (comma-separated, autocompleted from the library's tags) go on all.
+    """
+
+    def __init__(self, tags_per_file: Sequence[Sequence[str]], known: Sequence[str],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        n = len(tags_per_file)
+        self.setWindowTitle("Tags of 1 sound" if n == 1 else f"Tags of {n} sounds")
+        self.on_all = set.intersection(*(set(t) for t in tags_per_file)) if n else set()
+        self.on_some = set().union(*(set(t) for t in tags_per_file)) - self.on_all
+        col = QVBoxLayout(self)
+        hint = QLabel("Checked: on every selected sound · half-checked: on some of them · unchecked: removed."
+                      if n > 1 else "Uncheck a tag to remove it.")
+        hint.setWordWrap(True)
+        col.addWidget(hint)
+        self.list = QListWidget()
+        for tag in sorted(self.on_all | self.on_some, key=str.lower):
+            self._add_item(tag, Qt.CheckState.Checked if tag in self.on_all else Qt.CheckState.PartiallyChecked)
+        col.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        self.new_edit = QLineEdit()
+        self.new_edit.setPlaceholderText("Add tags, separated by commas")
+        completer = QCompleter(sorted(known, key=str.lower), self)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        self.new_edit.setCompleter(completer)
+        self.new_edit.returnPressed.connect(self.add_typed)
+        add = QPushButton("Add")
+        add.setAutoDefault(False)
+        add.clicked.connect(self.add_typed)
+        row.addWidget(self.new_edit, 1)
+        row.addWidget(add)
+        col.addLayout(row)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        for b in buttons.buttons():
+            b.setAutoDefault(False)  # Enter in the tag field adds the tag; it does not close the dialog
+        col.addWidget(buttons)
+        self.resize(360, 320)
+
+    def _add_item(self, tag: str, state: Qt.CheckState) -> None:
+        item = QListWidgetItem(tag)
+        flags = item.flags() | Qt.ItemFlag.ItemIsUserCheckable
+        if state == Qt.CheckState.PartiallyChecked:
+            flags |= Qt.ItemFlag.ItemIsUserTristate
+        item.setFlags(flags)
+        item.setCheckState(state)
+        self.list.addItem(item)
+
+    def _items(self) -> dict[str, QListWidgetItem]:
+        return {self.list.item(i).text(): self.list.item(i) for i in range(self.list.count())}
+
+    @Slot()
+    def add_typed(self) -> None:
+        items = self._items()
+        lower = {t.lower(): t for t in items}
+        for tag in split_tags(self.new_edit.text()):
+            existing = items.get(lower.get(tag.lower(), ""))
+            if existing is not None:
+                existing.setCheckState(Qt.CheckState.Checked)
+            else:
+                self._add_item(tag, Qt.CheckState.Checked)
+        self.new_edit.clear()
+
+    @Slot()
+    def _accept(self) -> None:
+        self.add_typed()  # typed but not yet added: the user meant it
+        self.accept()
+
+    def changes(self) -> tuple[list[str], list[str]]:
+        """(tags to add to all, tags to remove from all)."""
+        add, remove = [], []
+        for tag, item in self._items().items():
+            state = item.checkState()
+            if state == Qt.CheckState.Checked and tag not in self.on_all:
+                add.append(tag)
+            elif state == Qt.CheckState.Unchecked and (tag in self.on_all or tag in self.on_some):
+                remove.append(tag)
+        return add, remove
+
+
 # ------------------------------------------------------------------------------------------- widgets
 
 
-class ResultsTable(QTableWidget):
-    """Ranked results; dragging rows out hands the files (as URLs) to the file manager, a DAW, ..."""
+PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-text cells show HTML)
 
-    HEADERS = ("Name", "Folder", "Duration", "Score")
+
+class ResultsTable(QTableWidget):
+    """Ranked results, each with why it matched; dragging rows out hands the files (as URLs) to the file manager,
+    a DAW, ...; a click on a row's star toggles it as a favourite."""
+
+    HEADERS = ("★", "Name", "Folder", "Tags", "Duration", "Names", "Sound")
+    STAR, NAME, FOLDER, TAGS, DURATION, NAMES, SOUND = range(7)
+    RICH = (NAME, FOLDER, TAGS)
+    star_clicked = Signal(int)  # row
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(self.HEADERS), parent)
         self.setHorizontalHeaderLabels(list(self.HEADERS))
+        self.horizontalHeaderItem(self.STAR).setToolTip("Favourites: click a row's star to mark or unmark it")
+        self.horizontalHeaderItem(self.NAMES).setToolTip("How well the name, folder and tags match the query")
+        self.horizontalHeaderItem(self.SOUND).setToolTip("How well the audio itself matches the query")
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)  # tag several at once
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setDragEnabled(True)
         self.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.verticalHeader().setVisible(False)
         self.setAlternatingRowColors(True)
+        self.setWordWrap(False)
+        self._delegate = RichTextDelegate(self)
+        for col in self.RICH:
+            self.setItemDelegateForColumn(col, self._delegate)
         header = self.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col in (1, 2, 3):
+        header.setSectionResizeMode(self.NAME, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(self.TAGS, QHeaderView.ResizeMode.Interactive)
+        header.resizeSection(self.TAGS, 90)
+        for col in (self.STAR, self.FOLDER, self.DURATION, self.NAMES, self.SOUND):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.cellClicked.connect(self._cell_clicked)
+        self.channels: tuple[str, ...] = ("names", "sound")
 
-    def set_hits(self, hits: list[Hit]) -> None:
+    def set_hits(self, hits: list[Hit], channels: Sequence[str] = ("names", "sound")) -> None:
+        """Show ranked hits; `channels`: which scores the search computed (the other column shows '–')."""
+        self.channels = tuple(channels)
         self.setRowCount(0)
         self.setRowCount(len(hits))
         for row, hit in enumerate(hits):
-            cells = (hit.name.rpartition("/")[2], display_name(hit.folder) or "·", format_duration(hit.duration),
-                     f"{hit.score:.3f}")
-            for col, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                item.setData(PATH_ROLE, str(hit.path))
-                item.setToolTip(display_name(hit.path))
-                if col >= 2:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                self.setItem(row, col, item)
+            self.set_row(row, hit)
+
+    def set_row(self, row: int, hit: Hit) -> None:
+        """Fill (or refresh, after tagging) one row from its hit."""
+        name = hit.name.rpartition("/")[2]
+        folder = display_name(hit.folder)
+        tags = ", ".join(hit_tags(hit))
+        names, sound = channel_scores(hit)
+        names = names if "names" in self.channels else None
+        sound = sound if "sound" in self.channels else None
+        cells = {
+            self.STAR: (STAR_ON if hit_favourite(hit) else STAR_OFF, None),
+            self.NAME: (name, highlight(name, field_spans(hit, "name", name))),
+            self.FOLDER: (folder or "·", highlight(folder, field_spans(hit, "folder", folder)) if folder else "·"),
+            self.TAGS: (tags, highlight(tags, field_spans(hit, "user_tags", tags))),
+            self.DURATION: (format_duration(hit.duration), None),
+            self.NAMES: ("–" if names is None else f"{names:.3f}", None),
+            self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),
+        }
+        why = re.sub("<[^>]+>", "", why_html(hit, self.channels))
+        tip = display_name(hit.path) + (f"\n{html.unescape(why)}" if why else "")
+        for col, (plain, rich) in cells.items():
+            item = QTableWidgetItem(rich if rich is not None else plain)
+            item.setData(PATH_ROLE, str(hit.path))
+            item.setData(PLAIN_ROLE, plain)
+            item.setToolTip(tip if col != self.STAR else "Click to mark or unmark as a favourite")
+            if col >= self.DURATION:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            elif col == self.STAR:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                item.setForeground(pg.mkColor("#e0a800"))
+            self.setItem(row, col, item)
+
+    def plain(self, row: int, col: int) -> str:
+        item = self.item(row, col)
+        return str(item.data(PLAIN_ROLE)) if item is not None else ""
+
+    @Slot(int, int)
+    def _cell_clicked(self, row: int, col: int) -> None:
+        if col == self.STAR:
+            self.star_clicked.emit(row)
+
+    def selected_rows(self) -> list[int]:
+        return sorted(i.row() for i in self.selectionModel().selectedRows())
 
     def mimeTypes(self) -> list[str]:  # noqa: N802 (Qt API)
         return ["text/uri-list", "text/plain"]
@@ -212,6 +529,8 @@ class SearchTab(ModelTab):
     indexing_finished = Signal(object)  # IndexOutcome, or None when cancelled or failed
     results_shown = Signal(object)  # Results
     preview_shown = Signal(object)  # Preview
+    tags_changed = Signal(object)  # {file_id: tags} after an edit was saved
+    favourites_changed = Signal(list, bool)  # file ids, marked (True) or unmarked
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.library: Path | None = None
@@ -227,6 +546,7 @@ class SearchTab(ModelTab):
         self._request = 0  # id of the latest search request; older answers are dropped
         self._preview_request = 0
         self.mode = "text"  # what the results list shows: "text" search or "similar" to a file
+        self._shown_mode = "both"  # the search mode of the results shown (which scores they have)
         self.similar_to: Path | None = None
         self.results: Results | None = None
         self.hits: list[Hit] = []
@@ -234,6 +554,7 @@ class SearchTab(ModelTab):
         self.preview_hit: Hit | None = None
         self.start_s = 0.0  # where Play starts (click-to-seek sets it)
         self.failed: list[FailedFile] = []
+        self.known_tags: list[str] = []  # the library's user tags: the tag editor's completions
         self.audio = DeviceStatus(False, False, "audio devices not checked yet")
         self.player = Player()
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # a seam for tests
@@ -261,6 +582,8 @@ class SearchTab(ModelTab):
         self.build_model_chooser()
         self.query_edit = QLineEdit()
         self.query_edit.setPlaceholderText("Describe a sound, e.g. “a door creaks open”")
+        self.query_edit.setToolTip("Words in names, folders and tags, and what the sound is like. "
+                                   "-word excludes, \"exact phrase\", word* matches any ending.")
         self.query_edit.setClearButtonEnabled(True)
         self.query_edit.textChanged.connect(self._query_changed)
         self.query_edit.returnPressed.connect(self._search_now)
@@ -269,6 +592,8 @@ class SearchTab(ModelTab):
         bar.addWidget(self.query_edit, 1)
         self.record_query = RecordQuery(self)  # search by a recorded sound
         bar.addWidget(self.record_query)
+        bar.addSpacing(8)
+        self._build_balance(bar)
         page.addLayout(bar)
 
         filters = QHBoxLayout()
@@ -285,14 +610,25 @@ class SearchTab(ModelTab):
         self.folder_combo.addItem("All folders", "")
         self.folder_combo.currentIndexChanged.connect(self._filters_changed)
         filters.addWidget(self.folder_combo)
+        filters.addSpacing(12)
+        self.format_combo = self._choice_combo(FORMATS, "Only files of this format")
+        self.rate_combo = self._choice_combo(SAMPLE_RATES, "Only files recorded at this sample rate")
+        self.channels_combo = self._choice_combo(CHANNELS, "Only mono or only stereo files")
+        for combo in (self.format_combo, self.rate_combo, self.channels_combo):
+            filters.addWidget(combo)
+        filters.addSpacing(12)
+        self.favourites_check = QCheckBox(f"{STAR_ON} Favourites only")
+        self.favourites_check.setToolTip("Only the sounds you marked as favourites")
+        self.favourites_check.toggled.connect(self._filters_changed)
+        filters.addWidget(self.favourites_check)
         filters.addStretch(1)
-        self.library_label = QLabel("")
-        self.library_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.library_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        filters.addWidget(self.library_label, 2)
         page.addLayout(filters)
 
         index_row = QHBoxLayout()
+        self.library_label = QLabel("")
+        self.library_label.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
+        index_row.addWidget(self.library_label)
+        index_row.addSpacing(12)
         self.index_label = QLabel("")
         self.index_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.index_bar = QProgressBar()
@@ -316,7 +652,7 @@ class SearchTab(ModelTab):
         split.addWidget(self._build_preview())
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
-        split.setSizes([480, 620])
+        split.setSizes([560, 540])
         page.addWidget(split, 1)
 
         page.addWidget(self.build_status_label())
@@ -326,6 +662,63 @@ class SearchTab(ModelTab):
         self.play_shortcut.activated.connect(self.toggle_play)
         self._set_indexing_controls(running=False)
         self._set_preview_actions()
+
+    def _build_balance(self, bar: QHBoxLayout) -> None:
+        """Names <-> sound: buttons for either channel alone, a slider for the mix between, the tuned default
+        marked (double-click the slider to return to it); the position is kept between sessions."""
+        default = balance_position(NAMES_WEIGHT)
+        self.names_button = QToolButton()
+        self.names_button.setText("Names")
+        self.names_button.setToolTip("Search by names, folders and tags only")
+        self.names_button.setAutoRaise(True)
+        self.sound_button = QToolButton()
+        self.sound_button.setText("Sound")
+        self.sound_button.setToolTip("Search by what the audio sounds like only")
+        self.sound_button.setAutoRaise(True)
+        self.balance_slider = MarkedSlider(default)
+        self.balance_slider.setRange(0, BALANCE_STEPS)
+        self.balance_slider.setPageStep(10)
+        self.balance_slider.setFixedWidth(130)
+        saved = QSettings().value("search/balance", default)
+        try:
+            self.balance_slider.setValue(min(max(int(saved), 0), BALANCE_STEPS))
+        except (TypeError, ValueError):  # a damaged settings file: the default, not a crash
+            self.balance_slider.setValue(default)
+        self.names_button.clicked.connect(lambda: self.balance_slider.setValue(0))
+        self.sound_button.clicked.connect(lambda: self.balance_slider.setValue(BALANCE_STEPS))
+        self.balance_slider.valueChanged.connect(self._balance_changed)
+        for w in (self.names_button, self.balance_slider, self.sound_button):
+            bar.addWidget(w)
+        self._show_balance()
+
+    def _show_balance(self) -> None:
+        position, default = self.balance_slider.value(), self.balance_slider.marked
+        self.balance_slider.setToolTip(
+            f"Rank by {balance_text(position)}" + (" (the tuned default)" if position == default else "")
+            + f".\nThe mark is the default ({balance_text(default)}); double-click to return to it.")
+        for button, active in ((self.names_button, position == 0), (self.sound_button, position == BALANCE_STEPS)):
+            font = button.font()
+            font.setBold(active)
+            button.setFont(font)
+
+    @Slot(int)
+    def _balance_changed(self, position: int) -> None:
+        QSettings().setValue("search/balance", position)
+        self._show_balance()
+        if self.mode == "text":
+            self._debounce.start()
+
+    def search_options(self) -> tuple[str, float | None]:
+        """(mode, names_weight) the slider asks for."""
+        return balance(self.balance_slider.value(), self.balance_slider.marked)
+
+    def _choice_combo(self, choices: Sequence[tuple[str, Any]], tip: str) -> QComboBox:
+        combo = QComboBox()
+        for label, value in choices:
+            combo.addItem(label, value)
+        combo.setToolTip(tip)
+        combo.currentIndexChanged.connect(self._filters_changed)
+        return combo
 
     def _duration_spin(self, special: str, tip: str) -> QDoubleSpinBox:
         spin = QDoubleSpinBox()
@@ -351,6 +744,7 @@ class SearchTab(ModelTab):
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.table.itemDoubleClicked.connect(lambda _: self.play_from_match())
         self.table.customContextMenuRequested.connect(self._context_menu)
+        self.table.star_clicked.connect(self._star_clicked)
         self.no_results = QLabel("")
         self.no_results.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.no_results.setWordWrap(True)
@@ -370,6 +764,10 @@ class SearchTab(ModelTab):
         self.preview_title = QLabel("Select a result to see and hear it.")
         self.preview_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         col.addWidget(self.preview_title)
+        self.why_label = QLabel("")
+        self.why_label.setTextFormat(Qt.TextFormat.RichText)
+        self.why_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        col.addWidget(self.why_label)
         row = QHBoxLayout()
         self.play_button = QPushButton("Play")
         self.play_button.clicked.connect(self.toggle_play)
@@ -381,7 +779,15 @@ class SearchTab(ModelTab):
         self.reveal_button.clicked.connect(self.reveal_selected)
         self.copy_button = QPushButton("Copy path")
         self.copy_button.clicked.connect(self.copy_selected_path)
-        for w in (self.play_button, self.similar_button, self.reveal_button, self.copy_button):
+        self.tags_button = QPushButton("Tags…")
+        self.tags_button.setToolTip("Add or remove tags on the selected sounds (select several to tag them at once)")
+        self.tags_button.clicked.connect(lambda: self.edit_tags())
+        self.favourite_button = QPushButton(f"{STAR_OFF} Favourite")
+        self.favourite_button.setCheckable(True)
+        self.favourite_button.setToolTip("Mark or unmark the selected sounds as favourites")
+        self.favourite_button.clicked.connect(self._favourite_clicked)
+        for w in (self.play_button, self.similar_button, self.reveal_button, self.copy_button, self.tags_button,
+                  self.favourite_button):
             row.addWidget(w)
         row.addStretch(1)
         col.addLayout(row)
@@ -499,6 +905,7 @@ class SearchTab(ModelTab):
         self.session = session
         self.session_ready.emit()
         self._run(lambda: catalog_job(session), self._catalog_read, "catalog", session=session)
+        self._run(lambda: all_tags_job(session), self._tags_read, "tags", session=session)
         self.start_indexing()
         if self.query_edit.text().strip():
             self.run_search()
@@ -625,7 +1032,13 @@ class SearchTab(ModelTab):
 
     def filters(self) -> SearchFilters:
         lo, hi = self.min_spin.value(), self.max_spin.value()
-        return SearchFilters(lo if lo > 0 else None, hi if hi > 0 else None, self.folder_combo.currentData() or None)
+        min_rate, max_rate = self.rate_combo.currentData() or (None, None)
+        return SearchFilters(min_duration=lo if lo > 0 else None, max_duration=hi if hi > 0 else None,
+                             folder=self.folder_combo.currentData() or None,
+                             favourites_only=self.favourites_check.isChecked(),
+                             formats=tuple(self.format_combo.currentData() or ()) or None,
+                             min_sample_rate=min_rate, max_sample_rate=max_rate,
+                             channels=self.channels_combo.currentData())
 
     @Slot(str)
     def _query_changed(self, _: str) -> None:
@@ -655,7 +1068,7 @@ class SearchTab(ModelTab):
         self._request += 1
         request, filters, k = self._request, self.filters(), RESULTS_K
         if self.mode == "similar" and self.similar_to is not None:
-            target = self.similar_to
+            target, mode = self.similar_to, "sound"
 
             def factory() -> Job[Results]:
                 return similar_job(session, target, k, filters)
@@ -664,11 +1077,12 @@ class SearchTab(ModelTab):
             if not text:
                 self._show_results(None)
                 return
+            mode, names_weight = self.search_options()
 
             def factory() -> Job[Results]:
-                return search_job(session, text, k, filters)
+                return search_job(session, text, k, filters, mode=mode, names_weight=names_weight)
 
-        runner = self._run(factory, lambda r: self._results_ready(request, r), "search", session=session)
+        runner = self._run(factory, lambda r: self._results_ready(request, mode, r), "search", session=session)
         runner.finished.connect(self._search_finished)
         self._search_runner = runner
 
@@ -677,8 +1091,9 @@ class SearchTab(ModelTab):
         if self._search_pending:
             self.run_search()
 
-    def _results_ready(self, request: int, results: Results) -> None:
+    def _results_ready(self, request: int, mode: str, results: Results) -> None:
         if request == self._request and not self._search_pending:
+            self._shown_mode = mode
             self._show_results(results)
 
     def _show_results(self, results: Results | None) -> None:
@@ -686,7 +1101,7 @@ class SearchTab(ModelTab):
         self.hits = results.hits if results else []
         selected = self.preview_hit.path if self.preview_hit else None
         self.table.blockSignals(True)
-        self.table.set_hits(self.hits)
+        self.table.set_hits(self.hits, self._channels(results))
         self.table.blockSignals(False)
         if results is None:
             self.results_header.setText("Type a description to search the library.")
@@ -696,7 +1111,9 @@ class SearchTab(ModelTab):
             if results.indexed == 0:
                 msg = "No sounds are indexed yet" + (" — indexing is running." if self._indexing() else ".")
             elif results.filtered:
-                msg = f"No sounds match “{results.query}” with these filters. Loosen the duration or folder filter."
+                msg = (f"No sounds match “{results.query}” with these filters. Loosen the duration, folder, "
+                       "format, sample rate or channels filter" + (", or show all sounds, not only favourites."
+                                                                    if self.favourites_check.isChecked() else "."))
             else:
                 msg = f"No sounds match “{results.query}”."
             self.results_header.setText("No results")
@@ -713,13 +1130,24 @@ class SearchTab(ModelTab):
         if results is not None:
             self.results_shown.emit(results)
 
+    def _channels(self, results: Results | None) -> tuple[str, ...]:
+        """The channels that scored these results: find similar and sound-only have no names score."""
+        if results is None or results.mode == "similar":
+            return ("sound",)
+        mode = self._shown_mode
+        return {"names": ("names",), "sound": ("sound",)}.get(mode, ("names", "sound"))
+
     def _indexing(self) -> bool:
         return self.index_runner is not None and self.index_runner.is_running()
 
     def selected_hit(self) -> Hit | None:
-        rows = self.table.selectionModel().selectedRows()
-        row = rows[0].row() if rows else -1
+        """The result the preview shows: the current row when it is selected, else the first selected."""
+        rows = self.table.selected_rows()
+        row = self.table.currentRow() if self.table.currentRow() in rows else (rows[0] if rows else -1)
         return self.hits[row] if 0 <= row < len(self.hits) else None
+
+    def selected_hits(self) -> list[Hit]:
+        return [self.hits[r] for r in self.table.selected_rows() if r < len(self.hits)]
 
     @Slot()
     def find_similar(self, hit: Hit | None = None) -> None:
@@ -742,11 +1170,14 @@ class SearchTab(ModelTab):
             self.spectrogram.clear_preview()
             self.window_plot.setVisible(False)
             self.preview_title.setText("Select a result to see and hear it.")
+            self.why_label.setText("")
             self._set_preview_actions()
             return
+        self.why_label.setText(why_html(hit, self.table.channels))
         if self.preview_hit is not None and hit.path == self.preview_hit.path and self.preview is not None:
             self.preview_hit = hit  # same file, new scores (another query)
             self._draw_matches(hit)
+            self._set_preview_actions()
             return
         self.player.stop()
         self.preview, self.preview_hit = None, hit
@@ -795,6 +1226,14 @@ class SearchTab(ModelTab):
         for w in (self.similar_button, self.reveal_button, self.copy_button):
             w.setEnabled(has_hit)
         self.similar_button.setEnabled(has_hit and self.session is not None)
+        chosen = self.selected_hits()
+        for w in (self.tags_button, self.favourite_button):
+            w.setEnabled(bool(chosen) and self.session is not None)
+        on = bool(chosen) and all(hit_favourite(h) for h in chosen)
+        self.favourite_button.setChecked(on)
+        self.favourite_button.setText(f"{STAR_ON if on else STAR_OFF} Favourite")
+        n = len(chosen)
+        self.tags_button.setText("Tags…" if n <= 1 else f"Tags of {n}…")
         can_play = self.preview is not None and self.audio.output_ok
         self.play_button.setEnabled(can_play)
         self.play_button.setToolTip(
@@ -889,17 +1328,88 @@ class SearchTab(ModelTab):
 
     @Slot(QPoint)
     def _context_menu(self, pos: QPoint) -> None:
-        row = self.table.rowAt(pos.y())
+        menu = self.context_menu(self.table.rowAt(pos.y()))
+        if menu is not None:
+            menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def context_menu(self, row: int) -> QMenu | None:
+        """The actions on a right-clicked row (and the rest of the selection, when it is part of it)."""
         if not 0 <= row < len(self.hits):
-            return
-        self.table.selectRow(row)
-        hit = self.hits[row]
+            return None
+        if row not in self.table.selected_rows():
+            self.table.selectRow(row)
+        hit, chosen = self.hits[row], self.selected_hits()
+        several = f" ({len(chosen)} sounds)" if len(chosen) > 1 else ""
         menu = QMenu(self)
         menu.addAction("Play", self.play_from_match).setEnabled(self.audio.output_ok and self.preview is not None)
         menu.addAction("Find similar", lambda: self.find_similar(hit))
         menu.addAction("Reveal in folder", self.reveal_selected)
         menu.addAction("Copy path", self.copy_selected_path)
-        menu.popup(self.table.viewport().mapToGlobal(pos))
+        menu.addSeparator()
+        menu.addAction(f"Edit tags…{several}", lambda: self.edit_tags())
+        on = all(hit_favourite(h) for h in chosen)
+        menu.addAction(("Remove from favourites" if on else "Add to favourites") + several,
+                       lambda: self.set_favourite(chosen, not on))
+        return menu
+
+    # ---------------------------------------------------------------------------------- tags, favourites
+
+    def edit_tags(self, dialog: TagDialog | None = None) -> None:
+        """Open the tag editor for the selected results; on OK the changes run as a job, then the rows update.
+        (Tests pass a prepared dialog to skip the modal loop.)"""
+        chosen, session = self.selected_hits(), self.session
+        if not chosen or session is None:
+            return
+        dialog = dialog or TagDialog([hit_tags(h) for h in chosen], self.known_tags, self)
+        if dialog.result() != QDialog.DialogCode.Accepted and dialog.exec() != QDialog.DialogCode.Accepted:
+            return
+        add, remove = dialog.changes()
+        if not add and not remove:
+            return
+        ids = [h.file_id for h in chosen]
+        self._run(lambda: tags_job(session, ids, add, remove), self._tags_changed, "tags", session=session)
+
+    def _tags_changed(self, data: tuple[dict[int, list[str]], list[str]]) -> None:
+        per_file, known = data
+        self.known_tags = known
+        for row, hit in enumerate(self.hits):
+            if hit.file_id in per_file:
+                hit.user_tags = per_file[hit.file_id]
+                self.table.set_row(row, hit)
+        self._set_preview_actions()
+        self.status(f"Tags saved on {len(per_file)} sound{'s' if len(per_file) != 1 else ''}.")
+        self.tags_changed.emit(per_file)
+
+    @Slot(int)
+    def _star_clicked(self, row: int) -> None:
+        if 0 <= row < len(self.hits):
+            self.set_favourite([self.hits[row]], not hit_favourite(self.hits[row]))
+
+    @Slot()
+    def _favourite_clicked(self) -> None:
+        chosen = self.selected_hits()
+        self.set_favourite(chosen, not all(hit_favourite(h) for h in chosen))
+
+    def set_favourite(self, hits: list[Hit], on: bool) -> None:
+        session = self.session
+        if not hits or session is None:
+            return
+        ids = [h.file_id for h in hits]
+        self._run(lambda: favourite_job(session, ids, on), self._favourites_changed, "favourite", session=session)
+
+    def _favourites_changed(self, data: tuple[list[int], bool]) -> None:
+        ids, on = set(data[0]), data[1]
+        for row, hit in enumerate(self.hits):
+            if hit.file_id in ids:
+                hit.favourite = on
+                self.table.set_row(row, hit)
+        self._set_preview_actions()
+        self.favourites_changed.emit(sorted(ids), on)
+        if not on and self.favourites_check.isChecked():
+            self.run_search()  # those no longer pass the favourites filter
+
+    def _tags_read(self, known: list[str]) -> None:
+        self.known_tags = known
 
     # --------------------------------------------------------------------------------------- running jobs
 

@@ -1,11 +1,24 @@
-"""Shared widgets: empty-state panels and pyqtgraph plots used by several tabs."""
+"""Shared widgets: empty-state panels, pyqtgraph plots, a rich-text cell delegate and a slider with a marked
+default, used by several tabs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QSize, Qt, Signal, Slot
+from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPaintEvent, QPalette, QPolygonF, QTextDocument
+from PySide6.QtWidgets import (
+    QApplication,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionSlider,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
 
@@ -120,3 +133,90 @@ class SpectrogramView(pg.PlotWidget):
         self._image.setImage(np.asarray(frames, dtype=np.float32).T, autoLevels=True)
         self._image.setRect(0, 0, frames.shape[0] * hop_seconds, frames.shape[1])
         self.setXRange(0, frames.shape[0] * hop_seconds, padding=0)
+
+
+class RichTextDelegate(QStyledItemDelegate):
+    """Draws a cell's text as Qt rich text (a small HTML subset: <b>, <span style=...>), e.g. matched words
+    highlighted in a file name. Selection colours follow the style; the text is elided by the cell's width."""
+
+    def _document(self, option: QStyleOptionViewItem, html: str) -> QTextDocument:
+        doc = QTextDocument()
+        doc.setDefaultFont(option.font)
+        doc.setDocumentMargin(2)
+        doc.setHtml(html)
+        doc.setTextWidth(-1)  # one line: a cell is as wide as its column, the rest is clipped
+        return doc
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
+              index: QModelIndex | QPersistentModelIndex) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        html, opt.text = opt.text, ""
+        style = opt.widget.style() if opt.widget else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)  # background, focus
+        doc = self._document(opt, html)
+        ctx = QAbstractTextDocumentLayout.PaintContext()
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+        ctx.palette.setColor(QPalette.ColorRole.Text, opt.palette.color(role))
+        text_rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, opt.widget)
+        ellipsis = "…"
+        elide_w = opt.fontMetrics.horizontalAdvance(ellipsis) + 4
+        too_wide = doc.idealWidth() > text_rect.width()
+        painter.save()
+        clip = text_rect.adjusted(0, 0, -elide_w, 0) if too_wide else text_rect
+        painter.setClipRect(clip)
+        top = text_rect.top() + max(0.0, (text_rect.height() - doc.size().height()) / 2)
+        painter.translate(text_rect.left(), top)
+        doc.documentLayout().draw(painter, ctx)
+        painter.restore()
+        if too_wide:  # cut text says so, as plain cells do
+            painter.save()
+            painter.setPen(opt.palette.color(role))
+            painter.drawText(text_rect.adjusted(text_rect.width() - elide_w, 0, 0, 0),
+                             int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), ellipsis)
+            painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        doc = self._document(opt, opt.text)
+        return QSize(int(doc.idealWidth()) + 4, int(doc.size().height()))
+
+
+class MarkedSlider(QSlider):
+    """A horizontal slider with a small triangle under the groove at a marked value (e.g. the tuned default);
+    double-clicking the slider returns it there."""
+
+    def __init__(self, marked: int, parent: QWidget | None = None) -> None:
+        super().__init__(Qt.Orientation.Horizontal, parent)
+        self.marked = marked
+
+    def set_marked(self, value: int) -> None:
+        self.marked = value
+        self.update()
+
+    def mouseDoubleClickEvent(self, event: object) -> None:  # noqa: N802 (Qt API)
+        self.setValue(self.marked)
+
+    def marked_x(self) -> float:
+        """x (pixels) of the marked value's position on the groove."""
+        opt = QStyleOptionSlider()
+        self.initStyleOption(opt)
+        style = self.style()
+        groove = style.subControlRect(QStyle.ComplexControl.CC_Slider, opt, QStyle.SubControl.SC_SliderGroove, self)
+        handle = style.subControlRect(QStyle.ComplexControl.CC_Slider, opt, QStyle.SubControl.SC_SliderHandle, self)
+        span = groove.width() - handle.width()
+        offset = QStyle.sliderPositionFromValue(self.minimum(), self.maximum(), self.marked, span, opt.upsideDown)
+        return groove.left() + handle.width() / 2 + offset
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
+        super().paintEvent(event)
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        x, bottom = self.marked_x(), self.height() - 1
+        colour = QColor(self.palette().color(QPalette.ColorRole.Highlight))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(colour)
+        painter.drawPolygon(QPolygonF([QPointF(x - 4, bottom), QPointF(x + 4, bottom), QPointF(x, bottom - 5)]))
+        painter.end()

@@ -1,5 +1,6 @@
 """Search tab with a tiny untrained retrieval model: automatic indexing (the GUI keeps turning), search as you
-type, preview, find similar, failed files, filters, playback and the empty states."""
+type, preview, find similar, failed files, filters, playback and the empty states; names <-> sound, why a
+result matched, tags on several results at once, favourites, and the format / sample rate / channels filters."""
 
 from __future__ import annotations
 
@@ -15,10 +16,21 @@ import torch
 from PySide6.QtCore import QPoint, Qt, QTimer, QUrl
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
 from app.services.audio import DeviceStatus, Player
 from app.services.registry import ModelRegistry
-from app.ui.search_tab import SearchTab
+from app.ui.search_tab import (
+    BALANCE_STEPS,
+    ResultsTable,
+    SearchTab,
+    TagDialog,
+    balance,
+    balance_position,
+    highlight,
+    split_tags,
+    term_spans,
+)
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel
@@ -117,7 +129,11 @@ def search(qtbot, tab: SearchTab, text: str) -> object:
 
 
 def table_names(tab: SearchTab) -> list[str]:
-    return [tab.table.item(r, 0).text() for r in range(tab.table.rowCount())]
+    return [tab.table.plain(r, ResultsTable.NAME) for r in range(tab.table.rowCount())]
+
+
+def column(tab: SearchTab, col: int) -> list[str]:
+    return [tab.table.plain(r, col) for r in range(tab.table.rowCount())]
 
 
 # --------------------------------------------------------------------------------------------- tests
@@ -198,7 +214,7 @@ def test_search_preview_similar_failed_filters(qtbot, tab: SearchTab, registry: 
     assert tab.results is None
     results = search(qtbot, tab, "a bird sings")
     assert len(results.hits) == 6 and tab.results_stack.currentWidget() is tab.table
-    scores = [float(tab.table.item(r, 3).text()) for r in range(tab.table.rowCount())]
+    scores = [h.score for h in results.hits]
     assert scores == sorted(scores, reverse=True) and tab.table.rowCount() == 6
     assert "6 results" in tab.results_header.text()
 
@@ -334,3 +350,212 @@ def test_switching_library_closes_the_old_one(qtbot, tab: SearchTab, registry: M
     results = search(qtbot, tab, "a tone")
     assert [h.rel_path for h in results.hits] == ["only.wav"]
     assert tab.lists.tabText(1) == "Failed files (0)"
+
+
+# ------------------------------------------------------------------- names <-> sound, why, tags, favourites
+
+
+def test_highlight_marks_spans_and_escapes_the_rest() -> None:
+    html = highlight("Door<Creak> & co", [(5, 10), (0, 2), (1, 4)])  # overlapping spans merge
+    assert html.count("<span") == 2 and "&lt;" in html and "&amp;" in html and "<Creak>" not in html
+    assert html.startswith('<span style="') and ">Door</span>" in html and ">Creak</span>" in html
+    assert highlight("plain", []) == "plain"
+
+
+def test_term_spans_at_word_starts_camel_case_and_prefixes() -> None:
+    text = "DOORWood_Creak Slow_01 DoorCreaking"
+    spans = term_spans(text, ["creak", "door"])
+    assert sorted(text[a:b] for a, b in spans) == ["Creak", "Creak", "DOOR", "Door"]
+    assert term_spans("screaking", ["creak"]) == []  # not at a word start
+    assert term_spans("Bird", []) == [] and term_spans("x", ["", " "]) == []
+
+
+def test_balance_positions_map_to_modes_and_weights() -> None:
+    assert balance(0) == ("names", None) and balance(BALANCE_STEPS) == ("sound", None)
+    assert balance(25) == ("both", 0.75) and balance(60, default_position=60) == ("both", None)
+    assert balance(balance_position(0.3)) == ("both", 0.3)
+
+
+def test_tag_dialog_adds_to_all_removes_from_all_and_keeps_partial(qtbot) -> None:
+    dialog = TagDialog([["rain", "night"], ["rain"]], known=["Rainforest", "wind"])
+    qtbot.addWidget(dialog)
+    items = {dialog.list.item(i).text(): dialog.list.item(i) for i in range(dialog.list.count())}
+    assert items["rain"].checkState() == Qt.CheckState.Checked
+    assert items["night"].checkState() == Qt.CheckState.PartiallyChecked
+    assert dialog.changes() == ([], [])  # nothing touched: nothing changes
+    dialog.new_edit.setText("wind, Rain ,, storm")
+    dialog.add_typed()
+    assert dialog.new_edit.text() == ""
+    add, remove = dialog.changes()
+    assert sorted(add) == ["storm", "wind"] and remove == []  # "Rain" is the listed "rain", on all already
+    items["rain"].setCheckState(Qt.CheckState.Unchecked)
+    items["night"].setCheckState(Qt.CheckState.Checked)
+    add, remove = dialog.changes()
+    assert sorted(add) == ["night", "storm", "wind"] and remove == ["rain"]
+    completer = dialog.new_edit.completer()
+    completer.setCompletionPrefix("rain")
+    assert completer.currentCompletion() == "Rainforest"  # the library's tags complete, any case
+    assert split_tags(" a, b ,a,, ") == ["a", "b"]
+
+
+def press_ok(dialog: TagDialog) -> None:
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+    assert dialog.result() == QDialog.DialogCode.Accepted
+
+
+def make_named_library(root: Path) -> Path:
+    """Sounds whose names say what they are, in several formats, rates and channel counts."""
+    t = lambda s, sr=SR: np.arange(round(s * sr)) / sr  # noqa: E731
+    rng = np.random.default_rng(1)
+    write(root / "Doors/DOORWood_Creak Slow_01.wav", 0.3 * np.sin(2 * np.pi * 300 * t(1.0)))
+    write(root / "Doors/door_slam.wav", 0.3 * rng.standard_normal(SR // 2))
+    root.joinpath("Animals/Birds").mkdir(parents=True)
+    sf.write(root / "Animals/Birds/lark_song.flac", 0.3 * np.sin(2 * np.pi * 2000 * t(1.5, 48000)), 48000)
+    stereo = np.stack([np.sin(2 * np.pi * 90 * t(2.0, 22050))] * 2, axis=1) * 0.3
+    root.joinpath("Vehicles").mkdir()
+    sf.write(root / "Vehicles/engine idle.ogg", stereo, 22050)
+    write(root / "rain_on_window.wav", 0.05 * rng.standard_normal(2 * SR))
+    return root
+
+
+@pytest.fixture
+def named(qtbot, tab: SearchTab, registry: ModelRegistry, tmp_path: Path) -> SearchTab:
+    open_and_index(qtbot, tab, registry, make_named_library(tmp_path / "named"))
+    return tab
+
+
+def test_names_sound_control_and_why_it_matched(qtbot, named: SearchTab) -> None:
+    tab = named
+    assert tab.balance_slider.value() == tab.balance_slider.marked  # the tuned default, marked
+    assert tab.search_options() == ("both", None)
+    results = search(qtbot, tab, "door creak")
+    assert len(results.hits) == 5  # fused: every file has a sound score (the tiny model's are random)
+    row = [h.rel_path for h in results.hits].index("Doors/DOORWood_Creak Slow_01.wav")
+    name_html = tab.table.item(row, ResultsTable.NAME).text()
+    assert "<span" in name_html and ">DOOR</span>" in name_html and ">Creak</span>" in name_html
+    assert "<span" in tab.table.item(row, ResultsTable.FOLDER).text()  # Doors: matched in the folder too
+    assert tab.table.plain(row, ResultsTable.NAME) == "DOORWood_Creak Slow_01.wav"
+    assert float(tab.table.plain(row, ResultsTable.NAMES)) > 0
+    float(tab.table.plain(row, ResultsTable.SOUND))  # fused: the sound score is shown beside it
+    lark = [h.rel_path for h in results.hits].index("Animals/Birds/lark_song.flac")
+    assert "<span" not in tab.table.item(lark, ResultsTable.NAME).text()  # nothing matched there
+    tab.table.selectRow(row)
+    why = tab.why_label.text()
+    assert "matched" in why and ">door</span>" in why and "name and folder" in why and "sound" in why
+
+    # names only: files whose names say nothing of it are gone, and there is no sound score
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        tab.names_button.click()
+    assert tab.balance_slider.value() == 0 and tab.search_options() == ("names", None)
+    names_hits = blocker.args[0].hits  # keyword matches first; weak semantic neighbours may follow
+    assert {h.folder for h in names_hits[:2]} == {"Doors"}
+    assert "Animals/Birds/lark_song.flac" not in {h.rel_path for h in names_hits}
+    assert set(column(tab, ResultsTable.SOUND)) == {"–"}
+    tab.table.selectRow(0)
+    assert "names" in tab.why_label.text() and "sound" not in tab.why_label.text()
+    shot(tab, "names_why")
+
+    # sound only: the slider's other end; the query runs again by itself
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        tab.sound_button.click()
+    assert tab.search_options() == ("sound", None) and len(blocker.args[0].hits) == 5
+    # a mix in between, then back to the default with a double-click on the slider
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000):
+        tab.balance_slider.setValue(30)
+    assert tab.search_options() == ("both", 0.7)
+    QTest.mouseDClick(tab.balance_slider, Qt.MouseButton.LeftButton)
+    assert tab.balance_slider.value() == tab.balance_slider.marked and tab.search_options() == ("both", None)
+    # the position is kept for the next session
+    again = SearchTab()
+    qtbot.addWidget(again)
+    assert again.balance_slider.value() == tab.balance_slider.value()
+    again.shutdown()
+
+
+def test_tags_on_several_results_and_favourites(qtbot, named: SearchTab) -> None:
+    tab = named
+    tab.names_button.click()
+    search(qtbot, tab, "door")
+    doors = [r for r, h in enumerate(tab.hits) if h.folder == "Doors"]
+    assert len(doors) == 2
+    door_paths = {tab.hits[r].rel_path for r in doors}
+    tab.table.clearSelection()
+    for r in doors:
+        tab.table.selectionModel().select(tab.table.model().index(r, 0),
+                                          tab.table.selectionModel().SelectionFlag.Select
+                                          | tab.table.selectionModel().SelectionFlag.Rows)
+    assert len(tab.selected_hits()) == 2 and tab.tags_button.text() == "Tags of 2…"
+
+    # add two tags to both at once
+    dialog = TagDialog([[], []], tab.known_tags, tab)
+    qtbot.addWidget(dialog)
+    dialog.new_edit.setText("wooden, spooky house")  # typed, not yet added: OK adds it
+    press_ok(dialog)
+    with qtbot.waitSignal(tab.tags_changed, timeout=20_000):
+        tab.edit_tags(dialog)
+    for r in doors:
+        assert set(tab.table.plain(r, ResultsTable.TAGS).split(", ")) == {"wooden", "spooky house"}
+    assert {"wooden", "spooky house"} <= set(tab.known_tags)
+    shot(tab, "tags")
+
+    # tags are searchable, and the matched tag is highlighted in the list
+    results = search(qtbot, tab, "spooky")
+    assert {h.rel_path for h in results.hits[:2]} == door_paths
+    assert "<span" in tab.table.item(0, ResultsTable.TAGS).text()
+
+    # remove one from one of them
+    tab.table.selectRow(0)
+    first = tab.hits[0]
+    dialog = TagDialog([first.user_tags], tab.known_tags, tab)
+    qtbot.addWidget(dialog)
+    dialog.list.findItems("wooden", Qt.MatchFlag.MatchExactly)[0].setCheckState(Qt.CheckState.Unchecked)
+    press_ok(dialog)
+    with qtbot.waitSignal(tab.tags_changed, timeout=20_000) as blocker:
+        tab.edit_tags(dialog)
+    assert blocker.args[0] == {first.file_id: ["spooky house"]} and tab.hits[0].user_tags == ["spooky house"]
+
+    # favourites: a click on the star marks it; the favourites-only filter shows only those
+    assert tab.table.plain(1, ResultsTable.STAR) == "☆"
+    star = tab.table.visualItemRect(tab.table.item(1, ResultsTable.STAR)).center()
+    with qtbot.waitSignal(tab.favourites_changed, timeout=20_000) as blocker:
+        QTest.mouseClick(tab.table.viewport(), Qt.MouseButton.LeftButton, pos=star)
+    assert blocker.args == [[tab.hits[1].file_id], True] and tab.table.plain(1, ResultsTable.STAR) == "★"
+    favourite = tab.hits[1].rel_path
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        tab.favourites_check.setChecked(True)
+    assert [h.rel_path for h in blocker.args[0].hits] == [favourite] and blocker.args[0].hits[0].favourite
+    # unmarking it (the button acts on the selection) empties the filtered list
+    tab.table.selectRow(0)
+    assert tab.favourite_button.isChecked()
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        tab.favourite_button.click()
+    assert blocker.args[0].hits == [] and "favourites" in tab.no_results.text()
+    # the context menu offers the same, for the whole selection
+    tab.favourites_check.setChecked(False)
+    search(qtbot, tab, "door")
+    tab.table.selectAll()
+    menu = tab.context_menu(0)
+    texts = [a.text() for a in menu.actions()]
+    assert f"Edit tags… ({len(tab.hits)} sounds)" in texts and f"Add to favourites ({len(tab.hits)} sounds)" in texts
+
+
+def test_format_rate_and_channel_filters(qtbot, named: SearchTab) -> None:
+    tab = named
+    tab.sound_button.click()
+    results = search(qtbot, tab, "a sound")
+    assert len(results.hits) == 5
+
+    def shown_after(change: object) -> set[str]:
+        with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+            change()
+        return {h.rel_path for h in blocker.args[0].hits}
+
+    assert shown_after(lambda: tab.format_combo.setCurrentText("FLAC")) == {"Animals/Birds/lark_song.flac"}
+    assert shown_after(lambda: tab.format_combo.setCurrentText("Any format")) and len(tab.hits) == 5
+    assert shown_after(lambda: tab.rate_combo.setCurrentText("≥ 44.1 kHz")) == {"Animals/Birds/lark_song.flac"}
+    assert shown_after(lambda: tab.rate_combo.setCurrentText("≤ 22.05 kHz")) == {"Vehicles/engine idle.ogg"}
+    tab.rate_combo.setCurrentText("Any rate")
+    assert shown_after(lambda: tab.channels_combo.setCurrentText("Stereo")) == {"Vehicles/engine idle.ogg"}
+    mono = shown_after(lambda: tab.channels_combo.setCurrentText("Mono"))
+    assert len(mono) == 4 and "Vehicles/engine idle.ogg" not in mono
+    assert tab.filters().channels == 1 and tab.filters().active

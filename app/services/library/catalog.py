@@ -119,8 +119,64 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
                " sha256 TEXT NOT NULL, vectors INTEGER NOT NULL)")
 
 
+def _migrate_v2(db: sqlite3.Connection) -> None:
+    """v3: the text channel. Each file's format (extension); its derived text (name, folder and tag words, the
+    path and mtime it was derived from, what went wrong reading its tags) in `texts`, searched through the FTS5
+    table `text_fts` (rowid = file id; porter stemming over unicode61; prefix indexes; BM25 weighted by column);
+    the user's tags and favourites. Existing rows keep their vectors: the next index run derives their text
+    without reading any audio."""
+    db.execute("ALTER TABLE files ADD COLUMN format TEXT")
+    for fid, path in db.execute("SELECT id, path FROM files").fetchall():
+        db.execute("UPDATE files SET format = ? WHERE id = ?", (file_format(bytes(path)), fid))
+    _execute_script(db, _SCHEMA_V3)
+    db.execute(_TRIGGER_V3)
+    db.execute("INSERT INTO text_fts(text_fts, rank) VALUES ('rank', ?)", (f"bm25({FTS_WEIGHTS})",))
+
+
+# the text channel (version 3)
+FTS_COLUMNS = ("name", "folder", "tags", "user_tags")
+FTS_WEIGHTS = "4.0, 1.5, 1.0, 3.0"  # BM25 weight per column: a word in the name counts most, then user tags
+_SCHEMA_V3 = f"""
+CREATE INDEX files_format ON files(format);
+CREATE INDEX files_unavailable ON files(id) WHERE available = 0;  -- "any hidden file?" on every search, at once
+CREATE TABLE texts(
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    path BLOB NOT NULL,                     -- the path the name words were derived from (a rename re-derives)
+    mtime_ns INTEGER NOT NULL,              -- and the mtime (new tags re-derive)
+    version INTEGER NOT NULL,               -- of the derivation rules (names.py, tags.py)
+    name TEXT NOT NULL,                     -- name words, UCS CatID expanded
+    folder TEXT NOT NULL,                   -- folder words
+    tags TEXT NOT NULL,                     -- embedded tag text
+    problem TEXT,                           -- what went wrong reading the tags (the file is indexed anyway)
+    embedded TEXT                           -- digest of the sentence the text vector was made from
+);
+CREATE TABLE user_tags(
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    PRIMARY KEY (file_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX user_tags_tag ON user_tags(tag);
+CREATE TABLE favourites(
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    added_at REAL NOT NULL
+);
+CREATE VIRTUAL TABLE text_fts USING fts5({", ".join(FTS_COLUMNS)},
+    tokenize = 'porter unicode61 remove_diacritics 2', prefix = '2 3')
+"""
+# a file row that goes (deleted, or gone from the folder) takes its search text along
+_TRIGGER_V3 = ("CREATE TRIGGER files_text_gone AFTER DELETE ON files"
+               " BEGIN DELETE FROM text_fts WHERE rowid = old.id; END")
+
+
+def file_format(key: bytes) -> str:
+    """The format filter's value for a relative path: its extension, lowercased, without the dot ('wav')."""
+    name = key.rsplit(b"/", 1)[-1]
+    return os.fsdecode(name.rsplit(b".", 1)[-1]).lower() if b"." in name else ""
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),
@@ -395,7 +451,7 @@ def _page_records(path: Path) -> Iterator[tuple[int, tuple]]:
 def _recognise(record: tuple) -> str | None:
     """Which of our tables a raw record belongs to, by its shape (None: another table, or garbage)."""
     n = len(record)
-    if n in (11, 12) and isinstance(record[1], bytes) and record[8] in ("ok", "error") and all(
+    if n in (11, 12, 13) and isinstance(record[1], bytes) and record[8] in ("ok", "error") and all(
             isinstance(record[k], int) for k in (2, 3)):
         return "files"
     if n == 6 and isinstance(record[1], str) and isinstance(record[2], int) and isinstance(record[3], bytes) \
@@ -472,6 +528,8 @@ def salvage(path: Path) -> str:
                         with contextlib.suppress(sqlite3.Error):
                             new.execute(f"INSERT INTO vectors({_SALVAGE['vectors']}) VALUES (?, ?, ?, ?, ?, ?)", row)
                             kept["vectors"] += 1
+                for table, cols in (("user_tags", "file_id, tag, added_at"), ("favourites", "file_id, added_at")):
+                    _copy_user_rows(old, new, table, cols, file_ids)  # the user's own work: keep what reads
                 for table in ("files", "vectors"):  # ids stay never-reused
                     new.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?",
                                 (_upper_rowid(old, table), table))
@@ -488,6 +546,19 @@ def salvage(path: Path) -> str:
     return (f"damaged catalog moved to {aside.name}; rebuilt from what was intact: kept {kept['files']} files "
             f"and {kept['vectors']} vectors ({seen['files'] - kept['files']} file rows and "
             f"{seen['vectors'] - kept['vectors']} vectors lost: index again to read those files)")
+
+
+def _copy_user_rows(old: sqlite3.Connection, new: sqlite3.Connection, table: str, cols: str, file_ids: set[int]
+                    ) -> None:
+    """Rows of a user table (tags, favourites) of kept files, as far as SQL can still read them."""
+    try:
+        rows = old.execute(f"SELECT {cols} FROM {table}").fetchall()
+    except sqlite3.DatabaseError:
+        return  # an older catalog without the table, or the table itself is damaged
+    for row in rows:
+        if row[0] in file_ids:
+            with contextlib.suppress(sqlite3.Error):
+                new.execute(f"INSERT OR IGNORE INTO {table}({cols}) VALUES ({','.join('?' * len(row))})", row)
 
 
 def _merged(through_sql: Iterator[tuple], on_pages: list[tuple], key: int = 0) -> Iterator[tuple]:

@@ -40,10 +40,11 @@ from app.services.library.records import (
     SearchFilters,
 )
 from app.services.library.scan import ScannedFile
+from app.services.library.textchannel import TextChannelMixin, is_text_model
 from app.services.vector_index import IndexConfig, IndexFileError, VectorIndex
 
 
-class Library:
+class Library(TextChannelMixin):
     """A folder of sounds with its catalog and per-model vector indexes. Thread-safe (one lock, `lock`)."""
 
     def __init__(self, root: Path, catalog_dir: Path, db: sqlite3.Connection, index_config: IndexConfig) -> None:
@@ -345,8 +346,8 @@ class Library:
                     "INSERT INTO files(path, size, mtime_ns, hash, status, indexed_at) VALUES (?, ?, ?, ?, 'ok', ?)",
                     (key, size, mtime_ns, digest, now))
                 target = CatalogRow(int(cur.lastrowid), key, size, mtime_ns, digest, "ok", False)
-            db.execute("UPDATE files SET size = ?, mtime_ns = ?, hash = ?, indexed_at = ? WHERE id = ?",
-                       (size, mtime_ns, digest, now, target.id))
+            db.execute("UPDATE files SET size = ?, mtime_ns = ?, hash = ?, indexed_at = ?, format = ? WHERE id = ?",
+                       (size, mtime_ns, digest, now, catalog.file_format(key), target.id))
             if meta is not None:
                 db.execute("UPDATE files SET duration = ?, sample_rate = ?, channels = ?, status = ?, error = ?"
                            " WHERE id = ?", (meta["duration"], meta["sample_rate"], meta["channels"],
@@ -418,7 +419,11 @@ class Library:
                 "SELECT m.model_id, count(v.id) FROM models m LEFT JOIN vectors v ON v.model_id = m.model_id"
                 " GROUP BY m.model_id").fetchall())
             away = self.db.execute("SELECT count(*) FROM files WHERE available = 0").fetchone()[0]
-        return LibraryStats(self.root, self.catalog_path, files, ok, files - ok, float(secs), vectors, away)
+            problems = self.db.execute("SELECT count(*) FROM texts WHERE problem IS NOT NULL").fetchone()[0]
+        text = sum(n for m, n in vectors.items() if is_text_model(m))
+        audio = {m: n for m, n in vectors.items() if not is_text_model(m)}
+        return LibraryStats(self.root, self.catalog_path, files, ok, files - ok, float(secs), audio, away, text,
+                            problems)
 
     def failed_files(self) -> list[FailedFile]:
         with self.lock:
@@ -470,18 +475,39 @@ class Library:
         return self.search_vector(np.frombuffer(r[0], dtype=np.float32), model_id, k, filters, exclude=[fid])
 
     def search_vector(self, query: np.ndarray, model_id: str, k: int = 10, filters: SearchFilters | None = None,
-                      exclude: Sequence[int] = ()) -> list[Hit]:
+                      exclude: Sequence[int] = (), windows: bool = True) -> list[Hit]:
         """Top-k files by cosine similarity to `query` (D,), with optional filters, excluding file ids and
-        files under folders that are unavailable. k >= 1; more than the library holds gives them all."""
+        files under folders that are unavailable. k >= 1; more than the library holds gives them all.
+        windows=False skips the per-window scores (the text channel has one vector per file)."""
         _check_k(k)
-        q = np.asarray(query, dtype=np.float32).reshape(-1)  # (D,)
-        if not np.isfinite(q).all():
-            raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
-        q = normalise(q)
+        q = self._query_vector(query, model_id)
+        with self.lock:
+            found, k = self.top_vectors(q, model_id, k, filters, len(exclude))
+            if not found:
+                return []
+            rows = {r[0]: r for r in self.db.execute(
+                "SELECT v.id, f.id, f.path, f.duration, " + ("v.windows" if windows else "NULL") + ","
+                " m.window_seconds FROM vectors v JOIN files f ON f.id = v.file_id"
+                " JOIN models m ON m.model_id = v.model_id"
+                f" WHERE v.id IN ({','.join('?' * len(found))})", [i for i, _ in found])}
+        hits = []
+        for vid, score in found:
+            r = rows.get(vid)
+            if r is None or r[1] in exclude:
+                continue
+            hits.append(self._hit(r[1:], q, score))
+            if len(hits) == k:
+                break
+        return hits
+
+    def top_vectors(self, q: np.ndarray, model_id: str, k: int, filters: SearchFilters | None, extra: int = 0
+                    ) -> tuple[list[tuple[int, float]], int]:
+        """(vector id, cosine) of the best k + extra vectors of a normalised query (files hidden or filtered out
+        left out), and k capped at the index size."""
         with self.lock:
             vi = self.vector_index(model_id)
             if vi is None or len(vi) == 0:
-                return []
+                return [], k
             if len(q) != vi.dim:
                 raise LibraryError(f"query has {len(q)} dimensions, model {model_id!r} has {vi.dim}")
             hide = self.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
@@ -489,32 +515,52 @@ class Library:
             if hide or (filters is not None and filters.active):
                 allowed = self._allowed_ids(model_id, filters or SearchFilters())
                 if not len(allowed):
-                    return []
+                    return [], k
             k = min(k, len(vi))  # a huge k costs nothing: there are no more files than this
-            scores, ids = vi.search(q[None], min(k + len(exclude), len(vi)), allowed)  # (1, k')
-            found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-            if not found:
-                return []
-            rows = {r[0]: r for r in self.db.execute(
-                "SELECT v.id, f.id, f.path, f.duration, v.windows, m.window_seconds FROM vectors v"
-                " JOIN files f ON f.id = v.file_id JOIN models m ON m.model_id = v.model_id"
-                f" WHERE v.id IN ({','.join('?' * len(found))})", [i for i, _ in found])}
-        hits = []
-        for vid, score in found:
-            r = rows.get(vid)
-            if r is None or r[1] in exclude:
-                continue
-            rel = os.fsdecode(bytes(r[2]))
-            windows = np.frombuffer(r[4], dtype=np.float32).reshape(-1, len(q))  # (W, D)
-            wscores = windows @ q  # (W,)
-            best = int(np.argmax(wscores)) if len(wscores) else 0
-            hits.append(Hit(
-                path=self.root / rel, score=score, duration=float(r[3] or 0.0), folder=rel.rpartition("/")[0],
-                best_window_start_s=best * float(r[5]), window_scores=wscores.tolist(), file_id=r[1],
-                rel_path=rel))
-            if len(hits) == k:
-                break
-        return hits
+            scores, ids = vi.search(q[None], min(k + extra, len(vi)), allowed)  # (1, k')
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0], k
+
+    def _query_vector(self, query: np.ndarray, model_id: str) -> np.ndarray:
+        q = np.asarray(query, dtype=np.float32).reshape(-1)  # (D,)
+        if not np.isfinite(q).all():
+            raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
+        return normalise(q)
+
+    def _hit(self, row: tuple, q: np.ndarray | None, score: float) -> Hit:
+        """A Hit from (file id, path, duration, windows blob or None, window seconds)."""
+        fid, path, duration, wblob, window_s = row
+        rel = os.fsdecode(bytes(path))
+        wscores: list[float] = []
+        best = 0
+        if wblob is not None and q is not None:
+            windows = np.frombuffer(wblob, dtype=np.float32).reshape(-1, len(q))  # (W, D)
+            ws = windows @ q  # (W,)
+            best, wscores = (int(np.argmax(ws)) if len(ws) else 0), ws.tolist()
+        return Hit(path=self.root / rel, score=score, duration=float(duration or 0.0), folder=rel.rpartition("/")[0],
+                   best_window_start_s=best * float(window_s or 0.0), window_scores=wscores, file_id=fid,
+                   rel_path=rel)
+
+    def hits_for(self, file_ids: Sequence[int], model_id: str, query: np.ndarray | None) -> dict[int, Hit]:
+        """Hits of given files with their cosine to `query` under `model_id` (score 0 and no window scores for a
+        file without a vector, or when query is None)."""
+        q = self._query_vector(query, model_id) if query is not None else None
+        out: dict[int, Hit] = {}
+        ids = [int(i) for i in file_ids]
+        with self.lock:
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                for r in self.db.execute(
+                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds, v.vector FROM files f"
+                        " LEFT JOIN vectors v ON v.file_id = f.id AND v.model_id = ?"
+                        " LEFT JOIN models m ON m.model_id = v.model_id"
+                        f" WHERE f.id IN ({','.join('?' * len(part))})", (model_id, *part)):
+                    score = 0.0
+                    if q is not None and r[5] is not None:
+                        v = np.frombuffer(r[5], dtype=np.float32)
+                        score = float(v @ q) if len(v) == len(q) else 0.0
+                    out[r[0]] = self._hit(r[:5] if q is not None and r[3] is not None else (*r[:3], None, r[4]), q,
+                                          score)
+        return out
 
     def _allowed_ids(self, model_id: str, filters: SearchFilters) -> np.ndarray:
         where, args = ["v.model_id = ?", "f.status = 'ok'", "f.available = 1"], [model_id]
@@ -524,15 +570,51 @@ class Library:
         if filters.max_duration is not None:
             where.append("f.duration <= ?")
             args.append(filters.max_duration)
+        self._filter_sql(filters, where, args)
+        rows = self.db.execute("SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE "
+                               + " AND ".join(where), args).fetchall()
+        return np.array([r[0] for r in rows], dtype=np.int64)
+
+    def _filter_sql(self, filters: SearchFilters, where: list[str], args: list[Any]) -> None:
+        """SQL conditions on `files f` for the filters other than duration (which the caller adds)."""
         if filters.folder:
             prefix = self._rel_key(filters.folder)
             if prefix and prefix != b".":
                 prefix += b"/"
                 where.append("substr(f.path, 1, ?) = ?")  # byte prefix; no LIKE escaping needed
                 args += [len(prefix), prefix]
-        rows = self.db.execute("SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE "
-                               + " AND ".join(where), args).fetchall()
-        return np.array([r[0] for r in rows], dtype=np.int64)
+        if filters.formats:
+            fmts = filters.format_set
+            where.append(f"f.format IN ({','.join('?' * len(fmts))})")
+            args += fmts
+        for column, op, value in (("sample_rate", ">=", filters.min_sample_rate),
+                                  ("sample_rate", "<=", filters.max_sample_rate), ("channels", "=", filters.channels)):
+            if value is not None:
+                where.append(f"f.{column} {op} ?")
+                args.append(int(value))
+        if filters.favourites_only:
+            where.append("EXISTS(SELECT 1 FROM favourites fav WHERE fav.file_id = f.id)")
+
+    def allowed_files(self, file_ids: Sequence[int], filters: SearchFilters | None) -> set[int]:
+        """The files among `file_ids` that are searchable (ok, available) and pass the filters."""
+        filters = filters or SearchFilters()
+        out: set[int] = set()
+        ids = [int(i) for i in file_ids]
+        with self.lock:
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                where = [f"f.id IN ({','.join('?' * len(part))})", "f.status = 'ok'", "f.available = 1"]
+                args: list[Any] = list(part)
+                if filters.min_duration is not None:
+                    where.append("f.duration >= ?")
+                    args.append(filters.min_duration)
+                if filters.max_duration is not None:
+                    where.append("f.duration <= ?")
+                    args.append(filters.max_duration)
+                self._filter_sql(filters, where, args)
+                out.update(r[0] for r in self.db.execute("SELECT f.id FROM files f WHERE " + " AND ".join(where),
+                                                         args))
+        return out
 
 
 def _sha256(path: Path) -> str:

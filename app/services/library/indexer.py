@@ -13,6 +13,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from app.services.library.core import Library
 from app.services.library.embedding import embed, pool, windows_of
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
 from app.services.library.scan import ScannedFile
+from app.services.library.textchannel import derive_text
 
 
 @dataclass
@@ -116,6 +118,7 @@ class _IndexRun:
         self.workers, self.batch_size, self.checkpoint_seconds = max(1, workers), batch_size, checkpoint_seconds
         self.include_hidden, self.retry_failed, self.max_requeue = include_hidden, retry_failed, max_requeue
         self.rehash = rehash
+        self.text_encoder: Embedder | None = None
         self.report = IndexReport(self.model_id)
         self.t0 = time.monotonic()
         self.stop = threading.Event()
@@ -201,11 +204,44 @@ class _IndexRun:
         rows = self.lib.rows(self.model_id)
         self.report.removed += self.lib.delete_files([w.id for k, w in rows.items() if k not in self.seen])
         self.lib.save_index(self.model_id)
+        yield from self.text_pass()
         if self.model_id in self.lib.model_errors():
             self.lib.set_model_error(self.model_id, None)  # it works now
         self.report.elapsed_s = time.monotonic() - self.t0
         yield {**self.progress("done"), "step": len(self.tasks)}
         return self.report
+
+    def text_pass(self) -> Iterator[Progress]:
+        """Derive the text of new, renamed and changed files (names, folders, tags: no audio is read) and embed
+        the sentences that changed; upgraded catalogs get all their text here."""
+        lib, r = self.lib, self.report
+        stale = lib.stale_texts()
+        for n, (fid, key, mtime_ns) in enumerate(stale):
+            text = derive_text(lib.root, key)
+            if lib.store_text(fid, key, mtime_ns, text):
+                r.texts += 1
+                if text.problem:
+                    r.tag_problems.append(FailedFile(os.fsdecode(key), text.problem, fid))
+            if n % 50 == 49:
+                yield {**self.progress(f"reading names and tags ({n + 1}/{len(stale)})"), "step": len(self.tasks)}
+        enc = self.text_encoder
+        if enc is None:
+            return
+        lib.register_text_model(enc)
+        lib.vector_index(enc.model_id)
+        pending = lib.pending_text_vectors(enc.model_id)
+        batch: list[tuple[int, str, np.ndarray | None]] = []
+        for n, (fid, sentence) in enumerate(pending):
+            vec = np.asarray(enc.embed_text([sentence]), np.float32)[0] if sentence else None
+            if vec is not None and not np.isfinite(vec).all():
+                raise BrokenModelError(f"text model {enc.model_id!r} produced NaN/inf: it is broken")
+            batch.append((fid, sentence, vec))
+            r.text_vectors += vec is not None
+            if len(batch) == 64 or n == len(pending) - 1:
+                lib.store_text_vectors(enc.model_id, batch)
+                batch = []
+                yield {**self.progress(f"embedding names and tags ({n + 1}/{len(pending)})"), "step": len(self.tasks)}
+        lib.save_index(enc.model_id)
 
     def shutdown(self) -> None:
         self.stop.set()
@@ -216,6 +252,8 @@ class _IndexRun:
                 while True:
                     self.out.get_nowait()
         self.lib.save_index(self.model_id)
+        if self.text_encoder is not None:
+            self.lib.save_index(self.text_encoder.model_id)
 
     # ------------------------------------------------------------------------------------------ messages
 
@@ -339,6 +377,7 @@ def index_library(
     retry_failed: bool = False,
     max_requeue: int = 2,
     rehash: bool = False,
+    text_encoder: Embedder | None = None,
 ) -> Job[IndexReport]:
     """Bring the catalog and `embedder`'s index up to date with the folder; returns an IndexReport.
 
@@ -347,8 +386,10 @@ def index_library(
     and commits each file in its own transaction. The index file is written every `checkpoint_seconds`, at
     the end, and when the job is cancelled (closed). One indexing job per Library at a time.
     rehash: hash every file again, not only those whose size or mtime changed (an edit that keeps both is
-    otherwise never noticed). Raises BrokenModelError for a model that yields NaN/inf, DiskFullError when the
-    catalog's disk fills up; what was committed before is kept and a later run resumes.
+    otherwise never noticed). Afterwards the text channel catches up (names, folders, tags of new, renamed and
+    changed files; `text_encoder` (a sentence encoder, model id `text:...`) embeds the sentences that changed;
+    without one the text channel is keywords only). Raises BrokenModelError for a model that yields NaN/inf,
+    DiskFullError when the catalog's disk fills up; what was committed before is kept and a later run resumes.
     """
     own = not isinstance(library, Library)
     lib = Library.open(library) if own else library
@@ -356,6 +397,7 @@ def index_library(
         with lib.indexing():
             job = _IndexRun(lib, embedder, workers, batch_size, queue_size, checkpoint_seconds, include_hidden,
                             retry_failed, max_requeue, rehash)
+            job.text_encoder = text_encoder
             try:
                 return (yield from job.run())
             finally:

@@ -49,22 +49,54 @@ class SearchFilters:
     min_duration: float | None = None  # seconds
     max_duration: float | None = None
     folder: str | None = None  # relative folder (or absolute inside the library); matches it and below
+    formats: tuple[str, ...] | list[str] | None = None  # extensions without the dot, any case: ("wav", "flac")
+    min_sample_rate: int | None = None  # Hz, of the file as stored
+    max_sample_rate: int | None = None
+    channels: int | None = None  # 1 = mono, 2 = stereo, ...
+    favourites_only: bool = False
 
     @property
     def active(self) -> bool:
-        return self.min_duration is not None or self.max_duration is not None or bool(self.folder)
+        return (self.min_duration is not None or self.max_duration is not None or bool(self.folder)
+                or bool(self.formats) or self.min_sample_rate is not None or self.max_sample_rate is not None
+                or self.channels is not None or self.favourites_only)
+
+    @property
+    def format_set(self) -> list[str]:
+        return sorted({f.lower().lstrip(".") for f in self.formats or () if f.strip(". ")})
+
+
+Span = tuple[int, int]  # [start, end) character offsets
+
+
+@dataclass
+class MatchInfo:
+    """Why a result matched: the query words found in its name, folder, tags or user tags (with where, to
+    highlight them), and the score of each channel (0..1 after normalisation; sound_score is the raw cosine)."""
+
+    matched_terms: list[str] = field(default_factory=list)
+    spans: dict[str, list[Span]] = field(default_factory=dict)  # field -> spans in that field's text below
+    fields: dict[str, str] = field(default_factory=dict)  # name, folder, tags, user_tags: the text the spans index
+    name_score: float = 0.0  # text channel: keyword (BM25) and semantic (MiniLM) combined, 0..1
+    keyword_score: float = 0.0  # BM25 relative to the query's best match, 0..1
+    semantic_score: float = 0.0  # cosine of the query and the file's text, raw
+    sound_score: float = 0.0  # cosine of the query and the file's audio, raw
+    sound_norm: float = 0.0  # the sound score as fused, 0..1
 
 
 @dataclass
 class Hit:
     path: Path  # absolute
-    score: float  # cosine similarity with the query
+    score: float  # the ranking score: cosine with the query (sound), or the fused score (names/both)
     duration: float
     folder: str  # relative folder, '' for the library root
     best_window_start_s: float  # where in the file the best-matching window starts
     window_scores: list[float]  # similarity of every window
     file_id: int = 0
     rel_path: str = ""
+    match: MatchInfo | None = None
+    user_tags: list[str] = field(default_factory=list)
+    favourite: bool = False
 
     @property
     def name(self) -> str:
@@ -88,6 +120,8 @@ class LibraryStats:
     audio_seconds: float
     vectors: dict[str, int]  # model_id -> vectors in the catalog
     unavailable: int = 0  # files under folders that could not be listed last time (kept, hidden)
+    text_vectors: int = 0  # files with a sentence vector of their names and tags
+    tag_problems: int = 0  # files whose embedded tags could not (all) be read: indexed by name and sound anyway
 
 
 @dataclass
@@ -107,3 +141,6 @@ class IndexReport:
     elapsed_s: float = 0.0
     scan_errors: list[str] = field(default_factory=list)
     unavailable: int = 0  # catalogued files under folders that could not be listed: kept, hidden from results
+    texts: int = 0  # files whose name/tag text was derived (new, renamed, changed, or upgraded catalogs)
+    text_vectors: int = 0  # sentence vectors embedded (only files whose text changed)
+    tag_problems: list[FailedFile] = field(default_factory=list)  # tags that could not be read (files indexed)

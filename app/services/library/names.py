@@ -1,0 +1,140 @@
+"""What a file's path says: folder and file-name words, with UCS CatIDs expanded and take numbers dropped.
+
+Sound libraries carry their meaning in names (`Animals/Birds/lark.ogg`, `DOORWood_Creak Slow_01.wav`). The name
+words are split at every boundary people use (`snake_case`, `camelCase`, `kebab-case`, letters/digits, any
+script: `\\w` is Unicode-aware), lowercased; take and version numbers (`_01`, `v2`) and hash-like tokens
+(`a3f9c1e2`, long digit runs) are dropped because they say nothing. A UCS CatID (the Universal Category System,
+`data/ucs_categories.csv`) at the start of a name or as a folder name adds its category and subcategory words,
+so `DOORWood_...` is found by "wooden door" and "doors".
+
+`word_spans` gives the same words with their character offsets in the original string: the search results
+highlight matched words in the name as the user sees it.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+UCS_FILE = Path(__file__).parent / "data" / "ucs_categories.csv"
+
+_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script; '_' and punctuation separate
+# inside a word: lower->Upper (camelCase), UPPER->Upperlower (DOORWood -> DOOR|Wood), letter<->digit
+_CAMEL = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])|(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_HEX = re.compile(r"[0-9a-f]{8,}")
+_TAKE = re.compile(r"(v|take|tk|t|var|version)?(\d{1,2}|0\d+)")  # take/version numbers: 01, 3, v2, take12, 007
+
+
+@dataclass(frozen=True)
+class UcsEntry:
+    cat_id: str
+    category: str
+    subcategory: str
+
+    @property
+    def words(self) -> list[str]:
+        """'DOORS', 'WOOD' -> ['doors', 'wood']; '&' and 'MISC' (says nothing) left out."""
+        text = f"{self.category} {self.subcategory}".lower().replace("&", " ")
+        return [w for w in _WORD.findall(text) if w != "misc"]
+
+
+@functools.cache
+def ucs_table() -> dict[str, UcsEntry]:
+    """CatID (as written) -> entry, from the committed UCS list."""
+    table: dict[str, UcsEntry] = {}
+    with open(UCS_FILE, encoding="utf-8", newline="") as f:
+        rows = csv.reader(line for line in f if not line.startswith("#"))
+        next(rows)  # header
+        for cat_id, category, sub in rows:
+            table[cat_id] = UcsEntry(cat_id, category, sub)
+    return table
+
+
+@functools.cache
+def _ucs_folded() -> dict[str, UcsEntry]:
+    return {k.lower(): v for k, v in ucs_table().items()}
+
+
+def ucs_entry(token: str) -> UcsEntry | None:
+    """The UCS entry of a CatID: as written, or in another case when the token mixes cases and has 5+ letters
+    ('DoorWood'), so that ordinary words such as 'rain', 'Rain' or 'mix' are not taken for CatIDs."""
+    table = ucs_table()
+    if token in table:
+        return table[token]
+    mixed = not token.islower() and not token.isupper() and not token.istitle()
+    return _ucs_folded().get(token.lower()) if len(token) >= 5 and mixed else None
+
+
+def split_words(text: str) -> list[str]:
+    """Words of a name: split at separators, camelCase, letter/digit boundaries; lowercased. Nothing dropped."""
+    out = []
+    for chunk in _WORD.findall(text):
+        out.extend(p.lower() for p in _CAMEL.split(chunk) if p)
+    return out
+
+
+def meaningless(word: str) -> bool:
+    """Take/version numbers and hash-like tokens: they tell nothing about the sound."""
+    if _TAKE.fullmatch(word):
+        return True
+    if _HEX.fullmatch(word) and any(c.isdigit() for c in word):
+        return True
+    return word.isdigit() and len(word) >= 6
+
+
+def name_words(stem: str) -> list[str]:
+    """Words of a file name without its extension, UCS CatID expanded, meaningless tokens dropped."""
+    words = []
+    first = re.split(r"[_\s.-]", stem, maxsplit=1)[0]
+    entry = ucs_entry(first)
+    if entry is not None:
+        words.extend(entry.words)
+    for chunk in _WORD.findall(stem):
+        # a hash or a hex id is one chunk: judge it whole before camelCase splitting cuts it into pieces
+        if meaningless(chunk.lower()):
+            continue
+        words.extend(w for w in split_words(chunk) if not meaningless(w))
+    return dedupe(words)
+
+
+def folder_words(rel_folder: str) -> list[str]:
+    """Words of the folders a file is in (every level), CatID folders expanded."""
+    words = []
+    for part in rel_folder.split("/"):
+        if not part:
+            continue
+        entry = ucs_entry(part)
+        if entry is not None:
+            words.extend(entry.words)
+        words.extend(name_words(part))
+    return dedupe(words)
+
+
+def dedupe(words: list[str]) -> list[str]:
+    return list(dict.fromkeys(words))
+
+
+def word_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, lowercased word) of each word in `text`, split like `split_words`."""
+    spans = []
+    for m in _WORD.finditer(text):
+        start, chunk = m.start(), m.group()
+        pos = 0
+        for part in _CAMEL.split(chunk):
+            if part:
+                spans.append((start + pos, start + pos + len(part), part.lower()))
+                pos += len(part)
+    return spans
+
+
+def stem(word: str) -> str:
+    """A light English stemmer for highlighting (FTS5's porter stemmer does the searching): plural and
+    -ing/-ed endings, so that "doors", "creaking" and "creaked" highlight "door" and "creak"."""
+    w = word.lower()
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            return w[: len(w) - len(suffix)] + keep
+    return w

@@ -1,0 +1,94 @@
+"""Search query syntax, as in Soundminer and Sononym: `-word` excludes, `"exact phrase"`, `word*` prefix, plain words.
+
+`parse(text) -> Query` never fails: whatever the user types becomes words, phrases, prefixes and exclusions.
+`Query.fts_match()` is an FTS5 MATCH expression in which every word is a double-quoted string (quotes inside
+doubled), so no input can be an FTS5 syntax error or an FTS5 operator (`NEAR`, `AND`, `column:`, `^`); the
+positive parts are OR-ed and BM25 ranks files that match more of them (and rarer ones) higher.
+`Query.free_text` is what the sound and sentence encoders read: the positive words in the order typed.
+
+    >>> q = parse('creak -metal "wooden door" foot*')
+    >>> q.fts_match()
+    '"creak" OR "wooden door" OR "foot"*'
+    >>> q.fts_exclude()
+    '"metal"'
+    >>> q.free_text
+    'creak wooden door foot'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# a token: optional '-', then a quoted phrase (closing quote optional) or a run of non-space characters
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
+_HAS_WORD = re.compile(r"[^\W_]")  # at least one letter or digit (any script)
+MAX_QUERY_CHARS = 1000  # a pasted novel is cut, not refused
+
+
+@dataclass
+class Query:
+    raw: str
+    words: list[str] = field(default_factory=list)  # plain words
+    phrases: list[str] = field(default_factory=list)  # "exact phrase"
+    prefixes: list[str] = field(default_factory=list)  # word* (without the star)
+    excluded: list[str] = field(default_factory=list)  # -word or -"phrase"
+    positive: list[str] = field(default_factory=list)  # words, phrases and prefixes in the order typed
+
+    @property
+    def free_text(self) -> str:
+        """The positive words in the order typed: what the sound and semantic channels embed."""
+        return " ".join(self.positive)
+
+    @property
+    def empty(self) -> bool:
+        return not self.positive
+
+    @property
+    def terms(self) -> list[str]:
+        """Single words to look for when highlighting (phrases split into their words)."""
+        out = [w for p in self.words + self.phrases + self.prefixes for w in re.findall(r"[^\W_]+", p.lower())]
+        return list(dict.fromkeys(out))
+
+    def fts_match(self) -> str | None:
+        """FTS5 expression for the positive parts (OR-ed), or None when there are none."""
+        parts = [quote(w) for w in self.words] + [quote(p) for p in self.phrases]
+        parts += [quote(p) + "*" for p in self.prefixes]
+        return " OR ".join(parts) or None
+
+    def fts_exclude(self) -> str | None:
+        """FTS5 expression matching any excluded word or phrase, or None."""
+        return " OR ".join(quote(x) for x in self.excluded) or None
+
+
+def quote(text: str) -> str:
+    """An FTS5 string: in double quotes, inner quotes doubled; FTS5 then tokenises it as a phrase."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def parse(text: str) -> Query:
+    """Split a query into words, "phrases", prefix* and -exclusions. Tokens without a letter or digit (a lone
+    '-', '*' or quote, punctuation) are dropped; a stray quote opens a phrase to the end."""
+    text = (text or "")[:MAX_QUERY_CHARS]
+    q = Query(text)
+    for m in _TOKEN.finditer(text):
+        if m.group(2) is not None:  # "phrase" or -"phrase"
+            neg, body, quoted = m.group(1), " ".join(m.group(2).split()), True
+        else:
+            neg, body, quoted = m.group(3), m.group(4), False
+        if not _HAS_WORD.search(body):
+            continue
+        if neg:
+            q.excluded.append(body.rstrip("*") if not quoted else body)
+        elif quoted:
+            q.phrases.append(body)
+            q.positive.append(body)
+        elif body.endswith("*"):
+            stem = body.rstrip("*")
+            if _HAS_WORD.search(stem):
+                q.prefixes.append(stem)
+                q.positive.append(stem)
+        else:
+            q.words.append(body)
+            q.positive.append(body)
+    return q

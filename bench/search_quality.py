@@ -1,0 +1,309 @@
+"""Development benchmark for search quality: names, sound and both, on a library laid out the way people keep one.
+
+`python -m bench search_quality` (also run by `make bench`) prints JSON and writes bench/out/search_quality.json.
+
+What is measured, exactly (the JSON says the same in `notes`):
+- Library: the clips of the sfx corpus's held-out split (`split` = val, 207 clips; the corpus has no test split)
+  copied into a folder tree rebuilt from each clip's ORIGINAL path in its Debian package (`source_file`):
+  `usr/share/scratch/Media/Sounds/Animal/Bird.wav` -> `scratch/Animal/Bird.wav`. The package is the top folder
+  (without `-data` and version suffixes), install prefixes, archive members' containers (`public.zip!`) and
+  generic folders (`Media`, `Sounds`, `data`, `core`, ...) are dropped, the rest of the path is kept. The file
+  keeps its source's format when soundfile writes it (.wav, .ogg; .oga -> .ogg), else it becomes .wav.
+- The same audio a second time, with hash-like names (`a3f9c1e2.wav`) and no folders: a library whose names say
+  nothing. Fused search should rank there like sound-only.
+- Only the held-out split, because the default retrieval model was trained on the corpus's train split: its
+  sound channel has seen those clips (and their captions), so scoring it there would flatter it.
+- Queries: bench/data/search_quality_queries.csv, written the way users search (categories, paraphrases), each
+  with its relevant clips given as a regular expression over the clips' captions (`caption`, `caption_2`),
+  case-insensitive; every query has at least one relevant clip (checked at run time; counts in the JSON).
+  NB: the captions were derived from the source file names, so names-only search has an easy time on words that
+  are in the names; the paraphrase and category queries are where it does not.
+- Each library is indexed with the default retrieval model into a cache folder
+  ($XDG_CACHE_HOME/earshot/bench-search-quality; built once, then indexing is incremental), and every query ranks
+  the whole library (k = all files) in each mode the search service offers: `sound` (audio embedding only),
+  `names` (the text channel: names, folders, tags) and `both` (fused). Before the service had modes, only
+  sound-only ran (the JSON's `modes_available` says which ran).
+- Metrics from training/ranking.py (`retrieval_metrics`, pessimistic ties, files a mode does not return rank
+  below every returned one): mAP@10 = mean over queries of 1/rank of the first relevant file (0 beyond 10),
+  R@10 = share of queries with a relevant file in the top 10. Also `AP@10`: the mean average precision over the
+  top 10 with all relevant files counted (sum of precision@i at relevant ranks i <= 10 / min(#relevant, 10)),
+  which rewards finding all of them. Random ranking: the mean over 200 seeded permutations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import inspect
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from training.ranking import retrieval_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+SFX = ROOT.parent / "shared" / "data" / "sfx"
+QUERIES = Path(__file__).parent / "data" / "search_quality_queries.csv"
+SPLITS = ("val", "test")  # held out from the default model's training (the corpus has only val today)
+K = 10
+RANDOM_SEEDS = 200
+# folders that say where a package keeps its files, not what a sound is
+GENERIC = {"usr", "share", "games", "media", "sounds", "sound", "data", "core", "audio", "sfx", "mods", "public",
+           "baseoa", "missionpack", "base", "default", "snd_classic", "stereo", "techs", "commondata"}
+WRITABLE = {".wav": ".wav", ".ogg": ".ogg", ".oga": ".ogg"}  # source extension -> what soundfile writes here
+
+
+@dataclass
+class Clip:
+    audio: Path  # the corpus file (32 kHz mono wav)
+    captions: list[str]
+    named: str  # relative path in the named library
+    hashed: str  # relative path in the hash-named library
+
+
+# ------------------------------------------------------------------------------------------ library layout
+
+
+def package_folder(package: str) -> str:
+    """'wesnoth-1.16-data' -> 'wesnoth', '0ad-data' -> '0ad', 'sound-icons' unchanged."""
+    return re.sub(r"(-[\d.]+)?-data$", "", package)
+
+
+def named_path(source_file: str, package: str) -> str:
+    """The clip's path in a user's library: package folder, the meaningful folders of its source path, its name.
+
+    'usr/share/scratch/Media/Sounds/Animal/Bird.wav' (scratch) -> 'scratch/Animal/Bird.wav'
+    """
+    parts = [p for p in source_file.replace("!/", "/").split("/") if p]
+    name = parts.pop()
+    top = package_folder(package)
+    app_dirs = {top.lower(), package.lower(), top.split("-")[0].lower()}
+    keep = [p for p in parts
+            if p.lower() not in GENERIC and not p.lower().startswith(tuple(app_dirs)) and not re.fullmatch(r"[\d.]+", p)
+            and not re.search(r"\.(zip|pk3|wz)$", p, re.I) and not p.lower().startswith(("megapack", "minetest_game"))]
+    stem, ext = os.path.splitext(name)
+    return "/".join([top, *keep, stem + WRITABLE.get(ext.lower(), ".wav")])
+
+
+def hashed_path(named: str) -> str:
+    return hashlib.sha1(named.encode()).hexdigest()[:8] + ".wav"
+
+
+def load_clips(sfx: Path = SFX, splits: tuple[str, ...] = SPLITS) -> list[Clip]:
+    with open(sfx / "captions.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["split"] in splits]
+    clips, seen = [], set()
+    for r in rows:
+        named = named_path(r["source_file"], r["source_package"])
+        stem, ext = os.path.splitext(named)
+        n = 2
+        while named.lower() in seen:  # two sources with one name (e.g. the same name in two archives)
+            named, n = f"{stem}-{n}{ext}", n + 1
+        seen.add(named.lower())
+        caps = [c for c in (r.get("caption", ""), r.get("caption_2", "")) if c]
+        clips.append(Clip(sfx / r["path"], caps, named, hashed_path(named)))
+    return clips
+
+
+def write_library(clips: list[Clip], root: Path, which: str) -> int:
+    """Copy every clip into `root` under its `which` ('named' | 'hashed') path; files already there are kept.
+    Returns how many were written."""
+    written = 0
+    for c in clips:
+        dest = root / getattr(c, which)
+        if dest.is_file():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        audio, sr = sf.read(c.audio, dtype="float32", always_2d=False)
+        tmp = dest.with_name(dest.name + ".part")
+        fmt = "OGG" if dest.suffix == ".ogg" else "WAV"
+        sf.write(tmp, audio, sr, format=fmt, subtype="VORBIS" if fmt == "OGG" else "PCM_16")
+        tmp.replace(dest)  # a run killed half-way leaves no half-written file that looks complete
+        written += 1
+    return written
+
+
+# ------------------------------------------------------------------------------------------ queries
+
+
+def load_queries(path: Path = QUERIES) -> list[tuple[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return [(r["query"].strip(), r["relevant_caption_regex"]) for r in csv.DictReader(f) if r["query"].strip()]
+
+
+def relevance(queries: list[tuple[str, str]], clips: list[Clip]) -> np.ndarray:
+    """(n_queries, n_clips) bool: the query's regex finds one of the clip's captions."""
+    rel = np.zeros((len(queries), len(clips)), dtype=bool)
+    for i, (_, pattern) in enumerate(queries):
+        rx = re.compile(pattern, re.I)
+        rel[i] = [any(rx.search(c) for c in clip.captions) for clip in clips]
+    return rel
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+
+def ap_at_k(sim: np.ndarray, rel: np.ndarray, k: int = K) -> float:
+    """Mean over queries of average precision in the top k, all relevant files counted."""
+    out = []
+    for s, r in zip(sim, rel, strict=True):
+        order = np.argsort(-s, kind="stable")[:k]
+        hits = r[order].astype(float)
+        precision = np.cumsum(hits) / np.arange(1, len(hits) + 1)
+        out.append(float((precision * hits).sum() / min(int(r.sum()), k)))
+    return float(np.mean(out))
+
+
+def scores(sim: np.ndarray, rel: np.ndarray) -> dict[str, float]:
+    m = retrieval_metrics(sim, rel, k=K)
+    return {"mAP@10": round(m["mAP@10"], 4), "R@10": round(m["R@10"], 4), "AP@10": round(ap_at_k(sim, rel), 4),
+            "R@1": round(m["R@1"], 4), "median_rank": m["median_rank"]}
+
+
+def random_scores(rel: np.ndarray, seeds: int = RANDOM_SEEDS) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    runs = [scores(rng.random(rel.shape), rel) for _ in range(seeds)]  # (n_queries, n_clips) random scores
+    return {key: round(float(np.mean([r[key] for r in runs])), 4) for key in runs[0]}
+
+
+# ------------------------------------------------------------------------------------------ ranking
+
+
+def supports_modes(session: Any) -> bool:  # noqa: ANN401
+    return "mode" in inspect.signature(session.search).parameters
+
+
+def rank_matrix(session: Any, queries: list[str], index_of: dict[str, int], n: int, mode: str | None,  # noqa: ANN401
+                **kwargs: Any) -> np.ndarray:
+    """(n_queries, n) scores from the ranks the session returns: n - rank for returned files, -inf otherwise."""
+    sim = np.full((len(queries), n), -np.inf)
+    for i, q in enumerate(queries):
+        hits = session.search(q, n, **({"mode": mode} if mode else {}), **kwargs)
+        for rank, h in enumerate(hits):
+            j = index_of.get(Path(h.rel_path).as_posix() if h.rel_path else "")
+            if j is not None and sim[i, j] == -np.inf:
+                sim[i, j] = n - rank
+    return sim
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "earshot" / "bench-search-quality"
+
+
+def open_indexed(root: Path, embedder: Any) -> Any:  # noqa: ANN401
+    from app.services.jobs import drain
+    from app.services.search import SearchSession, summarize
+
+    session = SearchSession.open(root, embedder)
+    report = summarize(drain(session.index_job()))
+    if report.get("failed"):
+        print(f"{root.name}: {report['failed']} files failed to index", file=sys.stderr)
+    return session
+
+
+def evaluate_library(session: Any, clips: list[Clip], which: str, queries: list[tuple[str, str]],  # noqa: ANN401
+                     rel: np.ndarray, weights: list[float] | None = None) -> dict[str, Any]:
+    index_of = {getattr(c, which): j for j, c in enumerate(clips)}
+    texts = [q for q, _ in queries]
+    modes = ["sound", "names", "both"] if supports_modes(session) else [None]
+    out: dict[str, Any] = {}
+    per_query: dict[str, list[float]] = {}
+    for mode in modes:
+        t0 = time.perf_counter()
+        sim = rank_matrix(session, texts, index_of, len(clips), mode)
+        label = {"sound": "sound_only", "names": "names_only", "both": "fused", None: "sound_only"}[mode]
+        out[label] = {**scores(sim, rel), "seconds": round(time.perf_counter() - t0, 2)}
+        per_query[label] = [round(float(x), 3) for x in first_relevant_rr(sim, rel)]
+    if weights and supports_modes(session) and "names_weight" in inspect.signature(session.search).parameters:
+        out["fused_by_names_weight"] = {
+            str(w): scores(rank_matrix(session, texts, index_of, len(clips), "both", names_weight=w), rel)
+            for w in weights}
+    out["random"] = random_scores(rel)
+    out["per_query_reciprocal_rank"] = per_query
+    return out
+
+
+def first_relevant_rr(sim: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    from training.ranking import caption_ranks
+
+    ranks = caption_ranks(sim, rel)
+    return np.where(ranks <= K, 1.0 / ranks, 0.0)
+
+
+def run(weights: list[float] | None = None, sfx: Path = SFX) -> dict[str, Any]:
+    from app.services.search import cap_threads, load_embedder, resolve_model
+
+    cap_threads()
+    clips = load_clips(sfx)
+    queries = load_queries()
+    rel = relevance(queries, clips)
+    empty = [q for (q, _), r in zip(queries, rel, strict=True) if not r.any()]
+    if empty:
+        raise SystemExit(f"queries without a relevant clip in the library: {empty}")
+    name, path = resolve_model(None)
+    embedder = load_embedder(None)
+    result: dict[str, Any] = {
+        "model": f"{name} ({path.name})",
+        "library": {"clips": len(clips), "splits": list(SPLITS), "cache": str(cache_dir()),
+                    "examples": [c.named for c in clips[:: max(1, len(clips) // 8)]]},
+        "queries": len(queries),
+        "relevant_per_query": {q: int(r.sum()) for (q, _), r in zip(queries, rel, strict=True)},
+    }
+    for which in ("named", "hashed"):
+        root = cache_dir() / which
+        write_library(clips, root, which)
+        session = open_indexed(root, embedder)
+        try:
+            result["modes_available"] = ["sound", "names", "both"] if supports_modes(session) else ["sound"]
+            result[which] = evaluate_library(session, clips, which, queries, rel, weights if which == "named"
+                                             else None)
+        finally:
+            session.close()
+    result["notes"] = __doc__.split("What is measured, exactly (the JSON says the same in `notes`):")[1].strip()
+    return result
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"{'library':8} {'ranking':11} {'mAP@10':>7} {'R@10':>6} {'AP@10':>6}"]
+    for which in ("named", "hashed"):
+        for label in ("names_only", "sound_only", "fused", "random"):
+            if label in result.get(which, {}):
+                m = result[which][label]
+                lines.append(f"{which:8} {label:11} {m['mAP@10']:7.3f} {m['R@10']:6.3f} {m['AP@10']:6.3f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.search_quality", description=__doc__.split("\n")[0])
+    p.add_argument("--counts", action="store_true", help="only print each query's number of relevant clips")
+    p.add_argument("--sweep", type=str, default="", help="names_weight values to score fused search at, e.g. "
+                   "0,0.25,0.5,0.75,1 (once the service takes names_weight)")
+    args = p.parse_args(argv)
+    if args.counts:
+        clips, queries = load_clips(), load_queries()
+        for (q, _), r in zip(queries, relevance(queries, clips), strict=True):
+            names = sorted({clips[j].named for j in np.flatnonzero(r)})
+            print(f"{int(r.sum()):3d}  {q:28}  {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}")
+        return 0
+    weights = [float(w) for w in args.sweep.split(",") if w.strip()] or None
+    result = run(weights)
+    out = ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search_quality.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    print(table(result), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The search-quality development benchmark's data: library layout, queries and their relevant clips, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from bench.search_quality import (
+    ap_at_k,
+    hashed_path,
+    load_clips,
+    load_queries,
+    named_path,
+    rank_matrix,
+    relevance,
+    scores,
+    write_library,
+)
+
+
+@pytest.mark.parametrize(("source", "package", "expected"), [
+    ("usr/share/scratch/Media/Sounds/Animal/Bird.wav", "scratch", "scratch/Animal/Bird.wav"),
+    ("usr/share/games/wesnoth/1.16/data/core/sounds/horn-signals/horn-1.ogg", "wesnoth-1.16-data",
+     "wesnoth/horn-signals/horn-1.ogg"),
+    ("usr/share/games/0ad/mods/public/public.zip!/audio/attack/impact/arrow_dirt_01.ogg", "0ad-data",
+     "0ad/attack/impact/arrow_dirt_01.ogg"),
+    ("usr/share/games/teeworlds/data/audio/wp_laser_fire-03.wv", "teeworlds-data", "teeworlds/wp_laser_fire-03.wav"),
+    ("usr/share/scratch/Media/Sounds/Effects/SewingMachine.mp3", "scratch", "scratch/Effects/SewingMachine.wav"),
+    ("usr/share/sounds/freedesktop/stereo/phone-outgoing-calling.oga", "sound-theme-freedesktop",
+     "sound-theme-freedesktop/freedesktop/phone-outgoing-calling.ogg"),
+])
+def test_named_path_keeps_meaningful_folders_and_name(source: str, package: str, expected: str) -> None:
+    assert named_path(source, package) == expected
+
+
+def test_hashed_path_says_nothing() -> None:
+    h = hashed_path("scratch/Animal/Bird.wav")
+    assert len(h) == len("a3f9c1e2.wav") and h.endswith(".wav") and "/" not in h and "bird" not in h.lower()
+
+
+def test_every_query_has_relevant_clips_in_the_held_out_library(sfx: Path) -> None:
+    clips = load_clips(sfx)
+    queries = load_queries()
+    assert len(queries) >= 40
+    assert len({q for q, _ in queries}) == len(queries), "duplicate queries"
+    assert len(clips) >= 150
+    assert len({c.named.lower() for c in clips}) == len(clips) and len({c.hashed for c in clips}) == len(clips)
+    rel = relevance(queries, clips)
+    counts = rel.sum(axis=1)
+    assert counts.min() >= 1, [q for (q, _), n in zip(queries, counts, strict=True) if n == 0]
+    # a regex that matches most of the library is no relevance judgement
+    assert counts.max() <= len(clips) // 8
+
+
+def test_write_library_converts_by_source_extension(sfx: Path, tmp_path: Path) -> None:
+    clips = load_clips(sfx)
+    some = [next(c for c in clips if c.named.endswith(".ogg")), next(c for c in clips if c.named.endswith(".wav"))]
+    assert write_library(some, tmp_path, "named") == 2
+    assert write_library(some, tmp_path, "named") == 0  # already there: kept
+    for c in some:
+        info = sf.info(tmp_path / c.named)
+        assert info.format == ("OGG" if c.named.endswith(".ogg") else "WAV")
+        assert abs(info.duration - sf.info(c.audio).duration) < 0.05
+    write_library(some, tmp_path / "h", "hashed")
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == sorted(c.hashed for c in some)
+
+
+def test_metrics_perfect_reversed_and_all_relevant() -> None:
+    rel = np.array([[True, True, False, False], [False, False, False, True]])
+    perfect = np.array([[4.0, 3, 2, 1], [1, 2, 3, 4]])
+    worst = -perfect
+    assert scores(perfect, rel)["mAP@10"] == 1.0 and ap_at_k(perfect, rel) == 1.0
+    assert scores(worst, rel)["mAP@10"] == pytest.approx((1 / 3 + 1 / 4) / 2, abs=1e-4)
+    # one of two relevant files on top, the other at rank 3: AP = (1 + 2/3) / 2
+    half = np.array([[4.0, 2, 3, 1], [1, 2, 3, 4]])
+    assert ap_at_k(half, rel) == pytest.approx(((1 + 2 / 3) / 2 + 1) / 2)
+
+
+@dataclass
+class FakeHit:
+    rel_path: str
+
+
+class FakeSession:
+    def search(self, text: str, k: int, mode: str = "both") -> list[FakeHit]:
+        order = ["b.wav", "x/a.ogg"] if mode == "names" else ["x/a.ogg"]  # a mode may return fewer files
+        return [FakeHit(p) for p in order[:k]]
+
+
+def test_rank_matrix_maps_hits_back_to_clips_and_ranks_missing_last() -> None:
+    index_of = {"x/a.ogg": 0, "b.wav": 1, "c.wav": 2}
+    sim = rank_matrix(FakeSession(), ["q"], index_of, 3, "names")
+    assert sim[0, 1] > sim[0, 0] > sim[0, 2] == -np.inf
+    sim = rank_matrix(FakeSession(), ["q"], index_of, 3, "sound")
+    assert sim[0, 0] == 3 and np.isinf(sim[0, 1:]).all()
