@@ -451,6 +451,17 @@ def test_names_sound_control_and_why_it_matched(qtbot, named: SearchTab) -> None
     assert set(column(tab, ResultsTable.SOUND)) == {"–"}
     tab.table.selectRow(0)
     assert "names" in tab.why_label.text() and "sound" not in tab.why_label.text()
+
+    # find similar by sound alone (the button), or by sound and name (the context menu)
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        tab.similar_button.click()
+    assert blocker.args[0].mode == "similar" and tab.table.channels == ("sound",)
+    action = next(a for a in tab.context_menu(0).actions() if a.text() == "Find similar by sound and name")
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        action.trigger()
+    assert blocker.args[0].mode == "similar" and tab.table.channels == ("names", "sound")
+    assert "by sound and name" in tab.results_header.text()
+    search(qtbot, tab, "door creak!")  # typing goes back to text search
     shot(tab, "names_why")
 
     # sound only: the slider's other end; the query runs again by itself
