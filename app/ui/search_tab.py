@@ -230,8 +230,10 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
     if terms:
         words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
         parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))
-    elif names is not None:
+    elif names:  # no word in common, but the sentence encoder finds the name close in meaning
         parts.append("no word matched; its name means something close")
+    elif sound is not None:
+        parts.append("matched by its sound")
     if names is not None:
         parts.append(f"names {names:.2f}")
     if sound is not None:

@@ -19,6 +19,8 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
 from app.services.audio import DeviceStatus, Player
+from app.services.library import Hit
+from app.services.library.records import MatchInfo
 from app.services.registry import ModelRegistry
 from app.ui.search_tab import (
     BALANCE_STEPS,
@@ -30,6 +32,7 @@ from app.ui.search_tab import (
     highlight,
     split_tags,
     term_spans,
+    why_html,
 )
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
@@ -368,6 +371,21 @@ def test_term_spans_at_word_starts_camel_case_and_prefixes() -> None:
     assert sorted(text[a:b] for a, b in spans) == ["Creak", "Creak", "DOOR", "Door"]
     assert term_spans("screaking", ["creak"]) == []  # not at a word start
     assert term_spans("Bird", []) == [] and term_spans("x", ["", " "]) == []
+
+
+def test_why_says_what_matched_and_each_channels_score() -> None:
+    def hit(terms: list[str], name_score: float, sound: float) -> Hit:
+        m = MatchInfo(matched_terms=terms, spans={"name": [(0, 4)]} if terms else {},
+                      fields={"name": "Door_01.wav", "folder": "", "tags": "", "user_tags": ""},
+                      name_score=name_score, sound_score=sound)
+        return Hit(Path("/l/Door_01.wav"), 0.5, 1.0, "", 0.0, [0.4], 1, "Door_01.wav", match=m)
+
+    why = why_html(hit(["door"], 0.8, 0.31))
+    assert ">door</span> in its name" in why and "names 0.80" in why and "sound 0.31" in why
+    assert "sound" not in why_html(hit(["door"], 0.8, 0.0), ("names",))
+    assert "names" not in why_html(hit([], 0.0, 0.42), ("sound",))
+    assert "matched by its sound" in why_html(hit([], 0.0, 0.42))
+    assert "means something close" in why_html(hit([], 0.3, 0.42))
 
 
 def test_balance_positions_map_to_modes_and_weights() -> None:
