@@ -124,11 +124,49 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
         p.add_argument("--model", default=None, help=model_help)
         p.add_argument("-k", type=result_count, default=10,
                        help="number of results, at least 1 (default 10; more than the library holds gives all)")
+        if name == "search":
+            p.add_argument("--mode", choices=("names", "sound", "both"), default="both",
+                           help="rank by what files are called and tagged (names), by how they sound (sound), or "
+                                "both fused (default)")
+        p.add_argument("--names-weight", type=unit_interval, default=None, metavar="W",
+                       help="the names' share of the fused score, 0..1 (search: default the tuned weight; similar: "
+                            "default 0 = sound only, more adds how alike the names and tags are)")
         p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS")
         p.add_argument("--max-duration", type=float, default=None, metavar="SECONDS")
         p.add_argument("--folder", default=None, help="only this folder (relative to the library) and below")
+        p.add_argument("--format", dest="formats", action="append", default=None, metavar="EXT",
+                       help="only files of this format (extension, e.g. wav, flac); repeatable")
+        p.add_argument("--min-sample-rate", type=int, default=None, metavar="HZ")
+        p.add_argument("--max-sample-rate", type=int, default=None, metavar="HZ")
+        p.add_argument("--channels", type=int, default=None, metavar="N", help="only files with N channels")
+        p.add_argument("--favourites", action="store_true", help="only files marked as favourites")
         p.add_argument("--json", action="store_true", help="print JSON (see below for file names)")
         p.set_defaults(handler=cmd_search if name == "search" else cmd_similar)
+
+    p = sub.add_parser("tags", help="add, remove, export or import your own tags and favourites",
+                       description="Your tags and favourites, stored in the library's catalog and searched with "
+                                   "the names. Tags are separated by ';' in the CSV (columns path,tags,favourite).")
+    tag_sub = p.add_subparsers(dest="tags_command", metavar="ACTION", required=True)
+    for action, what in (("add", "add tags to files"), ("remove", "remove tags from files")):
+        t = tag_sub.add_parser(action, help=what, description=what + ".")
+        t.add_argument("files", nargs="+", type=Path, help="files in the library (relative to it, or absolute)")
+        t.add_argument("--tag", "-t", dest="tags", action="append", required=True, help="a tag; repeatable")
+        t.add_argument("--library", type=Path, required=True)
+        t.set_defaults(handler=cmd_tags)
+    for action, what in (("favourite", "mark files as favourites"), ("unfavourite", "unmark favourites")):
+        t = tag_sub.add_parser(action, help=what, description=what + ".")
+        t.add_argument("files", nargs="+", type=Path, help="files in the library (relative to it, or absolute)")
+        t.add_argument("--library", type=Path, required=True)
+        t.set_defaults(handler=cmd_tags)
+    t = tag_sub.add_parser("export", help="write every file's tags and favourite mark as CSV")
+    t.add_argument("--library", type=Path, required=True)
+    t.add_argument("-o", "--output", default="-", help="CSV file to write ('-', the default: standard output)")
+    t.set_defaults(handler=cmd_tags)
+    t = tag_sub.add_parser("import", help="merge tags and favourites from a CSV (path,tags,favourite)")
+    t.add_argument("csv", type=Path)
+    t.add_argument("--library", type=Path, required=True)
+    t.add_argument("--json", action="store_true", help="print JSON")
+    t.set_defaults(handler=cmd_tags)
 
 
 OUTPUT_HELP = """output:
@@ -148,6 +186,17 @@ def result_count(text: str) -> int:
     if k < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {k}")
     return k
+
+
+def unit_interval(text: str) -> float:
+    """--names-weight: a number from 0 to 1."""
+    try:
+        w = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= w <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {w}")
+    return w
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -296,8 +345,12 @@ def _sharded_index(args: argparse.Namespace) -> int:
 
     ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
     embedder = load_embedder(args.model, device=str(device))
+    from app.services.search import default_text_encoder
+
+    text_encoder = default_text_encoder() if ctx.is_main else None
     try:
-        out = run_in_terminal(sharded_index_job(args.folder, embedder, ctx), desc=f"index (rank {ctx.rank})",
+        out = run_in_terminal(sharded_index_job(args.folder, embedder, ctx, text_encoder=text_encoder),
+                              desc=f"index (rank {ctx.rank})",
                               disable=True if args.json or not ctx.is_main else None)
     except LibraryError as e:
         raise ValueError(str(e)) from None
@@ -325,6 +378,10 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
           f"({summary['x_realtime']:.1f}x real time) with {summary['model']}")
     for f in summary["failures"]:
         print(f"failed: {f['error']}", file=sys.stderr)
+    if summary.get("texts"):
+        print(f"names and tags read for {summary['texts']} files ({summary['text_vectors']} sentences embedded)")
+    for t in summary.get("tag_problems", []):
+        print(f"tags: {printable(t['path'])}: {t['error']} (indexed by name and sound)", file=sys.stderr)
     for e in summary["scan_errors"]:
         print(f"scan: {e}", file=sys.stderr)
     if "sharded" in summary:
@@ -338,12 +395,72 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
 def cmd_search(args: argparse.Namespace) -> int:
     queries = _queries(args)
     if queries is None:
-        return _search_command(args, lambda s, f: s.search(args.text, args.k, f), text_only=True)
+        return _search_command(args, lambda s, f: s.search(args.text, args.k, f, mode=args.mode,
+                                                           names_weight=args.names_weight), text_only=True)
     return _search_many(args, queries)
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
-    return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f))
+    return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f,
+                                                        names_weight=args.names_weight))
+
+
+def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
+    from app.services.library import SearchFilters
+
+    return SearchFilters(args.min_duration, args.max_duration, args.folder, formats=args.formats,
+                         min_sample_rate=args.min_sample_rate, max_sample_rate=args.max_sample_rate,
+                         channels=args.channels, favourites_only=args.favourites)
+
+
+def cmd_tags(args: argparse.Namespace) -> int:
+    from app.services.library import Library, LibraryError
+    from app.services.search import TagEditor
+
+    if not args.library.is_dir():
+        raise ValueError(f"{args.library}: not a folder")
+    try:
+        with Library.open(args.library) as lib:
+            editor = TagEditor(lib)
+            return _tags_action(args, editor)
+    except LibraryError as e:
+        raise ValueError(str(e)) from None
+
+
+def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 - a TagEditor
+    action = args.tags_command
+    if action == "export":
+        if args.output == "-":
+            n = editor.export_csv(sys.stdout)
+        else:
+            with open(args.output, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+                n = editor.export_csv(fh)
+        print(f"{n} files with tags or favourites", file=sys.stderr)
+        return 0
+    if action == "import":
+        r = editor.import_csv(args.csv)
+        if args.json:
+            print(json.dumps({"rows": r.rows, "files_changed": r.files, "tags_added": r.tags_added,
+                              "unknown": [{"line": ln, "path": printable(p)} for ln, p in r.unknown],
+                              "errors": [{"line": ln, "error": e} for ln, e in r.errors]}, indent=2))
+        else:
+            print(f"{r.rows} rows: {r.files} files changed, {r.tags_added} tags added")
+        for line, path in r.unknown:
+            print(f"{args.csv}:{line}: {printable(path) or '(empty path)'}: not in the library; row not applied",
+                  file=sys.stderr)
+        for line, error in r.errors:
+            print(f"{args.csv}:{line}: {error}; row not applied", file=sys.stderr)
+        return 1 if r.unknown or r.errors else 0
+    ids, unknown = editor.file_ids(args.files)
+    if unknown:
+        raise ValueError(f"not in the library (index it first?): {', '.join(printable(u) for u in unknown)}")
+    if action in ("favourite", "unfavourite"):
+        editor.library.set_favourite(ids, action == "favourite")
+        print(f"{len(ids)} files {'marked' if action == 'favourite' else 'unmarked'}")
+        return 0
+    changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
+    print(f"{len(changed)} of {len(ids)} files changed")
+    return 0
 
 
 def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
@@ -394,10 +511,10 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
 def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
                     ) -> int:
     from app.services.audio import AudioError
-    from app.services.library import LibraryError, SearchFilters
+    from app.services.library import LibraryError
     from app.services.search import hit_dict
 
-    filters = SearchFilters(args.min_duration, args.max_duration, args.folder)
+    filters = _filters(args)
     try:
         session = _open_search(args, text_only)
         try:
@@ -414,21 +531,24 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
     else:
         print(f"{'score':>7}  {'duration':>8}  path")
     for h in hits:
-        print(f"{h.score:7.3f}  {h.duration:7.1f}s  {printable(h.path)}")
+        why = f"  [{', '.join(h.match.matched_terms)}]" if h.match is not None and h.match.matched_terms else ""
+        tags = f"  #{' #'.join(h.user_tags)}" if h.user_tags else ""
+        print(f"{h.score:7.3f}  {h.duration:7.1f}s  {'*' if h.favourite else ''}{printable(h.path)}{why}{tags}")
     return 0
 
 
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
     """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
-    from app.services.library import LibraryError, SearchFilters
+    from app.services.library import LibraryError
     from app.services.search import hit_dict
 
-    filters = SearchFilters(args.min_duration, args.max_duration, args.folder)
+    filters = _filters(args)
     try:
         session = _open_search(args, text_only=True)
         try:
             for line, query in queries:
-                hits = [hit_dict(h) for h in session.search(query, args.k, filters)]
+                hits = [hit_dict(h) for h in session.search(query, args.k, filters, mode=args.mode,
+                                                            names_weight=args.names_weight)]
                 print(json.dumps({"query": query, "line": line, "results": hits}), flush=True)
         finally:
             session.close()

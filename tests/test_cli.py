@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from app.cli import main
@@ -141,3 +142,99 @@ def test_printable_keeps_one_result_on_one_line() -> None:
     assert printable(os.fsdecode(b"/lib/odd\xff.wav")) == "/lib/odd\\xff.wav"
     assert printable("/lib/back\\slash\x1b[31m.wav") == "/lib/back\\\\slash\\x1b[31m.wav"
     assert printable("/lib/caf\u00e9 \u4e2d.wav") == "/lib/caf\u00e9 \u4e2d.wav"
+
+
+# ------------------------------------------------------------------- issue 11: tags, modes, filters on the CLI
+
+
+def tagged_library(root: Path) -> Path:
+    from app.services.jobs import drain
+    from app.services.library import index_library
+    from tests.test_library import ToneEmbedder, tone, write
+
+    for rel, f in {"doors/door_creak.wav": 220, "animals/dog_bark.wav": 440, "odd name;1.wav": 880}.items():
+        write(root / rel, tone(f, 0.6))
+    drain(index_library(root, ToneEmbedder()))
+    return root
+
+
+def test_tags_add_remove_export_import(tmp_path: Path, capsys) -> None:
+    import csv
+
+    from app.services.library import Library
+
+    root = tagged_library(tmp_path / "lib")
+    lib_args = ["--library", str(root)]
+    assert main(["tags", "add", str(root / "doors/door_creak.wav"), "animals/dog_bark.wav", "-t", "keeper",
+                 "--tag", "spooky house", *lib_args]) == 0
+    assert "2 of 2 files changed" in capsys.readouterr().out
+    assert main(["tags", "remove", "animals/dog_bark.wav", "-t", "spooky house", *lib_args]) == 0
+    assert main(["tags", "favourite", "odd name;1.wav", *lib_args]) == 0
+    capsys.readouterr()
+    out = tmp_path / "tags.csv"
+    assert main(["tags", "export", *lib_args, "-o", str(out)]) == 0
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert rows == [{"path": "animals/dog_bark.wav", "tags": "keeper", "favourite": ""},
+                    {"path": "doors/door_creak.wav", "tags": "keeper;spooky house", "favourite": ""},
+                    {"path": "odd name;1.wav", "tags": "", "favourite": "1"}]
+
+    # import into a fresh catalog of the same files: everything comes back; unknown paths and bad values are
+    # reported with their lines, and the rest is applied
+    other = tagged_library(tmp_path / "other")
+    with out.open("a", encoding="utf-8") as fh:
+        fh.write("gone/missing.wav,lost tag,\n")
+        fh.write("animals/dog_bark.wav,extra,maybe\n")
+        fh.write('animals/dog_bark.wav,"bad\x01tag",\n')
+    assert main(["tags", "import", str(out), "--library", str(other), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows"] == 6 and report["files_changed"] == 3 and report["tags_added"] == 3
+    assert report["unknown"] == [{"line": 5, "path": "gone/missing.wav"}]
+    assert [e["line"] for e in report["errors"]] == [6, 7] and "yes/no" in report["errors"][0]["error"]
+    with Library.open(other) as lib:
+        assert lib.tags_of(lib.file_id("doors/door_creak.wav")) == ["keeper", "spooky house"]
+        assert lib.tags_of(lib.file_id("animals/dog_bark.wav")) == ["keeper"]  # the bad rows changed nothing
+        assert lib.favourite_ids() == {lib.file_id("odd name;1.wav")}
+    assert main(["tags", "import", str(out), "--library", str(other)]) == 1  # again: nothing new, same report
+    captured = capsys.readouterr()
+    assert "6 rows: 0 files changed, 0 tags added" in captured.out
+    assert f"{out}:5: gone/missing.wav: not in the library; row not applied" in captured.err
+
+
+def test_tags_refuses_bad_input_with_a_message(tmp_path: Path, capsys) -> None:
+    root = tagged_library(tmp_path / "lib")
+    assert main(["tags", "add", "nope.wav", "-t", "x", "--library", str(root)]) == 2
+    assert "not in the library (index it first?): nope.wav" in capsys.readouterr().err
+    assert main(["tags", "add", "animals/dog_bark.wav", "-t", "a;b", "--library", str(root)]) == 2
+    assert "contains ';'" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("file,labels\nx,y\n", encoding="utf-8")
+    assert main(["tags", "import", str(bad), "--library", str(root)]) == 2
+    assert "not a tags file (no path or tags column" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["search", "dog", "--library", str(root), "--names-weight", "2"])
+    assert "must be from 0 to 1" in capsys.readouterr().err
+
+
+def test_search_modes_filters_and_why_in_json(tmp_path: Path, capsys) -> None:
+    from tests.test_search_service import make_library, write_tiny_checkpoint
+
+    root = make_library(tmp_path / "lib")
+    ckpt = str(write_tiny_checkpoint(tmp_path / "models"))
+    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["texts"] == 7 and summary["text_vectors"] == 7 and summary["tag_problems"] == []
+    args = ["--library", str(root), "--model", ckpt, "--json"]
+    assert main(["search", "chirp -engine", "--mode", "names", *args]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits and all("engine" not in h["path"] for h in hits)
+    top = hits[0]
+    assert "chirp" in top["name"] and top["match"]["matched_terms"] == ["chirp"]
+    a, b = top["match"]["spans"]["name"][0]
+    assert top["match"]["fields"]["name"][a:b].lower() == "chirp"
+    assert main(["search", "a bird", "--mode", "sound", "--format", "flac", *args]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # the library is all wav
+    assert main(["search", "a bird", "--names-weight", "0.3", "--channels", "1", "--min-sample-rate", "8000",
+                 *args]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 7
+    assert main(["similar", str(root / "birds/chirp_b.wav"), "--names-weight", "0.5", *args]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["match"]["name_score"] > 0

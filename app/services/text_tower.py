@@ -55,6 +55,28 @@ class TextTower:
         self.dim = int(proj_w.shape[0])
         self.layers = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.source: str | None = None  # the installed encoder file the weights came from (None: the checkpoint)
+
+    def shares_encoder_with(self, other: TextTower) -> bool:
+        """Same BERT weights file and settings: one forward pass can serve both (see `embed_with_mean`)."""
+        return (self.source is not None and self.source == other.source and self.settings.heads
+                == other.settings.heads and self.settings.eps == other.settings.eps)
+
+    def embed_with_mean(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """One forward pass, two vectors: this tower's (first token, projected) and the mean-pooled sentence
+        vector of the same hidden states (what a `SentenceEncoder` on the same weights gives for the
+        preprocessed text). The search service embeds a query for the sound and the names channels at once
+        this way when the retrieval model's text encoder is the frozen MiniLM. (dim,), (H,)"""
+        ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
+        h = self._encode(ids)  # (T, H)
+        e = h[0] @ self.proj_w.T + self.proj_b  # (dim,)
+        proj = (e / max(float(np.linalg.norm(e)), 1e-12)).astype(np.float32)
+        mean = h.mean(axis=0)
+        require_finite(proj[None], f"{self.name}: text embeddings")
+        self._cache[text] = proj
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return proj, (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
         """N texts -> (N, dim) float32 unit vectors; a non-finite output is refused (a broken model)."""
@@ -152,16 +174,20 @@ def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> T
             return None
         proj_w, proj_b = f.get_tensor("text_proj.weight"), f.get_tensor("text_proj.bias")
         weights = {k[len(PREFIX):]: f.get_tensor(k) for k in keys if k.startswith(PREFIX)}
+    source = None
     if not weights:  # frozen encoder left out of the file: the installed model's weights
         if weights_file is None:
             return None
         weights = _read_encoder(weights_file)
+        source = str(weights_file.resolve())
     weights = {k: v.astype(np.float32, copy=False) for k, v in weights.items()}
     if proj_w.ndim != 2 or "embeddings.word_embeddings.weight" not in weights \
             or weights["embeddings.word_embeddings.weight"].shape[1] != proj_w.shape[1]:
         return None  # let the PyTorch loader name the mismatch
-    return TextTower(_tokenizer(tok_dir, settings.max_tokens), weights, proj_w.astype(np.float32),
-                     proj_b.astype(np.float32), settings, name, model_id)
+    tower = TextTower(_tokenizer(tok_dir, settings.max_tokens), weights, proj_w.astype(np.float32),
+                      proj_b.astype(np.float32), settings, name, model_id)
+    tower.source = source
+    return tower
 
 
 def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSettings] | None:
@@ -238,10 +264,41 @@ class SentenceEncoder(TextTower):
         with self._lock:  # one encoder serves the indexer and the GUI's searches: its cache is not thread-safe
             return super().embed_text(texts)
 
+    @classmethod
+    def sharing(cls, tower: TextTower, name: str = TEXT_MODEL, max_tokens: int = TEXT_MAX_TOKENS) -> SentenceEncoder:
+        """A sentence encoder on the weights a text tower already holds (the default retrieval model's frozen
+        MiniLM): no second copy of the weights in memory, no second load (the search command line starts
+        faster)."""
+        from tokenizers import Tokenizer
+
+        enc = cls.__new__(cls)
+        enc.tokenizer = Tokenizer.from_str(tower.tokenizer.to_str())
+        enc.tokenizer.no_padding()
+        enc.tokenizer.enable_truncation(max_length=max_tokens)
+        enc.w, enc.layers = tower.w, tower.layers
+        enc.settings = BertSettings(tower.settings.heads, tower.settings.eps, max_tokens)
+        hidden = int(tower.w["embeddings.word_embeddings.weight"].shape[1])
+        enc.proj_w, enc.proj_b = np.eye(hidden, dtype=np.float32), np.zeros(hidden, np.float32)
+        enc.dim, enc.name, enc.model_id, enc.source = hidden, name, f"text:{name}", tower.source
+        enc._cache = OrderedDict()
+        enc._lock = threading.Lock()
+        return enc
+
     def _embed_one(self, text: str) -> np.ndarray:
-        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)  # (T,)
+        # the caption preprocessing of the retrieval text tower (lowercase, punctuation out): a query's sentence
+        # vector is then the same whether it comes from here or from the tower's forward pass (embed_with_mean)
+        ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
         mean = self._encode(ids).mean(axis=0)  # (H,) mean pooling
         return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def default_encoder_file() -> str | None:
+    """The installed MiniLM's weights file (resolved), or None when it is not installed."""
+    try:
+        path = Path(resolve_model_path(DEFAULT_TEXT_MODEL)) / "model.safetensors"
+    except FileNotFoundError:
+        return None
+    return str(path.resolve()) if path.is_file() else None
 
 
 def load_sentence_encoder(name_or_path: str = DEFAULT_TEXT_MODEL, max_tokens: int = TEXT_MAX_TOKENS
@@ -260,4 +317,6 @@ def load_sentence_encoder(name_or_path: str = DEFAULT_TEXT_MODEL, max_tokens: in
     settings = BertSettings(int(hf["num_attention_heads"]), float(hf.get("layer_norm_eps", LAYER_NORM_EPS)),
                             max_tokens)
     name = TEXT_MODEL if name_or_path == DEFAULT_TEXT_MODEL else Path(name_or_path).name
-    return SentenceEncoder(_tokenizer(folder, max_tokens), weights, settings, name)
+    enc = SentenceEncoder(_tokenizer(folder, max_tokens), weights, settings, name)
+    enc.source = str(weights_file.resolve())
+    return enc

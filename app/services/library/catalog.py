@@ -138,6 +138,7 @@ FTS_COLUMNS = ("name", "folder", "tags", "user_tags")
 FTS_WEIGHTS = "4.0, 1.5, 1.0, 3.0"  # BM25 weight per column: a word in the name counts most, then user tags
 _SCHEMA_V3 = f"""
 CREATE INDEX files_format ON files(format);
+CREATE INDEX files_unavailable ON files(id) WHERE available = 0;  -- "any hidden file?" on every search, at once
 CREATE TABLE texts(
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     path BLOB NOT NULL,                     -- the path the name words were derived from (a rename re-derives)

@@ -482,20 +482,7 @@ class Library(TextChannelMixin):
         _check_k(k)
         q = self._query_vector(query, model_id)
         with self.lock:
-            vi = self.vector_index(model_id)
-            if vi is None or len(vi) == 0:
-                return []
-            if len(q) != vi.dim:
-                raise LibraryError(f"query has {len(q)} dimensions, model {model_id!r} has {vi.dim}")
-            hide = self.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
-            allowed = None
-            if hide or (filters is not None and filters.active):
-                allowed = self._allowed_ids(model_id, filters or SearchFilters())
-                if not len(allowed):
-                    return []
-            k = min(k, len(vi))  # a huge k costs nothing: there are no more files than this
-            scores, ids = vi.search(q[None], min(k + len(exclude), len(vi)), allowed)  # (1, k')
-            found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+            found, k = self.top_vectors(q, model_id, k, filters, len(exclude))
             if not found:
                 return []
             rows = {r[0]: r for r in self.db.execute(
@@ -512,6 +499,26 @@ class Library(TextChannelMixin):
             if len(hits) == k:
                 break
         return hits
+
+    def top_vectors(self, q: np.ndarray, model_id: str, k: int, filters: SearchFilters | None, extra: int = 0
+                    ) -> tuple[list[tuple[int, float]], int]:
+        """(vector id, cosine) of the best k + extra vectors of a normalised query (files hidden or filtered out
+        left out), and k capped at the index size."""
+        with self.lock:
+            vi = self.vector_index(model_id)
+            if vi is None or len(vi) == 0:
+                return [], k
+            if len(q) != vi.dim:
+                raise LibraryError(f"query has {len(q)} dimensions, model {model_id!r} has {vi.dim}")
+            hide = self.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
+            allowed = None
+            if hide or (filters is not None and filters.active):
+                allowed = self._allowed_ids(model_id, filters or SearchFilters())
+                if not len(allowed):
+                    return [], k
+            k = min(k, len(vi))  # a huge k costs nothing: there are no more files than this
+            scores, ids = vi.search(q[None], min(k + extra, len(vi)), allowed)  # (1, k')
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0], k
 
     def _query_vector(self, query: np.ndarray, model_id: str) -> np.ndarray:
         q = np.asarray(query, dtype=np.float32).reshape(-1)  # (D,)

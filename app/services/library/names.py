@@ -25,7 +25,7 @@ _WORD = re.compile(r"[^\W_]+")  # letters and digits of any script; '_' and punc
 # inside a word: lower->Upper (camelCase), UPPER->Upperlower (DOORWood -> DOOR|Wood), letter<->digit
 _CAMEL = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])|(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _HEX = re.compile(r"[0-9a-f]{8,}")
-_TAKE = re.compile(r"(v|take|tk|t|var|version)?\d{1,3}")  # take/version numbers: 01, 3, v2, take12
+_TAKE = re.compile(r"(v|take|tk|t|var|version)?(\d{1,2}|0\d+)")  # take/version numbers: 01, 3, v2, take12, 007
 
 
 @dataclass(frozen=True)
@@ -43,25 +43,29 @@ class UcsEntry:
 
 @functools.cache
 def ucs_table() -> dict[str, UcsEntry]:
-    """CatID (as written, and lowercased) -> entry, from the committed UCS list."""
+    """CatID (as written) -> entry, from the committed UCS list."""
     table: dict[str, UcsEntry] = {}
     with open(UCS_FILE, encoding="utf-8", newline="") as f:
         rows = csv.reader(line for line in f if not line.startswith("#"))
         next(rows)  # header
         for cat_id, category, sub in rows:
-            entry = UcsEntry(cat_id, category, sub)
-            table[cat_id] = entry
-            table.setdefault(cat_id.lower(), entry)
+            table[cat_id] = UcsEntry(cat_id, category, sub)
     return table
 
 
+@functools.cache
+def _ucs_folded() -> dict[str, UcsEntry]:
+    return {k.lower(): v for k, v in ucs_table().items()}
+
+
 def ucs_entry(token: str) -> UcsEntry | None:
-    """The UCS entry of a CatID (exact case first, then case-insensitive for CatIDs of 5+ letters, so that
-    short words such as 'rain' or 'mix' in an ordinary name are not taken for CatIDs)."""
+    """The UCS entry of a CatID: as written, or in another case when the token mixes cases and has 5+ letters
+    ('DoorWood'), so that ordinary words such as 'rain', 'Rain' or 'mix' are not taken for CatIDs."""
     table = ucs_table()
     if token in table:
         return table[token]
-    return table.get(token.lower()) if len(token) >= 5 and not token.islower() else None
+    mixed = not token.islower() and not token.isupper() and not token.istitle()
+    return _ucs_folded().get(token.lower()) if len(token) >= 5 and mixed else None
 
 
 def split_words(text: str) -> list[str]:

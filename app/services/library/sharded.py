@@ -173,9 +173,10 @@ def merge_parts(lib: Library, folder: Path, model_id: str) -> Job:
 
 
 def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp.DistContext,
-                      part_files: int = 64) -> Job:
+                      part_files: int = 64, text_encoder: Embedder | None = None) -> Job:
     """The whole sharded run on one rank. Rank 0 returns (the final IndexReport, a dict of shard counts);
-    the other ranks return None."""
+    the other ranks return None. Rank 0's final pass also brings the text channel up to date (`text_encoder`:
+    the sentence encoder; None = keywords only)."""
     root = Path(root)
     model_id = embedder.model_id
     lib = Library.open(root) if ctx.is_main else None
@@ -195,7 +196,8 @@ def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp
         if lib is None:
             return None
         merged = yield from merge_parts(lib, folder, model_id)
-        report: IndexReport = yield from index_library(lib, embedder)  # deletions, moves, leftovers
+        # deletions, moves, leftovers, and the names and tags of every file
+        report: IndexReport = yield from index_library(lib, embedder, text_encoder=text_encoder)
         shutil.rmtree(folder, ignore_errors=True)
         failures = [{"path": f.path, "error": f.error} for f in lib.failed_files()]
         return report, {"processes": ctx.world_size, "planned": len(files), "merged": merged,

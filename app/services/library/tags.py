@@ -111,9 +111,11 @@ def _read_mutagen(path: str | os.PathLike[str], out: TagText) -> None:
         return
     if f is None or f.tags is None:
         return
+    from mutagen.id3 import ID3
+
     tags = f.tags
     kind = type(tags).__name__
-    if kind == "ID3":
+    if isinstance(tags, ID3):  # MP3, and the ID3 chunk of WAV and AIFF files
         for frame in tags.values():
             name = frame.FrameID
             if name == "TXXX":

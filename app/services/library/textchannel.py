@@ -358,6 +358,14 @@ class TextChannelMixin:
     def nearest_files(self, query: np.ndarray, model_id: str, k: int, filters: SearchFilters | None = None,
                       exclude: Sequence[int] = ()) -> list[tuple[int, float]]:
         """(file id, cosine) of the k nearest files by `model_id`'s vectors, filtered like search_vector."""
-        hits = self.search_vector(query, model_id, k, filters, exclude, windows=False)  # type: ignore[attr-defined]
-        return [(h.file_id, h.score) for h in hits]
+        q = self._query_vector(query, model_id)  # type: ignore[attr-defined]
+        found, k = self.top_vectors(q, model_id, k, filters, len(exclude))  # type: ignore[attr-defined]
+        if not found:
+            return []
+        with self.lock:  # type: ignore[attr-defined]
+            owner = dict(self.db.execute(f"SELECT id, file_id FROM vectors WHERE id IN ({','.join('?' * len(found))})",
+                                         [v for v, _ in found]).fetchall())
+        skip = set(exclude)
+        out = [(owner[v], s) for v, s in found if v in owner and owner[v] not in skip]
+        return out[:k]
 

@@ -1,0 +1,70 @@
+"""Search query syntax: words, "phrases", prefix*, -exclusions, and FTS5 expressions that can never fail."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from app.services.query import parse, quote
+
+
+def test_parts_of_a_query():
+    q = parse('creak -metal "wooden door" foot* -"sliding glass"')
+    assert q.words == ["creak"]
+    assert q.phrases == ["wooden door"]
+    assert q.prefixes == ["foot"]
+    assert q.excluded == ["metal", "sliding glass"]
+    assert q.free_text == "creak wooden door foot"  # what the encoders read: positive words in order
+    assert q.fts_match() == '"creak" OR "wooden door" OR "foot"*'
+    assert q.fts_exclude() == '"metal" OR "sliding glass"'
+    assert q.terms == ["creak", "wooden", "door", "foot"]
+
+
+def test_nothing_to_search_for():
+    for text in ["", "   ", "-", "*", '"', '""', "-dog", "(((", "---", "- * \""]:
+        q = parse(text)
+        assert q.empty and q.fts_match() is None, text
+    assert parse("-dog").fts_exclude() == '"dog"'
+
+
+def test_quotes_inside_words_are_doubled():
+    assert quote('say "hi"') == '"say ""hi"""'
+    assert parse('o"clock').fts_match() == '"o""clock"'  # inside a word: one FTS5 string (a phrase o clock)
+    assert parse('door "creak').phrases == ["creak"]  # an unclosed quote runs to the end
+
+
+@pytest.fixture(scope="module")
+def fts() -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(name, tags, tokenize = 'porter unicode61 remove_diacritics 2',"
+               " prefix = '2 3')")
+    for row in [("wooden door creak slow", ""), ("metal door slam", "heavy"), ("footsteps on gravel", "walking"),
+                ("日本語 雨の音", ""), ("Дождь по стеклу", "rain window")]:
+        db.execute("INSERT INTO t VALUES (?, ?)", row)
+    return db
+
+
+@pytest.mark.parametrize("text", [
+    'NEAR(a b)', 'name:door', 'door^', 'AND', 'OR NOT', '"unterminated', 'a*b', '*door', 'door**', '(door)',
+    'door AND -', '{name tags}: door', "'single'", 'ü*', '日本語*', 'x' * 2000, '\x00\x01', '-"', 'NOT door',
+    'door OR', '"door" "', '\\', '+door', '#$%&', 'door-*', '--door', '"-door"',
+])
+def test_no_query_is_an_fts5_syntax_error(fts: sqlite3.Connection, text: str):
+    q = parse(text)
+    for expr in (q.fts_match(), q.fts_exclude()):
+        if expr:
+            fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (expr,)).fetchall()  # must not raise
+
+
+def test_matching_semantics(fts: sqlite3.Connection):
+    def rows(text: str) -> set[int]:
+        return {r[0] for r in fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (parse(text).fts_match(),))}
+
+    assert rows("door") == {1, 2}
+    assert rows("creaking doors") == {1, 2}  # porter stemming on both sides; words are OR-ed (BM25 ranks)
+    assert rows('"door creak"') == {1} and rows('"creak door"') == set()  # an exact phrase keeps its order
+    assert rows("foot*") == {3} and rows("foo") == set()  # prefix
+    assert rows("AND") == set() and rows("NEAR(door slam)") == {2}  # operators are plain words
+    assert rows("日本語") == {4} and rows("дождь") == {5}  # any script, case-folded
+    assert rows("window") == {5}  # every column
