@@ -543,6 +543,16 @@ def test_tags_on_several_results_and_favourites(qtbot, named: SearchTab) -> None
         tab.edit_tags(dialog)
     assert blocker.args[0] == {first.file_id: ["spooky house"]} and tab.hits[0].user_tags == ["spooky house"]
 
+    # a tag the catalog refuses: a clear message, nothing changed
+    dialog = TagDialog([first.user_tags], tab.known_tags, tab)
+    qtbot.addWidget(dialog)
+    dialog.new_edit.setText("rain;wind")
+    with qtbot.waitSignal(tab.status_changed, timeout=20_000,
+                          check_params_cb=lambda m: "rain;wind" in m) as blocker:
+        press_ok(dialog)
+        tab.edit_tags(dialog)
+    assert "';'" in blocker.args[0] and tab.hits[0].user_tags == ["spooky house"]
+
     # favourites: a click on the star marks it; the favourites-only filter shows only those
     assert tab.table.plain(1, ResultsTable.STAR) == "☆"
     star = tab.table.visualItemRect(tab.table.item(1, ResultsTable.STAR)).center()
