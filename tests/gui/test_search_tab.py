@@ -19,6 +19,8 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
 from app.services.audio import DeviceStatus, Player
+from app.services.library import Hit
+from app.services.library.records import MatchInfo
 from app.services.registry import ModelRegistry
 from app.ui.search_tab import (
     BALANCE_STEPS,
@@ -30,6 +32,7 @@ from app.ui.search_tab import (
     highlight,
     split_tags,
     term_spans,
+    why_html,
 )
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
@@ -370,6 +373,21 @@ def test_term_spans_at_word_starts_camel_case_and_prefixes() -> None:
     assert term_spans("Bird", []) == [] and term_spans("x", ["", " "]) == []
 
 
+def test_why_says_what_matched_and_each_channels_score() -> None:
+    def hit(terms: list[str], name_score: float, sound: float) -> Hit:
+        m = MatchInfo(matched_terms=terms, spans={"name": [(0, 4)]} if terms else {},
+                      fields={"name": "Door_01.wav", "folder": "", "tags": "", "user_tags": ""},
+                      name_score=name_score, sound_score=sound)
+        return Hit(Path("/l/Door_01.wav"), 0.5, 1.0, "", 0.0, [0.4], 1, "Door_01.wav", match=m)
+
+    why = why_html(hit(["door"], 0.8, 0.31))
+    assert ">door</span> in its name" in why and "names 0.80" in why and "sound 0.31" in why
+    assert "sound" not in why_html(hit(["door"], 0.8, 0.0), ("names",))
+    assert "names" not in why_html(hit([], 0.0, 0.42), ("sound",))
+    assert "matched by its sound" in why_html(hit([], 0.0, 0.42))
+    assert "means something close" in why_html(hit([], 0.3, 0.42))
+
+
 def test_balance_positions_map_to_modes_and_weights() -> None:
     assert balance(0) == ("names", None) and balance(BALANCE_STEPS) == ("sound", None)
     assert balance(25) == ("both", 0.75) and balance(60, default_position=60) == ("both", None)
@@ -453,6 +471,17 @@ def test_names_sound_control_and_why_it_matched(qtbot, named: SearchTab) -> None
     assert set(column(tab, ResultsTable.SOUND)) == {"–"}
     tab.table.selectRow(0)
     assert "names" in tab.why_label.text() and "sound" not in tab.why_label.text()
+
+    # find similar by sound alone (the button), or by sound and name (the context menu)
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        tab.similar_button.click()
+    assert blocker.args[0].mode == "similar" and tab.table.channels == ("sound",)
+    action = next(a for a in tab.context_menu(0).actions() if a.text() == "Find similar by sound and name")
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
+        action.trigger()
+    assert blocker.args[0].mode == "similar" and tab.table.channels == ("names", "sound")
+    assert "by sound and name" in tab.results_header.text()
+    search(qtbot, tab, "door creak!")  # typing goes back to text search
     shot(tab, "names_why")
 
     # sound only: the slider's other end; the query runs again by itself
@@ -513,6 +542,16 @@ def test_tags_on_several_results_and_favourites(qtbot, named: SearchTab) -> None
     with qtbot.waitSignal(tab.tags_changed, timeout=20_000) as blocker:
         tab.edit_tags(dialog)
     assert blocker.args[0] == {first.file_id: ["spooky house"]} and tab.hits[0].user_tags == ["spooky house"]
+
+    # a tag the catalog refuses: a clear message, nothing changed
+    dialog = TagDialog([first.user_tags], tab.known_tags, tab)
+    qtbot.addWidget(dialog)
+    dialog.new_edit.setText("rain;wind")
+    with qtbot.waitSignal(tab.status_changed, timeout=20_000,
+                          check_params_cb=lambda m: "rain;wind" in m) as blocker:
+        press_ok(dialog)
+        tab.edit_tags(dialog)
+    assert "';'" in blocker.args[0] and tab.hits[0].user_tags == ["spooky house"]
 
     # favourites: a click on the star marks it; the favourites-only filter shows only those
     assert tab.table.plain(1, ResultsTable.STAR) == "☆"
