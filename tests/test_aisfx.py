@@ -251,7 +251,7 @@ def test_auto_backend_falls_back_to_torch_without_onnxruntime(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
     enc = _tiny_trained_encoder()
     assert aisfx_runtime.accelerate(enc, "auto") == "torch"
-    with pytest.raises(RuntimeError, match="pip install onnxruntime"):
+    with pytest.raises(RuntimeError, match="pip install onnxruntime onnx"):
         aisfx_runtime.accelerate(enc, "onnx")
     with pytest.raises(ValueError, match="expected one of"):
         aisfx_runtime.accelerate(enc, "tensorrt")

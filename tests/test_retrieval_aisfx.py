@@ -216,3 +216,32 @@ def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_pa
     err = capsys.readouterr().err
     assert rc != 0 and "pip install --no-deps aisfx==0.1.2" in err and "Traceback" not in err
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_same_text_positives_keep_same_caption_clips_together():
+    captions = ["A dog  barks", "a dog barks", "rain", "a bell"]  # clips 0, 1, 2, 2
+    ids = torch.tensor([0, 1, 2, 2])
+    pos = retrieval.same_text_positives(captions, ids, 3)
+    assert pos.tolist() == [[True, True, False, False], [True, True, False, False], [False, False, True, True]]
+    # clip 0 scoring clip 1's caption (the same text) higher: a worse loss when it is a negative, a better one
+    # when it is a positive
+    torch.manual_seed(0)
+    sim = torch.randn(3, 4)
+    closer = sim.clone()
+    closer[0, 1] += 3.0
+    closer[1, 0] += 3.0
+    plain = retrieval.contrastive_loss(sim, ids)
+    assert retrieval.contrastive_loss(closer, ids) > plain
+    assert retrieval.contrastive_loss(closer, ids, pos) < retrieval.contrastive_loss(sim, ids, pos)
+    # with only each caption's own clip as positive, the widened form is the plain loss
+    own = ids[None, :] == torch.arange(3)[:, None]
+    torch.testing.assert_close(retrieval.contrastive_loss(sim, ids, own), plain)
+
+
+def test_aisfx_preset_stops_early_and_counts_same_captions_as_positives():
+    from training import retrieval_train as rt
+
+    c = rt.aisfx()
+    assert c.same_text_positives and c.schedule == "plateau" and c.patience >= 1
+    with pytest.raises(ValueError, match="schedule"):
+        dataclasses.replace(c, schedule="step")

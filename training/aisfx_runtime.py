@@ -78,7 +78,8 @@ class OnnxTrunk:
     name = "onnx"
 
     def __init__(self, net: EmbeddingNet, threads: int | None = None) -> None:
-        import onnxruntime  # noqa: F401  (fail here, at set-up, when it is not installed)
+        import onnx  # noqa: F401  (fail here, at set-up, when either is not installed; torch's exporter needs onnx)
+        import onnxruntime  # noqa: F401
 
         self.trunk = fold_batchnorm(net, channels_last=False)
         self.threads = threads
@@ -133,7 +134,8 @@ def accelerate(encoder: AisfxEncoder, backend: str | None = None, threads: int |
             return "onnx"
         except ImportError as e:
             if backend == "onnx":
-                raise RuntimeError(f"aiSFX backend 'onnx' needs onnxruntime ({e}); pip install onnxruntime") from None
+                raise RuntimeError(f"aiSFX backend 'onnx' needs onnxruntime and onnx ({e}); "
+                                   "pip install onnxruntime onnx") from None
     encoder.runner = TorchTrunk(encoder.embedding_net)
     return "torch"
 
