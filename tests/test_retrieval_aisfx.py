@@ -245,3 +245,42 @@ def test_aisfx_preset_stops_early_and_counts_same_captions_as_positives():
     assert c.same_text_positives and c.schedule == "plateau" and c.patience >= 1
     with pytest.raises(ValueError, match="schedule"):
         dataclasses.replace(c, schedule="step")
+
+
+def test_eval_scores_an_aisfx_checkpoint_on_a_caption_corpus(sfx: Path, tmp_path: Path, capsys):
+    """`earshot eval retrieval` with an aiSFX checkpoint: the corpus CSV format (path, caption, split), the
+    split chosen by --split, baselines; a corpus's precomputed frozen features are used for a frozen tower."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from app.cli import main
+    from training.checkpoints import save_checkpoint
+
+    torch.manual_seed(0)
+    model = RetrievalModel(_tiny()).eval()
+    ckpt = save_checkpoint(tmp_path / "tiny-aisfx.safetensors", "retrieval", model, model.config,
+                           features=frontend_to_dict(AisfxMel()))
+    data = _caption_folder(sfx, tmp_path / "corpus")
+
+    def run() -> dict:
+        rc = main(["eval", "retrieval", "--model", str(ckpt), "--data", str(data), "--split", "val", "--json",
+                   "--baselines", "--threads", "1"])
+        assert rc == 0
+        return json.loads(capsys.readouterr().out)
+
+    computed = run()
+    assert computed["clips"] == 4 and computed["split"] == "val"
+    assert set(computed) >= {"metrics", "random", "untrained"} and 0 <= computed["metrics"]["mAP@10"] <= 1
+    with torch.no_grad():  # what the eval computed: the tower on each clip's first 10 s, projected
+        from training.retrieval_train import eval_aisfx_set, load_caption_dataset
+
+        _, feats = eval_aisfx_set(model, load_caption_dataset(data, "val"), data)
+    assert feats.shape == (4, 2 * 32)
+    # precomputed features (training.sfx_corpus --embed-aisfx layout; rows index captions.csv) take their place
+    (data / "aisfx").mkdir()
+    save_file({"rows": torch.arange(12, 16), "features": torch.zeros(4, 64)},
+              str(data / "aisfx" / "part-0.safetensors"))
+    precomputed = run()
+    assert precomputed["metrics"] != computed["metrics"]  # identical (zero) features: every clip ties
+    assert precomputed["metrics"]["mAP@10"] == pytest.approx(computed["random"]["mAP@10"], abs=0.5)

@@ -717,8 +717,11 @@ def untrained_copy(model: RetrievalModel, seed: int = 0) -> RetrievalModel:
     """The same pipeline with a freshly initialised audio side (PaSST + audio projection); text side kept."""
     torch.manual_seed(seed)
     fresh = copy.deepcopy(model)
-    fresh.audio_encoder = type(model.audio_encoder)(model.config.audio).to(model.audio_proj.weight.device)
-    fresh.audio_proj.reset_parameters()
+    device = next(model.parameters()).device
+    fresh.audio_encoder = type(model.audio_encoder)(model.config.audio).to(device)
+    for layer in fresh.audio_proj.modules():  # one Linear, or Linear -> ReLU -> Linear
+        if isinstance(layer, nn.Linear):
+            layer.reset_parameters()
     return fresh.eval()
 
 
@@ -738,14 +741,20 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
     if not items:
         raise ValueError(f"{args.data}: no clips in split {args.split!r}")
     sims, model = [], None
-    data = None
+    data, audio = None, None
     for i, path in enumerate(paths):
         model, ckpt = load_model(path, kind="retrieval", device=device)
-        frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
-        data = load_mels(items, frontend, cache)
+        if model.config.audio_tower == "aisfx":
+            data, audio = eval_aisfx_set(model, items, Path(args.data))
+        else:
+            frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
+            data, audio = load_mels(items, frontend, cache), None
+        if sims and len(data.items) != sims[0].shape[1]:
+            raise ValueError(f"{path.name}: scores {len(data.items)} clips, the ensemble's first model "
+                             f"{sims[0].shape[1]}: models of one ensemble need the same clips")
         text_features = load_text_features(model, [c for caps in data.captions for c in caps], cache) \
             if text_is_frozen(model) else None
-        sim, texts, clip_of = similarity_matrix(model, data, text_features)
+        sim, texts, clip_of = similarity_matrix(model, data, text_features, audio)
         sims.append(sim)
         yield {"step": i + 1, "total": len(paths), "message": path.name}
     assert data is not None and model is not None
@@ -761,10 +770,21 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
         runs = [score(random_baseline(len(texts), len(data.items), s), texts, clip_of) for s in range(10)]
         result["random"] = _short({k: float(np.mean([r[k] for r in runs])) for k in runs[0]})
     if "untrained" in baselines:
-        fresh = untrained_copy(model)
-        sim, _, _ = similarity_matrix(fresh, data, text_features)
+        fresh = untrained_copy(model)  # aiSFX: the frozen tower's features through a fresh projection
+        sim, _, _ = similarity_matrix(fresh, data, text_features, audio)
         result["untrained"] = _short(score(sim, texts, clip_of))
     return result
+
+
+def eval_aisfx_set(model: RetrievalModel, items: Sequence[CaptionItem], data: Path) -> tuple[MelSet, torch.Tensor]:
+    """The items' frozen aiSFX features (each clip's first AISFX_SECONDS) for scoring an aiSFX checkpoint. A
+    corpus's precomputed features (DATA/aisfx/, made with the published weights) are used only when the
+    checkpoint's tower is those weights unchanged (frozen, no trained top block); other clips are computed."""
+    c = model.config.audio
+    precomputed = read_precomputed_aisfx(data) if c.frozen and not c.train_top_block else {}
+    skipped = SkipReport()
+    kept, feats = aisfx_features(model, items, skipped, precomputed)
+    return MelSet([items[i] for i in kept], [], skipped), feats
 
 
 def _short(metrics: dict[str, float]) -> dict[str, float]:
