@@ -284,3 +284,33 @@ def test_eval_scores_an_aisfx_checkpoint_on_a_caption_corpus(sfx: Path, tmp_path
     precomputed = run()
     assert precomputed["metrics"] != computed["metrics"]  # identical (zero) features: every clip ties
     assert precomputed["metrics"]["mAP@10"] == pytest.approx(computed["random"]["mAP@10"], abs=0.5)
+
+
+def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path: Path, monkeypatch):
+    """No `aisfx` wheel: an aiSFX retrieval checkpoint carries its tower's weights and still embeds (the shipped
+    default is one); PaSST models are untouched; only what needs the published weights (the aisfx preset, the
+    bare encoder) says exactly how to get them."""
+    from safetensors import safe_open
+
+    from app.services.search import RetrievalEmbedder
+    from models.aisfx import AisfxWeightsError
+    from training import aisfx_weights
+    from training.checkpoints import read_metadata, save_checkpoint
+
+    monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
+    default = Path(__file__).resolve().parents[1] / "resources" / "models" / "retrieval-default.safetensors"
+    passt = RetrievalModel(RetrievalConfig(audio=passt_tiny(), text=text_tiny(), embed_dim=8)).eval()
+    passt_ckpt = save_checkpoint(tmp_path / "passt.safetensors", "retrieval", passt, passt.config,
+                                 features=frontend_to_dict(PasstMel()))
+    for path in (default, passt_ckpt):
+        embedder = RetrievalEmbedder.from_checkpoint(path)
+        window = np.zeros((1, embedder.window_samples), np.float32)
+        window[0, : embedder.sample_rate] = _sound("chirp", 1.0, embedder.sample_rate)
+        vec = embedder.embed_windows(window)
+        assert vec.shape == (1, embedder.dim) and np.isfinite(vec).all()
+        if embedder.aisfx:  # the tower is in the file; only the text encoder comes from its wheel
+            with safe_open(str(path), "pt") as f:
+                assert "audio_encoder.embedding_net.conv_block4.conv2.weight" in f.keys()
+            assert read_metadata(path)["external"] == ["text_encoder."]
+    with pytest.raises(AisfxWeightsError, match=r"pip install --no-deps aisfx==0\.1\.2"):
+        aisfx_weights.pretrained()
