@@ -314,3 +314,21 @@ def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path:
             assert read_metadata(path)["external"] == ["text_encoder."]
     with pytest.raises(AisfxWeightsError, match=r"pip install --no-deps aisfx==0\.1\.2"):
         aisfx_weights.pretrained()
+
+
+def test_numpy_text_tower_reproduces_mean_pooling_and_two_layer_projections(tmp_path: Path):
+    """`earshot search`'s torch-free text tower (app/services/text_tower.py) on an aiSFX-style model."""
+    from app.services.text_tower import TextTower, load_text_tower
+    from training.checkpoints import save_checkpoint
+
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(_tiny(), text=dataclasses.replace(text_tiny(), pooling="mean"))
+    model = RetrievalModel(cfg).eval()
+    ckpt = save_checkpoint(tmp_path / "m.safetensors", "retrieval", model, model.config,
+                           features=frontend_to_dict(AisfxMel()))
+    tower = load_text_tower(ckpt, "m", "m-id")
+    assert isinstance(tower, TextTower) and tower.dim == 8
+    texts = ["a door creaks open", "rain " * 40, "x"]
+    with torch.no_grad():
+        want = model.embed_text(texts).numpy()
+    np.testing.assert_allclose(tower.embed_text(texts), want, atol=2e-5)
