@@ -261,6 +261,10 @@ def run(data_dir: Path = SFX, projection: bool = False) -> dict[str, Any]:
     paths, captions = val_clips(data_dir)
     result: dict[str, Any] = {"data": str(data_dir), "split": "val", "clips": len(paths),
                               "threads": torch.get_num_threads()}
+    previous = ROOT / "resources" / "models" / "retrieval-passt-small.safetensors"
+    if previous.is_file():  # the PaSST model the aiSFX default replaced
+        result["previous_default_passt_small"] = find_similar_metrics(default_model_embeddings(paths, previous),
+                                                                      captions)
     result["current_default"] = find_similar_metrics(default_model_embeddings(paths), captions)
     if aisfx_weights.find_checkpoint() is None:
         result["aisfx_frozen"] = {"skipped": aisfx_weights.HOW_TO_GET_WEIGHTS}

@@ -166,6 +166,8 @@ def run(corpus: Path = CORPUS, new: Path | None = None, current: Path | None = N
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     current = current or current_model()
+    if new is None and current == PASST_SMALL:  # replaced: the new model is the shipped default
+        new = DEFAULT_MODEL
     data = load_features(corpus)
     result: dict[str, Any] = {"corpus": str(corpus), "clips_with_features": {k: len(v[1]) for k, v in data.items()},
                               "clips_in_corpus": sum(1 for _ in open(corpus / "captions.csv")) - 1,
