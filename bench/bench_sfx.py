@@ -86,44 +86,126 @@ def aisfx_embeddings(paths: list[Path], encoder: torch.nn.Module | None = None) 
     return emb, sum(len(w) for w in waves) / frontend.config.sample_rate, compute
 
 
+def _int8_trunk(encoder: torch.nn.Module, calibration: list[torch.Tensor]) -> Any:
+    """The folded trunk quantised to int8 by ONNX Runtime (static, QDQ, per-channel weights, calibrated on real
+    frames); a callable like training.aisfx_runtime's runners. Bench only: it loses quality (see the JSON)."""
+    import tempfile
+
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from training.aisfx_runtime import export_onnx, fold_batchnorm
+
+    class Frames(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter([{"frames": f[None].numpy()} for f in calibration])
+
+        def get_next(self) -> dict | None:
+            return next(self.it, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+        src.write_bytes(export_onnx(fold_batchnorm(encoder.embedding_net, channels_last=False)))
+        quantize_static(str(src), str(dst), Frames(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.log_severity_level = torch.get_num_threads(), 3
+        session = ort.InferenceSession(str(dst), opts, providers=["CPUExecutionProvider"])
+    return lambda f: torch.from_numpy(session.run(None, {"frames": f.float().contiguous().numpy()})[0])
+
+
 @torch.inference_mode()
-def speed_variants(paths: list[Path], max_seconds: float = 10.0, threads: tuple[int, ...] = (1, 2)
-                   ) -> dict[str, Any]:
-    """Indexing speed of the aiSFX sound channel (front end + CNN; decode excluded) in x real time, for each
-    way of running it we tried: the front end alone, the CNN as shipped, channels-last weights, bf16 autocast,
-    non-overlapping blocks (hop 100) and 1 vs 2 threads. Clips cut to their first `max_seconds` (one
-    library window). Each variant runs the same clips once after a warm-up clip; timings are noisy on a
-    shared machine, so the relative order matters more than the numbers."""
+def speed_variants(paths: list[Path], threads: int = 2, rounds: int = 3) -> dict[str, Any]:
+    """Throughput of the aiSFX sound channel in x real time (seconds of audio / seconds of compute; decode
+    excluded) for every way of running it we tried, on two workloads of real audio:
+    - `windows_10s`: 10-s library windows (consecutive val clips joined), 8 per batch, as the indexer embeds a
+      long file;
+    - `clips`: the val clips as they are (most are shorter than one 2.3-s block, which costs a whole block),
+      one by one.
+    Variants: the front end alone; the CNN block-wise as the package runs it (hop 50, as first shipped), with
+    channels-last weights, with bf16 autocast; the CNN fully convolutional (one pass, blocks pooled from the
+    shared map) in torch, with BatchNorm folded + channels-last (aisfx_runtime.TorchTrunk), in ONNX Runtime
+    (OnnxTrunk: what the indexer uses) and ONNX Runtime int8 (static, calibrated); and end to end (front end
+    + the indexer's runner). Each variant runs `rounds` times interleaved with the others and the best round
+    counts: the machine is shared, so the order matters more than the numbers."""
+    from training.aisfx_runtime import OnnxTrunk, TorchTrunk
+
+    torch.set_num_threads(threads)
     encoder, frontend = aisfx_weights.pretrained(), AisfxMel()
     sr = frontend.config.sample_rate
-    waves = [load_audio(p, sr)[: int(max_seconds * sr)] for p in paths]
-    audio_s = sum(len(w) for w in waves) / sr
-    feats = [frontend(w)[None] for w in waves]
+    waves = [load_audio(p, sr) for p in paths]
+    joined = torch.cat(waves)
+    win = int(10 * sr)
+    windows = [joined[i : i + win] for i in range(0, len(joined) - win + 1, win)][:8]
+    if len(windows) < 8:  # short val split: repeat to a full batch
+        windows = (windows * 8)[:8]
+    work = {"windows_10s": [torch.stack(windows)], "clips": [w[None] for w in waves]}
+    feats = {k: [frontend(w) for w in ws] for k, ws in work.items()}
+    int8 = _int8_trunk(encoder, [f[0] for f in feats["clips"][:16]] + [feats["windows_10s"][0][0]])
+    onnx, folded = OnnxTrunk(encoder.embedding_net), TorchTrunk(encoder.embedding_net)
+    cl = aisfx_weights.pretrained().to(memory_format=torch.channels_last)
 
-    def timed(fn: Any) -> float:
-        fn(0)
-        start = time.perf_counter()
-        for i in range(len(waves)):
-            fn(i)
-        return round(audio_s / (time.perf_counter() - start), 1)
+    def cnn(enc: torch.nn.Module, full: bool, runner: Any = None, bf16: bool = False) -> Any:
+        def run(f: torch.Tensor) -> torch.Tensor:
+            enc.config.fully_convolutional, enc.runner = full, runner
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                return enc(f)
+        return run
 
-    out: dict[str, Any] = {"clips": len(waves), "audio_s": round(audio_s, 1)}
-    before = torch.get_num_threads()
-    for n in threads:
-        torch.set_num_threads(n)
-        row: dict[str, float] = {"frontend_only": timed(lambda i: frontend(waves[i]))}
-        row["cnn_hop50"] = timed(lambda i: encoder(feats[i]))
-        encoder.config.block_hop = 100
-        row["cnn_hop100"] = timed(lambda i: encoder(feats[i]))
-        encoder.config.block_hop = 50
-        encoder.to(memory_format=torch.channels_last)
-        row["cnn_hop50_channels_last"] = timed(lambda i: encoder(feats[i]))
-        encoder.to(memory_format=torch.contiguous_format)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            row["cnn_hop50_bf16"] = timed(lambda i: encoder(feats[i]))
-        row["end_to_end_hop50"] = timed(lambda i: encoder(frontend(waves[i])[None]))
-        out[f"threads_{n}"] = row
-    torch.set_num_threads(before)
+    variants = {
+        "frontend_only": None,
+        "cnn_blockwise_hop50": cnn(encoder, False),
+        "cnn_blockwise_channels_last": cnn(cl, False),
+        "cnn_blockwise_bf16": cnn(encoder, False, bf16=True),
+        "cnn_fullconv_torch": cnn(encoder, True),
+        "cnn_fullconv_torch_folded_bn_channels_last": cnn(encoder, True, folded),
+        "cnn_fullconv_onnxruntime": cnn(encoder, True, onnx),
+        "cnn_fullconv_onnxruntime_int8": cnn(encoder, True, int8),
+        "end_to_end_fullconv_onnxruntime": "e2e",
+    }
+    out: dict[str, Any] = {"threads": threads, "rounds": rounds}
+    for name, ws in work.items():
+        audio_s = sum(w.numel() for w in ws) / sr
+        best = dict.fromkeys(variants, float("inf"))
+        for _ in range(rounds):
+            for v, fn in variants.items():
+                start = time.perf_counter()
+                for w, f in zip(ws, feats[name], strict=True):
+                    if fn is None:
+                        frontend(w)
+                    elif fn == "e2e":
+                        cnn(encoder, True, onnx)(frontend(w))
+                    else:
+                        fn(f)
+                best[v] = min(best[v], time.perf_counter() - start)
+        out[name] = {"audio_s": round(audio_s, 1), "items": len(ws) if name == "clips" else 8,
+                     **{v: round(audio_s / t, 1) for v, t in best.items()}}
+    encoder.config.fully_convolutional, encoder.runner = True, None
+    return out
+
+
+@torch.inference_mode()
+def path_equivalence(paths: list[Path], captions: list[str]) -> dict[str, Any]:
+    """Find-similar on sfx val with each way of computing the frozen aiSFX vector, and cosine to block-wise."""
+    from training.aisfx_runtime import OnnxTrunk
+
+    encoder, frontend = aisfx_weights.pretrained(), AisfxMel()
+    feats = [frontend(load_audio(p, frontend.config.sample_rate))[None] for p in paths]
+    emb: dict[str, torch.Tensor] = {}
+    encoder.config.fully_convolutional = False
+    emb["blockwise"] = torch.cat([encoder(f) for f in feats])
+    encoder.config.fully_convolutional = True
+    emb["fully_convolutional_torch"] = torch.cat([encoder(f) for f in feats])
+    encoder.runner = OnnxTrunk(encoder.embedding_net)
+    emb["fully_convolutional_onnxruntime"] = torch.cat([encoder(f) for f in feats])
+    encoder.runner = _int8_trunk(encoder, [f[0] for f in feats[:16]])
+    emb["fully_convolutional_onnxruntime_int8"] = torch.cat([encoder(f) for f in feats])
+    out = {}
+    for k, e in emb.items():
+        cos = F.cosine_similarity(e, emb["blockwise"], dim=-1)
+        out[k] = {"find_similar_mAP@10": round(find_similar_metrics(e, captions)["mAP@10"], 4),
+                  "cos_to_blockwise_min": round(float(cos.min()), 4),
+                  "cos_to_blockwise_mean": round(float(cos.mean()), 4)}
     return out
 
 
@@ -179,6 +261,10 @@ def run(data_dir: Path = SFX, projection: bool = False) -> dict[str, Any]:
     paths, captions = val_clips(data_dir)
     result: dict[str, Any] = {"data": str(data_dir), "split": "val", "clips": len(paths),
                               "threads": torch.get_num_threads()}
+    previous = ROOT / "resources" / "models" / "retrieval-passt-small.safetensors"
+    if previous.is_file():  # the PaSST model the aiSFX default replaced
+        result["previous_default_passt_small"] = find_similar_metrics(default_model_embeddings(paths, previous),
+                                                                      captions)
     result["current_default"] = find_similar_metrics(default_model_embeddings(paths), captions)
     if aisfx_weights.find_checkpoint() is None:
         result["aisfx_frozen"] = {"skipped": aisfx_weights.HOW_TO_GET_WEIGHTS}
@@ -191,6 +277,7 @@ def run(data_dir: Path = SFX, projection: bool = False) -> dict[str, Any]:
         "audio_s": round(audio_s, 1), "compute_s": round(compute_s, 2),
         "x_real_time": round(audio_s / compute_s, 1),
     }
+    result["paths"] = path_equivalence(paths, captions)
     result["speed"] = speed_variants(paths[:: max(1, len(paths) // 24)])
     if projection or os.environ.get("EARSHOT_BENCH_PROJECTION") == "1":
         train_paths, train_caps = val_clips(data_dir, "train")

@@ -1,17 +1,18 @@
-"""Text-to-audio retrieval on the package-held-out test split of the caption corpus (training/sfx_corpus.py):
-sounds from source packages never trained on. Side by side: random ranking, the current default
-(resources/models/retrieval-default.safetensors) and the aiSFX retrieval model (frozen aiSFX tower, frozen
-mean-pooled MiniLM, 2-layer projections, NT-Xent) fitted here on the corpus's train split and selected on its val
-split by mAP@10 (one evaluation per epoch, the best epoch's weights kept).
+"""Issue 12's side-by-side table. On the package-held-out test split of the caption corpus (training/sfx_corpus.py:
+sounds from source packages never trained on, never used to select anything): text-to-audio mAP@10 and R@10 of
+random ranking, the current default (the PaSST model, kept as resources/models/retrieval-passt-small once
+replaced) and the new model (`--new`, e.g. the aiSFX retrieval model made by `earshot train retrieval --preset
+aisfx --data CORPUS`, its epoch selected on the corpus's val split). On the sfx val split (shared/data/sfx):
+find-similar mAP@10 (same-caption clips, bench/bench_sfx.find_similar_metrics) of the current and the new sound
+channel, i.e. the projected vectors the app's "find similar" ranks by.
 
-The aiSFX features are the corpus's precomputed frozen features (`python -m training.sfx_corpus OUT --no-midi
---no-tts --no-debian --embed-aisfx`: each clip's first 10 s, clips in a seeded random order). Only clips whose
-features exist are used, in every split and for every model, so a stopped precompute gives a smaller but
-unbiased sample; the clip counts are in the JSON. Metric: each test clip's caption is a query; a clip is correct
-when it has the same caption text (training.ranking, pessimistic ties); mAP@10 and R@10. The default model reads
-the same first 10 s of each clip.
+The aiSFX features of the corpus are its precomputed frozen features (`python -m training.sfx_corpus OUT
+--no-midi --no-tts --no-debian --embed-aisfx`: each clip's first 10 s, block-wise path); only clips whose
+features exist are used, in every split and for every model (counts in the JSON). Metric: each test clip's
+caption is a query; a clip is correct when it has the same caption text (training.ranking, pessimistic ties).
+The PaSST model reads the same first 10 s of each clip. `--fit` also runs the earlier in-bench projection fit.
 
-    python -m bench.bench_sfx_heldout [CORPUS_DIR] [--save PATH]   (JSON to stdout and bench/out/)
+    python -m bench.bench_sfx_heldout [CORPUS_DIR] --new CKPT [--current CKPT]   (JSON to stdout and bench/out/)
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def random_metrics(captions: list[str], draws: int = 20, seed: int = 0) -> dict[
 
 
 @torch.inference_mode()
-def default_metrics(corpus: Path, paths: list[str], captions: list[str]) -> dict[str, float]:
-    model, ckpt = load_model(DEFAULT_MODEL, kind="retrieval")
+def default_metrics(corpus: Path, paths: list[str], captions: list[str], path: Path = DEFAULT_MODEL
+                    ) -> dict[str, float]:
+    model, ckpt = load_model(path, kind="retrieval")
     frontend = frontend_from_dict(ckpt.features) if ckpt.features.get("kind") else PasstMel()
     sr = frontend.config.sample_rate
     audio = torch.cat([model.embed_audio(frontend(load_audio(corpus / p, sr)[: int(MAX_SECONDS * sr)])[None])
@@ -135,39 +137,79 @@ def fit(data: dict[str, tuple[torch.Tensor, list[str], list[str]]], epochs: int 
                    "batch": batch}
 
 
-def run(corpus: Path = CORPUS, save: Path | None = None, trained: Path | None = None) -> dict[str, Any]:
+PASST_SMALL = ROOT / "resources" / "models" / "retrieval-passt-small.safetensors"
+
+
+def current_model() -> Path:
+    """The model the new default replaces: the PaSST one, kept as retrieval-passt-small once replaced."""
+    return PASST_SMALL if PASST_SMALL.is_file() else DEFAULT_MODEL
+
+
+@torch.inference_mode()
+def model_metrics(path: Path, data: dict[str, tuple[torch.Tensor, list[str], list[str]]], corpus: Path
+                  ) -> dict[str, float]:
+    """Test-split metrics of a retrieval checkpoint: aiSFX ones on the precomputed frozen features (the tower's
+    weights in the checkpoint are the published ones), PaSST ones on the first 10 s of each clip."""
+    model, _ = load_model(path, kind="retrieval")
+    te_a, te_c, te_p = data["test"]
+    if model.config.audio_tower == "aisfx":
+        text = torch.cat([model.embed_text(te_c[i : i + 256]) for i in range(0, len(te_c), 256)])
+        return metrics(model.embed_audio_features(te_a), text, te_c)
+    return default_metrics(corpus, te_p, te_c, path)
+
+
+def run(corpus: Path = CORPUS, new: Path | None = None, current: Path | None = None, save: Path | None = None,
+        fit_here: bool = False, sfx: Path | None = None) -> dict[str, Any]:
+    """The side-by-side table of issue 12: test split (unseen packages) text-to-audio for random, the current
+    default and the new model; find-similar on sfx val for the current and the new sound channel."""
+    from bench.bench_sfx import SFX, default_model_embeddings, find_similar_metrics, val_clips
+
     torch.set_num_threads(min(2, torch.get_num_threads()))
+    current = current or current_model()
+    if new is None and current == PASST_SMALL:  # replaced: the new model is the shipped default
+        new = DEFAULT_MODEL
     data = load_features(corpus)
     result: dict[str, Any] = {"corpus": str(corpus), "clips_with_features": {k: len(v[1]) for k, v in data.items()},
-                              "clips_in_corpus": sum(1 for _ in open(corpus / "captions.csv")) - 1}
+                              "clips_in_corpus": sum(1 for _ in open(corpus / "captions.csv")) - 1,
+                              "current": str(current), "new": str(new) if new else None}
     te_a, te_c, te_p = data["test"]
     result["test_packages"] = len({p.split("/")[1] for p in te_p})
-    result["test"] = {"random": random_metrics(te_c), "current_default": default_metrics(corpus, te_p, te_c)}
-    if trained is not None:  # a model trained by `earshot train retrieval --preset aisfx` on this corpus
-        model, ckpt = load_model(trained, kind="retrieval")
+    result["test"] = {"random": random_metrics(te_c), "current": model_metrics(current, data, corpus)}
+    if new is not None:
+        result["test"]["new"] = model_metrics(new, data, corpus)
+        _, ckpt = load_model(new, kind="retrieval")
+        result["new_training"] = {k: ckpt.training.get(k) for k in
+                                  ("train_clips", "val_clips", "epochs", "steps", "metrics", "wall_time_s")}
+    paths, captions = val_clips(sfx or SFX)
+    result["find_similar_sfx_val"] = {"clips": len(paths),
+                                      "current": find_similar_metrics(default_model_embeddings(paths, current),
+                                                                      captions)}
+    if new is not None:
+        result["find_similar_sfx_val"]["new"] = find_similar_metrics(default_model_embeddings(paths, new), captions)
+    if fit_here:  # the earlier in-bench fit (projections selected on val), for comparison
+        model, result["fit"] = fit(data)
         with torch.inference_mode():
-            result["test"]["aisfx_trained"] = metrics(model.embed_audio_features(te_a), model.embed_text(te_c), te_c)
-        result["trained"] = {"path": str(trained), **{k: ckpt.training.get(k) for k in
-                             ("train_clips", "val_clips", "epochs", "metrics", "wall_time_s")}}
-    model, result["fit"] = fit(data)
-    with torch.inference_mode():
-        result["test"]["aisfx_projection"] = metrics(model.embed_audio_features(te_a), model.embed_text(te_c), te_c)
-    if save is not None:
-        aisfx_weights.load_weights(model.audio_encoder)  # the checkpoint carries the frozen tower itself
-        save.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(save, "retrieval", model, model.config, features=frontend_to_dict(AisfxMel()),
-                        training={"data": str(corpus), "note": "bench/bench_sfx_heldout.py", **result["fit"]})
-        result["saved"] = str(save)
+            result["test"]["fit_here"] = metrics(model.embed_audio_features(te_a), model.embed_text(te_c), te_c)
+        if save is not None:
+            aisfx_weights.load_weights(model.audio_encoder)  # the checkpoint carries the frozen tower itself
+            save.parent.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(save, "retrieval", model, model.config, features=frontend_to_dict(AisfxMel()),
+                            training={"data": str(corpus), "note": "bench/bench_sfx_heldout.py", **result["fit"]})
+            result["saved"] = str(save)
     return result
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("corpus", nargs="?", default=str(CORPUS))
-    p.add_argument("--save", help="write the fitted model as a retrieval checkpoint here")
-    p.add_argument("--trained", help="also score this aiSFX retrieval checkpoint (trained on the corpus)")
+    p.add_argument("--new", help="the new retrieval checkpoint (e.g. made by earshot train retrieval --preset aisfx)")
+    p.add_argument("--current", help="the current default (default: retrieval-passt-small if present, else "
+                                     "retrieval-default)")
+    p.add_argument("--fit", action="store_true", help="also fit projections here (the earlier bench recipe)")
+    p.add_argument("--save", help="with --fit: write the fitted model as a retrieval checkpoint here")
     a = p.parse_args()
-    result = run(Path(a.corpus), Path(a.save) if a.save else None, Path(a.trained) if a.trained else None)
+    result = run(Path(a.corpus), Path(a.new) if a.new else None, Path(a.current) if a.current else None,
+                 Path(a.save) if a.save else None, a.fit)
     text = json.dumps(result, indent=1)
     print(text)
     out = ROOT / "bench" / "out"

@@ -12,6 +12,15 @@ four ConvBlocks (two 3x3 conv -> BN -> ReLU each, then 2x2 max pooling for the f
 A clip is cut into 100-frame blocks with hop 50 (the package's `blocking`, partial last block dropped, clips
 shorter than a block zero-padded to one); the clip embedding is [mean over blocks ; max over blocks] (1024-d).
 
+Two ways to compute it (`AisfxConfig.fully_convolutional`):
+- block-wise (the package's way): every block runs through the CNN on its own, so each frame is computed twice
+  at hop 50;
+- fully convolutional (default, ~2x less work, one large conv per layer): the CNN runs once over the whole clip
+  and each block's embedding is the max over its 12 steps of the shared (T/8)-step feature map. The only
+  difference is at block edges, where a block now sees its neighbours' frames instead of zero padding; clips
+  shorter than a block, embedded alone, give the same vector (tests/test_aisfx.py states the tolerance on real
+  clips).
+
 State-dict keys match the checkpoint's `embedding_net.*`; its per-dataset classifier heads (`fc.*`) are not
 part of the encoder and are dropped on load.
 """
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +59,7 @@ class AisfxConfig:
     train_top_block: bool = False  # fine-tune conv_block4 (and its BN statistics); the rest stays frozen
     frozen: bool = True  # False: every layer trains (from the checkpoint or from scratch)
     window_seconds: float = 10.0  # the search library cuts long files into windows of this length
+    fully_convolutional: bool = True  # one CNN pass per clip, blocks pooled from the shared feature map
 
     @property
     def embed_dim(self) -> int:
@@ -84,12 +95,18 @@ class EmbeddingNet(nn.Module):
         self.conv_block4 = ConvBlock(base * 4, base * 8)
 
     def forward(self, blocks: torch.Tensor) -> torch.Tensor:
-        x = blocks.unsqueeze(1)  # (n, 1, T, F)
+        return self.feature_map(blocks).amax(dim=2)  # max over time -> (n, 512)
+
+    def feature_map(self, frames: torch.Tensor) -> torch.Tensor:
+        """(n, T, 96) frames -> (n, 512, T/8): the conv trunk, mean over frequency, time kept."""
+        x = frames.unsqueeze(1)  # (n, 1, T, F)
+        if self.conv_block1.conv1.weight.is_contiguous(memory_format=torch.channels_last):
+            x = x.contiguous(memory_format=torch.channels_last)  # faster convs on CPU (bench/bench_sfx.py)
         x = self.conv_block1(x, pool=True)  # (n, 64, T/2, F/2)
         x = self.conv_block2(x, pool=True)  # (n, 128, T/4, F/4)
         x = self.conv_block3(x, pool=True)  # (n, 256, T/8, F/8)
         x = self.conv_block4(x, pool=False)  # (n, 512, T/8, F/8)
-        return x.mean(dim=3).amax(dim=2)  # mean over frequency, max over time -> (n, 512)
+        return x.mean(dim=3)  # mean over frequency -> (n, 512, T/8)
 
 
 def block_starts(num_frames: int, block: int, hop: int) -> list[int]:
@@ -100,11 +117,24 @@ def block_starts(num_frames: int, block: int, hop: int) -> list[int]:
     return [i * hop for i in range((num_frames - block) // hop + 1)]
 
 
+TIME_STRIDE = 8  # three 2x2 max poolings
+
+
+def map_starts(starts: list[int]) -> list[int]:
+    """Block start frames -> the nearest step of the (T/8) feature map (50 frames = 6.25 steps)."""
+    return [int(s / TIME_STRIDE + 0.5) for s in starts]
+
+
+# (n, T, 96) frames -> (n, 512, T/8) feature map; set by an inference backend (training/aisfx_runtime.py)
+TrunkRunner = Callable[[torch.Tensor], torch.Tensor]
+
+
 class AisfxEncoder(nn.Module):
     def __init__(self, config: AisfxConfig | None = None) -> None:
         super().__init__()
         self.config = config or AisfxConfig()
         self.embedding_net = EmbeddingNet(self.config.base_channels)
+        self.runner: TrunkRunner | None = None  # used only without autograd (indexing), never in training
         self.apply_freeze()
 
     @property
@@ -139,16 +169,48 @@ class AisfxEncoder(nn.Module):
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor | None = None, max_batch: int = 64) -> torch.Tensor:
         """(B, T, 96) AisfxMel frames (+ (B,) real frame counts) -> (B, 1024) [mean ; max] over each clip's blocks.
 
-        Padding frames are never looked at, so a clip's embedding does not depend on its batch.
+        Padding frames are never looked at (block-wise) or are zeroed (fully convolutional, where they stand
+        in for the conv's own zero padding), so a clip's embedding does not depend on its batch.
         """
         B, T, _ = feats.shape
         counts = [T] * B if lengths is None else lengths.detach().to("cpu", torch.long).clamp(1, T).tolist()
+        if self.config.fully_convolutional:
+            return self.forward_fully_convolutional(feats, counts, max_batch)
         per_clip = [self.blocks(feats[b], n) for b, n in enumerate(counts)]
         sizes = [len(x) for x in per_clip]
         blocks = torch.cat(per_clip)  # (sum n_b, 100, 96)
         emb = torch.cat([self.embedding_net(blocks[i : i + max_batch]) for i in range(0, len(blocks), max_batch)])
         out = [torch.cat([e.mean(dim=0), e.amax(dim=0)]) for e in emb.split(sizes)]
         return torch.stack(out)  # (B, 1024)
+
+    def forward_fully_convolutional(self, feats: torch.Tensor, counts: list[int], max_batch: int) -> torch.Tensor:
+        """(B, T, 96) frames, real frame counts -> (B, 1024): one trunk pass per clip, blocks pooled from its map.
+
+        Clips are grouped by real length and run without padding (a clip shorter than a block is zero-padded
+        to one, as block-wise), so a clip's vector does not depend on the other clips of its batch."""
+        c = self.config
+        width = c.block_frames // TIME_STRIDE  # 12 map steps per block
+        out: list[torch.Tensor] = [feats.new_empty(0)] * len(counts)
+        groups: dict[int, list[int]] = {}
+        for b, n in enumerate(counts):
+            groups.setdefault(n, []).append(b)
+        for n, rows in groups.items():
+            x = feats[rows, :n]  # (b, n, 96) real frames only
+            if n < c.block_frames:
+                x = F.pad(x, (0, 0, 0, c.block_frames - n))
+            per_pass = max(1, max_batch * c.block_frames // x.shape[1])  # about as many frames as block-wise
+            fmap = torch.cat([self.trunk(x[i : i + per_pass]) for i in range(0, len(x), per_pass)])  # (b, 512, n/8)
+            steps = map_starts(block_starts(n, c.block_frames, c.block_hop))
+            e = fmap.unfold(2, width, 1).amax(dim=-1)[:, :, steps]  # (b, 512, n_blocks): max over each block
+            for j, b in enumerate(rows):
+                out[b] = torch.cat([e[j].mean(dim=1), e[j].amax(dim=1)])
+        return torch.stack(out)  # (B, 1024)
+
+    def trunk(self, frames: torch.Tensor) -> torch.Tensor:
+        """(n, T, 96) -> (n, 512, T/8), through the inference backend when one is set and no gradient is wanted."""
+        if self.runner is not None and not torch.is_grad_enabled():
+            return self.runner(frames)
+        return self.embedding_net.feature_map(frames)
 
     def embed_blocks(self, feats: torch.Tensor) -> torch.Tensor:
         """(T, 96) frames of one clip -> (n, 512): one embedding per block, as the package's inference returns."""

@@ -74,7 +74,8 @@ def _projection(d_in: int, d_out: int, layers: int) -> nn.Module:
                                                                     nn.Linear(d_out, d_out))
 
 
-def contrastive_loss(sim: torch.Tensor, audio_ids_of_captions: torch.Tensor) -> torch.Tensor:
+def contrastive_loss(sim: torch.Tensor, audio_ids_of_captions: torch.Tensor,
+                     positive: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric NT-Xent over a (B_a, B_t) similarity matrix (already divided by tau).
 
     Caption j belongs to clip row `audio_ids_of_captions[j]`; every caption of a clip in the batch is a
@@ -82,15 +83,35 @@ def contrastive_loss(sim: torch.Tensor, audio_ids_of_captions: torch.Tensor) -> 
     positive pair (i, j), -log softmax over captions (the other positives stay in the denominator), averaged
     over all positive pairs, as in the CP-JKU system. With one caption per clip (B_a == B_t, ids = arange)
     this is exactly the CLIP loss (CE(S, I) + CE(S^T, I)) / 2.
+
+    `positive` (B_a, B_t) bool widens the positives (e.g. `same_text_positives`: clips whose captions have the
+    same text, which a corpus of repeated captions has many of, are not pushed apart); both directions then
+    average -log softmax over all positive pairs, which is the loss above when each caption has one clip.
     """
     B_a, B_t = sim.shape
     ids = audio_ids_of_captions.to(sim.device, torch.long)  # (B_t,)
-    positive = ids[None, :] == torch.arange(B_a, device=sim.device)[:, None]  # (B_a, B_t)
-    if not bool(positive.any(dim=1).all()):
+    own = ids[None, :] == torch.arange(B_a, device=sim.device)[:, None]  # (B_a, B_t)
+    if not bool(own.any(dim=1).all()):
         raise ValueError("contrastive_loss: every clip row needs at least one caption in the batch")
-    text_to_audio = F.cross_entropy(sim.t(), ids)  # each caption picks its clip among B_a
+    if positive is None:
+        text_to_audio = F.cross_entropy(sim.t(), ids)  # each caption picks its clip among B_a
+        positive = own
+    else:
+        positive = positive.to(sim.device) | own
+        text_to_audio = -sim.t().log_softmax(dim=1)[positive.t()].mean()  # each caption, its clips among B_a
     audio_to_text = -sim.log_softmax(dim=1)[positive].mean()  # each clip picks its captions among B_t
     return (text_to_audio + audio_to_text) / 2
+
+
+def same_text_positives(captions: list[str], audio_ids_of_captions: torch.Tensor, n_clips: int) -> torch.Tensor:
+    """(n_clips, B_t) bool: caption j is a positive of clip i when one of clip i's captions in the batch has the
+    same text (lowercased, whitespace collapsed)."""
+    keys = [" ".join(c.lower().split()) for c in captions]
+    ids = audio_ids_of_captions.tolist()
+    texts_of: list[set[str]] = [set() for _ in range(n_clips)]
+    for key, i in zip(keys, ids, strict=True):
+        texts_of[int(i)].add(key)
+    return torch.tensor([[k in texts_of[i] for k in keys] for i in range(n_clips)], dtype=torch.bool)
 
 
 class RetrievalModel(nn.Module):

@@ -161,3 +161,97 @@ def test_wrong_network_size_is_a_clear_error(tmp_path):
     save_file(small.state_dict(), str(path))
     with pytest.raises(AisfxWeightsError, match="does not fit"):
         weights.pretrained(path)
+
+
+# ------------------------------------------------------------------------- fully convolutional path, runners
+
+
+@pytest.mark.parametrize("fully_convolutional", [True, False])
+def test_both_paths_ignore_padding_and_batch(fully_convolutional):
+    torch.manual_seed(0)
+    enc = AisfxEncoder(AisfxConfig(base_channels=4, fully_convolutional=fully_convolutional)).eval()
+    clips = [torch.rand(n, 96) for n in (260, 80, 173)]
+    batch = torch.stack([torch.cat([c, torch.rand(260 - len(c), 96)]) for c in clips])
+    with torch.no_grad():
+        both = enc(batch, torch.tensor([len(c) for c in clips]))
+        for i, c in enumerate(clips):
+            torch.testing.assert_close(both[i], enc(c[None])[0], atol=1e-5, rtol=1e-4)
+
+
+@needs_weights
+def test_fully_convolutional_is_equivalent_to_blockwise_on_real_clips(sfx):
+    """Tolerance: a clip of at most one block gives the same vector (1e-5); for longer clips, where blocks now see
+    their neighbours' frames at their edges, cosine >= 0.96 per clip and >= 0.975 on average (measured here:
+    0.970-0.992, mean 0.981, on 13 clips of 127-431 frames). bench/bench_sfx.py compares find-similar mAP@10
+    of both paths on the whole sfx val split."""
+    from training.caption_data import load_audio
+
+    enc, frontend = weights.pretrained(), AisfxMel()
+    import soundfile as sf
+
+    by_length = sorted(sorted((sfx / "audio").glob("*.wav"))[::5], key=lambda p: sf.info(str(p)).duration)
+    long = [p for p in by_length if sf.info(str(p)).duration > 4.0]
+    clips = by_length[:: len(by_length) // 12] + long[:: max(1, len(long) // 8)]  # short and long clips
+    feats = [frontend(load_audio(p, 44100)[:441000]) for p in clips]
+    assert sum(len(f) > 200 for f in feats) >= 6 and sum(len(f) <= 100 for f in feats) >= 3
+    cos = []
+    with torch.no_grad():
+        for f in feats:
+            enc.config.fully_convolutional = False
+            block = enc(f[None])[0]
+            enc.config.fully_convolutional = True
+            full = enc(f[None])[0]
+            cos.append(float(torch.nn.functional.cosine_similarity(block, full, dim=0)))
+            if len(f) <= 100:
+                torch.testing.assert_close(full, block, atol=1e-5, rtol=1e-4)
+    longer = [c for c, f in zip(cos, feats, strict=True) if len(f) > 100]
+    assert min(cos) >= 0.96 and np.mean(longer) >= 0.975, (min(cos), np.mean(longer))
+
+
+def _tiny_trained_encoder() -> AisfxEncoder:
+    torch.manual_seed(1)
+    enc = AisfxEncoder(AisfxConfig(base_channels=4))
+    for m in enc.modules():  # BatchNorm statistics away from (0, 1), as a trained checkpoint has
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    return enc.eval()
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_inference_runners_give_the_same_vectors(backend):
+    if backend == "onnx":
+        pytest.importorskip("onnxruntime")
+    from training import aisfx_runtime
+
+    enc = _tiny_trained_encoder()
+    x = torch.rand(3, 230, 96)
+    with torch.no_grad():
+        want_map, want = enc.embedding_net.feature_map(x), enc(x)
+    assert aisfx_runtime.accelerate(enc, backend) == backend
+    calls = []
+    runner = enc.runner
+    enc.runner = lambda f: calls.append(f.shape) or runner(f)
+    with torch.inference_mode():
+        torch.testing.assert_close(enc.runner(x), want_map, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(enc(x), want, atol=1e-4, rtol=1e-4)
+    assert calls, "the runner was not used for inference"
+    calls.clear()
+    enc(x)  # autograd on (training): the encoder's own trunk, never the runner's frozen copy
+    assert not calls
+
+
+def test_auto_backend_falls_back_to_torch_without_onnxruntime(monkeypatch):
+    import sys
+
+    from training import aisfx_runtime
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    enc = _tiny_trained_encoder()
+    assert aisfx_runtime.accelerate(enc, "auto") == "torch"
+    with pytest.raises(RuntimeError, match="pip install onnxruntime onnx"):
+        aisfx_runtime.accelerate(enc, "onnx")
+    with pytest.raises(ValueError, match="expected one of"):
+        aisfx_runtime.accelerate(enc, "tensorrt")

@@ -216,3 +216,119 @@ def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_pa
     err = capsys.readouterr().err
     assert rc != 0 and "pip install --no-deps aisfx==0.1.2" in err and "Traceback" not in err
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_same_text_positives_keep_same_caption_clips_together():
+    captions = ["A dog  barks", "a dog barks", "rain", "a bell"]  # clips 0, 1, 2, 2
+    ids = torch.tensor([0, 1, 2, 2])
+    pos = retrieval.same_text_positives(captions, ids, 3)
+    assert pos.tolist() == [[True, True, False, False], [True, True, False, False], [False, False, True, True]]
+    # clip 0 scoring clip 1's caption (the same text) higher: a worse loss when it is a negative, a better one
+    # when it is a positive
+    torch.manual_seed(0)
+    sim = torch.randn(3, 4)
+    closer = sim.clone()
+    closer[0, 1] += 3.0
+    closer[1, 0] += 3.0
+    plain = retrieval.contrastive_loss(sim, ids)
+    assert retrieval.contrastive_loss(closer, ids) > plain
+    assert retrieval.contrastive_loss(closer, ids, pos) < retrieval.contrastive_loss(sim, ids, pos)
+    # with only each caption's own clip as positive, the widened form is the plain loss
+    own = ids[None, :] == torch.arange(3)[:, None]
+    torch.testing.assert_close(retrieval.contrastive_loss(sim, ids, own), plain)
+
+
+def test_aisfx_preset_stops_early_and_counts_same_captions_as_positives():
+    from training import retrieval_train as rt
+
+    c = rt.aisfx()
+    assert c.same_text_positives and c.schedule == "plateau" and c.patience >= 1
+    with pytest.raises(ValueError, match="schedule"):
+        dataclasses.replace(c, schedule="step")
+
+
+def test_eval_scores_an_aisfx_checkpoint_on_a_caption_corpus(sfx: Path, tmp_path: Path, capsys):
+    """`earshot eval retrieval` with an aiSFX checkpoint: the corpus CSV format (path, caption, split), the
+    split chosen by --split, baselines; a corpus's precomputed frozen features are used for a frozen tower."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from app.cli import main
+    from training.checkpoints import save_checkpoint
+
+    torch.manual_seed(0)
+    model = RetrievalModel(_tiny()).eval()
+    ckpt = save_checkpoint(tmp_path / "tiny-aisfx.safetensors", "retrieval", model, model.config,
+                           features=frontend_to_dict(AisfxMel()))
+    data = _caption_folder(sfx, tmp_path / "corpus")
+
+    def run() -> dict:
+        rc = main(["eval", "retrieval", "--model", str(ckpt), "--data", str(data), "--split", "val", "--json",
+                   "--baselines", "--threads", "1"])
+        assert rc == 0
+        return json.loads(capsys.readouterr().out)
+
+    computed = run()
+    assert computed["clips"] == 4 and computed["split"] == "val"
+    assert set(computed) >= {"metrics", "random", "untrained"} and 0 <= computed["metrics"]["mAP@10"] <= 1
+    with torch.no_grad():  # what the eval computed: the tower on each clip's first 10 s, projected
+        from training.retrieval_train import eval_aisfx_set, load_caption_dataset
+
+        _, feats = eval_aisfx_set(model, load_caption_dataset(data, "val"), data)
+    assert feats.shape == (4, 2 * 32)
+    # precomputed features (training.sfx_corpus --embed-aisfx layout; rows index captions.csv) take their place
+    (data / "aisfx").mkdir()
+    save_file({"rows": torch.arange(12, 16), "features": torch.zeros(4, 64)},
+              str(data / "aisfx" / "part-0.safetensors"))
+    precomputed = run()
+    assert precomputed["metrics"] != computed["metrics"]  # identical (zero) features: every clip ties
+    assert precomputed["metrics"]["mAP@10"] == pytest.approx(computed["random"]["mAP@10"], abs=0.5)
+
+
+def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path: Path, monkeypatch):
+    """No `aisfx` wheel: an aiSFX retrieval checkpoint carries its tower's weights and still embeds (the shipped
+    default is one); PaSST models are untouched; only what needs the published weights (the aisfx preset, the
+    bare encoder) says exactly how to get them."""
+    from safetensors import safe_open
+
+    from app.services.search import RetrievalEmbedder
+    from models.aisfx import AisfxWeightsError
+    from training import aisfx_weights
+    from training.checkpoints import read_metadata, save_checkpoint
+
+    monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
+    default = Path(__file__).resolve().parents[1] / "resources" / "models" / "retrieval-default.safetensors"
+    passt = RetrievalModel(RetrievalConfig(audio=passt_tiny(), text=text_tiny(), embed_dim=8)).eval()
+    passt_ckpt = save_checkpoint(tmp_path / "passt.safetensors", "retrieval", passt, passt.config,
+                                 features=frontend_to_dict(PasstMel()))
+    for path in (default, passt_ckpt):
+        embedder = RetrievalEmbedder.from_checkpoint(path)
+        window = np.zeros((1, embedder.window_samples), np.float32)
+        window[0, : embedder.sample_rate] = _sound("chirp", 1.0, embedder.sample_rate)
+        vec = embedder.embed_windows(window)
+        assert vec.shape == (1, embedder.dim) and np.isfinite(vec).all()
+        if embedder.aisfx:  # the tower is in the file; only the text encoder comes from its wheel
+            with safe_open(str(path), "pt") as f:
+                assert "audio_encoder.embedding_net.conv_block4.conv2.weight" in f.keys()
+            assert read_metadata(path)["external"] == ["text_encoder."]
+    with pytest.raises(AisfxWeightsError, match=r"pip install --no-deps aisfx==0\.1\.2"):
+        aisfx_weights.pretrained()
+
+
+def test_numpy_text_tower_reproduces_mean_pooling_and_two_layer_projections(tmp_path: Path):
+    """`earshot search`'s torch-free text tower (app/services/text_tower.py) on an aiSFX-style model."""
+    from app.services.text_tower import TextTower, load_text_tower
+    from training.checkpoints import save_checkpoint
+
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(_tiny(), text=dataclasses.replace(text_tiny(), pooling="mean"))
+    model = RetrievalModel(cfg).eval()
+    ckpt = save_checkpoint(tmp_path / "m.safetensors", "retrieval", model, model.config,
+                           features=frontend_to_dict(AisfxMel()))
+    tower = load_text_tower(ckpt, "m", "m-id")
+    assert isinstance(tower, TextTower) and tower.dim == 8
+    texts = ["a door creaks open", "rain " * 40, "x"]
+    with torch.no_grad():
+        want = model.embed_text(texts).numpy()
+    np.testing.assert_allclose(tower.embed_text(texts), want, atol=2e-5)

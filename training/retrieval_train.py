@@ -39,7 +39,13 @@ from torch import nn
 
 from models.frontends import AisfxMel, PasstMel, PasstMelConfig, frontend_to_dict
 from models.passt import passt_tiny
-from models.retrieval import RetrievalConfig, RetrievalModel, aisfx_retrieval, contrastive_loss
+from models.retrieval import (
+    RetrievalConfig,
+    RetrievalModel,
+    aisfx_retrieval,
+    contrastive_loss,
+    same_text_positives,
+)
 from models.retrieval import config_from_dict as retrieval_config_from_dict
 from models.text import TextConfig
 from training import distributed as ddp
@@ -112,12 +118,20 @@ class RetrievalTrainConfig(TrainerConfig):
     freeze_audio: bool = setting(False, help="train only the projections on precomputed PaSST features")
     grad_clip: float = setting(0.0, help="clip the gradient norm to this (0: off)", low=0.0)
     eval_batch: int = setting(32, help="clips per batch when evaluating", low=1)
+    same_text_positives: bool = setting(False, help="clips whose captions have the same text are positives of "
+                                                    "each other (corpora of repeated captions), not negatives")
+    schedule: str = setting("cosine", help="learning rate: cosine decay over `epochs`, or plateau (divide by 10 "
+                                           "after `patience` epochs without a better val mAP@10, back to the best "
+                                           "weights; stop early once below min_lr)", choices=("cosine", "plateau"))
+    patience: int = setting(3, help="plateau schedule: epochs without a better val mAP@10 before a decay", low=1)
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.optimizer not in ("adam", "adamw"):
             raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
         if self.batch_size < 2:
             raise ValueError("batch_size must be at least 2 for a contrastive loss")
+        if self.schedule not in ("cosine", "plateau"):
+            raise ValueError(f"schedule must be 'cosine' or 'plateau', got {self.schedule!r}")
 
 
 def paper() -> RetrievalTrainConfig:
@@ -140,10 +154,13 @@ AISFX_SECONDS = 10.0  # aiSFX clip features read each clip's first 10 s (the cor
 
 def aisfx() -> RetrievalTrainConfig:
     """Frozen aiSFX tower (Ma & Lerch 2022, CC BY 4.0 weights) + frozen mean-pooled MiniLM: only the 2-layer
-    projections train, on clip features computed once (or precomputed by `training.sfx_corpus --embed-aisfx`)."""
+    projections train, on clip features computed once (or precomputed by `training.sfx_corpus --embed-aisfx`).
+    Same-caption clips are positives (the corpus repeats captions: "a note on a piano"); the rate drops on a
+    val plateau and training stops early, since the projections overfit the train packages within a few epochs."""
     return RetrievalTrainConfig(
         model=aisfx_retrieval(), freeze_audio=True, batch_size=128, optimizer="adamw", weight_decay=1e-2,
         epochs=40, warmup_epochs=1.0, lr=1e-3, min_lr=1e-5, finetune_epochs=0, crop_seconds=AISFX_SECONDS,
+        same_text_positives=True, schedule="plateau", patience=3,
     )
 
 
@@ -537,7 +554,7 @@ class RetrievalHooks(Hooks):
                 else None
         if ctx.is_main and not self.aisfx:
             ddp.barrier(ctx)
-        self.step_module = ContrastiveStep(self.model)
+        self.step_module = ContrastiveStep(self.model, config.same_text_positives)
 
     def _aisfx_set(self, items: Sequence[CaptionItem]) -> tuple[MelSet, torch.Tensor]:
         """The items with aiSFX features (no log-mels kept) and their (n, 1024) features."""
@@ -566,7 +583,8 @@ class RetrievalHooks(Hooks):
 
     def stages(self) -> list[Stage]:
         c, per = self.config, self._steps_per_epoch
-        stages = [Stage("pretrain", c.epochs, per, c.lr, c.min_lr, int(c.warmup_epochs * per) + c.warmup_steps)]
+        stages = [Stage("pretrain", c.epochs, per, c.lr, c.min_lr, int(c.warmup_epochs * per) + c.warmup_steps,
+                        schedule=c.schedule, patience=c.patience)]
         if c.finetune_epochs:
             stages.append(Stage("finetune", c.finetune_epochs, per, c.finetune_lr, c.min_lr, start_from_best=True))
         return stages
@@ -650,9 +668,10 @@ class ContrastiveStep(nn.Module):
     """The training forward as one module, so DistributedDataParallel can wrap it: this process's clips and
     captions -> embeddings -> (gathered from all processes) -> the contrastive loss of the global batch."""
 
-    def __init__(self, model: RetrievalModel) -> None:
+    def __init__(self, model: RetrievalModel, same_text: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.same_text = same_text  # same-caption clips are positives (one process: every caption is local)
 
     def forward(
         self, captions: list[str], ids: torch.Tensor, text_features: dict[str, torch.Tensor] | None,
@@ -669,7 +688,8 @@ class ContrastiveStep(nn.Module):
         audio, text = audio.float(), text.float()
         if gather is not None:
             audio, text = gather(audio), gather(text)  # (B_a, E), (B_t, E): every process's rows
-        return contrastive_loss(m.similarity(audio, text), ids)
+        positive = same_text_positives(captions, ids, len(audio)) if self.same_text and gather is None else None
+        return contrastive_loss(m.similarity(audio, text), ids, positive)
 
 
 def split_batch(batch: PairBatch, ctx: ddp.DistContext) -> tuple[list[int], list[int], torch.Tensor] | None:
@@ -697,8 +717,11 @@ def untrained_copy(model: RetrievalModel, seed: int = 0) -> RetrievalModel:
     """The same pipeline with a freshly initialised audio side (PaSST + audio projection); text side kept."""
     torch.manual_seed(seed)
     fresh = copy.deepcopy(model)
-    fresh.audio_encoder = type(model.audio_encoder)(model.config.audio).to(model.audio_proj.weight.device)
-    fresh.audio_proj.reset_parameters()
+    device = next(model.parameters()).device
+    fresh.audio_encoder = type(model.audio_encoder)(model.config.audio).to(device)
+    for layer in fresh.audio_proj.modules():  # one Linear, or Linear -> ReLU -> Linear
+        if isinstance(layer, nn.Linear):
+            layer.reset_parameters()
     return fresh.eval()
 
 
@@ -718,14 +741,20 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
     if not items:
         raise ValueError(f"{args.data}: no clips in split {args.split!r}")
     sims, model = [], None
-    data = None
+    data, audio = None, None
     for i, path in enumerate(paths):
         model, ckpt = load_model(path, kind="retrieval", device=device)
-        frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
-        data = load_mels(items, frontend, cache)
+        if model.config.audio_tower == "aisfx":
+            data, audio = eval_aisfx_set(model, items, Path(args.data))
+        else:
+            frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
+            data, audio = load_mels(items, frontend, cache), None
+        if sims and len(data.items) != sims[0].shape[1]:
+            raise ValueError(f"{path.name}: scores {len(data.items)} clips, the ensemble's first model "
+                             f"{sims[0].shape[1]}: models of one ensemble need the same clips")
         text_features = load_text_features(model, [c for caps in data.captions for c in caps], cache) \
             if text_is_frozen(model) else None
-        sim, texts, clip_of = similarity_matrix(model, data, text_features)
+        sim, texts, clip_of = similarity_matrix(model, data, text_features, audio)
         sims.append(sim)
         yield {"step": i + 1, "total": len(paths), "message": path.name}
     assert data is not None and model is not None
@@ -741,10 +770,21 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
         runs = [score(random_baseline(len(texts), len(data.items), s), texts, clip_of) for s in range(10)]
         result["random"] = _short({k: float(np.mean([r[k] for r in runs])) for k in runs[0]})
     if "untrained" in baselines:
-        fresh = untrained_copy(model)
-        sim, _, _ = similarity_matrix(fresh, data, text_features)
+        fresh = untrained_copy(model)  # aiSFX: the frozen tower's features through a fresh projection
+        sim, _, _ = similarity_matrix(fresh, data, text_features, audio)
         result["untrained"] = _short(score(sim, texts, clip_of))
     return result
+
+
+def eval_aisfx_set(model: RetrievalModel, items: Sequence[CaptionItem], data: Path) -> tuple[MelSet, torch.Tensor]:
+    """The items' frozen aiSFX features (each clip's first AISFX_SECONDS) for scoring an aiSFX checkpoint. A
+    corpus's precomputed features (DATA/aisfx/, made with the published weights) are used only when the
+    checkpoint's tower is those weights unchanged (frozen, no trained top block); other clips are computed."""
+    c = model.config.audio
+    precomputed = read_precomputed_aisfx(data) if c.frozen and not c.train_top_block else {}
+    skipped = SkipReport()
+    kept, feats = aisfx_features(model, items, skipped, precomputed)
+    return MelSet([items[i] for i in kept], [], skipped), feats
 
 
 def _short(metrics: dict[str, float]) -> dict[str, float]:

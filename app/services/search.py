@@ -139,6 +139,11 @@ class RetrievalEmbedder:
             raise ValueError(f"{name}: front end gives {self.frontend.dim} mel bins, the model expects "
                              f"{cfg.audio.n_mels}")
         self.model_id = model_id or name
+        self.backend = "torch"
+        if self.aisfx:  # the frozen aiSFX trunk through its fastest runner (training/aisfx_runtime.py)
+            from training.aisfx_runtime import accelerate
+
+            self.backend = accelerate(model.audio_encoder)
         self.sample_rate = int(self.frontend.config.sample_rate)
         self.dim = int(cfg.embed_dim)
         self.window_seconds = float(cfg.audio.window_seconds)

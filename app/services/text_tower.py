@@ -2,7 +2,8 @@
 
 `earshot search` embeds a few queries and exits. Importing torch and transformers' BERT costs ~5 s of the
 ~6 s such a call took on 2 cores, more than the search itself. The text tower is a BERT-style encoder (its
-first-token output) + a linear projection + L2 normalisation; `TextTower` runs exactly that forward pass in
+first-token output, or the mean over tokens for a mean-pooled model) + a linear or 2-layer projection + L2
+normalisation; `TextTower` runs exactly that forward pass in
 NumPy float32 with the same tokenizer (`tokenizers`, the library behind transformers' fast tokenizers) and the
 same weights (the checkpoint's `text_encoder.model.*`, or the installed model's for a frozen encoder left
 out of the file). tests/test_text_tower.py checks it against the PyTorch model.
@@ -37,13 +38,15 @@ class BertSettings:
     heads: int
     eps: float
     max_tokens: int  # truncation length including [CLS]/[SEP]
+    pooling: str = "cls"  # or "mean" over all tokens (sentence-transformers MiniLM; the aiSFX retrieval model)
 
 
 class TextTower:
     """Captions -> (N, dim) unit vectors, as `RetrievalModel.embed_text` gives them; no torch."""
 
     def __init__(self, tokenizer: Any, weights: dict[str, np.ndarray], proj_w: np.ndarray,  # noqa: ANN401
-                 proj_b: np.ndarray, settings: BertSettings, name: str, model_id: str) -> None:
+                 proj_b: np.ndarray, settings: BertSettings, name: str, model_id: str,
+                 proj2: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer: truncation set, no padding
         # BERT tensors by their Hugging Face names, float32, aligned and contiguous (a tensor read from a file can
         # be unaligned, which sends NumPy to a slow non-BLAS matmul); linear weights stored transposed (in, out)
@@ -52,7 +55,9 @@ class TextTower:
         self.proj_w, self.proj_b = np.ascontiguousarray(proj_w), np.ascontiguousarray(proj_b)  # (dim, H), (dim,)
         self.settings = settings
         self.name, self.model_id = name, model_id
-        self.dim = int(proj_w.shape[0])
+        # a 2-layer projection (Linear -> ReLU -> Linear, RetrievalConfig.proj_layers=2): its second layer
+        self.proj2 = None if proj2 is None else tuple(np.ascontiguousarray(a, dtype=np.float32) for a in proj2)
+        self.dim = int((proj2[0] if proj2 is not None else proj_w).shape[0])
         self.layers = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.source: str | None = None  # the installed encoder file the weights came from (None: the checkpoint)
@@ -94,8 +99,11 @@ class TextTower:
 
     def _embed_one(self, text: str) -> np.ndarray:
         ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
-        cls = self._encode(ids)[0]  # (H,) first-token output
-        e = cls @ self.proj_w.T + self.proj_b  # (dim,)
+        hidden = self._encode(ids)  # (T, H); one unpadded sequence: every token is real
+        pooled = hidden.mean(axis=0) if self.settings.pooling == "mean" else hidden[0]  # (H,)
+        e = pooled @ self.proj_w.T + self.proj_b  # (dim,)
+        if self.proj2 is not None:
+            e = np.maximum(e, 0.0) @ self.proj2[0].T + self.proj2[1]
         return (e / max(float(np.linalg.norm(e)), 1e-12)).astype(np.float32)
 
     def _encode(self, ids: np.ndarray) -> np.ndarray:
@@ -171,9 +179,14 @@ def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> T
     tok_dir, weights_file, settings = source
     with safe_open(str(path), framework="np") as f:
         keys = set(f.keys())
-        if not {"text_proj.weight", "text_proj.bias"} <= keys:
+        proj2 = None
+        if {"text_proj.0.weight", "text_proj.0.bias", "text_proj.2.weight", "text_proj.2.bias"} <= keys:
+            proj_w, proj_b = f.get_tensor("text_proj.0.weight"), f.get_tensor("text_proj.0.bias")
+            proj2 = (f.get_tensor("text_proj.2.weight"), f.get_tensor("text_proj.2.bias"))
+        elif {"text_proj.weight", "text_proj.bias"} <= keys:
+            proj_w, proj_b = f.get_tensor("text_proj.weight"), f.get_tensor("text_proj.bias")
+        else:
             return None
-        proj_w, proj_b = f.get_tensor("text_proj.weight"), f.get_tensor("text_proj.bias")
         weights = {k[len(PREFIX):]: f.get_tensor(k) for k in keys if k.startswith(PREFIX)}
     source = None
     if not weights:  # frozen encoder left out of the file: the installed model's weights
@@ -186,14 +199,15 @@ def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> T
             or weights["embeddings.word_embeddings.weight"].shape[1] != proj_w.shape[1]:
         return None  # let the PyTorch loader name the mismatch
     tower = TextTower(_tokenizer(tok_dir, settings.max_tokens), weights, proj_w.astype(np.float32),
-                      proj_b.astype(np.float32), settings, name, model_id)
+                      proj_b.astype(np.float32), settings, name, model_id, proj2)
     tower.source = source
     return tower
 
 
 def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSettings] | None:
     """(tokenizer folder, encoder weights file or None, settings) for a plain BERT text config, else None."""
-    if text_cfg.get("pooling", "cls") != "cls":
+    pooling = text_cfg.get("pooling", "cls")
+    if pooling not in ("cls", "mean"):
         return None
     max_tokens = int(text_cfg.get("max_tokens", 32))
     tiny = bool(text_cfg.get("tiny", False))
@@ -206,7 +220,7 @@ def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSe
     if not (tok_dir / "tokenizer.json").is_file():
         return None
     if tiny:  # models.text.load_encoder: BertConfig defaults apart from the sizes (weights in the checkpoint)
-        return tok_dir, None, BertSettings(int(text_cfg.get("tiny_heads", 2)), LAYER_NORM_EPS, max_tokens)
+        return tok_dir, None, BertSettings(int(text_cfg.get("tiny_heads", 2)), LAYER_NORM_EPS, max_tokens, pooling)
     try:
         model_dir = Path(resolve_model_path(str(name_or_path)))
         hf = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -218,7 +232,7 @@ def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSe
         return None
     weights = model_dir / "model.safetensors"
     return tok_dir, weights if weights.is_file() else None, BertSettings(
-        int(hf["num_attention_heads"]), float(hf.get("layer_norm_eps", LAYER_NORM_EPS)), max_tokens)
+        int(hf["num_attention_heads"]), float(hf.get("layer_norm_eps", LAYER_NORM_EPS)), max_tokens, pooling)
 
 
 def _read_encoder(path: Path) -> dict[str, np.ndarray]:
