@@ -68,15 +68,14 @@ class TextTower:
                 == other.settings.heads and self.settings.eps == other.settings.eps)
 
     def embed_with_mean(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """One forward pass, two vectors: this tower's (first token, projected) and the mean-pooled sentence
-        vector of the same hidden states (what a `SentenceEncoder` on the same weights gives for the text after
-        caption preprocessing: the same for a query without punctuation). The search service embeds a query for
-        the sound and the names channels at once this way when the retrieval model's text encoder is the frozen
-        MiniLM. (dim,), (H,)"""
+        """One forward pass, two vectors: this tower's (pooled and projected as `embed_text` does) and the
+        mean-pooled sentence vector of the same hidden states (what a `SentenceEncoder` on the same weights
+        gives for the text after caption preprocessing: the same for a query without punctuation). The search
+        service embeds a query for the sound and the names channels at once this way when the retrieval
+        model's text encoder is the frozen MiniLM. (dim,), (H,)"""
         ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
         h = self._encode(ids)  # (T, H)
-        e = h[0] @ self.proj_w.T + self.proj_b  # (dim,)
-        proj = (e / max(float(np.linalg.norm(e)), 1e-12)).astype(np.float32)
+        proj = self._project(h)  # (dim,)
         mean = h.mean(axis=0)
         require_finite(proj[None], f"{self.name}: text embeddings")
         self._cache[text] = proj
@@ -99,7 +98,10 @@ class TextTower:
 
     def _embed_one(self, text: str) -> np.ndarray:
         ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
-        hidden = self._encode(ids)  # (T, H); one unpadded sequence: every token is real
+        return self._project(self._encode(ids))  # one unpadded sequence: every token is real
+
+    def _project(self, hidden: np.ndarray) -> np.ndarray:
+        """(T, H) hidden states -> (dim,) unit vector: this model's pooling and projection layers."""
         pooled = hidden.mean(axis=0) if self.settings.pooling == "mean" else hidden[0]  # (H,)
         e = pooled @ self.proj_w.T + self.proj_b  # (dim,)
         if self.proj2 is not None:
