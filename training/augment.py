@@ -231,12 +231,17 @@ class NoiseBank:
         return self._cache[i]
 
     def draw(self, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-        """A random non-silent clip and a random start offset in it."""
+        """A random non-silent clip and a random start offset in it. An unreadable clip (truncated, damaged,
+        being rewritten) counts as empty: noise is a means, one bad file must not stop a training run."""
         for _ in range(20):
-            clip = self.clip(int(rng.integers(len(self.paths))))
+            i = int(rng.integers(len(self.paths)))
+            try:
+                clip = self.clip(i)
+            except (audio_path.AudioError, OSError, ValueError):
+                clip = self._cache[i] = np.zeros(0, dtype=np.float32)
             if len(clip) and _rms(clip) > 0:
                 return clip, int(rng.integers(len(clip)))
-        raise ValueError(f"only silent or empty noise clips drawn from {self.folder}")
+        raise ValueError(f"only silent, empty or unreadable noise clips drawn from {self.folder}")
 
 
 @lru_cache(maxsize=4)

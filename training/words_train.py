@@ -101,8 +101,9 @@ class WordsTrainConfig(TrainerConfig, AugmentConfig):
     exclude_speakers: tuple[str, ...] = setting((), help="speakers left out (held-out voices)",
                                                 flag="--exclude-speaker")
     augment_copies: int = setting(0, help="with augmentation: augmented versions of each training token made once "
-                                          "when the data is loaded, one drawn per token every epoch (0: augment "
-                                          "afresh every epoch, several times slower per step)", low=0, high=64)
+                                          "when the data is loaded; every epoch draws the clean token or one of "
+                                          "them (0: augment afresh every epoch, several times slower per step)",
+                                  low=0, high=64)
     cache: bool = setting(True, help="cache features on disk")
     cache_dir: str | None = setting(None, help="feature cache folder (default: <out>.cache)", hidden=True)
     resume: bool = setting(False, help="continue from <out>.resume.safetensors", hidden=True)
@@ -586,8 +587,9 @@ class WordsHooks(Hooks):
         if not c.active or token.wave is None:
             return token.feats
         rng = np.random.default_rng([c.seed, 23, getattr(self, "epoch", 0), int(i)])
-        if c.augment_copies:
-            return self.copies[i][int(rng.integers(c.augment_copies))]
+        if c.augment_copies:  # the clean features or one of the copies, equally likely
+            k = int(rng.integers(c.augment_copies + 1))
+            return token.feats if k == c.augment_copies else self.copies[i][k]
         return self.augmented_features(i, rng)
 
     def augmented_features(self, i: int, rng: np.random.Generator) -> np.ndarray:
