@@ -342,3 +342,19 @@ def test_augmented_training_with_copies_and_feature_normalisation(subset: Path, 
 def _a_wav(folder: Path) -> Path:
     with open(folder / "words.csv", newline="") as f:
         return Path(next(csv.DictReader(f))["path"])
+
+
+def test_init_from_starts_from_a_checkpoint_and_refuses_another_shape(subset: Path, tmp_path: Path) -> None:
+    base = tmp_path / "base.safetensors"
+    drain(train_job(tiny_config(subset, base, max_epochs=1)))
+    tuned = tmp_path / "tuned.safetensors"
+    drain(train_job(tiny_config(subset, tuned, max_epochs=1, lr=1e-12, init_from=str(base))))
+    a, _ = load_model(base, kind="words")
+    b, _ = load_model(tuned, kind="words")
+    assert all(torch.allclose(a.state_dict()[k], v, atol=1e-6) for k, v in b.state_dict().items())
+    fresh = tmp_path / "fresh.safetensors"
+    drain(train_job(tiny_config(subset, fresh, max_epochs=1, lr=1e-12, seed=1)))
+    c, _ = load_model(fresh, kind="words")
+    assert not all(torch.allclose(a.state_dict()[k], v, atol=1e-6) for k, v in c.state_dict().items())
+    with pytest.raises(ValueError, match="another shape"):
+        drain(train_job(tiny_config(subset, tmp_path / "x.safetensors", preset="small", init_from=str(base))))

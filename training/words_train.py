@@ -100,6 +100,7 @@ class WordsTrainConfig(TrainerConfig, AugmentConfig):
                                   low=0.0, high=0.9)
     exclude_speakers: tuple[str, ...] = setting((), help="speakers left out (held-out voices)",
                                                 flag="--exclude-speaker")
+    init_from: str = setting("", help="start from the weights of this words checkpoint (fine-tuning; same preset)")
     augment_copies: int = setting(0, help="with augmentation: augmented versions of each training token made once "
                                           "when the data is loaded; every epoch draws the clean token or one of "
                                           "them (0: augment afresh every epoch, several times slower per step)",
@@ -495,6 +496,8 @@ def command_line(config: WordsTrainConfig) -> str:
         parts += ["--exclude-speaker", speaker]
     if config.augment_copies:
         parts += ["--augment-copies", str(config.augment_copies)]
+    if config.init_from:
+        parts += ["--init-from", config.init_from]
     for f in dataclasses.fields(AugmentConfig):  # the augmentation settings that differ from their defaults
         value, default = getattr(config, f.name), f.default
         if value != default:
@@ -541,6 +544,8 @@ class WordsHooks(Hooks):
         if config.max_frames > mcfg.max_len:
             raise ValueError(f"max_frames {config.max_frames} exceeds the model's max_len {mcfg.max_len}")
         self.model = MultiViewAWE(mcfg)
+        if config.init_from and not config.resume:  # a resumed run has its own weights
+            self.model.load_state_dict(initial_weights(config.init_from, mcfg))
         if config.active and config.augment_copies:
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # one short token at a time: extra threads only spin
@@ -637,6 +642,15 @@ class WordsHooks(Hooks):
         return {"preset": self.config.preset, "train_tokens": len(self.train_tokens),
                 "dev_tokens": len(self.dev_tokens), "words": len(self.data.phonemes),
                 "problems": self.data.report["problems"], "command": command_line(self.config)}
+
+
+def initial_weights(path: str | os.PathLike[str], config: AWEConfig) -> dict[str, torch.Tensor]:
+    """The weights of a words checkpoint to fine-tune from; a model of another shape is refused by name."""
+    model, _ = load_model(path, kind="words")
+    if model.config != config:
+        raise ValueError(f"init_from {path}: a model of another shape than the preset's "
+                         f"({model.config} vs {config})")
+    return model.state_dict()
 
 
 def train_job(config: WordsTrainConfig) -> Trainer:
