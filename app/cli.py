@@ -54,11 +54,12 @@ def _add_task_parsers(sub: Any, verb: str, argv: Sequence[str]) -> None:  # noqa
         p.add_argument("--trainer-module", metavar="MODULE", default=None, help=argparse.SUPPRESS)
         # arguments come from the trainer module; import it only when this kind is the one invoked
         if len(argv) >= 2 and argv[0] == verb and argv[1] == kind.name:
+            override = _trainer_override(argv)
             try:
-                module = _module_for(kind.name, _trainer_override(argv))
+                module = _module_for(kind.name, override)
             except kinds.KindError:
                 continue  # the handler reports it
-            (module.add_train_arguments if verb == "train" else module.add_eval_arguments)(p)
+            (module.add_train_arguments if verb == "train" else _eval_functions(kind.name, override)[0])(p)
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
@@ -463,13 +464,26 @@ def _print_result(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(result, indent=2, default=str))
         return
+    special = ("per_speaker", "notes")  # an evaluation's per-speaker table and its notes come last
     for key, value in result.items():
+        if key in special:
+            continue
         if isinstance(value, dict):
             print(f"{key}:")
             for k, v in value.items():
-                print(f"  {k:>24}: {v:.4f}" if isinstance(v, float) else f"  {k:>24}: {v}")
+                if isinstance(v, dict):  # deeper tables (per speaker ...) are for --json
+                    print(f"  {k:>24}: ({len(v)} entries; see --json)")
+                else:
+                    print(f"  {k:>24}: {v:.4f}" if isinstance(v, float) else f"  {k:>24}: {v}")
         else:
             print(f"{key:>26}: {value:.4f}" if isinstance(value, float) else f"{key:>26}: {value}")
+    if isinstance(result.get("per_speaker"), dict) and result["per_speaker"]:
+        from training.speech_eval import per_speaker_table
+
+        print("per speaker:")
+        print(per_speaker_table(result["per_speaker"]))
+    for note in result.get("notes") or ():
+        print(f"note: {note}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -477,9 +491,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     return _run_task(args, lambda: module.train(args), f"train {args.kind}")
 
 
+def _eval_functions(kind: str, trainer: str | None) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(add_eval_arguments, evaluate) of `kind`: its evaluator (speech: training.speech_eval) or its trainer's."""
+    from training import kinds
+
+    return kinds.get(kind, trainer).eval_functions()
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    module = _module_for(args.kind, args.trainer_module)
-    return _run_task(args, lambda: module.evaluate(args), f"eval {args.kind}")
+    _, evaluate = _eval_functions(args.kind, args.trainer_module)
+    return _run_task(args, lambda: evaluate(args), f"eval {args.kind}")
 
 
 def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) -> int:

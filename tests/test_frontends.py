@@ -368,3 +368,13 @@ def test_frame_mask_and_config_overrides() -> None:
     assert LogMel(LogMelConfig(n_mels=40)).dim == 40
     assert LinearSpectrogram(LinearSpecConfig(n_fft=1024, win_length=1024)).dim == 513
     assert PasstMel(PasstMelConfig(n_mels=64)).dim == 64
+
+
+@pytest.mark.parametrize("win", [3, 5, 9])
+@pytest.mark.parametrize("shape", [(13, 1), (13, 2), (1, 13, 22), (2, 13, 300)])
+def test_deltas_equal_torchaudio_compute_deltas(win: int, shape: tuple[int, ...]) -> None:
+    from models.frontends import deltas
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(win))
+    expected = torchaudio.functional.compute_deltas(x, win_length=win)
+    torch.testing.assert_close(deltas(x, win), expected, atol=1e-6, rtol=1e-5)

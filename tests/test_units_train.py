@@ -16,14 +16,14 @@ from models.frontends import MFCC
 from models.vqvae import UnitsModel
 from training.checkpoints import CheckpointError, load_model, save_checkpoint
 from training.config import settings_of
+from training.speech_eval import add_units_eval_arguments as add_eval_arguments
+from training.speech_eval import evaluate_units_command as evaluate
 from training.trainer import resume_path
 from training.units_train import (
     TRAIN_CSV_NAMES,
     Corpus,
     UnitsTrainConfig,
-    add_eval_arguments,
     augmented_crop,
-    evaluate,
     list_clips,
     load_corpus,
     prepare_wave,

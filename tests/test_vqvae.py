@@ -174,8 +174,8 @@ def test_cached_streaming_with_odd_blocks_equals_whole_file(n_frames, right):
         got.append(stream.push(feats[:0]))  # an empty push emits nothing new
         assert stream.n_emitted == max(0, (start - 1 - rf_right) // 4 + 1)
         for stage in stream._stages:
-            if isinstance(stage, vqvae_module._LayerStream) and stage.qkv is not None:
-                assert stage.qkv.shape[2] <= config.attn_left + config.attn_right + 11  # the window + one block
+            if isinstance(stage, vqvae_module._LayerStream) and stage.kv is not None:
+                assert stage.kv.shape[2] <= config.attn_left + config.attn_right + 11  # the window + one block
     got.append(stream.flush())
     assert torch.equal(torch.cat(got), whole)
     assert stream.n_emitted == 0 and stream.n_frames == 0  # flushed streams start over

@@ -14,13 +14,13 @@ import torch
 from app.services.jobs import drain
 from app.services.words import WordSpace
 from training.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
+from training.speech_eval import evaluate_words as evaluate_job
 from training.trainer import Trainer
 from training.words_train import (
     MFCC,
     TrimConfig,
     WordsHooks,
     WordsTrainConfig,
-    evaluate_job,
     load_words,
     make_batches,
     train_job,

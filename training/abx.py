@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -118,6 +119,31 @@ def abx_error(
 ) -> float:
     """ABX error rate in [0, 1] (0.5 = chance) of word items (T, D); see the module docstring for the
     triplets and the averaging order. NaN if no triplet can be formed."""
+    return abx_scores(items, words, speakers, mode, max_items, seed).error
+
+
+@dataclass
+class AbxScore:
+    """ABX error overall and per speaker, with the number of triplets behind each and, when no triplet can be
+    formed, why. Per speaker = the cells whose X token is that speaker's (within: the speaker's own cells;
+    across: X from that speaker, A and B from any other), averaged in the same order as the whole."""
+
+    error: float  # NaN: no triplet
+    triplets: int
+    per_speaker: dict[str, float] = field(default_factory=dict)  # NaN: no triplet with X from this speaker
+    per_speaker_triplets: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None  # why there is no triplet (None when there is one)
+
+
+def abx_scores(
+    items: Sequence[np.ndarray],
+    words: Sequence[str],
+    speakers: Sequence[str],
+    mode: str = "within",
+    max_items: int | None = None,
+    seed: int = 0,
+) -> AbxScore:
+    """`abx_error` with the per-speaker breakdown and triplet counts; DTW distances are computed once."""
     if mode not in ("within", "across"):
         raise ValueError(f"mode must be 'within' or 'across', got {mode!r}")
     if not len(items) == len(words) == len(speakers):
@@ -127,6 +153,9 @@ def abx_error(
     used = sorted(i for idx in groups.values() for i in idx)
     pos = {i: n for n, i in enumerate(used)}
     groups = {key: [pos[i] for i in idx] for key, idx in groups.items()}
+    reason = missing_triplets(groups, mode)
+    if reason is not None:  # nothing to compute: say why instead of returning a bare NaN
+        return AbxScore(float("nan"), 0, {s: float("nan") for s, _ in groups}, {s: 0 for s, _ in groups}, reason)
     dist = _distances([items[i] for i in used], groups, mode)  # (N, N), NaN where no triplet needs a pair
 
     def d(rows: list[int], cols: list[int]) -> np.ndarray:
@@ -135,7 +164,8 @@ def abx_error(
     spk_words: dict[str, list[str]] = defaultdict(list)
     for s, w in groups:
         spk_words[s].append(w)
-    by_pair: dict[tuple[str, str], list[float]] = defaultdict(list)  # (word_A, word_B) -> cell means
+    # (X speaker, word_A, word_B) -> [(cell mean, triplets)]
+    cells: dict[tuple[str, str, str], list[tuple[float, int]]] = defaultdict(list)
     for s, ws in spk_words.items():
         x_speakers = [s] if mode == "within" else [t for t in spk_words if t != s]
         for wa, wb in itertools.permutations(ws, 2):
@@ -144,10 +174,47 @@ def abx_error(
                 X = groups.get((t, wa))
                 if not X or (mode == "within" and len(X) < 2):
                     continue
-                by_pair[(wa, wb)].append(triplet_errors(d(A, X), d(B, X), same_ax=mode == "within"))
+                n = len(B) * (len(A) * len(X) - (len(X) if mode == "within" else 0))
+                cells[(t, wa, wb)].append((triplet_errors(d(A, X), d(B, X), same_ax=mode == "within"), n))
+    per_speaker = {s: _average_cells({k: v for k, v in cells.items() if k[0] == s}) for s in spk_words}
+    counts = {s: sum(n for k, v in cells.items() if k[0] == s for _, n in v) for s in spk_words}
+    return AbxScore(_average_cells(cells), sum(counts.values()), per_speaker, counts)
+
+
+def _average_cells(cells: dict[tuple[str, str, str], list[tuple[float, int]]]) -> float:
+    """Steps 2 and 3 of the averaging: per ordered word pair the mean over its contexts, then the mean over
+    word pairs. NaN without cells."""
+    by_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (_, wa, wb), values in cells.items():
+        by_pair[(wa, wb)].extend(e for e, _ in values)
     if not by_pair:
         return float("nan")
-    return float(np.mean([np.mean(cells) for cells in by_pair.values()]))
+    return float(np.mean([np.mean(v) for v in by_pair.values()]))
+
+
+def missing_triplets(groups: dict[tuple[str, str], list[int]], mode: str) -> str | None:
+    """Why no ABX triplet can be formed from (speaker, word) -> tokens, or None if one can.
+
+    within: one speaker needs >= 2 tokens of a word (A and X) and 1 token of another word (B).
+    across: a speaker needs tokens of 2 words (A, B) and another speaker a token of A's word (X)."""
+    spk_words: dict[str, dict[str, int]] = defaultdict(dict)
+    for (s, w), idx in groups.items():
+        spk_words[s][w] = len(idx)
+    if not spk_words:
+        return "no word tokens (ABX needs word labels: a words.csv or FSDD metadata.csv)"
+    if mode == "within":
+        if any(len(ws) >= 2 and max(ws.values()) >= 2 for ws in spk_words.values()):
+            return None
+        return ("within-speaker ABX needs one speaker with >= 2 tokens of one word and a token of another word; "
+                f"here every (speaker, word) has {max(max(ws.values()) for ws in spk_words.values())} token(s) "
+                f"at most, over {len(spk_words)} speaker(s)")
+    if len(spk_words) < 2:
+        return f"across-speaker ABX needs >= 2 speakers; here there is {len(spk_words)} ({next(iter(spk_words))})"
+    for s, ws in spk_words.items():
+        if len(ws) >= 2 and any(w in spk_words[t] for t in spk_words if t != s for w in ws):
+            return None
+    return ("across-speaker ABX needs a speaker with tokens of >= 2 words, one of which another speaker also "
+            "says; no speaker pair shares such a word here")
 
 
 def _groups(words: Sequence[str], speakers: Sequence[str], max_items: int | None, seed: int
@@ -214,5 +281,5 @@ def bitrate(unit_sequences: Sequence[Sequence[int]], durations_s: Sequence[float
         return 0.0
     _, counts = np.unique(flat, return_counts=True)
     p = counts / counts.sum()
-    entropy = float(-(p * np.log2(p)).sum())
+    entropy = max(0.0, float(-(p * np.log2(p)).sum()))  # one symbol: 0, not -0
     return flat.size / total * entropy

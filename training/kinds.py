@@ -31,6 +31,9 @@ class Kind:
     builder: str  # "module:function": model config dict -> nn.Module (checkpoint loading)
     validator: str  # "module:function": (folder, DataReport, max_checked) -> Job checking training data
     trainer_override: bool = False  # `trainer` was replaced (tests, plug-ins): its module lists its settings
+    # ("module:add_arguments", "module:evaluate") when evaluation lives apart from the trainer (speech: held-out
+    # speakers, per-speaker numbers in training.speech_eval); None: the trainer module's own pair
+    evaluator: tuple[str, str] | None = None
 
     def trainer_module(self) -> Any:  # noqa: ANN401 - a module
         """The trainer module (imported now), or a KindError saying it is not available."""
@@ -42,6 +45,13 @@ class Kind:
             raise KindError(f"training and evaluation of {self.name} models are not available in this version "
                             f"of Earshot (no module {self.trainer})")
         return importlib.import_module(self.trainer)
+
+    def eval_functions(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """(add_eval_arguments(parser), evaluate(args) -> Job) of this kind (imports them)."""
+        if self.evaluator is None or self.trainer_override:
+            module = self.trainer_module()
+            return module.add_eval_arguments, module.evaluate
+        return _resolve(self.evaluator[0]), _resolve(self.evaluator[1])
 
     def settings_classes(self) -> list[type]:
         """The config dataclasses that declare this kind's settings (imports the trainer)."""
@@ -84,6 +94,7 @@ KINDS: dict[str, Kind] = {
             settings=("training.words_train:WordsTrainConfig",),
             builder="models.awe:from_config_dict",
             validator="training.validate:check_words",
+            evaluator=("training.speech_eval:add_words_eval_arguments", "training.speech_eval:evaluate_words_command"),
         ),
         Kind(
             name="units",
@@ -93,6 +104,7 @@ KINDS: dict[str, Kind] = {
             settings=("training.units_train:UnitsTrainConfig",),
             builder="models.vqvae:from_config_dict",
             validator="training.validate:check_units",
+            evaluator=("training.speech_eval:add_units_eval_arguments", "training.speech_eval:evaluate_units_command"),
         ),
         Kind(
             name="retrieval",

@@ -13,9 +13,7 @@ the folder (recursive), speaker "unknown". Rows whose `split` is not `--split` a
 The loop (stages, schedule, DDP, time budget), the resume state (`<out>.resume.safetensors`, continued at the
 saved stage and step) and the result are training.trainer's; `UnitsHooks` supplies the two stages.
 
-Evaluation: word-level ABX (training.abx) on the codebook vectors of the units (angular distance between
-codebook vectors, DTW), the same ABX on the raw MFCC features as the baseline, the bitrate (N/D)·H over whole
-utterances, and a resynthesis spectral distance (inverter magnitude vs the recording, 0-4 kHz).
+Evaluation (`earshot eval units`): training.speech_eval.
 
 `python -m training.units_train synth OUT` writes varied synthetic speech with espeak-ng (labelled synthetic).
 """
@@ -25,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import random
 import sys
@@ -43,11 +40,10 @@ from torch import nn
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
 from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
-from training import abx
 from training import audio as audio_path
 from training import distributed as ddp
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
-from training.checkpoints import load_model, save_checkpoint
+from training.checkpoints import save_checkpoint
 from training.config import add_arguments, config_from_args, setting
 from training.reserved import is_reserved
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
@@ -63,7 +59,6 @@ MIN_TRAIN_FRAMES = 2 * STRIDE  # shorter recordings (< 2 units) are skipped in t
 SILENCE_PEAK = 1e-4  # peak amplitude below which a recording counts as silent
 CLIP_LEVEL = 0.999
 CLIP_FRACTION = 0.01  # more than this share of samples at full scale: reported as clipped
-LSD_MAX_HZ = 4000.0  # spectral distance band: FSDD is recorded at 8 kHz
 
 
 # ---------------------------------------------------------------------------------------------- configs
@@ -584,106 +579,6 @@ def _codebook_usage(codes: Sequence[torch.Tensor], size: int) -> dict[str, float
     return {"perplexity": round(float(torch.exp(-(p * torch.log(p + 1e-12)).sum())), 2),
             "used": int((counts > 0).sum())}
 
-# ---------------------------------------------------------------------------------------------- evaluation
-
-
-def log_spectral_distance(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
-                          ) -> float:
-    """RMS dB difference between magnitudes (T, F) over bins 0..max_bin, averaged over frames. Both are
-    floored at `dynamic_range_db` below the recording's peak, so silence and the empty band above 4 kHz of
-    8-kHz recordings do not dominate."""
-    floor = float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12
-    p = 20 * torch.log10(pred[:, :max_bin].float().clamp(min=floor))
-    t = 20 * torch.log10(target[:, :max_bin].float().clamp(min=floor))
-    return float((p - t).square().mean(dim=1).sqrt().mean())
-
-
-def evaluate_units(
-    model: UnitsModel,
-    clips: Sequence[Clip],
-    max_per_cell: int | None = None,
-    representation: str = "codebook",
-    resynth_items: int = 20,
-    baseline: bool = True,
-    seed: int = 0,
-    resampler: str = audio_path.SOXR,
-) -> Job:
-    """Job: ABX (within / across speakers) of the model's units and of raw MFCCs, bitrate, resynthesis
-    distance per speaker (own embedding for speakers in the model's table, else the best-fitting one).
-    `resampler`: the model's (`audio_path.resampler_from_training`)."""
-    if representation not in ("codebook", "onehot"):
-        raise ValueError(f"representation must be 'codebook' or 'onehot', got {representation!r}")
-    model.eval()
-    mfcc, spec = MFCC(), LinearSpectrogram()
-    codebook = model.vqvae.codebook.embedding.detach().cpu().numpy()
-    K = model.config.vqvae.codebook_size
-    unit_items, mfcc_items, words, speakers, sequences, durations = [], [], [], [], [], []
-    by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # speaker -> [(codes, target mag)]
-    skipped: dict[str, str] = {}
-    for i, clip in enumerate(clips):
-        try:
-            wave, _ = read_audio(clip.path, resampler)
-        except AudioProblem as e:
-            skipped[str(clip.path)] = str(e)
-            continue
-        feats = wave_features(wave, mfcc)
-        codes = model.vqvae.encode(feats)  # (U,)
-        sequences.append(codes.numpy())
-        durations.append(len(wave) / SAMPLE_RATE)
-        if clip.word is not None:
-            unit_items.append(abx.units_to_items(codes.numpy(), codebook if representation == "codebook" else None,
-                                                 K))
-            mfcc_items.append(feats.double().numpy())
-            words.append(clip.word)
-            speakers.append(clip.speaker)
-        group = by_speaker.setdefault(clip.speaker, [])
-        if len(group) < resynth_items:
-            with torch.no_grad():
-                group.append((codes, spec(pad_for_frontend(wave))))
-        if (i + 1) % 100 == 0 or i + 1 == len(clips):
-            yield {"step": i + 1, "total": len(clips), "message": f"encoding {i + 1}/{len(clips)}"}
-    result: dict[str, Any] = {"items": len(unit_items), "utterances": len(sequences), "skipped": len(skipped),
-                              "speakers": sorted(set(speakers) or by_speaker),
-                              "representation": "codebook vectors of the units (angular distance)"
-                              if representation == "codebook" else "one-hot units (angular distance)"}
-    for mode in ("within", "across"):
-        yield {"step": len(clips), "total": len(clips), "message": f"ABX {mode}"}
-        result[f"abx_{mode}"] = abx.abx_error(unit_items, words, speakers, mode, max_per_cell, seed)
-        if baseline:
-            result[f"mfcc_abx_{mode}"] = abx.abx_error(mfcc_items, words, speakers, mode, max_per_cell, seed)
-    result["bitrate_bps"] = abx.bitrate(sequences, durations)
-    result["units_per_second"] = sum(len(s) for s in sequences) / max(sum(durations), 1e-9)
-    yield {"step": len(clips), "total": len(clips), "message": "resynthesis distance"}
-    result["resynthesis_lsd_db"] = resynthesis_distance(model, by_speaker)
-    return result
-
-
-@torch.no_grad()
-def resynthesis_distance(model: UnitsModel, by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]]
-                         ) -> dict[str, Any]:
-    """Log-spectral distance (dB, 0-4 kHz, 60-dB range) between the inverter's magnitudes and the recordings'."""
-    c = model.config.inverter
-    max_bin = int(LSD_MAX_HZ / (c.sample_rate / c.n_fft)) + 1
-    known = model.config.speakers
-
-    def lsd(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> float:
-        return float(np.mean([log_spectral_distance(model.units_to_magnitude(codes, spk, len(mag)), mag, max_bin)
-                              for codes, mag in items if len(codes)]))
-
-    per_speaker: dict[str, dict[str, Any]] = {}
-    for s, items in sorted(by_speaker.items()):
-        if s in known:
-            per_speaker[s] = {"lsd_db": lsd(items, known.index(s)), "voice": s, "seen": True}
-        else:  # an unseen voice has no embedding: use the table voice that fits its first items best
-            probe = items[:5]
-            best = min(range(len(known) or 1), key=lambda k: lsd(probe, k))
-            per_speaker[s] = {"lsd_db": lsd(items, best), "voice": known[best] if known else 0, "seen": False}
-    seen = [v["lsd_db"] for v in per_speaker.values() if v["seen"]]
-    unseen = [v["lsd_db"] for v in per_speaker.values() if not v["seen"]]
-    return {"seen": float(np.mean(seen)) if seen else float("nan"),
-            "unseen": float(np.mean(unseen)) if unseen else float("nan"), "per_speaker": per_speaker}
-
-
 # ---------------------------------------------------------------------------------------------- CLI
 
 
@@ -702,45 +597,6 @@ def build_config(args: argparse.Namespace) -> UnitsTrainConfig:
 
 def train(args: argparse.Namespace) -> Job:
     return train_units(args.data, args.out, build_config(args), resume=args.resume)
-
-
-def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", type=Path, required=True, help="units checkpoint (.safetensors)")
-    p.add_argument("--data", type=Path, action="append", required=True, help="words folder; repeatable")
-    p.add_argument("--split", default="test", help="CSV rows of this split ('all': every row)")
-    p.add_argument("--speaker", action="append", default=[], help="only these speakers; repeatable")
-    p.add_argument("--exclude-speaker", action="append", default=[], help="leave these speakers out")
-    p.add_argument("--max-per-cell", type=int, default=None, help="items per (speaker, word) at most")
-    p.add_argument("--representation", choices=("codebook", "onehot"), default="codebook")
-    p.add_argument("--resynth-items", type=int, default=20, help="items per speaker for the spectral distance")
-    p.add_argument("--no-baseline", action="store_true", help="skip the MFCC baseline ABX")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-def evaluate(args: argparse.Namespace) -> Job:
-    model, ckpt = load_model(args.model, kind="units")  # another kind: CheckpointError with its message
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    clips = list_clips(args.data, args.split, args.speaker or None, args.exclude_speaker)
-    if not clips:
-        raise ValueError(f"no audio found in {', '.join(map(str, args.data))} (split {args.split!r})")
-    resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
-    result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
-                                       baseline=not args.no_baseline, resampler=resampler)
-    split = args.split
-    if split not in ("all", None) and all(c.split is None for c in clips):
-        split = "all (no split column: every recording evaluated)"
-    return _nan_to_none({"model": str(args.model), "split": split, "resampler": resampler, **result})
-
-
-def _nan_to_none(x: Any) -> Any:  # noqa: ANN401 - JSON-like values
-    """NaN (no triplet could be formed, e.g. across speakers with one speaker) -> None, so --json is valid JSON."""
-    if isinstance(x, float) and math.isnan(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _nan_to_none(v) for k, v in x.items()}
-    return x
 
 
 # ---------------------------------------------------------------------------------------------- synthetic speech

@@ -30,8 +30,7 @@ import math
 import os
 import shlex
 import string
-import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ import soundfile as sf
 import torch
 
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
-from models.frontends import MFCC, MFCCConfig, frontend_from_dict, frontend_to_dict
+from models.frontends import MFCC, MFCCConfig, frontend_to_dict
 from models.phonemes import (
     DIGIT_WORDS,
     PAD_ID,
@@ -58,8 +57,7 @@ from training.augment import AugmentConfig, augment, noise_bank
 from training.checkpoints import load_model, save_checkpoint
 from training.config import add_arguments, setting
 from training.config import config_from_args as settings_from_args
-from training.device import resolve_device
-from training.metrics import cross_view_ap, dtw_pairwise_ap, word_discrimination_ap
+from training.metrics import cross_view_ap, word_discrimination_ap
 from training.reserved import is_reserved
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
@@ -300,15 +298,17 @@ def load_words(
     max_items: int | None = None,
     seed: int = 0,
     resampler: str = audio_path.SOXR,
+    keep_row: Callable[[dict[str, str]], bool] | None = None,
     exclude_speakers: Sequence[str] = (),
     keep_waves: Iterable[str] = (),
 ) -> Job:
     """Job: read, trim, featurise and check the spoken words of `folders`; returns a `WordSet`.
 
-    `splits` keeps only rows of those splits (after the dev hold-out); `max_items` keeps a seeded random
-    subset of the rows before decoding; `resampler` is the model's (soxr for new training); rows of
-    `exclude_speakers` and rows whose `source` package is reserved for evaluation are left out; tokens of the
-    splits in `keep_waves` also hold their trimmed audio (for augmentation).
+    `splits` keeps only rows of those splits (after the dev hold-out); `keep_row` (a CSV row -> keep?) more
+    filtering, e.g. by speaker; `max_items` keeps a seeded random subset of the rows before decoding;
+    `resampler` is the model's (soxr for new training); rows of `exclude_speakers` and rows whose `source`
+    package is reserved for evaluation are left out; tokens of the splits in `keep_waves` also hold their
+    trimmed audio (for augmentation).
     """
     if not folders:
         raise ValueError("no data folder given")
@@ -327,7 +327,7 @@ def load_words(
             r["split"] = _split_of(r, has_dev, dev_fraction)
             if r.get("speaker", "") in excluded or is_reserved(r.get("source", "")):
                 continue
-            if keep is None or r["split"] in keep:
+            if (keep is None or r["split"] in keep) and (keep_row is None or keep_row(r)):
                 rows.append((folder, r))
     if keep is not None and not rows:
         raise ValueError(f"no rows in split(s) {', '.join(sorted(keep))} in {', '.join(map(str, folders))}")
@@ -665,56 +665,6 @@ def dtw_features(feats: np.ndarray) -> np.ndarray:
     return (feats - feats.mean(0)) / (feats.std(0) + 1e-5)
 
 
-def evaluate_job(
-    model_path: str | os.PathLike[str], folders: Sequence[str | os.PathLike[str]], split: str = "test",
-    max_items: int | None = None, device: str = "auto", dtw: bool = True, seed: int = 0,
-) -> Job:  # fmt: skip
-    """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times."""
-    model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
-    frontend = frontend_from_dict(ckpt.features) if ckpt.features.get("kind") else MFCC()
-    pre = ckpt.training.get("preprocessing", {})
-    trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
-    max_frames = int(pre.get("max_frames", model.config.max_len))
-    resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
-    splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else (split,)
-    if splits is not None and not any(has_split_column(Path(f)) for f in folders):
-        splits, split = None, "all (no split column: every row evaluated)"
-    data: WordSet = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
-                                          seed=seed, resampler=resampler)
-    tokens = data.tokens
-    if len({t.word for t in tokens}) < 2:
-        raise ValueError(f"split {split!r} has fewer than two different words to discriminate")
-    labels = [t.word for t in tokens]
-    yield {"step": 0, "total": 2, "message": f"embedding {len(tokens)} tokens"}
-    t0 = time.perf_counter()
-    acoustic = embed_tokens(model, [t.feats for t in tokens])
-    sims = acoustic @ acoustic.T  # (N, N) the cosine matrix, timed as part of the embedding method
-    embed_s = time.perf_counter() - t0
-    words = sorted(set(labels))
-    written = embed_words(model, [data.phonemes[w] for w in words])
-    n = len(tokens)
-    pairs = n * (n - 1) // 2
-    positives = int(sum(c * (c - 1) // 2 for c in np.unique(labels, return_counts=True)[1]))
-    result: dict[str, Any] = {
-        "model": str(model_path), "data": [str(f) for f in folders], "split": split, "resampler": resampler,
-        "tokens": n, "words": len(words), "speakers": len({t.speaker for t in tokens}),
-        "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": pairs, "positive_pairs": positives,
-        "ap": word_discrimination_ap(acoustic, labels),
-        "cross_view_ap": cross_view_ap(acoustic, labels, written, words),
-        "embedding_time_s": round(embed_s, 3), "embedding_pairs_per_s": round(pairs / max(embed_s, 1e-9)),
-        "problems": data.report["problems"],
-    }  # fmt: skip
-    del sims
-    if dtw:
-        yield {"step": 1, "total": 2, "message": f"DTW baseline on {pairs} pairs"}
-        t0 = time.perf_counter()
-        result["dtw_ap"] = dtw_pairwise_ap([dtw_features(t.feats) for t in tokens], labels)
-        result["dtw_time_s"] = round(time.perf_counter() - t0, 2)
-        result["dtw_pairs_per_s"] = round(pairs / max(result["dtw_time_s"], 1e-9), 1)
-    yield {"step": 2, "total": 2, "message": "done"}
-    return result
-
-
 # --------------------------------------------------------------------------------------------- the CLI
 
 
@@ -736,18 +686,3 @@ def train(args: argparse.Namespace) -> Job:
     return train_job(config_from_args(args))
 
 
-def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="a words checkpoint (.safetensors)")
-    parser.add_argument("--data", action="append", required=True, metavar="DIR", help="folder with words.csv")
-    parser.add_argument("--split", default="test", help="split to evaluate: test, test_heldout, dev, train, all")
-    parser.add_argument("--max-items", type=int, default=None, help="evaluate a seeded random subset")
-    parser.add_argument("--no-dtw", action="store_true", help="skip the MFCC+DTW baseline")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def evaluate(args: argparse.Namespace) -> Job:
-    return evaluate_job(args.model, [str(p) for p in args.data], getattr(args, "split", "test"),
-                        getattr(args, "max_items", None), getattr(args, "device", "auto"),
-                        not getattr(args, "no_dtw", False), getattr(args, "seed", 0))

@@ -170,7 +170,7 @@ class UnitsSession:
         first = self.n_frames
         start = self._window_start // self.hop  # window's first frame (global index)
         wave = torch.from_numpy(self._window)
-        with torch.no_grad():
+        with torch.inference_mode():  # no autograd bookkeeping at all: this runs every ~50 ms while live
             feats = self.frontend(wave)[first - start: upto - start]  # (t, D)
             mag = self.spec(wave)[first - start: upto - start]  # (t, F)
         assert feats.shape[0] == upto - first, (feats.shape, upto, first)

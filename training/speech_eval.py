@@ -1,0 +1,528 @@
+"""Evaluation of speech units and acoustic word embeddings: `earshot eval units|words`.
+
+Both read the same data folders: FSDD (`metadata.csv`), a words folder (`words.csv`: path,word,speaker[,split]
+[,synthetic]) or the speech corpus (`training.speech_corpus`: `words.csv` for word tokens plus
+`utterances.csv`: path,speaker[,real][,split] for whole utterances); `--split` keeps the rows of one split
+(`all`: every row; a table without a split column is evaluated whole), `--speaker` / `--exclude-speaker`
+choose speakers (FSDD speaker theo alone: `--split all --speaker theo`).
+
+Units (on the checkpoint's own front end, with its resampler):
+  - word-level ABX (training.abx) within and across speakers on the codebook vectors of the units (or
+    one-hot units), and the SAME ABX on raw MFCC+Δ+ΔΔ (the default front end) as the baseline;
+  - bitrate (N/D)·H and units per second over every utterance (word tokens and utterances.csv rows);
+  - resynthesis log-spectral distance (inverter magnitude vs recording, 0-4 kHz), seen and unseen voices.
+Words:
+  - same-different AP over all token pairs (cosine), cross-view AP (tokens vs the set's written words), and
+    the MFCC+DTW baseline AP on the same pairs (training.metrics, per-utterance normalised MFCCs).
+Per speaker (JSON `per_speaker`, a table in the text output): units: ABX within (the speaker's own cells)
+and across (X from the speaker, A and B from another), both for units and MFCCs, bitrate, LSD; words: AP
+over the pairs that involve one of the speaker's tokens (for all three scores), cross-view AP of the
+speaker's tokens. A score that cannot be formed (too few tokens or speakers) is null, and `notes` says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from training import abx
+from training import audio as audio_path
+
+Job = Generator[dict[str, Any], None, Any]
+
+LSD_MAX_HZ = 4000.0  # spectral distance band: FSDD is recorded at 8 kHz
+WORD_TABLES = ("words.csv", "metadata.csv")
+UTTERANCE_TABLE = "utterances.csv"
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+@dataclass
+class EvalClip:
+    path: Path
+    speaker: str
+    word: str | None = None  # None: a whole utterance (bitrate and resynthesis only)
+    split: str | None = None
+    synthetic: bool = False
+
+
+@dataclass
+class Selection:
+    """Which rows of the data tables are evaluated."""
+
+    split: str | None = "test"  # None or "all": every row
+    speakers: Sequence[str] = ()  # empty: every speaker
+    exclude_speakers: Sequence[str] = ()
+
+    def keeps(self, speaker: str, split: str | None) -> bool:
+        if self.split not in (None, "all") and split is not None and split != self.split:
+            return False
+        if self.speakers and speaker not in self.speakers:
+            return False
+        return speaker not in self.exclude_speakers
+
+    def keeps_row(self, row: dict[str, str]) -> bool:
+        """For training.words_train.load_words: speakers only (it applies the split itself)."""
+        return Selection(None, self.speakers, self.exclude_speakers).keeps(row.get("speaker") or "?", None)
+
+
+def _synthetic(row: dict[str, str]) -> bool:
+    if (row.get("synthetic") or "").strip():
+        return row["synthetic"].strip().lower() in ("1", "true", "yes")
+    real = (row.get("real") or "").strip().lower()
+    return real in ("0", "false", "no")
+
+
+def _read_rows(table: Path, word_column: bool, sel: Selection) -> tuple[list[EvalClip], bool]:
+    """Rows of one CSV table kept by `sel`, and whether the table has a split column. Words are grouped as the
+    words model groups them (`word_key`: "Seven!", "seven" and "7" are one word)."""
+    from training.words_train import word_key
+
+    clips: list[EvalClip] = []
+    with open(table, newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.DictReader(f)
+        columns = set(reader.fieldnames or [])
+        need = {"path", "word"} if word_column else {"path"}
+        if need - columns:
+            raise ValueError(f"{table}: missing column(s) {', '.join(sorted(need - columns))} "
+                             f"(columns: {', '.join(sorted(columns)) or 'none'})")
+        for row in reader:
+            path = (row.get("path") or "").strip()
+            word = ((row.get("word") or "").strip() or None) if word_column else None
+            if not path or (word_column and word is None):
+                continue
+            speaker = (row.get("speaker") or "").strip() or "unknown"
+            split = (row.get("split") or "").strip() or None
+            if sel.keeps(speaker, split):
+                p = Path(path)
+                clips.append(EvalClip(p if p.is_absolute() else table.parent / p, speaker,
+                                      word_key(word) if word else None, split, _synthetic(row)))
+    return clips, "split" in columns
+
+
+def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
+                    ) -> tuple[list[EvalClip], list[EvalClip], bool]:
+    """(word tokens, utterances without a word label, whether any table has a split column) of the folders.
+
+    Word tokens come from words.csv or metadata.csv; utterances from utterances.csv (rows whose file is also
+    a word token are not repeated); a folder without tables gives every audio file as an utterance."""
+    from training.units_train import AUDIO_EXTENSIONS
+
+    words: list[EvalClip] = []
+    utterances: list[EvalClip] = []
+    has_split = False
+    for d in data_dirs:
+        root = Path(d)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: no such data folder")
+        word_table = next((root / n for n in WORD_TABLES if (root / n).is_file()), None)
+        utt_table = root / UTTERANCE_TABLE if (root / UTTERANCE_TABLE).is_file() else None
+        if word_table is None and utt_table is None:
+            found = sorted(p for p in root.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file())
+            utterances += [EvalClip(p, "unknown") for p in found if sel.keeps("unknown", None)]
+            continue
+        if word_table is not None:
+            rows, split_col = _read_rows(word_table, True, sel)
+            words += rows
+            has_split |= split_col
+        if utt_table is not None:
+            rows, split_col = _read_rows(utt_table, False, sel)
+            utterances += rows
+            has_split |= split_col
+    seen = {c.path for c in words}
+    utterances = [c for c in utterances if c.path not in seen]
+    return words, utterances, has_split
+
+
+# ---------------------------------------------------------------------------------------------- units
+
+
+def log_spectral_distance(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
+                          ) -> float:
+    """RMS dB difference between magnitudes (T, F) over bins 0..max_bin, averaged over frames. Both are
+    floored at `dynamic_range_db` below the recording's peak, so silence and the empty band above 4 kHz of
+    8-kHz recordings do not dominate."""
+    floor = float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12
+    p = 20 * torch.log10(pred[:, :max_bin].float().clamp(min=floor))
+    t = 20 * torch.log10(target[:, :max_bin].float().clamp(min=floor))
+    return float((p - t).square().mean(dim=1).sqrt().mean())
+
+
+def _abx_block(result: dict[str, Any], per_speaker: dict[str, dict[str, Any]], notes: list[str], prefix: str,
+               items: list[np.ndarray], words: list[str], speakers: list[str], max_per_cell: int | None,
+               seed: int) -> None:
+    """ABX within and across of one representation into `result` (`{prefix}abx_{mode}`) and per speaker."""
+    for mode in ("within", "across"):
+        score = abx.abx_scores(items, words, speakers, mode, max_per_cell, seed)
+        result[f"{prefix}abx_{mode}"] = score.error
+        result[f"{prefix}abx_{mode}_triplets"] = score.triplets
+        for s, row in per_speaker.items():  # a speaker without word tokens: no score (NaN), same columns
+            row[f"{prefix}abx_{mode}"] = score.per_speaker.get(s, float("nan"))
+        if score.reason and not prefix:  # the units' and the baseline's reasons are the same
+            notes.append(f"abx_{mode}: {score.reason}")
+
+
+def evaluate_units(
+    model: Any,  # noqa: ANN401 - models.vqvae.UnitsModel
+    clips: Sequence[EvalClip],
+    max_per_cell: int | None = None,
+    representation: str = "codebook",
+    resynth_items: int = 20,
+    baseline: bool = True,
+    seed: int = 0,
+    resampler: str = audio_path.SOXR,
+    features: dict[str, Any] | None = None,
+) -> Job:
+    """Job: ABX (within / across speakers) of the model's units and of raw MFCCs, bitrate, resynthesis
+    distance, overall and per speaker. Clips with a word are ABX items; all clips count for bitrate and
+    resynthesis. `resampler`: the model's (`audio_path.resampler_from_training`); `features`: its front end
+    (checkpoint metadata; default MFCC)."""
+    from models.frontends import MFCC, LinearSpectrogram, frontend_from_dict
+    from training.units_train import SAMPLE_RATE, AudioProblem, pad_for_frontend, read_audio, wave_features
+
+    if representation not in ("codebook", "onehot"):
+        raise ValueError(f"representation must be 'codebook' or 'onehot', got {representation!r}")
+    model.eval()
+    mfcc, spec = MFCC(), LinearSpectrogram()  # the baseline's features: the same whatever the model
+    frontend = frontend_from_dict(features) if features and features.get("kind") else mfcc
+    same_frontend = getattr(frontend, "config", None) == mfcc.config and type(frontend) is type(mfcc)
+    codebook = model.vqvae.codebook.embedding.detach().cpu().numpy()
+    K = model.config.vqvae.codebook_size
+    unit_items, mfcc_items, words, speakers = [], [], [], []
+    seqs: dict[str, list[np.ndarray]] = {}  # speaker -> unit sequences
+    secs: dict[str, list[float]] = {}
+    by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # speaker -> [(codes, target mag)]
+    skipped: dict[str, str] = {}
+    synthetic = 0
+    for i, clip in enumerate(clips):
+        try:
+            wave, _ = read_audio(clip.path, resampler)
+        except AudioProblem as e:
+            skipped[str(clip.path)] = str(e)
+            continue
+        with torch.inference_mode():
+            feats = wave_features(wave, mfcc)  # (T, 39)
+            model_feats = feats if same_frontend else wave_features(wave, frontend)
+            codes = model.vqvae.encode(model_feats)  # (U,)
+        seqs.setdefault(clip.speaker, []).append(codes.numpy())
+        secs.setdefault(clip.speaker, []).append(len(wave) / SAMPLE_RATE)
+        synthetic += clip.synthetic
+        if clip.word is not None:
+            unit_items.append(abx.units_to_items(codes.numpy(), codebook if representation == "codebook" else None,
+                                                 K))
+            mfcc_items.append(feats.double().numpy())
+            words.append(clip.word)
+            speakers.append(clip.speaker)
+        group = by_speaker.setdefault(clip.speaker, [])
+        if len(group) < resynth_items:
+            with torch.inference_mode():
+                group.append((codes, spec(pad_for_frontend(wave))))
+        if (i + 1) % 100 == 0 or i + 1 == len(clips):
+            yield {"step": i + 1, "total": len(clips), "message": f"encoding {i + 1}/{len(clips)}"}
+    if not seqs:
+        raise ValueError(f"none of the {len(clips)} recordings could be read; e.g. {next(iter(skipped.items()))}")
+    all_seqs = [s for v in seqs.values() for s in v]
+    all_secs = [d for v in secs.values() for d in v]
+    notes: list[str] = []
+    per_speaker: dict[str, dict[str, Any]] = {s: {"items": speakers.count(s), "utterances": len(seqs[s])}
+                                              for s in sorted(seqs)}
+    result: dict[str, Any] = {
+        "items": len(unit_items), "words": len(set(words)), "utterances": len(all_seqs),
+        "synthetic_utterances": synthetic, "skipped": len(skipped),
+        "skipped_examples": [f"{p}: {why}" for p, why in list(skipped.items())[:5]],
+        "speakers": sorted(set(speakers) or seqs),
+        "representation": "codebook vectors of the units (angular distance)" if representation == "codebook"
+        else "one-hot units (angular distance)",
+    }  # fmt: skip
+    yield {"step": len(clips), "total": len(clips), "message": "ABX"}
+    _abx_block(result, per_speaker, notes, "", unit_items, words, speakers, max_per_cell, seed)
+    if baseline:
+        yield {"step": len(clips), "total": len(clips), "message": "ABX of the MFCC baseline"}
+        _abx_block(result, per_speaker, notes, "mfcc_", mfcc_items, words, speakers, max_per_cell, seed)
+    result["bitrate_bps"] = abx.bitrate(all_seqs, all_secs)
+    result["units_per_second"] = sum(len(s) for s in all_seqs) / max(sum(all_secs), 1e-9)
+    for s in seqs:
+        per_speaker[s]["bitrate_bps"] = abx.bitrate(seqs[s], secs[s])
+    yield {"step": len(clips), "total": len(clips), "message": "resynthesis distance"}
+    lsd = resynthesis_distance(model, by_speaker)
+    result["resynthesis_lsd_db"] = lsd
+    for s, v in lsd["per_speaker"].items():
+        per_speaker[s]["lsd_db"] = v["lsd_db"]
+        per_speaker[s]["seen"] = v["seen"]
+        per_speaker[s]["voice"] = v["voice"]  # the training voice it was resynthesised with
+    result["per_speaker"] = per_speaker
+    result["notes"] = notes
+    return result
+
+
+@torch.no_grad()
+def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]]  # noqa: ANN401
+                         ) -> dict[str, Any]:
+    """Log-spectral distance (dB, 0-4 kHz, 60-dB range) between the inverter's magnitudes and the recordings'.
+    An unseen voice has no speaker embedding: it is resynthesised with the table voice that fits its first
+    five items best."""
+    c = model.config.inverter
+    max_bin = int(LSD_MAX_HZ / (c.sample_rate / c.n_fft)) + 1
+    known = model.config.speakers
+
+    def lsd(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> float:
+        vals = [log_spectral_distance(model.units_to_magnitude(codes, spk, len(mag)), mag, max_bin)
+                for codes, mag in items if len(codes)]
+        return float(np.mean(vals)) if vals else float("nan")
+
+    per_speaker: dict[str, dict[str, Any]] = {}
+    for s, items in sorted(by_speaker.items()):
+        if s in known:
+            per_speaker[s] = {"lsd_db": lsd(items, known.index(s)), "voice": s, "seen": True}
+        else:
+            probe = items[:5]
+            best = min(range(len(known) or 1), key=lambda k: lsd(probe, k))
+            per_speaker[s] = {"lsd_db": lsd(items, best), "voice": known[best] if known else 0, "seen": False}
+    seen = [v["lsd_db"] for v in per_speaker.values() if v["seen"]]
+    unseen = [v["lsd_db"] for v in per_speaker.values() if not v["seen"]]
+    return {"seen": float(np.mean(seen)) if seen else float("nan"),
+            "unseen": float(np.mean(unseen)) if unseen else float("nan"), "per_speaker": per_speaker}
+
+
+def add_units_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=Path, required=True, help="units checkpoint (.safetensors)")
+    p.add_argument("--data", type=Path, action="append", required=True,
+                   help="words.csv / metadata.csv / utterances.csv folder (FSDD, the speech corpus); repeatable")
+    _add_selection_arguments(p)
+    p.add_argument("--max-per-cell", type=int, default=None, help="items per (speaker, word) at most")
+    p.add_argument("--representation", choices=("codebook", "onehot"), default="codebook")
+    p.add_argument("--resynth-items", type=int, default=20, help="items per speaker for the spectral distance")
+    p.add_argument("--no-baseline", action="store_true", help="skip the MFCC baseline ABX")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", default="test",
+                   help="CSV rows of this split: test (FSDD), heldout (speech corpus), dev, train ... 'all': every row")
+    p.add_argument("--speaker", action="append", default=[], help="only these speakers; repeatable")
+    p.add_argument("--exclude-speaker", action="append", default=[], help="leave these speakers out; repeatable")
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    return Selection(getattr(args, "split", "test"), tuple(getattr(args, "speaker", None) or ()),
+                     tuple(getattr(args, "exclude_speaker", None) or ()))
+
+
+def evaluate_units_command(args: argparse.Namespace) -> Job:
+    """`earshot eval units`."""
+    from training.checkpoints import load_model
+
+    model, ckpt = load_model(args.model, kind="units")  # another kind: CheckpointError with its message
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sel = _selection(args)
+    words, utterances, has_split = list_eval_clips(args.data, sel)
+    clips = words + utterances
+    if not clips:
+        raise ValueError(f"no audio found in {', '.join(map(str, args.data))} ({_describe(sel)}); "
+                         f"{available_splits(args.data)}")
+    resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
+    result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
+                                       baseline=not args.no_baseline, resampler=resampler, features=ckpt.features)
+    split = sel.split
+    if split not in ("all", None) and not has_split:
+        split = "all (no split column: every recording evaluated)"
+    return nan_to_none({"model": str(args.model), "data": [str(d) for d in args.data], "split": split,
+                        "resampler": resampler, **result})
+
+
+def available_splits(data_dirs: Sequence[str | os.PathLike[str]]) -> str:
+    """What the folders hold, for an error message: "splits here: dev (12 rows), heldout (72 rows)"."""
+    try:
+        words, utts, _ = list_eval_clips(data_dirs, Selection("all"))
+    except (OSError, ValueError) as e:
+        return f"(could not list the data: {e})"
+    counts: dict[str, int] = {}
+    for c in words + utts:
+        counts[c.split or "none"] = counts.get(c.split or "none", 0) + 1
+    if not counts:
+        return "the folders hold no audio"
+    return "splits here: " + ", ".join(f"{k} ({n} rows)" for k, n in sorted(counts.items()))
+
+
+def _describe(sel: Selection) -> str:
+    parts = [f"split {sel.split!r}"]
+    if sel.speakers:
+        parts.append(f"speaker(s) {', '.join(sel.speakers)}")
+    if sel.exclude_speakers:
+        parts.append(f"without {', '.join(sel.exclude_speakers)}")
+    return ", ".join(parts)
+
+
+def nan_to_none(x: Any) -> Any:  # noqa: ANN401 - JSON-like values
+    """NaN (a score that cannot be formed) -> None, so --json is valid JSON."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [nan_to_none(v) for v in x]
+    return x
+
+
+# ---------------------------------------------------------------------------------------------- words
+
+
+def _pair_ap(scores: np.ndarray, same: np.ndarray, mask: np.ndarray) -> float:
+    from training.metrics import average_precision
+
+    return average_precision(scores[mask], same[mask]) if mask.any() else float("nan")
+
+
+def evaluate_words(
+    model_path: str | os.PathLike[str], folders: Sequence[str | os.PathLike[str]], split: str = "test",
+    max_items: int | None = None, device: str = "auto", dtw: bool = True, seed: int = 0,
+    speakers: Sequence[str] = (), exclude_speakers: Sequence[str] = (),
+) -> Job:  # fmt: skip
+    """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times, overall and
+    per speaker."""
+    from models.frontends import MFCC, frontend_from_dict
+    from training.audio import TrimConfig
+    from training.checkpoints import load_model
+    from training.device import resolve_device
+    from training.metrics import average_precision, dtw_distance, word_discrimination_ap
+    from training.words_train import (
+        DEV_SPLITS,
+        dtw_features,
+        embed_tokens,
+        embed_words,
+        has_split_column,
+        load_words,
+    )
+
+    model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
+    frontend = frontend_from_dict(ckpt.features) if ckpt.features.get("kind") else MFCC()
+    pre = ckpt.training.get("preprocessing", {})
+    trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
+    max_frames = int(pre.get("max_frames", model.config.max_len))
+    resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
+    splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else (split,)
+    if splits is not None and not any(has_split_column(Path(f)) for f in folders):
+        splits, split = None, "all (no split column: every row evaluated)"
+    sel = Selection(None, tuple(speakers), tuple(exclude_speakers))
+    try:
+        data = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
+                                     seed=seed, resampler=resampler, keep_row=sel.keeps_row)
+    except ValueError as e:  # "no rows in split ...": say which speakers were asked for and what is there
+        if not str(e).startswith("no rows"):
+            raise
+        raise ValueError(f"{e} ({_describe(Selection(split, sel.speakers, sel.exclude_speakers))}); "
+                         f"{available_splits(folders)}") from None
+    tokens = data.tokens
+    if not tokens:
+        where = _describe(Selection(split, sel.speakers, sel.exclude_speakers))
+        raise ValueError(f"no word tokens in {', '.join(map(str, folders))} ({where})")
+    if len({t.word for t in tokens}) < 2:
+        raise ValueError(f"split {split!r} has fewer than two different words to discriminate "
+                         f"({len(tokens)} token(s) of {tokens[0].word!r})")
+    labels = np.array([t.word for t in tokens])
+    spk = np.array([t.speaker for t in tokens])
+    yield {"step": 0, "total": 2, "message": f"embedding {len(tokens)} tokens"}
+    t0 = time.perf_counter()
+    acoustic = embed_tokens(model, [t.feats for t in tokens])
+    e = acoustic / np.maximum(np.linalg.norm(acoustic, axis=1, keepdims=True), 1e-12)
+    sims = e @ e.T  # (N, N) the cosine matrix, timed as part of the embedding method
+    embed_s = time.perf_counter() - t0
+    words = sorted(set(labels.tolist()))
+    written = embed_words(model, [data.phonemes[w] for w in words])
+    w_unit = written / np.maximum(np.linalg.norm(written, axis=1, keepdims=True), 1e-12)
+    cross = e @ w_unit.T  # (N, W)
+    cross_pos = labels[:, None] == np.array(words)[None, :]
+    n = len(tokens)
+    i, j = np.triu_indices(n, k=1)
+    same = labels[i] == labels[j]
+    pair_sims = sims[i, j]
+    result: dict[str, Any] = {
+        "model": str(model_path), "data": [str(f) for f in folders], "split": split, "resampler": resampler,
+        "tokens": n, "words": len(words), "speakers": len(set(spk.tolist())),
+        "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": len(i), "positive_pairs": int(same.sum()),
+        "ap": word_discrimination_ap(acoustic, labels.tolist()),
+        "cross_view_ap": average_precision(cross.ravel(), cross_pos.ravel()),
+        "embedding_time_s": round(embed_s, 3), "embedding_pairs_per_s": round(len(i) / max(embed_s, 1e-9)),
+        "problems": data.report["problems"],
+    }  # fmt: skip
+    speaker_names = sorted(set(spk.tolist()))
+    involves = {s: (spk[i] == s) | (spk[j] == s) for s in speaker_names}  # pairs with a token of s
+    per_speaker: dict[str, dict[str, Any]] = {}
+    for s in speaker_names:
+        mine = spk == s
+        per_speaker[s] = {"tokens": int(mine.sum()), "words": len(set(labels[mine].tolist())),
+                          "positive_pairs": int((same & involves[s]).sum()),
+                          "ap": _pair_ap(pair_sims, same, involves[s]),
+                          "cross_view_ap": average_precision(cross[mine].ravel(), cross_pos[mine].ravel())}
+    notes = [] if result["positive_pairs"] else ["ap: no two tokens share a word, so no pair is positive"]
+    if dtw:
+        yield {"step": 1, "total": 2, "message": f"DTW baseline on {len(i)} pairs"}
+        t0 = time.perf_counter()
+        feats = [dtw_features(t.feats) for t in tokens]
+        dtw_scores = np.array([-dtw_distance(feats[p], feats[q]) for p, q in zip(i, j, strict=True)])
+        result["dtw_ap"] = average_precision(dtw_scores, same)  # = training.metrics.dtw_pairwise_ap
+        result["dtw_time_s"] = round(time.perf_counter() - t0, 2)
+        result["dtw_pairs_per_s"] = round(len(i) / max(result["dtw_time_s"], 1e-9), 1)
+        for s in speaker_names:
+            per_speaker[s]["dtw_ap"] = _pair_ap(dtw_scores, same, involves[s])
+    result["per_speaker"] = per_speaker
+    result["notes"] = notes
+    yield {"step": 2, "total": 2, "message": "done"}
+    return nan_to_none(result)
+
+
+def add_words_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="a words checkpoint (.safetensors)")
+    parser.add_argument("--data", action="append", required=True, metavar="DIR",
+                        help="folder with words.csv or metadata.csv (FSDD, the speech corpus); repeatable")
+    _add_selection_arguments(parser)
+    parser.add_argument("--max-items", type=int, default=None, help="evaluate a seeded random subset")
+    parser.add_argument("--no-dtw", action="store_true", help="skip the MFCC+DTW baseline")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def evaluate_words_command(args: argparse.Namespace) -> Job:
+    """`earshot eval words`."""
+    sel = _selection(args)
+    return evaluate_words(args.model, [str(p) for p in args.data], sel.split or "test",
+                          getattr(args, "max_items", None), getattr(args, "device", "auto"),
+                          not getattr(args, "no_dtw", False), getattr(args, "seed", 0),
+                          sel.speakers, sel.exclude_speakers)
+
+
+# ---------------------------------------------------------------------------------------------- text output
+
+
+def per_speaker_table(per_speaker: dict[str, dict[str, Any]], fmt: Callable[[Any], str] | None = None) -> str:
+    """The per-speaker numbers as a text table: one row per speaker, one column per score."""
+    def show(v: Any) -> str:  # noqa: ANN401 - JSON-like values
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "—"
+        return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    fmt = fmt or show
+    columns: list[str] = []
+    for row in per_speaker.values():
+        columns += [k for k in row if k not in columns]
+    name_w = max([len("speaker"), *map(len, per_speaker)])
+    cells = {s: [fmt(row.get(c)) for c in columns] for s, row in per_speaker.items()}
+    widths = [max(len(c), *(len(cells[s][k]) for s in cells)) for k, c in enumerate(columns)]
+    lines = ["  ".join([f"{'speaker':<{name_w}}", *(f"{c:>{w}}" for c, w in zip(columns, widths, strict=True))])]
+    for s, vals in cells.items():
+        lines.append("  ".join([f"{s:<{name_w}}", *(f"{v:>{w}}" for v, w in zip(vals, widths, strict=True))]))
+    return "\n".join(lines)
