@@ -374,8 +374,12 @@ class VQVAE(nn.Module):
         feats: torch.Tensor,
         lengths: torch.Tensor | None = None,
         speaker_ids: torch.Tensor | None = None,
+        target: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """feats (B, T, D), lengths (B,) frames, speaker_ids (B,) -> (recon (B, T, D), loss, stats).
+
+        target (B, T, D): the features to reconstruct when they differ from the input (denoising: noisy,
+        reverberant or band-limited input, clean target); default the input itself.
 
         stats: recon / commit / smooth losses, perplexity, codes (B, ceil(T / 4)) with −1 on padding, and
         code_lengths (B,).
@@ -402,7 +406,8 @@ class VQVAE(nn.Module):
             q = time_jitter(q, code_lengths, c.jitter_p)
         y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, D) normalised
         mask = lengths_mask(lengths, T).unsqueeze(-1).to(y.dtype)  # (B, T, 1)
-        err = (y - x).square() if c.recon_loss == "mse" else (y - x).abs()
+        y_true = x if target is None else (target.to(feats.device) - self.feat_mean) / self.feat_std  # (B, T, D)
+        err = (y - y_true).square() if c.recon_loss == "mse" else (y - y_true).abs()
         recon_loss = (err * mask).sum() / (mask.sum() * c.input_dim).clamp(min=1)
 
         loss = recon_loss + commit + smooth

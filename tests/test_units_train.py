@@ -15,18 +15,22 @@ from app.services.jobs import drain
 from models.frontends import MFCC
 from models.vqvae import UnitsModel
 from training.checkpoints import CheckpointError, load_model, save_checkpoint
+from training.config import settings_of
 from training.speech_eval import add_units_eval_arguments as add_eval_arguments
 from training.speech_eval import evaluate_units_command as evaluate
 from training.trainer import resume_path
 from training.units_train import (
+    TRAIN_CSV_NAMES,
     Corpus,
     UnitsTrainConfig,
+    augmented_crop,
     list_clips,
     load_corpus,
     prepare_wave,
     read_audio,
     train_units,
     units_config,
+    vq_step,
     wave_features,
 )
 
@@ -274,3 +278,104 @@ def test_prepare_wave_mixes_resamples_and_cleans() -> None:
     assert wave.shape == (16000,) and torch.isfinite(wave).all()
     assert abs(float(wave[1000:].abs().max()) - 0.5) < 0.02  # channels averaged (away from the repaired click)
     assert any("channels" in n for n in notes) and any("NaN" in n for n in notes)
+
+
+# ---------------------------------------------------------------------------------------------- augmentation
+
+SWITCHES = {  # each augmentation switch alone, always firing
+    "speed": dict(speed_prob=1.0, speed_low=0.8, speed_high=1.0),
+    "pitch": dict(pitch_prob=1.0, pitch_semitones=3.0),
+    "reverb": dict(reverb_prob=1.0),
+    "noise": dict(noise_prob=1.0, snr_low=0.0, snr_high=5.0),
+    "telephone": dict(telephone_prob=1.0),
+    "gain": dict(gain_prob=1.0, gain_db_low=-12.0, gain_db_high=0.0),
+}
+TALKER = ("speed", "pitch")  # change the target too; the others only what the microphone hears
+
+
+@pytest.fixture(scope="module")
+def wave_corpus(fsdd: Path) -> Corpus:
+    clips = list_clips([fsdd], "train", speakers=["george", "lucas"])[:12]
+    return drain(load_corpus(clips, keep_waves=True))
+
+
+def switch_cfg(name: str, sfx: Path) -> UnitsTrainConfig:
+    extra = {"noise_dir": str(sfx)} if name == "noise" else {}
+    return tiny_cfg(**SWITCHES[name], **extra)
+
+
+@pytest.mark.parametrize("name", list(SWITCHES))
+def test_each_augmentation_switch_changes_the_input(name: str, wave_corpus: Corpus, sfx: Path) -> None:
+    mfcc, i = MFCC(), int(np.argmax(wave_corpus.lengths))
+    start, n = 12, 24
+    x, y = augmented_crop(wave_corpus, i, start, n, switch_cfg(name, sfx), np.random.default_rng(1), mfcc)
+    clean = wave_corpus.feats[i][start : start + n]
+    assert x.shape[1] == 39 and len(x) == len(y) and len(x) >= n - 3
+    assert not torch.allclose(x, clean[: len(x)], atol=1e-3), f"{name} left the input unchanged"
+    if name in TALKER:  # the target is the perturbed talker, clean of channel effects: equal to the input
+        assert torch.equal(x, y) and not torch.allclose(y, clean[: len(y)], atol=1e-3)
+    else:  # a denoising target: the cached clean crop itself
+        assert torch.equal(y, clean)
+
+
+def test_augmentation_off_reproduces_the_clean_features_bit_for_bit(wave_corpus: Corpus) -> None:
+    """All switches at 0: a crop re-featurised from its audio (with the margin) equals the cached whole-
+    utterance features exactly, at the start, middle and end of an utterance; and vq_step is today's."""
+    mfcc, off = MFCC(), tiny_cfg()
+    assert not off.active
+    for i in range(len(wave_corpus.feats)):
+        T = len(wave_corpus.feats[i])
+        for start in (0, 4, max(0, T - 20)):
+            x, y = augmented_crop(wave_corpus, i, start, 20, off, np.random.default_rng(0), mfcc)
+            assert torch.equal(x, wave_corpus.feats[i][start : start + 20]) and torch.equal(x, y)
+    model = UnitsModel(units_config("tiny", wave_corpus.speakers)).eval()
+    batch = [(0, 0, 32, 0), (1, 8, 24, 1)]
+    torch.manual_seed(0)
+    loss_off, _ = vq_step(model.vqvae, wave_corpus, batch, torch.device("cpu"), off)
+    torch.manual_seed(0)
+    feats = torch.nn.utils.rnn.pad_sequence([wave_corpus.feats[0][0:32], wave_corpus.feats[1][8:32]], batch_first=True)
+    _, loss_today, _ = model.vqvae(feats, torch.tensor([32, 24]), torch.tensor(
+        [wave_corpus.speaker_ids[0], wave_corpus.speaker_ids[1]]))
+    assert torch.equal(loss_off, loss_today)
+    noisy = tiny_cfg(gain_prob=1.0)
+    loss_on, _ = vq_step(model.vqvae, wave_corpus, batch, torch.device("cpu"), noisy, seed=3)
+    again, _ = vq_step(model.vqvae, wave_corpus, batch, torch.device("cpu"), noisy, seed=3)
+    assert not torch.equal(loss_on, loss_off) and torch.equal(loss_on, again)  # seeded per crop: reproducible
+
+
+def test_augmented_training_runs_records_its_settings_and_refuses_feature_normalisation(
+        tmp_path: Path, fsdd: Path, sfx: Path) -> None:
+    data = fsdd_subset(fsdd, tmp_path / "data", ("george", "lucas"), ("zero", "one", "two"), "train", 3)
+    cfg = tiny_cfg(vq_steps=6, inv_steps=2, speed_prob=0.5, reverb_prob=0.5, noise_prob=0.5, noise_dir=str(sfx),
+                   telephone_prob=0.5, gain_prob=0.5)
+    drain(train_units([data], tmp_path / "u.safetensors", cfg))
+    _, ckpt = load_model(tmp_path / "u.safetensors", kind="units")
+    aug = ckpt.training["augmentation"]
+    assert aug["active"] and aug["noise_prob"] == 0.5 and aug["noise_dir"] == str(sfx)
+    with pytest.raises(ValueError, match="normalize_features.*stream"):
+        tiny_cfg(normalize_features=True)
+    with pytest.raises(ValueError, match="noise_dir"):
+        tiny_cfg(noise_prob=0.5)
+    with pytest.raises(FileNotFoundError, match="noise folder"):
+        drain(train_units([data], tmp_path / "v.safetensors", tiny_cfg(noise_prob=0.5, noise_dir=str(tmp_path / "x"))))
+    specs = {s.name for s in settings_of(UnitsTrainConfig)}
+    assert {"speed_prob", "pitch_prob", "reverb_prob", "noise_prob", "telephone_prob", "gain_prob"} <= specs
+
+
+def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_path: Path, fsdd: Path) -> None:
+    wavs = sorted((fsdd / "recordings").glob("*_george_*.wav"))[:4]
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    with open(folder / "utterances.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "speaker", "real", "source", "split"])
+        w.writerow([str(wavs[0]), "a", 1, "asterisk-core-sounds-fr-wav", "train"])
+        w.writerow([str(wavs[1]), "b", 1, "asterisk-prompt-fr-armelle", "heldout"])
+        w.writerow([str(wavs[2]), "c", 1, "asterisk-core-sounds-en-gsm", "train"])  # reserved: never read
+        w.writerow([str(wavs[3]), "d", 1, "flite", "dev"])
+    with open(folder / "words.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["path", "word", "speaker", "split"], [str(wavs[3]), "zero", "d", "train"]])
+    train = list_clips([folder], "train", tables=TRAIN_CSV_NAMES)
+    assert [c.speaker for c in train] == ["a"]
+    assert [c.speaker for c in list_clips([folder], "train")] == ["d"]  # evaluation reads the word labels first
+    assert [c.speaker for c in list_clips([folder], "all", tables=TRAIN_CSV_NAMES)] == ["a", "b", "d"]

@@ -12,11 +12,14 @@ import soundfile as sf
 import torch
 
 from app.services.jobs import drain
+from app.services.words import WordSpace
 from training.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
 from training.speech_eval import evaluate_words as evaluate_job
+from training.trainer import Trainer
 from training.words_train import (
     MFCC,
     TrimConfig,
+    WordsHooks,
     WordsTrainConfig,
     load_words,
     make_batches,
@@ -264,3 +267,94 @@ def test_eval_without_a_split_column_evaluates_every_row(subset: Path, tmp_path:
         w.writerows([[r["path"], r["word"], r["speaker"]] for r in rows])
     r = drain(evaluate_job(out, [plain], "test", device="cpu", dtw=False))
     assert r["tokens"] == 24 and "no split column" in r["split"]
+
+
+# ------------------------------------------------------------------------------------------- augmentation
+
+SWITCHES = {  # each augmentation switch alone, always firing
+    "speed": dict(speed_prob=1.0, speed_low=0.8, speed_high=1.0),
+    "pitch": dict(pitch_prob=1.0, pitch_semitones=3.0),
+    "reverb": dict(reverb_prob=1.0),
+    "noise": dict(noise_prob=1.0, snr_low=0.0, snr_high=5.0),
+    "telephone": dict(telephone_prob=1.0),
+    "gain": dict(gain_prob=1.0, gain_db_low=-12.0, gain_db_high=0.0),
+}
+
+
+@pytest.fixture(scope="module")
+def hooks_with_waves(subset: Path) -> WordsHooks:
+    """Hooks holding the subset's training tokens with their audio, as prepare() leaves them."""
+    hooks = WordsHooks(tiny_config(subset, subset / "x.safetensors"))
+    hooks.frontend = MFCC()
+    data = drain(load_words([subset], hooks.frontend, ("train",), max_frames=300, keep_waves=("train",)))
+    hooks.train_tokens, hooks.epoch = data.tokens[:8], 0
+    return hooks
+
+
+@pytest.mark.parametrize("name", list(SWITCHES))
+def test_each_augmentation_switch_changes_the_token_features(name: str, hooks_with_waves: WordsHooks, subset: Path,
+                                                             sfx: Path) -> None:
+    extra = {"noise_dir": str(sfx)} if name == "noise" else {}
+    hooks_with_waves.config = tiny_config(subset, subset / "x.safetensors", **SWITCHES[name], **extra)
+    for i, token in enumerate(hooks_with_waves.train_tokens[:3]):
+        feats = hooks_with_waves.token_features(i)
+        assert feats.shape[1] == 39 and np.all(np.isfinite(feats))
+        # against the features of the very audio the augmentation starts from (the 16-bit copy it holds)
+        clean = hooks_with_waves.frontend(torch.from_numpy(token.wave.astype(np.float32) / 32767)).numpy()
+        same_shape = feats.shape == clean.shape
+        assert not (same_shape and np.allclose(feats, clean, atol=1e-2)), f"{name} left token {i} unchanged"
+        assert np.array_equal(feats, hooks_with_waves.token_features(i))  # seeded by (seed, epoch, token)
+
+
+def test_augmentation_off_gives_the_cached_features_bit_for_bit(hooks_with_waves: WordsHooks, subset: Path) -> None:
+    hooks_with_waves.config = tiny_config(subset, subset / "x.safetensors")
+    assert not hooks_with_waves.config.active
+    plain = drain(load_words([subset], MFCC(), ("train",), max_frames=300)).tokens[:8]
+    for i, (token, before) in enumerate(zip(hooks_with_waves.train_tokens, plain, strict=True)):
+        assert token.wave is not None and before.wave is None
+        assert hooks_with_waves.token_features(i) is token.feats and np.array_equal(token.feats, before.feats)
+
+
+def test_augmented_training_with_copies_and_feature_normalisation(subset: Path, tmp_path: Path, sfx: Path) -> None:
+    out = tmp_path / "w.safetensors"
+    config = tiny_config(subset, out, max_epochs=2, speed_prob=0.5, reverb_prob=0.5, noise_prob=0.5,
+                         noise_dir=str(sfx), telephone_prob=0.3, gain_prob=0.5, augment_copies=2,
+                         normalize_features=True, exclude_speakers=("nicolas",))
+    hooks = WordsHooks(config)
+    result = drain(Trainer(hooks, config, out))
+    assert result["epochs"] == 2 and all(len(c) == 2 for c in hooks.copies)
+    assert not np.array_equal(hooks.copies[0][0], hooks.copies[0][1])
+    assert {t.speaker for t in hooks.train_tokens + hooks.dev_tokens} == {"george", "jackson"}
+    meta = read_metadata(out)
+    features, training = meta["features"], meta["training"]
+    assert features["cmn"] and features["cvn"]  # the front end the Words tab rebuilds from the checkpoint
+    assert training["augmentation"]["active"] and training["exclude_speakers"] == ["nicolas"]
+    assert "--augment-copies 2" in training["command"] and "--normalize-features" in training["command"]
+    space = WordSpace.from_checkpoint(out)
+    wave, sr = sf.read(_a_wav(subset), dtype="float32")
+    prepared = space.prepare_audio(wave, sr)
+    feats = space.frontend(torch.from_numpy(prepared)).numpy()
+    assert np.allclose(feats.mean(0), 0, atol=1e-4) and np.allclose(feats.std(0), 1, atol=1e-2)
+    ev = drain(evaluate_job(out, [subset], "test", dtw=False))
+    assert 0 <= ev["ap"] <= 1
+
+
+def _a_wav(folder: Path) -> Path:
+    with open(folder / "words.csv", newline="") as f:
+        return Path(next(csv.DictReader(f))["path"])
+
+
+def test_init_from_starts_from_a_checkpoint_and_refuses_another_shape(subset: Path, tmp_path: Path) -> None:
+    base = tmp_path / "base.safetensors"
+    drain(train_job(tiny_config(subset, base, max_epochs=1)))
+    tuned = tmp_path / "tuned.safetensors"
+    drain(train_job(tiny_config(subset, tuned, max_epochs=1, lr=1e-12, init_from=str(base))))
+    a, _ = load_model(base, kind="words")
+    b, _ = load_model(tuned, kind="words")
+    assert all(torch.allclose(a.state_dict()[k], v, atol=1e-6) for k, v in b.state_dict().items())
+    fresh = tmp_path / "fresh.safetensors"
+    drain(train_job(tiny_config(subset, fresh, max_epochs=1, lr=1e-12, seed=1)))
+    c, _ = load_model(fresh, kind="words")
+    assert not all(torch.allclose(a.state_dict()[k], v, atol=1e-6) for k, v in c.state_dict().items())
+    with pytest.raises(ValueError, match="another shape"):
+        drain(train_job(tiny_config(subset, tmp_path / "x.safetensors", preset="small", init_from=str(base))))

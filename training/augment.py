@@ -36,7 +36,7 @@ from training.config import setting, setting_meta
 from training.reserved import is_reserved
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
-# packages reserved for evaluation (training/speech_corpus.py refuses them too)
+MAX_NOISE_SECONDS = 10.0  # noise clips are looped, so a bank of ~1400 sfx clips needs no more than this each
 
 
 @dataclass
@@ -225,17 +225,23 @@ class NoiseBank:
         return sorted(p for p in self.folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES)
 
     def clip(self, i: int) -> np.ndarray:
-        if i not in self._cache:
-            self._cache[i] = audio_path.decode(self.paths[i], sample_rate=self.sr).audio  # (N,) mono at sr
+        if i not in self._cache:  # (N,) mono at sr; long clips cut so the whole bank stays small in memory
+            audio = audio_path.decode(self.paths[i], sample_rate=self.sr, duration=MAX_NOISE_SECONDS).audio
+            self._cache[i] = np.ascontiguousarray(audio, dtype=np.float32)
         return self._cache[i]
 
     def draw(self, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-        """A random non-silent clip and a random start offset in it."""
+        """A random non-silent clip and a random start offset in it. An unreadable clip (truncated, damaged,
+        being rewritten) counts as empty: noise is a means, one bad file must not stop a training run."""
         for _ in range(20):
-            clip = self.clip(int(rng.integers(len(self.paths))))
+            i = int(rng.integers(len(self.paths)))
+            try:
+                clip = self.clip(i)
+            except (audio_path.AudioError, OSError, ValueError):
+                clip = self._cache[i] = np.zeros(0, dtype=np.float32)
             if len(clip) and _rms(clip) > 0:
                 return clip, int(rng.integers(len(clip)))
-        raise ValueError(f"only silent or empty noise clips drawn from {self.folder}")
+        raise ValueError(f"only silent, empty or unreadable noise clips drawn from {self.folder}")
 
 
 @lru_cache(maxsize=4)
@@ -247,15 +253,24 @@ def noise_bank(folder: str, sr: int) -> NoiseBank:
 # ---------------------------------------------------------------------------------------------- pipeline
 
 
-def augment(wave: np.ndarray, sr: int, config: AugmentConfig, rng: np.random.Generator,
-            noise: NoiseBank | None = None) -> np.ndarray:
-    """Apply the configured effects to one utterance (N,) -> (M,) (M ≠ N only under speed perturbation)."""
+def augment_source(wave: np.ndarray, config: AugmentConfig, rng: np.random.Generator) -> np.ndarray:
+    """The talker's side (speed, pitch): a different voice saying the same thing, (N,) -> (M,). A denoising
+    model reconstructs this wave's features, so it is kept apart from the channel effects."""
     c = config
     x = np.asarray(wave, dtype=np.float32)
     if rng.random() < c.speed_prob:
         x = speed_perturb(x, float(rng.uniform(c.speed_low, c.speed_high)))
     if rng.random() < c.pitch_prob:
         x = pitch_shift(x, float(rng.uniform(-c.pitch_semitones, c.pitch_semitones)))
+    return x
+
+
+def augment_channel(wave: np.ndarray, sr: int, config: AugmentConfig, rng: np.random.Generator,
+                    noise: NoiseBank | None = None) -> np.ndarray:
+    """What lies between the talker and the recording (room, noise, phone line, level), (N,) -> (N,): time
+    stays aligned sample for sample (the room's direct path is at lag 0, the phone filter is zero-phase)."""
+    c = config
+    x = np.asarray(wave, dtype=np.float32)
     if rng.random() < c.reverb_prob:
         x = reverberate(x, room_impulse_response(sr, float(rng.uniform(c.rt60_low, c.rt60_high)), rng))
     if rng.random() < c.noise_prob:
@@ -267,3 +282,9 @@ def augment(wave: np.ndarray, sr: int, config: AugmentConfig, rng: np.random.Gen
     if rng.random() < c.gain_prob:
         x = change_gain(x, float(rng.uniform(c.gain_db_low, c.gain_db_high)))
     return x
+
+
+def augment(wave: np.ndarray, sr: int, config: AugmentConfig, rng: np.random.Generator,
+            noise: NoiseBank | None = None) -> np.ndarray:
+    """Apply the configured effects to one utterance (N,) -> (M,) (M ≠ N only under speed perturbation)."""
+    return augment_channel(augment_source(wave, config, rng), sr, config, rng, noise)

@@ -42,15 +42,19 @@ from models.inverter import InverterConfig
 from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
 from training import audio as audio_path
 from training import distributed as ddp
+from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
 from training.checkpoints import save_checkpoint
 from training.config import add_arguments, config_from_args, setting
+from training.reserved import is_reserved
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
 Job = Generator[dict[str, Any], None, Any]
 
 SAMPLE_RATE = 16000
 AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".opus"}
-CSV_NAMES = ("words.csv", "metadata.csv", "utterances.csv")
+CSV_NAMES = ("words.csv", "metadata.csv", "utterances.csv")  # evaluation: word labels first (ABX)
+TRAIN_CSV_NAMES = ("utterances.csv", "words.csv", "metadata.csv")  # training: every utterance of a corpus
+CROP_MARGIN = 8  # frames of audio kept each side of an augmented crop: covers the STFT window and Δ/ΔΔ context
 MIN_TRAIN_FRAMES = 2 * STRIDE  # shorter recordings (< 2 units) are skipped in training, not at inference
 SILENCE_PEAK = 1e-4  # peak amplitude below which a recording counts as silent
 CLIP_LEVEL = 0.999
@@ -61,9 +65,14 @@ CLIP_FRACTION = 0.01  # more than this share of samples at full scale: reported 
 
 
 @dataclass
-class UnitsTrainConfig(TrainerConfig):
+class UnitsTrainConfig(TrainerConfig, AugmentConfig):
     """Settings of `earshot train units`; the common ones (seed, device, threads, grad_accum, ...) come from
-    TrainerConfig. None: the preset's value."""
+    TrainerConfig, the augmentation switches (speed, pitch, reverb, noise, telephone, gain) from
+    AugmentConfig. None: the preset's value.
+
+    Augmentation acts on stage 1 only, per crop, in the data loader: speed/pitch change the talker (input and
+    target alike), room/noise/phone/gain change only the input, so the VQ-VAE learns to reconstruct the clean
+    features of what was said from what a microphone picked up (denoising)."""
 
     preset: str = setting("small", help="model sizes and default step counts", choices=("paper", "small", "tiny"))
     vq_steps: int | None = setting(None, help="VQ-VAE (stage 1) optimizer steps (default: the preset's)", low=0)
@@ -82,6 +91,11 @@ class UnitsTrainConfig(TrainerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        AugmentConfig.__post_init__(self)  # ranges of the augmentation settings (TrainerConfig's does not chain)
+        if self.normalize_features:
+            raise ValueError("normalize_features: per-utterance normalisation needs the whole utterance, which the "
+                             "live Units tab never has (it streams); units models normalise with the training "
+                             "corpus's mean/std, stored in the checkpoint")
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         p = PRESETS[self.preset]
@@ -212,14 +226,17 @@ def list_clips(
     split: str | None = "train",
     speakers: Sequence[str] | None = None,
     exclude_speakers: Sequence[str] = (),
+    tables: Sequence[str] = CSV_NAMES,
 ) -> list[Clip]:
-    """Every clip of the data folders, with speaker (and word) labels, filtered by split and speaker."""
+    """Every clip of the data folders, with speaker (and word) labels, filtered by split and speaker. A folder
+    with several tables is read through the first of `tables` it has; rows whose `source` package is reserved
+    for evaluation (training/reserved.py) are never listed."""
     clips: list[Clip] = []
     for d in data_dirs:
         root = Path(d)
         if not root.is_dir():
             raise FileNotFoundError(f"{root}: no such data folder")
-        table = next((root / n for n in CSV_NAMES if (root / n).is_file()), None)
+        table = next((root / n for n in tables if (root / n).is_file()), None)
         if table is None:
             found = sorted(p for p in root.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file())
             clips.extend(Clip(p, "unknown") for p in found)
@@ -231,6 +248,8 @@ def list_clips(
             for row in reader:
                 row_split = (row.get("split") or "").strip() or None
                 if split not in (None, "all") and row_split is not None and row_split != split:
+                    continue
+                if is_reserved((row.get("source") or "").strip()):
                     continue
                 word = (row.get("word") or "").strip() or None
                 clips.append(Clip(root / row["path"], (row.get("speaker") or "").strip() or "unknown",
@@ -248,6 +267,7 @@ class Corpus:
     specs: list[torch.Tensor] = field(default_factory=list)  # (T, 257) float16 linear magnitudes
     speaker_ids: list[int] = field(default_factory=list)
     speakers: list[str] = field(default_factory=list)
+    waves: list[np.ndarray] = field(default_factory=list)  # (N,) int16 at 16 kHz, kept only for augmentation
     seconds: float = 0.0
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why
     repaired: dict[str, list[str]] = field(default_factory=dict)  # path -> what was done
@@ -265,10 +285,11 @@ class Corpus:
         }  # fmt: skip
 
 
-def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None,
-                min_frames: int = MIN_TRAIN_FRAMES) -> Generator[dict[str, Any], None, Corpus]:
+def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None, min_frames: int = MIN_TRAIN_FRAMES,
+                keep_waves: bool = False) -> Generator[dict[str, Any], None, Corpus]:
     """Job: decode, check and featurise every clip once. `speakers` fixes the speaker table (resume); clips
-    of other speakers are then skipped. Unusable recordings are skipped and reported, never fatal."""
+    of other speakers are then skipped. Unusable recordings are skipped and reported, never fatal.
+    `keep_waves`: also hold the waveforms (16-bit) for augmenting crops on the fly."""
     mfcc, spec = MFCC(), LinearSpectrogram()
     table = list(speakers) if speakers is not None else sorted({c.speaker for c in clips})
     index = {s: i for i, s in enumerate(table)}
@@ -283,6 +304,8 @@ def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None,
         except AudioProblem as e:
             corpus.skipped[key] = str(e)
             continue
+        if keep_waves:  # held as 16-bit: featurise exactly what augmentation will later read back
+            wave = torch.from_numpy(to_int16(wave.numpy()).astype(np.float32) / 32767)
         feats = wave_features(wave, mfcc)
         if len(feats) < min_frames:
             corpus.skipped[key] = f"too short for training ({len(wave) / SAMPLE_RATE * 1000:.0f} ms)"
@@ -294,6 +317,8 @@ def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None,
         corpus.feats.append(feats)
         corpus.specs.append(mag.to(torch.float16))
         corpus.speaker_ids.append(index[clip.speaker])
+        if keep_waves:
+            corpus.waves.append(to_int16(wave.numpy()))
         corpus.seconds += len(wave) / SAMPLE_RATE
         if (i + 1) % 200 == 0 or i + 1 == len(clips):
             yield {"step": i + 1, "total": len(clips), "stage": "features", "message": f"features {i + 1}"}
@@ -333,6 +358,35 @@ def pad_stack(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True)
 
 
+def to_int16(wave: np.ndarray) -> np.ndarray:
+    """float (N,) in [-1, 1] -> int16 (N,): half the memory of float32, the precision of the source files."""
+    return np.round(np.clip(wave, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+def augmented_crop(corpus: Corpus, i: int, start: int, n: int, cfg: AugmentConfig, rng: np.random.Generator,
+                   mfcc: MFCC) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training crop through the augmentation: (input (n', 39), target (n', 39)), n' <= n.
+
+    The crop's audio plus CROP_MARGIN frames each side (so its frames equal the whole utterance's) goes
+    through the talker effects (speed, pitch: input and target) and then the channel effects (input only).
+    Without talker effects the target is the cached clean crop itself."""
+    hop = mfcc.config.hop_length
+    wave = corpus.waves[i].astype(np.float32) / 32767  # (N,)
+    a = max(0, start - CROP_MARGIN) * hop
+    b = min(len(wave), (start + n + CROP_MARGIN) * hop)
+    segment = wave[a:b]
+    source = augment_source(segment, cfg, rng)  # (M,), M ≈ (b - a) / speed
+    changed = source is not segment and not np.array_equal(source, segment)
+    offset = round((start * hop - a) * len(source) / len(segment) / hop)  # the crop's first frame in `source`
+    noise = noise_bank(cfg.noise_dir, SAMPLE_RATE) if cfg.noise_prob > 0 else None
+    heard = augment_channel(source, SAMPLE_RATE, cfg, rng, noise)  # (M,)
+    x = wave_features(torch.from_numpy(heard), mfcc)[offset : offset + n]  # (n', 39)
+    y = wave_features(torch.from_numpy(source), mfcc)[offset : offset + n] if changed else \
+        corpus.feats[i][start : start + n]
+    m = min(len(x), len(y))
+    return x[:m], y[:m]
+
+
 # ---------------------------------------------------------------------------------------------- training
 
 
@@ -340,25 +394,46 @@ def make_optimizer(params: Iterator[torch.nn.Parameter], cfg: UnitsTrainConfig) 
     return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 
-def vq_step(vqvae: nn.Module, corpus: Corpus, batch: list[tuple[int, int, int]], device: torch.device
-            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One stage-1 loss; `vqvae` is the model's VQ-VAE or its DistributedDataParallel wrapper."""
-    feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n in batch]).to(device)  # (B, T, 39)
-    lengths = torch.tensor([n for _, _, n in batch], device=device)
-    spk = torch.tensor([corpus.speaker_ids[i] for i, _, _ in batch], device=device)
-    _, loss, stats = vqvae(feats, lengths, spk)
+def vq_step(vqvae: nn.Module, corpus: Corpus, batch: Sequence[tuple[int, ...]], device: torch.device,
+            augment: AugmentConfig | None = None, seed: int = 0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One stage-1 loss; `vqvae` is the model's VQ-VAE or its DistributedDataParallel wrapper. Crops are
+    (utterance, start, frames, crop number); with `augment` active each crop is augmented with a generator
+    seeded by (seed, crop number), so a resumed run or another rank draws the same effects."""
+    spk = torch.tensor([corpus.speaker_ids[c[0]] for c in batch], device=device)
+    if augment is None or not augment.active:
+        feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n, *_ in batch]).to(device)  # (B, T, 39)
+        lengths = torch.tensor([c[2] for c in batch], device=device)
+        _, loss, stats = vqvae(feats, lengths, spk)
+        return loss, stats
+    mfcc = _crop_frontend()
+    pairs = [augmented_crop(corpus, i, s, n, augment, np.random.default_rng([seed, 17, k]), mfcc)
+             for i, s, n, k in batch]
+    feats = pad_stack([x for x, _ in pairs]).to(device)  # (B, T, 39) what the microphone heard
+    target = pad_stack([y for _, y in pairs]).to(device)  # (B, T, 39) the clean talker
+    lengths = torch.tensor([len(x) for x, _ in pairs], device=device)
+    _, loss, stats = vqvae(feats, lengths, spk, target)
     return loss, stats
 
 
-def inv_step(model: UnitsModel, corpus: Corpus, codes: list[torch.Tensor], batch: list[tuple[int, int, int]],
+_CROP_MFCC: list[MFCC] = []
+
+
+def _crop_frontend() -> MFCC:
+    """The training front end, made once per process (its mel filterbank and DCT are built in __init__)."""
+    if not _CROP_MFCC:
+        _CROP_MFCC.append(MFCC())
+    return _CROP_MFCC[0]
+
+
+def inv_step(model: UnitsModel, corpus: Corpus, codes: list[torch.Tensor], batch: Sequence[tuple[int, ...]],
              device: torch.device, inverter: nn.Module | None = None) -> torch.Tensor:
     """One stage-2 loss; `inverter`: the model's inverter or its DistributedDataParallel wrapper."""
     # crops start on unit boundaries, so the whole-utterance units line up with the target frames
-    units = [codes[i][s // STRIDE : -(-(s + n) // STRIDE)] for i, s, n in batch]
+    units = [codes[i][s // STRIDE : -(-(s + n) // STRIDE)] for i, s, n, *_ in batch]
     vectors = model.vqvae.code_vectors(pad_stack(units).to(device)).detach()  # (B, U, C); padding -1 -> 0
-    target = pad_stack([corpus.specs[i][s : s + n] for i, s, n in batch]).to(device).float()  # (B, T, F)
-    lengths = torch.tensor([n for _, _, n in batch], device=device)
-    spk = torch.tensor([corpus.speaker_ids[i] for i, _, _ in batch], device=device)
+    target = pad_stack([corpus.specs[i][s : s + n] for i, s, n, *_ in batch]).to(device).float()  # (B, T, F)
+    lengths = torch.tensor([c[2] for c in batch], device=device)
+    spk = torch.tensor([corpus.speaker_ids[c[0]] for c in batch], device=device)
     _, loss = (inverter or model.inverter)(vectors, spk, lengths=lengths, target=target)
     return loss
 
@@ -390,12 +465,14 @@ class UnitsHooks(Hooks):
 
     def prepare(self, trainer: Trainer) -> Job:
         cfg, self.trainer = self.cfg, trainer
-        clips = list_clips(self.data, cfg.split, exclude_speakers=cfg.exclude_speakers)
+        clips = list_clips(self.data, cfg.split, exclude_speakers=cfg.exclude_speakers, tables=TRAIN_CSV_NAMES)
         if not clips:
             raise ValueError(f"no audio found in {', '.join(map(str, self.data))} (split {cfg.split!r})")
         yield {"step": 0, "total": cfg.vq_steps + cfg.inv_steps, "stage": "features",
                "message": f"reading {len(clips)} recordings"}
-        self.corpus = yield from load_corpus(clips)
+        if cfg.noise_prob > 0:
+            noise_bank(cfg.noise_dir, SAMPLE_RATE)  # a missing or empty noise folder fails now, not at step 1
+        self.corpus = yield from load_corpus(clips, keep_waves=cfg.active)
         ddp.require_rows(cfg.batch_size, trainer.ctx, "crops")
         self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers))
         self.model.vqvae.set_feature_stats(*feature_stats(self.corpus.feats))  # a resumed run loads its own
@@ -420,19 +497,21 @@ class UnitsHooks(Hooks):
         self.codes = encode_corpus(m, self.corpus, self.trainer.device)
         return m.inverter, make_optimizer(m.inverter.parameters(), self.cfg)
 
-    def batches(self, stage: Stage, index: int, epoch: int) -> list[list[tuple[int, int, int]]]:
-        """Global batches of random crops; each depends on (seed, stage, micro-batch number) only."""
+    def batches(self, stage: Stage, index: int, epoch: int) -> list[list[tuple[int, int, int, int]]]:
+        """Global batches of random crops (utterance, start, frames, crop number); each depends on (seed, stage,
+        micro-batch number) only, and so does each crop's augmentation (seeded by its crop number)."""
         c, accum = self.cfg, self.trainer.config.grad_accum
         first = epoch * stage.steps_per_epoch * accum
         align = 1 if stage.name == "vqvae" else STRIDE
-        return [sample_crops(self.corpus.lengths, c.batch_size, c.crop_frames,
-                             np.random.default_rng([c.seed, index + 1, m]), align)
+        return [[(*crop, (index * 10**9 + m) * c.batch_size + j) for j, crop in enumerate(
+                    sample_crops(self.corpus.lengths, c.batch_size, c.crop_frames,
+                                 np.random.default_rng([c.seed, index + 1, m]), align))]
                 for m in range(first, first + stage.epoch_steps(epoch) * accum)]
 
-    def step(self, module: nn.Module, crops: list[tuple[int, int, int]]) -> tuple[torch.Tensor, dict[str, float]]:
+    def step(self, module: nn.Module, crops: list[tuple[int, ...]]) -> tuple[torch.Tensor, dict[str, float]]:
         mine, device = self.trainer.local(crops), self.trainer.device
         if module is self.model.vqvae or getattr(module, "module", None) is self.model.vqvae:
-            loss, stats = vq_step(module, self.corpus, mine, device)
+            loss, stats = vq_step(module, self.corpus, mine, device, self.cfg, self.cfg.seed)
             numbers = {"perplexity": float(stats["perplexity"]), "recon": float(stats["recon"])}
             self._remember("vqvae", {"loss": float(loss.detach()), **numbers})
             return loss, numbers
@@ -460,6 +539,7 @@ class UnitsHooks(Hooks):
             "wall_time_s": record["wall_time_s"], "device": str(self.trainer.device),
             "threads": torch.get_num_threads(), "metrics": record["metrics"],
             "preprocessing": {"sample_rate": SAMPLE_RATE, "resampler": audio_path.SOXR},
+            "augmentation": augmentation_record(self.cfg),
         }  # fmt: skip
         save_checkpoint(path, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
 
@@ -467,6 +547,13 @@ class UnitsHooks(Hooks):
         report = self.corpus.report()
         return {"preset": self.cfg.preset, "utterances": report["utterances"], "skipped": len(self.corpus.skipped),
                 "repaired": len(self.corpus.repaired), "speakers": len(self.corpus.speakers), "corpus": report}
+
+
+def augmentation_record(cfg: AugmentConfig) -> dict[str, Any]:
+    """The augmentation settings as the checkpoint records them (`{"active": False}` when none fired)."""
+    from dataclasses import fields as dc_fields
+
+    return {"active": cfg.active, **{f.name: getattr(cfg, f.name) for f in dc_fields(AugmentConfig)}}
 
 
 def train_units(data: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], cfg: UnitsTrainConfig,

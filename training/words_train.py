@@ -53,10 +53,12 @@ from models.phonemes import (
 from training import audio as audio_path
 from training import distributed as ddp
 from training.audio import TrimConfig
-from training.checkpoints import save_checkpoint
+from training.augment import AugmentConfig, augment, noise_bank
+from training.checkpoints import load_model, save_checkpoint
 from training.config import add_arguments, setting
 from training.config import config_from_args as settings_from_args
 from training.metrics import cross_view_ap, word_discrimination_ap
+from training.reserved import is_reserved
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
 Job = Generator[dict[str, Any], None, Any]
@@ -68,9 +70,12 @@ _EXAMPLES = 5  # names listed per problem in reports
 
 
 @dataclass
-class WordsTrainConfig(TrainerConfig):
+class WordsTrainConfig(TrainerConfig, AugmentConfig):
     """Settings of `earshot train words`; the common ones (seed, device, threads, grad_accum, ...) come from
-    TrainerConfig."""
+    TrainerConfig, the augmentation switches from AugmentConfig: each training token's (trimmed) audio is
+    augmented afresh every epoch in the data loader; `normalize_features` makes the front end normalise each
+    token's features (MFCCConfig cmn + cvn), which the checkpoint stores, so evaluation and the Words tab
+    apply the same."""
 
     data: list[str] = setting(default_factory=list, help="folders with words.csv (path,word,speaker[,split])",
                               hidden=True)
@@ -91,6 +96,13 @@ class WordsTrainConfig(TrainerConfig):
                               low=10)
     dev_fraction: float = setting(0.1, help="share of train held out for dev in folders without a dev split",
                                   low=0.0, high=0.9)
+    exclude_speakers: tuple[str, ...] = setting((), help="speakers left out (held-out voices)",
+                                                flag="--exclude-speaker")
+    init_from: str = setting("", help="start from the weights of this words checkpoint (fine-tuning; same preset)")
+    augment_copies: int = setting(0, help="with augmentation: augmented versions of each training token made once "
+                                          "when the data is loaded; every epoch draws the clean token or one of "
+                                          "them (0: augment afresh every epoch, several times slower per step)",
+                                  low=0, high=64)
     cache: bool = setting(True, help="cache features on disk")
     cache_dir: str | None = setting(None, help="feature cache folder (default: <out>.cache)", hidden=True)
     resume: bool = setting(False, help="continue from <out>.resume.safetensors", hidden=True)
@@ -98,6 +110,8 @@ class WordsTrainConfig(TrainerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        AugmentConfig.__post_init__(self)  # ranges of the augmentation settings (TrainerConfig's does not chain)
+        self.exclude_speakers = tuple(self.exclude_speakers)
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.batch_size < 2:
@@ -129,6 +143,7 @@ class WordToken:
     split: str  # train | dev | test... (after the dev hold-out)
     path: str
     synthetic: bool = False
+    wave: np.ndarray | None = None  # (N,) int16 trimmed 16-kHz audio, kept only for augmentation
 
 
 @dataclass
@@ -217,6 +232,13 @@ class FeatureCache:
         self.salt = hashlib.sha1(settings.encode()).hexdigest()[:12]
         self.memory: dict[str, np.ndarray] = {}
 
+    def wave(self, path: Path) -> np.ndarray | None:
+        """The trimmed 16-kHz wave (N,) float32 the features are computed from, or None if it is silent."""
+        data = path.read_bytes()
+        if not data:
+            raise ValueError("empty file")
+        return trim_silence(decode_16k(data, self.resampler), self.trim)
+
     def features(self, path: Path) -> np.ndarray | None:
         """(T, 39) features of a file, or None if it is silent. Raises for unreadable files."""
         data = path.read_bytes()
@@ -277,12 +299,16 @@ def load_words(
     seed: int = 0,
     resampler: str = audio_path.SOXR,
     keep_row: Callable[[dict[str, str]], bool] | None = None,
+    exclude_speakers: Sequence[str] = (),
+    keep_waves: Iterable[str] = (),
 ) -> Job:
     """Job: read, trim, featurise and check the spoken words of `folders`; returns a `WordSet`.
 
     `splits` keeps only rows of those splits (after the dev hold-out); `keep_row` (a CSV row -> keep?) more
     filtering, e.g. by speaker; `max_items` keeps a seeded random subset of the rows before decoding;
-    `resampler` is the model's (soxr for new training).
+    `resampler` is the model's (soxr for new training); rows of `exclude_speakers` and rows whose `source`
+    package is reserved for evaluation are left out; tokens of the splits in `keep_waves` also hold their
+    trimmed audio (for augmentation).
     """
     if not folders:
         raise ValueError("no data folder given")
@@ -290,6 +316,7 @@ def load_words(
     lexicon = default_lexicon()
     cache = FeatureCache(frontend, trim or TrimConfig(), cache_dir, resampler)
     keep = set(splits) if splits is not None else None
+    excluded = set(exclude_speakers)
     rows: list[tuple[Path, dict[str, str]]] = []
     for folder in map(Path, folders):
         if not folder.is_dir():
@@ -298,6 +325,8 @@ def load_words(
         has_dev = any(r.get("split", "").lower() in DEV_SPLITS for r in table)
         for r in table:
             r["split"] = _split_of(r, has_dev, dev_fraction)
+            if r.get("speaker", "") in excluded or is_reserved(r.get("source", "")):
+                continue
             if (keep is None or r["split"] in keep) and (keep_row is None or keep_row(r)):
                 rows.append((folder, r))
     if keep is not None and not rows:
@@ -311,7 +340,7 @@ def load_words(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one short file at a time: extra threads only spin
     try:
-        yield from _featurise(rows, cache, lexicon, max_frames, problems, tokens, phonemes, unknown)
+        yield from _featurise(rows, cache, lexicon, max_frames, problems, tokens, phonemes, unknown, set(keep_waves))
     finally:
         torch.set_num_threads(threads)
     report = {
@@ -328,6 +357,7 @@ def load_words(
 def _featurise(
     rows: Sequence[tuple[Path, dict[str, str]]], cache: FeatureCache, lexicon: Any, max_frames: int,  # noqa: ANN401
     problems: ProblemLog, tokens: list[WordToken], phonemes: dict[str, list[int]], unknown: set[str],
+    wave_splits: frozenset[str] | set[str] = frozenset(),
 ) -> Generator[dict[str, Any], None, None]:  # fmt: skip
     """Look up, read and featurise `rows` into `tokens` (appending), reporting problems."""
     for i, (folder, row) in enumerate(rows):
@@ -357,7 +387,11 @@ def _featurise(
             problems.add("truncated", f"{row['path']} ({len(feats)} frames)")
             feats = feats[:max_frames]
         synthetic = row.get("synthetic", "").lower() in ("1", "true", "yes")
-        tokens.append(WordToken(feats, word, row.get("speaker") or "?", row["split"], row["path"], synthetic))
+        wave = None
+        if row["split"] in wave_splits:
+            trimmed = cache.wave(path)  # not silent: its features exist
+            wave = None if trimmed is None else np.round(np.clip(trimmed, -1, 1) * 32767).astype(np.int16)
+        tokens.append(WordToken(feats, word, row.get("speaker") or "?", row["split"], row["path"], synthetic, wave))
 
 
 # --------------------------------------------------------------------------------------------- batches
@@ -458,6 +492,17 @@ def command_line(config: WordsTrainConfig) -> str:
               "--warmup-steps", str(config.warmup_steps), "--grad-clip", str(config.grad_clip)]
     if config.max_minutes is not None:
         parts += ["--max-minutes", str(config.max_minutes)]
+    for speaker in config.exclude_speakers:
+        parts += ["--exclude-speaker", speaker]
+    if config.augment_copies:
+        parts += ["--augment-copies", str(config.augment_copies)]
+    if config.init_from:
+        parts += ["--init-from", config.init_from]
+    for f in dataclasses.fields(AugmentConfig):  # the augmentation settings that differ from their defaults
+        value, default = getattr(config, f.name), f.default
+        if value != default:
+            flag = "--" + f.name.replace("_", "-")
+            parts += [flag] if value is True else [f"--no-{flag[2:]}"] if value is False else [flag, str(value)]
     return shlex.join(parts)
 
 
@@ -474,12 +519,16 @@ class WordsHooks(Hooks):
         config, ctx = self.config, trainer.ctx
         self.trainer = trainer
         out = Path(config.out)
-        self.frontend = MFCC(MFCCConfig())
+        self.frontend = MFCC(MFCCConfig(cmn=config.normalize_features, cvn=config.normalize_features))
         cache_dir = Path(config.cache_dir or out.with_name(out.stem + ".cache")) if config.cache else None
         if not ctx.is_main:
             ddp.barrier(ctx)  # rank 0 fills the feature cache first; the others then read it
+        if config.noise_prob > 0:
+            noise_bank(config.noise_dir, SAMPLE_RATE)  # a missing or empty noise folder fails now, not at step 1
         data: WordSet = yield from load_words(config.data, self.frontend, ("train", "dev"), config.trim,
-                                              config.max_frames, cache_dir, config.dev_fraction, seed=config.seed)
+                                              config.max_frames, cache_dir, config.dev_fraction, seed=config.seed,
+                                              exclude_speakers=config.exclude_speakers,
+                                              keep_waves=("train",) if config.active else ())
         if ctx.is_main:
             ddp.barrier(ctx)
         self.data = data
@@ -495,6 +544,15 @@ class WordsHooks(Hooks):
         if config.max_frames > mcfg.max_len:
             raise ValueError(f"max_frames {config.max_frames} exceeds the model's max_len {mcfg.max_len}")
         self.model = MultiViewAWE(mcfg)
+        if config.init_from and not config.resume:  # a resumed run has its own weights
+            self.model.load_state_dict(initial_weights(config.init_from, mcfg))
+        if config.active and config.augment_copies:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # one short token at a time: extra threads only spin
+            try:
+                yield from self.make_copies()
+            finally:
+                torch.set_num_threads(threads)
 
     def _batches(self, epoch: int) -> list[np.ndarray]:
         c = self.config
@@ -513,12 +571,48 @@ class WordsHooks(Hooks):
         return self.model, torch.optim.Adam(self.model.parameters(), lr=self.config.lr)
 
     def batches(self, stage: Stage, index: int, epoch: int) -> list[np.ndarray]:
+        self.epoch = epoch  # seeds the epoch's augmentation
         return self._batches(epoch)
+
+    def make_copies(self) -> Job:
+        """Job: `augment_copies` augmented feature versions of every training token (seeded by copy and token)."""
+        c, n = self.config, len(self.train_tokens)
+        self.copies: list[list[np.ndarray]] = []
+        for i in range(n):
+            self.copies.append([self.augmented_features(i, np.random.default_rng([c.seed, 29, k, i]))
+                                for k in range(c.augment_copies)])
+            if i % 500 == 0 or i + 1 == n:
+                yield {"step": i + 1, "total": n, "message": f"augmenting {c.augment_copies} copies of the tokens"}
+
+    def token_features(self, i: int) -> np.ndarray:
+        """Features (T, 39) of training token `i` this epoch: the cached clean ones without augmentation; else
+        one of its precomputed augmented copies, or (augment_copies 0) its audio augmented afresh; every draw
+        seeded by (seed, epoch, token), so a resumed run sees the same."""
+        c, token = self.config, self.train_tokens[i]
+        if not c.active or token.wave is None:
+            return token.feats
+        rng = np.random.default_rng([c.seed, 23, getattr(self, "epoch", 0), int(i)])
+        if c.augment_copies:  # the clean features or one of the copies, equally likely
+            k = int(rng.integers(c.augment_copies + 1))
+            return token.feats if k == c.augment_copies else self.copies[i][k]
+        return self.augmented_features(i, rng)
+
+    def augmented_features(self, i: int, rng: np.random.Generator) -> np.ndarray:
+        """Features (T', 39) of training token `i`'s audio through the augmentation chain."""
+        c, token = self.config, self.train_tokens[i]
+        if token.wave is None:
+            return token.feats
+        noise = noise_bank(c.noise_dir, SAMPLE_RATE) if c.noise_prob > 0 else None
+        wave = augment(token.wave.astype(np.float32) / 32767, SAMPLE_RATE, c, rng, noise)  # (N',)
+        if len(wave) <= self.frontend.config.n_fft // 2:
+            return token.feats
+        with torch.no_grad():
+            return self.frontend(torch.from_numpy(wave)).numpy()[: c.max_frames]  # (T', 39)
 
     def step(self, module: torch.nn.Module, b: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
         t, device = self.trainer, self.trainer.device
         mine = t.local(list(b))  # this process's acoustic tokens; the written view sees the whole batch
-        feats, flen = pad_features([self.train_tokens[i].feats for i in mine])
+        feats, flen = pad_features([self.token_features(i) for i in mine])
         pids, plen = pad_phonemes([self.data.phonemes[self.train_tokens[i].word] for i in b])
         loss, _ = module(feats.to(device), flen.to(device), pids.to(device), plen.to(device),
                          torch.from_numpy(self.word_ids[b]).to(device), t.gather if t.ctx.enabled else None)
@@ -534,7 +628,11 @@ class WordsHooks(Hooks):
             "data": [str(d) for d in c.data], "command": command_line(c), "preset": c.preset,
             "train_config": record["train_config"], "dataset": self.data.report,
             "preprocessing": {"sample_rate": SAMPLE_RATE, "trim": dataclasses.asdict(c.trim),
-                              "max_frames": c.max_frames, "resampler": audio_path.SOXR},
+                              "max_frames": c.max_frames, "resampler": audio_path.SOXR,
+                              "normalize_features": c.normalize_features},  # also in `features` (cmn, cvn)
+            "augmentation": {"active": c.active, **{f.name: getattr(c, f.name)
+                                                     for f in dataclasses.fields(AugmentConfig)}},
+            "exclude_speakers": list(c.exclude_speakers),
             **{k: record[k] for k in ("steps", "epochs", "best_epoch", "metrics", "wall_time_s")},
         }  # fmt: skip
         save_checkpoint(path, "words", model, model.config, features=frontend_to_dict(self.frontend),
@@ -544,6 +642,15 @@ class WordsHooks(Hooks):
         return {"preset": self.config.preset, "train_tokens": len(self.train_tokens),
                 "dev_tokens": len(self.dev_tokens), "words": len(self.data.phonemes),
                 "problems": self.data.report["problems"], "command": command_line(self.config)}
+
+
+def initial_weights(path: str | os.PathLike[str], config: AWEConfig) -> dict[str, torch.Tensor]:
+    """The weights of a words checkpoint to fine-tune from; a model of another shape is refused by name."""
+    model, _ = load_model(path, kind="words")
+    if model.config != config:
+        raise ValueError(f"init_from {path}: a model of another shape than the preset's "
+                         f"({model.config} vs {config})")
+    return model.state_dict()
 
 
 def train_job(config: WordsTrainConfig) -> Trainer:
