@@ -613,8 +613,10 @@ class TagEditor:
             return
         lib = self.library
         lib.register_text_model(enc)  # type: ignore[arg-type]
-        items = [(fid, text, enc.embed_text([text])[0] if text else None)  # type: ignore[union-attr]
-                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]  # type: ignore[union-attr]
+        pending = lib.pending_text_vectors(enc.model_id, file_ids)  # type: ignore[union-attr]
+        texts = [t for _, t in pending if t]
+        vecs = iter(enc.embed_text(texts) if texts else [])  # type: ignore[union-attr]  # one batched pass
+        items = [(fid, text, next(vecs) if text else None) for fid, text in pending]
         if items:
             lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
             lib.save_index(enc.model_id)  # type: ignore[union-attr]
