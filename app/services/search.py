@@ -912,27 +912,46 @@ class Candidates:
             if len(v) == len(qn):
                 scores[fid] = float(v @ qn)
 
-    def fused(self, w: float) -> list[tuple[int, Scores]]:
+    def fused(self, w: float, rule: FusionRule | None = None) -> list[tuple[int, Scores]]:
         """(file id, scores) best first: fused = w * names + (1 - w) * sound."""
         ids = self.ids()
         if not ids:
             return []
         snd = np.array([self.sound.get(f, np.nan) for f in ids], dtype=np.float64)  # (N,)
-        have = np.isfinite(snd)
-        snd_norm = np.zeros(len(ids))
-        if have.any():
-            lo, hi = snd[have].min(), snd[have].max()
-            snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
-        best_kw = max(self.keyword.values(), default=0.0)
-        kw = np.array([self.keyword.get(f, 0.0) / best_kw if best_kw > 0 else 0.0 for f in ids])
+        kw = np.array([self.keyword.get(f, 0.0) for f in ids])
         sem = np.array([self.semantic.get(f, 0.0) for f in ids])
-        sem_map = np.clip((sem - SEM_FLOOR) / (SEM_CEIL - SEM_FLOOR), 0.0, 1.0)
-        name = KEYWORD_SHARE * kw + (1 - KEYWORD_SHARE) * sem_map
-        fused = w * name + (1 - w) * snd_norm
+        fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule())
+        have = np.isfinite(snd)
         raw = np.where(have, snd, -np.inf)
         order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
-        return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw[i]), float(sem[i]), float(snd_norm[i]),
+        return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
                                 float(snd[i]) if have[i] else 0.0)) for i in order]
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """The constants that turn the channels' raw scores into one (see the fusion settings at the top)."""
+
+    keyword_share: float = KEYWORD_SHARE
+    sem_floor: float = SEM_FLOOR
+    sem_ceil: float = SEM_CEIL
+
+
+def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fusion of N candidates' raw scores, vectorised: BM25 (N,) (0: no keyword match), sentence cosine (N,)
+    (0: no text vector), sound cosine (N,) (NaN: none). Returns fused, names, keyword and sound scores, 0..1
+    each, (N,). Also what bench/search_quality.py cross-validates the constants with."""
+    have = np.isfinite(snd)
+    snd_norm = np.zeros(len(snd))
+    if have.any():
+        lo, hi = snd[have].min(), snd[have].max()
+        snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
+    best_kw = float(kw.max(initial=0.0))
+    kw_norm = kw / best_kw if best_kw > 0 else np.zeros(len(kw))
+    sem_map = np.clip((sem - rule.sem_floor) / (rule.sem_ceil - rule.sem_floor), 0.0, 1.0)
+    name = rule.keyword_share * kw_norm + (1 - rule.keyword_share) * sem_map
+    return w * name + (1 - w) * snd_norm, name, kw_norm, snd_norm
 
 
 def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
