@@ -20,6 +20,7 @@ import base64
 import functools
 import hashlib
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -76,6 +77,7 @@ NAMES_WEIGHT = 0.8  # the names' share of the fused score by default (the GUI sl
 KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
 SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
+COMMON_SHARE, COMMON_MIN = 0.02, 2000  # a keyword matching more files than both is left out of the BM25 ranking
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (costs nothing on the
 # benchmark's names-only mAP@10 and R@10, and halves the list: cosines just above the floor are mostly noise)
 _UNSET = object()
@@ -423,7 +425,7 @@ class SearchSession:
             return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
                                  query)
         cands = Candidates()
-        match = query.fts_match()
+        match = self._keyword_match(query)
         if match:
             found = lib.keyword_search(match, n + len(excluded))
             allowed = lib.allowed_files([f for f, _ in found], filters)
@@ -440,6 +442,23 @@ class SearchSession:
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
         return self._hits(ranked, k, sound_q, query)
+
+    def _keyword_match(self, query: Query) -> str | None:
+        """The query's FTS5 expression without the parts that match a large share of the library (when another
+        part is more specific): BM25 is computed for every file a query matches, so one common word ("water" in
+        a library with a water folder of 100k files) would cost more than the rest of the search; such a word
+        also weighs next to nothing in BM25 (low IDF), and the sentence vectors still read it."""
+        match = query.fts_match()
+        parts = re.findall(r'"(?:[^"]|"")*"\*?', match or "")
+        if len(parts) < 2:
+            return match
+        enc = self.text_encoder
+        indexed = max(self.library.stats_text_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
+                      self.library.stats_text_vectors(enc.model_id) if enc is not None else 0)
+        cap = max(COMMON_MIN, int(COMMON_SHARE * indexed))
+        counts = self.library.keyword_counts(parts, cap)
+        keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
+        return " OR ".join(keep) if keep else match
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
               known: dict[int, Hit] | None = None) -> list[Hit]:
@@ -908,9 +927,7 @@ class Candidates:
         if not missing:
             return
         qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
-        for fid, v in lib.file_vectors(model_id, missing).items():
-            if len(v) == len(qn):
-                scores[fid] = float(v @ qn)
+        scores.update(lib.file_scores(model_id, missing, qn))
 
     def fused(self, w: float, rule: FusionRule | None = None) -> list[tuple[int, Scores]]:
         """(file id, scores) best first: fused = w * names + (1 - w) * sound."""
