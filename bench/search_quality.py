@@ -313,9 +313,9 @@ def top(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def fused_sim(ch: Channels, rule: tuple) -> np.ndarray:
-    """(Q, N) scores of a rule replayed on the channels: ("sum", w, share, floor, ceil) = the service's weighted
-    sum; ("rrf", w, k) = w / (k + names rank) + (1 - w) / (k + sound rank), a file with no names score getting
-    no names term. Candidates only (the rest -inf, like files the service does not return)."""
+    """(Q, N) scores of a rule replayed on the channels with the service's fusion: ("sum", w, share, floor,
+    ceil) = the weighted sum; ("rrf", w, k) = reciprocal-rank fusion (names score with the service's share,
+    floor and ceiling). Candidates only (the rest -inf, like files the service does not return)."""
     from app.services.search import FusionRule, fuse_arrays
 
     sim = np.full(ch.sound.shape, -np.inf)
@@ -325,13 +325,9 @@ def fused_sim(ch: Channels, rule: tuple) -> np.ndarray:
             continue
         kw, sem, snd = ch.keyword[i, c], ch.semantic[i, c], ch.sound[i, c]
         if rule[0] == "sum":
-            fused = fuse_arrays(kw, sem, snd, rule[1], FusionRule(*rule[2:]))[0]
+            fused = fuse_arrays(kw, sem, snd, rule[1], FusionRule(*rule[2:], kind="sum"))[0]
         else:
-            _, w, k = rule
-            name = fuse_arrays(kw, sem, snd, 1.0, FusionRule())[1]
-            name_rank = np.argsort(np.argsort(-name, kind="stable"), kind="stable") + 1
-            snd_rank = np.argsort(np.argsort(-np.nan_to_num(snd, nan=-9.0), kind="stable"), kind="stable") + 1
-            fused = np.where(name > 0, w / (k + name_rank), 0.0) + (1 - w) / (k + snd_rank)
+            fused = fuse_arrays(kw, sem, snd, rule[1], FusionRule(kind="rrf", rrf_k=rule[2]))[0]
         order = np.lexsort((c, -np.nan_to_num(snd, nan=-9.0), -fused))  # fused, then sound, then id order
         sim[i, c[order]] = len(c) - np.arange(len(c))
     return sim
@@ -344,12 +340,12 @@ def rules() -> dict[str, list[tuple]]:
 
 def cross_validate(ch: Channels, rel: np.ndarray, service_fused: float) -> dict[str, Any]:
     """Choose a rule on 4 folds of queries, score it on the fifth; repeated over seeded shuffles."""
-    from app.services.search import KEYWORD_SHARE, NAMES_WEIGHT, SEM_CEIL, SEM_FLOOR
+    from app.services.search import FUSION, NAMES_WEIGHT, RRF_K
 
     families = rules()
     every = [r for rs in families.values() for r in rs]
     rr = {r: first_relevant_rr(fused_sim(ch, r), rel) for r in every}  # (Q,) held-out-able per-query scores
-    shipped = ("sum", NAMES_WEIGHT, KEYWORD_SHARE, SEM_FLOOR, SEM_CEIL)
+    shipped = (FUSION, NAMES_WEIGHT, RRF_K)
     rr.setdefault(shipped, first_relevant_rr(fused_sim(ch, shipped), rel))
     q_n = rel.shape[0]
     out: dict[str, Any] = {"folds": FOLDS, "repeats": REPEATS,

@@ -109,21 +109,22 @@ def synthetic_channels(seed: int = 0, q: int = 20, n: int = 30, names: bool = Tr
     return Channels(kw, sem, snd, rng.random((q, n)) < 0.8)
 
 
-def test_replayed_weighted_sum_ranks_like_the_service() -> None:
+def test_replayed_rules_rank_like_the_service() -> None:
     """The offline replay that the cross-validation scores ranks each query's candidates exactly as
     `Candidates.fused` does (the service's code path)."""
     from app.services.search import Candidates, FusionRule
     from bench.search_quality import fused_sim
 
     ch = synthetic_channels()
-    for rule in [("sum", 0.8, 0.2, 0.2, 0.6), ("sum", 0.4, 0.6, 0.1, 0.7)]:
+    for rule in [("sum", 0.8, 0.2, 0.2, 0.6), ("sum", 0.4, 0.6, 0.1, 0.7), ("rrf", 0.7, 5), ("rrf", 0.3, 60)]:
         sim = fused_sim(ch, rule)
         for i in range(len(sim)):
             c = np.flatnonzero(ch.candidate[i])
             cands = Candidates(keyword={int(j): ch.keyword[i, j] for j in c if ch.keyword[i, j] > 0},
                                semantic={int(j): ch.semantic[i, j] for j in c},
                                sound={int(j): ch.sound[i, j] for j in c})
-            want = [f for f, _ in cands.fused(rule[1], FusionRule(*rule[2:]))]
+            how = FusionRule(*rule[2:], kind="sum") if rule[0] == "sum" else FusionRule(kind="rrf", rrf_k=rule[2])
+            want = [f for f, _ in cands.fused(rule[1], how)]
             got = [int(j) for j in np.argsort(-sim[i], kind="stable")[: len(c)]]
             assert got == want
             assert np.isneginf(sim[i, ~ch.candidate[i]]).all()
