@@ -983,10 +983,9 @@ def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
-    """1-based rank of each value, highest first (ties by position). (N,)"""
-    out = np.empty(len(x))
-    out[np.argsort(-x, kind="stable")] = np.arange(1, len(x) + 1)
-    return out
+    """1-based rank of each value, highest first; equal values share the best rank (so the fusion does not
+    depend on the order in which the channels listed their candidates). (N,)"""
+    return np.searchsorted(np.sort(-x), -x, side="left") + 1.0
 
 
 def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
