@@ -80,7 +80,7 @@ SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at
 RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
 FUSION = "rrf"  # "rrf" or "sum" (fused = w * names + (1 - w) * min-max sound: the earlier rule, kept to compare)
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
-COMMON_SHARE, COMMON_MIN = 0.02, 2000  # a keyword matching more files than both is left out of the BM25 ranking
+COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (costs nothing on the
 # benchmark's names-only mAP@10 and R@10, and halves the list: cosines just above the floor are mostly noise)
 _UNSET = object()
