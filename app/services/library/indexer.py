@@ -231,7 +231,7 @@ class _IndexRun:
         lib.vector_index(enc.model_id)
         pending = lib.pending_text_vectors(enc.model_id)
         done = 0
-        for start in range(0, len(pending), TEXT_BATCH):  # one batched forward pass per chunk (text_tower.BATCH)
+        for start in range(0, len(pending), TEXT_BATCH):  # the encoder runs each chunk 64 per forward pass
             chunk = pending[start:start + TEXT_BATCH]
             texts = [t for _, t in chunk if t]
             vecs = iter(np.asarray(enc.embed_text(texts), np.float32) if texts else [])

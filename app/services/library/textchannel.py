@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 TEXT_PREFIX = "text:"
 TEXT_VERSION = 1  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
 MAX_TAG_CHARS = 64
-TEXT_BATCH = 256  # sentences handed to the encoder (and stored) at once; it runs them 64 per forward pass
+TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 TAG_SEPARATOR = ";"  # between tags in the CSV export/import and on the command line
 _BAD_TAG = re.compile(r"[\x00-\x1f\x7f;]")
 
