@@ -28,6 +28,16 @@ What is measured, exactly (the JSON says the same in `notes`):
   R@10 = share of queries with a relevant file in the top 10. Also `AP@10`: the mean average precision over the
   top 10 with all relevant files counted (sum of precision@i at relevant ranks i <= 10 / min(#relevant, 10)),
   which rewards finding all of them. Random ranking: the mean over 200 seeded permutations.
+- Honest fusion tuning (`cross_validation` in the JSON): every query's raw channel scores (BM25, sentence cosine,
+  sound cosine) are read once and each candidate fusion rule is replayed on them offline with the service's own
+  fusion code (`app.services.search.fuse_arrays`, the same candidate sets; `replica_check` says the replay of the
+  shipped rule gives the service's fused mAP@10). Rules: the weighted sum over a grid of (names weight, keyword
+  share, cosine floor, ceiling) and reciprocal-rank fusion over (names weight, k). 5-fold cross-validation over
+  queries, repeated over 5 seeded shuffles: the rule is chosen on 4 folds (best mean mAP@10), scored on the
+  held-out fold; `cv_mAP@10` is the mean held-out score. Shipped = the rule in the service (chosen earlier on
+  all 80 queries, so its score here is not held-out). The sfx val split is held out from the default sound
+  model's training but drawn from the same corpus and captions: a held-out split of the training
+  distribution, not unseen data.
 """
 
 from __future__ import annotations
@@ -230,6 +240,136 @@ def evaluate_library(session: Any, clips: list[Clip], which: str, queries: list[
             for w in weights}
     out["random"] = random_scores(rel)
     out["per_query_reciprocal_rank"] = per_query
+    if supports_modes(session) and hasattr(session, "_encode_query"):
+        ch = channel_scores(session, texts, [getattr(c, which) for c in clips])
+        out["cross_validation"] = cross_validate(ch, rel, out["fused"]["mAP@10"])
+    return out
+
+
+# ------------------------------------------------------------------------------------------ honest fusion tuning
+
+WEIGHTS = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+SHARES = [0.0, 0.2, 0.4, 0.6]
+FLOORS = [0.1, 0.2, 0.3]
+CEILS = [0.5, 0.6, 0.7]
+RRF_KS = [5, 10, 20, 60]
+FOLDS, REPEATS = 5, 5
+
+
+@dataclass
+class Channels:
+    """Raw channel scores of every clip for every query, (Q, N) each, and the service's candidate sets."""
+
+    keyword: np.ndarray  # BM25, 0 = no match
+    semantic: np.ndarray  # sentence cosine, 0 = no vector
+    sound: np.ndarray  # sound cosine, NaN = no vector
+    candidate: np.ndarray  # bool: among some channel's top CANDIDATES (what the service fuses)
+
+
+def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels:  # noqa: ANN401
+    """Each channel's raw scores for each query over the whole library, read the way the service reads them."""
+    from app.services.query import parse
+    from app.services.search import CANDIDATES
+
+    lib, enc = session.library, session.text_encoder
+    ids = [lib.file_id(p) for p in paths]
+    col = {fid: j for j, fid in enumerate(ids) if fid is not None}
+    n = len(paths)
+
+    def matrix(model_id: str) -> np.ndarray | None:  # (N, D) vectors in clip order, NaN rows where missing
+        vecs = lib.file_vectors(model_id, [f for f in ids if f is not None])
+        if not vecs:
+            return None  # e.g. no sentence vectors in a library whose names say nothing
+        dim = len(next(iter(vecs.values())))
+        return np.stack([vecs.get(f, np.full(dim, np.nan, np.float32)) for f in ids])
+
+    snd_m = matrix(session.embedder.model_id)
+    sem_m = matrix(enc.model_id) if enc is not None else None
+    if snd_m is None:
+        raise SystemExit(f"{lib.root}: no sound vectors to cross-validate with")
+    q_n = len(texts)
+    kw, sem, snd = np.zeros((q_n, n)), np.zeros((q_n, n)), np.full((q_n, n), np.nan)
+    cand = np.zeros((q_n, n), bool)
+    for i, text in enumerate(texts):
+        query = parse(text)
+        sound_q, text_q = session._encode_query(query.free_text, 0.5)
+        match = query.fts_match()
+        for fid, score in lib.keyword_search(match, CANDIDATES) if match else []:
+            if fid in col:
+                kw[i, col[fid]], cand[i, col[fid]] = score, True
+        snd[i] = snd_m @ (sound_q / np.linalg.norm(sound_q))
+        cand[i, top(snd[i], CANDIDATES)] = True
+        if sem_m is not None and text_q is not None:
+            cos = sem_m @ (text_q / np.linalg.norm(text_q))
+            cand[i, top(cos, CANDIDATES)] = True
+            sem[i] = np.nan_to_num(cos)
+    return Channels(kw, sem, snd, cand)
+
+
+def top(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest finite values."""
+    finite = np.flatnonzero(np.isfinite(x))
+    return finite[np.argsort(-x[finite], kind="stable")[:k]]
+
+
+def fused_sim(ch: Channels, rule: tuple) -> np.ndarray:
+    """(Q, N) scores of a rule replayed on the channels with the service's fusion: ("sum", w, share, floor,
+    ceil) = the weighted sum; ("rrf", w, k) = reciprocal-rank fusion (names score with the service's share,
+    floor and ceiling). Candidates only (the rest -inf, like files the service does not return)."""
+    from app.services.search import FusionRule, fuse_arrays
+
+    sim = np.full(ch.sound.shape, -np.inf)
+    for i in range(len(sim)):
+        c = np.flatnonzero(ch.candidate[i])
+        if not len(c):
+            continue
+        kw, sem, snd = ch.keyword[i, c], ch.semantic[i, c], ch.sound[i, c]
+        if rule[0] == "sum":
+            fused = fuse_arrays(kw, sem, snd, rule[1], FusionRule(*rule[2:], kind="sum"))[0]
+        else:
+            fused = fuse_arrays(kw, sem, snd, rule[1], FusionRule(kind="rrf", rrf_k=rule[2]))[0]
+        order = np.lexsort((c, -np.nan_to_num(snd, nan=-9.0), -fused))  # fused, then sound, then id order
+        sim[i, c[order]] = len(c) - np.arange(len(c))
+    return sim
+
+
+def rules() -> dict[str, list[tuple]]:
+    return {"weighted_sum": [("sum", w, s, f, c) for w in WEIGHTS for s in SHARES for f in FLOORS for c in CEILS],
+            "rrf": [("rrf", w, k) for w in WEIGHTS for k in RRF_KS]}
+
+
+def cross_validate(ch: Channels, rel: np.ndarray, service_fused: float) -> dict[str, Any]:
+    """Choose a rule on 4 folds of queries, score it on the fifth; repeated over seeded shuffles."""
+    from app.services.search import FUSION, NAMES_WEIGHT, RRF_K
+
+    families = rules()
+    every = [r for rs in families.values() for r in rs]
+    rr = {r: first_relevant_rr(fused_sim(ch, r), rel) for r in every}  # (Q,) held-out-able per-query scores
+    shipped = (FUSION, NAMES_WEIGHT, RRF_K)
+    rr.setdefault(shipped, first_relevant_rr(fused_sim(ch, shipped), rel))
+    q_n = rel.shape[0]
+    out: dict[str, Any] = {"folds": FOLDS, "repeats": REPEATS,
+                           "replica_check": {"service_fused_mAP@10": service_fused,
+                                             "replayed_shipped_mAP@10": round(float(rr[shipped].mean()), 4)},
+                           "shipped_rule": list(shipped),
+                           "shipped_mAP@10_not_held_out": round(float(rr[shipped].mean()), 4)}
+    for family, candidates in {**families, "either": every}.items():
+        held, chosen = [], []
+        for rep in range(REPEATS):
+            perm = np.random.default_rng(rep).permutation(q_n)
+            for f in range(FOLDS):
+                test = perm[f::FOLDS]
+                train = np.setdiff1d(perm, test)
+                best = max(candidates, key=lambda r: (rr[r][train].mean(), -candidates.index(r)))
+                held.append(rr[best][test])
+                chosen.append(best)
+        full_best = max(candidates, key=lambda r: rr[r].mean())
+        out[family] = {"cv_mAP@10": round(float(np.mean(np.concatenate(held))), 4),
+                       "cv_mAP@10_sd_over_repeats": round(float(np.std([np.concatenate(held[r * FOLDS:(r + 1) * FOLDS])
+                                                                       .mean() for r in range(REPEATS)])), 4),
+                       "chosen_per_fold": [list(c) for c in chosen[:FOLDS]],
+                       "best_on_all_queries": list(full_best),
+                       "best_on_all_queries_mAP@10_not_held_out": round(float(rr[full_best].mean()), 4)}
     return out
 
 
@@ -280,6 +420,10 @@ def table(result: dict[str, Any]) -> str:
             if label in result.get(which, {}):
                 m = result[which][label]
                 lines.append(f"{which:8} {label:11} {m['mAP@10']:7.3f} {m['R@10']:6.3f} {m['AP@10']:6.3f}")
+        cv = result.get(which, {}).get("cross_validation")
+        if cv:
+            for family in ("weighted_sum", "rrf", "either"):
+                lines.append(f"{which:8} {'CV ' + family[:8]:11} {cv[family]['cv_mAP@10']:7.3f}   (held-out folds)")
     return "\n".join(lines)
 
 

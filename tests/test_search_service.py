@@ -551,8 +551,12 @@ def test_modes_rank_by_names_sound_or_both(fusion_session: SearchSession) -> Non
     assert rels(s.search("a 660 Hz tone", 6, mode="sound")) == rels(
         s.library.search_vector(q, s.embedder.model_id, 6))
     assert rels(s.search("a 660 Hz tone", 1, mode="sound")) == ["weather/rain_on_window.wav"]
-    # both: names lead, sound fills in
-    assert rels(s.search("dog", 1)) == ["animals/dog_bark.wav"]
+    # both: names lead, sound fills in. Reciprocal-rank fusion at the default weight (0.7) can let a file ranked
+    # well by sound and second by names ("lark_song": animals) pass the one first by names alone in a 6-file
+    # library; a higher names weight keeps the names' first
+    both_dog = rels(s.search("dog", 2))
+    assert set(both_dog) == {"animals/dog_bark.wav", "animals/birds/lark_song.wav"}
+    assert rels(s.search("dog", 1, names_weight=0.9)) == ["animals/dog_bark.wav"]
     both = s.search("a 660 Hz tone", 6, names_weight=0.3)
     assert rels(both)[0] == "weather/rain_on_window.wav" and both[0].match.sound_score > 0.9
 
@@ -670,5 +674,37 @@ def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
         np.testing.assert_allclose(shared.embed_text([q])[0], sentences.embed_text([q])[0], atol=1e-5)
     for q in ["rain on a window", "door creak slow", "日本語"]:  # (punctuation: the tower strips it first)
         proj, mean = tower.embed_with_mean(q)
-        np.testing.assert_allclose(proj, tower._embed_one(q), atol=1e-6)  # not embed_text: it reads the cache
+        np.testing.assert_allclose(proj, tower.embed_batch([q])[0], atol=1e-6)  # not embed_text: it reads the cache
         np.testing.assert_allclose(mean, sentences.embed_text([q])[0], atol=1e-5)
+
+
+def test_cross_channel_scores_come_from_the_index_exactly(fusion_session: SearchSession) -> None:
+    """The fusion scores the other channel's candidates from the loaded FAISS index (no vector blobs read):
+    the same cosines as the catalog's vectors, files without a vector left out."""
+    lib, enc = fusion_session.library, fusion_session.text_encoder
+    ids = [f for f, *_ in lib.db.execute("SELECT id FROM files ORDER BY id").fetchall()] + [10_000]
+    for model_id in (enc.model_id, fusion_session.embedder.model_id):
+        vecs = lib.file_vectors(model_id, ids)
+        q = next(iter(vecs.values()))
+        got = lib.file_scores(model_id, ids, q)
+        assert set(got) == set(vecs)
+        for fid, v in vecs.items():
+            assert got[fid] == pytest.approx(float(v @ q), abs=1e-6)
+
+
+def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_session: SearchSession,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25 is computed for every file a keyword query matches; a word matching a large share of the library
+    is dropped when another word is more specific (and kept when it is all there is)."""
+    import app.services.search as search_mod
+    from app.services.query import parse
+
+    s = fusion_session
+    monkeypatch.setattr(search_mod, "COMMON_MIN", 2)
+    monkeypatch.setattr(search_mod, "COMMON_SHARE", 0.0)  # cap = 2 files: "doors" (2 files) counts as common
+    assert s.library.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
+    assert s._keyword_match(parse("doors dog")) == '"dog"'
+    assert s._keyword_match(parse("doors")) == '"doors"'  # the only word: kept
+    assert s._keyword_match(parse("doors -dog")) == '"doors"'
+    monkeypatch.setattr(search_mod, "COMMON_MIN", 2000)
+    assert s._keyword_match(parse("doors dog")) == '"doors" OR "dog"'

@@ -20,6 +20,7 @@ import base64
 import functools
 import hashlib
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -61,21 +62,25 @@ PREVIEW_FRAMES = 2000  # spectrogram columns at most, whatever the file length
 
 
 # ------------------------------------------------------------------------------------- fusion settings
-# The rule: a weighted sum of normalised channel scores, fused = w * names + (1 - w) * sound.
-# Sound: the cosine min-max scaled over the candidates (its cosines have no fixed scale across models).
-# Names: KEYWORD_SHARE * BM25 relative to the query's best keyword match + the rest * the MiniLM cosine mapped
-# from [SEM_FLOOR, SEM_CEIL] to [0, 1] -- an absolute scale, so names that say nothing (hash-like names, no tags:
-# no words, no vector, cosines below the floor) give the names no say and "both" ranks exactly like sound.
-# Tuned on the development benchmark (`python -m bench search_quality`; grid over w, KEYWORD_SHARE, the floor and
-# ceiling, and reciprocal-rank fusion, see README "Search quality"): the weighted sum at w = 0.8 was the one
-# setting that beat names-only on mAP@10, R@10 and AP@10 at once; RRF (k = 10) had a higher mAP@10 but a lower
-# AP@10 (it throws the score gaps away). Caveat: tuned on the same 80 queries it is scored on, and the margin over
-# names-only there is small (the sound channel is far weaker than good names); a held-out set would tell more.
+# The rule: reciprocal-rank fusion of the two channels over their candidates,
+#   fused = (RRF_K + 1) * (w / (RRF_K + names rank) + (1 - w) / (RRF_K + sound rank))   (1 = first in both)
+# Names score (what the names rank sorts by): KEYWORD_SHARE * BM25 relative to the query's best keyword match +
+# the rest * the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1]. A file whose names score is 0 (no
+# keyword match, cosine below the floor: hash-like names, no tags) gets no names term, so a library whose names
+# say nothing ranks exactly like sound. Sound rank: by the audio cosine (no term for a file without a vector).
+# Chosen by 5-fold cross-validation over the 80 development queries (`python -m bench search_quality`, README
+# "Search quality"): RRF (w = 0.7, k = 5, chosen on every fold) scored 0.853 mAP@10 on held-out folds; the
+# earlier weighted sum of min-max scores (w = 0.8, chosen on all 80 queries) only 0.808 held out, below
+# names-only (0.851). RRF ignores the score gaps, which generalised better here; the gain over names-only
+# is within noise on this benchmark (the sound channel is far weaker than good names).
 SEARCH_MODES = ("names", "sound", "both")
-NAMES_WEIGHT = 0.8  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
+NAMES_WEIGHT = 0.7  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
 KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
 SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
+FUSION = "rrf"  # "rrf" or "sum" (fused = w * names + (1 - w) * min-max sound: the earlier rule, kept to compare)
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
+COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (costs nothing on the
 # benchmark's names-only mAP@10 and R@10, and halves the list: cosines just above the floor are mostly noise)
 _UNSET = object()
@@ -428,7 +433,7 @@ class SearchSession:
             return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
                                  query)
         cands = Candidates()
-        match = query.fts_match()
+        match = self._keyword_match(query)
         if match:
             found = lib.keyword_search(match, n + len(excluded))
             allowed = lib.allowed_files([f for f, _ in found], filters)
@@ -445,6 +450,23 @@ class SearchSession:
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
         return self._hits(ranked, k, sound_q, query)
+
+    def _keyword_match(self, query: Query) -> str | None:
+        """The query's FTS5 expression without the parts that match a large share of the library (when another
+        part is more specific): BM25 is computed for every file a query matches, so one common word ("water" in
+        a library with a water folder of 100k files) would cost more than the rest of the search; such a word
+        also weighs next to nothing in BM25 (low IDF), and the sentence vectors still read it."""
+        match = query.fts_match()
+        parts = re.findall(r'"(?:[^"]|"")*"\*?', match or "")
+        if len(parts) < 2:
+            return match
+        enc = self.text_encoder
+        indexed = max(self.library.stats_text_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
+                      self.library.stats_text_vectors(enc.model_id) if enc is not None else 0)
+        cap = max(COMMON_MIN, int(COMMON_SHARE * indexed))
+        counts = self.library.keyword_counts(parts, cap)
+        keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
+        return " OR ".join(keep) if keep else match
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
               known: dict[int, Hit] | None = None) -> list[Hit]:
@@ -618,8 +640,10 @@ class TagEditor:
             return
         lib = self.library
         lib.register_text_model(enc)  # type: ignore[arg-type]
-        items = [(fid, text, enc.embed_text([text])[0] if text else None)  # type: ignore[union-attr]
-                 for fid, text in lib.pending_text_vectors(enc.model_id, file_ids)]  # type: ignore[union-attr]
+        pending = lib.pending_text_vectors(enc.model_id, file_ids)  # type: ignore[union-attr]
+        texts = [t for _, t in pending if t]
+        vecs = iter(enc.embed_text(texts) if texts else [])  # type: ignore[union-attr]  # one batched pass
+        items = [(fid, text, next(vecs) if text else None) for fid, text in pending]
         if items:
             lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
             lib.save_index(enc.model_id)  # type: ignore[union-attr]
@@ -911,31 +935,62 @@ class Candidates:
         if not missing:
             return
         qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
-        for fid, v in lib.file_vectors(model_id, missing).items():
-            if len(v) == len(qn):
-                scores[fid] = float(v @ qn)
+        scores.update(lib.file_scores(model_id, missing, qn))
 
-    def fused(self, w: float) -> list[tuple[int, Scores]]:
+    def fused(self, w: float, rule: FusionRule | None = None) -> list[tuple[int, Scores]]:
         """(file id, scores) best first: fused = w * names + (1 - w) * sound."""
         ids = self.ids()
         if not ids:
             return []
         snd = np.array([self.sound.get(f, np.nan) for f in ids], dtype=np.float64)  # (N,)
-        have = np.isfinite(snd)
-        snd_norm = np.zeros(len(ids))
-        if have.any():
-            lo, hi = snd[have].min(), snd[have].max()
-            snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
-        best_kw = max(self.keyword.values(), default=0.0)
-        kw = np.array([self.keyword.get(f, 0.0) / best_kw if best_kw > 0 else 0.0 for f in ids])
+        kw = np.array([self.keyword.get(f, 0.0) for f in ids])
         sem = np.array([self.semantic.get(f, 0.0) for f in ids])
-        sem_map = np.clip((sem - SEM_FLOOR) / (SEM_CEIL - SEM_FLOOR), 0.0, 1.0)
-        name = KEYWORD_SHARE * kw + (1 - KEYWORD_SHARE) * sem_map
-        fused = w * name + (1 - w) * snd_norm
+        fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule())
+        have = np.isfinite(snd)
         raw = np.where(have, snd, -np.inf)
         order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
-        return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw[i]), float(sem[i]), float(snd_norm[i]),
+        return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
                                 float(snd[i]) if have[i] else 0.0)) for i in order]
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """The constants that turn the channels' raw scores into one (see the fusion settings at the top)."""
+
+    keyword_share: float = KEYWORD_SHARE
+    sem_floor: float = SEM_FLOOR
+    sem_ceil: float = SEM_CEIL
+    kind: str = FUSION  # "rrf" | "sum"
+    rrf_k: float = RRF_K
+
+
+def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fusion of N candidates' raw scores, vectorised: BM25 (N,) (0: no keyword match), sentence cosine (N,)
+    (0: no text vector), sound cosine (N,) (NaN: none). Returns fused, names, keyword and sound scores, 0..1
+    each, (N,). Also what bench/search_quality.py cross-validates the constants with."""
+    have = np.isfinite(snd)
+    snd_norm = np.zeros(len(snd))
+    if have.any():
+        lo, hi = snd[have].min(), snd[have].max()
+        snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
+    best_kw = float(kw.max(initial=0.0))
+    kw_norm = kw / best_kw if best_kw > 0 else np.zeros(len(kw))
+    sem_map = np.clip((sem - rule.sem_floor) / (rule.sem_ceil - rule.sem_floor), 0.0, 1.0)
+    name = rule.keyword_share * kw_norm + (1 - rule.keyword_share) * sem_map
+    if rule.kind == "sum":
+        return w * name + (1 - w) * snd_norm, name, kw_norm, snd_norm
+    k = rule.rrf_k
+    name_rank = ranks(name)
+    snd_rank = ranks(np.where(have, snd, -np.inf))
+    fused = np.where(name > 0, w / (k + name_rank), 0.0) + np.where(have, (1 - w) / (k + snd_rank), 0.0)
+    return (k + 1) * fused, name, kw_norm, snd_norm
+
+
+def ranks(x: np.ndarray) -> np.ndarray:
+    """1-based rank of each value, highest first; equal values share the best rank (so the fusion does not
+    depend on the order in which the channels listed their candidates). (N,)"""
+    return np.searchsorted(np.sort(-x), -x, side="left") + 1.0
 
 
 def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:

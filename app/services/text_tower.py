@@ -19,6 +19,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from training.ranking import require_finite
 PREFIX = "text_encoder.model."  # the Hugging Face encoder inside RetrievalModel.text_encoder
 LAYER_NORM_EPS = 1e-12  # BertConfig's default (the tiny test encoders use it)
 CACHE_SIZE = 256
+BATCH = 64  # sequences per forward pass when embedding many texts (file sentences at index time)
 
 
 @dataclass
@@ -74,65 +76,106 @@ class TextTower:
         service embeds a query for the sound and the names channels at once this way when the retrieval
         model's text encoder is the frozen MiniLM. (dim,), (H,)"""
         ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
-        h = self._encode(ids)  # (T, H)
-        proj = self._project(h)  # (dim,)
+        lengths = np.array([len(ids)])  # (1,)
+        h = self._encode(ids[None], lengths)[0]  # (T, H)
+        proj = self._pool(h[None], lengths)[0]  # (dim,)
         mean = h.mean(axis=0)
         require_finite(proj[None], f"{self.name}: text embeddings")
-        self._cache[text] = proj
-        if len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
+        self._remember(text, proj)
         return proj, (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
-        """N texts -> (N, dim) float32 unit vectors; a non-finite output is refused (a broken model)."""
+        """N texts -> (N, dim) float32 unit vectors; a non-finite output is refused (a broken model). Texts not
+        in the cache are embedded together (`embed_batch`), then cached."""
         out = np.zeros((len(texts), self.dim), np.float32)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            vecs = self.embed_batch(missing)  # (M, dim)
+            require_finite(vecs, f"{self.name}: text embeddings")
+            fresh = dict(zip(missing, vecs, strict=True))
+            for t, v in list(fresh.items())[-CACHE_SIZE:]:
+                self._remember(t, v)
+        else:
+            fresh = {}
         for i, text in enumerate(texts):
-            if text not in self._cache:
-                vec = self._embed_one(text)
-                require_finite(vec[None], f"{self.name}: text embeddings")
-                self._cache[text] = vec
-                if len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
-            out[i] = self._cache[text]
+            out[i] = fresh[text] if text in fresh else self._cache[text]
         return out
 
-    def _embed_one(self, text: str) -> np.ndarray:
-        ids = np.asarray(self.tokenizer.encode(preprocess_caption(text)).ids, dtype=np.int64)  # (T,)
-        return self._project(self._encode(ids))  # one unpadded sequence: every token is real
+    def _remember(self, text: str, vec: np.ndarray) -> None:
+        self._cache[text] = vec
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
 
-    def _project(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, H) hidden states -> (dim,) unit vector: this model's pooling and projection layers."""
-        pooled = hidden.mean(axis=0) if self.settings.pooling == "mean" else hidden[0]  # (H,)
-        e = pooled @ self.proj_w.T + self.proj_b  # (dim,)
-        if self.proj2 is not None:
+    def embed_batch(self, texts: Sequence[str], batch: int = BATCH) -> np.ndarray:
+        """N texts -> (N, dim) unit vectors, `batch` sequences per forward pass. Sorted by token count first, so
+        each batch pads to nearly its own length (names are short, tag text can be long). No cache."""
+        ids = [self._token_ids(t) for t in texts]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(ids), self.dim), np.float32)
+        for start in range(0, len(order), batch):
+            rows = order[start:start + batch]
+            lengths = np.array([len(ids[i]) for i in rows])  # (B,)
+            padded = np.zeros((len(rows), int(lengths.max())), np.int64)  # (B, T), pad id 0 is masked out
+            for j, i in enumerate(rows):
+                padded[j, : lengths[j]] = ids[i]
+            out[rows] = self._pool(self._encode(padded, lengths), lengths)
+        return out
+
+    def _token_ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(preprocess_caption(text)).ids
+
+    def _pool(self, h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, T, H) hidden states -> (B, dim) unit vectors: this model's pooling (the first token, or the mean
+        over each row's real tokens) and projection layers."""
+        if self.settings.pooling == "mean":
+            real = (np.arange(h.shape[1])[None, :] < lengths[:, None]).astype(np.float32)  # (B, T)
+            pooled = np.einsum("bt,bth->bh", real, h) / lengths[:, None]  # (B, H)
+        else:
+            pooled = h[:, 0]  # (B, H)
+        e = pooled @ self.proj_w.T + self.proj_b  # (B, dim)
+        if self.proj2 is not None:  # Linear -> ReLU -> Linear
             e = np.maximum(e, 0.0) @ self.proj2[0].T + self.proj2[1]
-        return (e / max(float(np.linalg.norm(e)), 1e-12)).astype(np.float32)
+        return unit_rows(e)
 
-    def _encode(self, ids: np.ndarray) -> np.ndarray:
-        """(T,) token ids -> (T, H) last hidden states of BertModel in eval mode (one unpadded sequence)."""
+    def _encode(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, T) token ids, right-padded, with each row's real length (B,) -> (B, T, H) last hidden states of
+        BertModel in eval mode. Keys past a row's length are masked out, so each real token's output is the one
+        its sequence gives unpadded (the outputs at padded positions are junk, for the pooling to leave out)."""
         w, eps = self.w, self.settings.eps
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][: len(ids)]
-             + w["embeddings.token_type_embeddings.weight"][0])  # (T, H)
+        B, T = ids.shape
+        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:T]
+             + w["embeddings.token_type_embeddings.weight"][0])  # (B, T, H)
         x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+        # (B, 1, 1, T) additive mask; None when nothing is padded (a single query: no mask work)
+        mask = None
+        if (lengths < T).any():
+            mask = np.where(np.arange(T)[None, :] < lengths[:, None], 0.0, -1e9).astype(np.float32)[:, None, None]
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
-            x = layer_norm(x + linear(self._attention(x, p), w, p + "attention.output.dense"),
+            x = layer_norm(x + linear(self._attention(x, p, mask), w, p + "attention.output.dense"),
                            w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], eps)
-            h = gelu(linear(x, w, p + "intermediate.dense"))  # (T, 4H)
+            h = gelu(linear(x, w, p + "intermediate.dense"))  # (B, T, 4H)
             x = layer_norm(x + linear(h, w, p + "output.dense"),
                            w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
         return x
 
-    def _attention(self, x: np.ndarray, p: str) -> np.ndarray:
-        """Multi-head self-attention over all T tokens (no padding, so no mask). (T, H) -> (T, H)"""
-        T, H = x.shape
+    def _attention(self, x: np.ndarray, p: str, mask: np.ndarray | None) -> np.ndarray:
+        """Multi-head self-attention, padded keys masked. (B, T, H) -> (B, T, H)"""
+        B, T, H = x.shape
         nh = self.settings.heads
-        q, k, v = (linear(x, self.w, p + f"attention.self.{n}").reshape(T, nh, H // nh).transpose(1, 0, 2)
-                   for n in ("query", "key", "value"))  # (nh, T, dh)
-        scores = q @ k.transpose(0, 2, 1) / np.sqrt(H // nh)  # (nh, T, T)
+        q, k, v = (linear(x, self.w, p + f"attention.self.{n}").reshape(B, T, nh, H // nh).transpose(0, 2, 1, 3)
+                   for n in ("query", "key", "value"))  # (B, nh, T, dh)
+        scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(H // nh))  # (B, nh, T, T)
+        if mask is not None:
+            scores = scores + mask
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         att = scores / scores.sum(axis=-1, keepdims=True)
-        return (att @ v).transpose(1, 0, 2).reshape(T, H)
+        return (att @ v).transpose(0, 2, 1, 3).reshape(B, T, H)
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """(N, D) -> (N, D) float32 rows of length 1 (a zero row stays zero)."""
+    return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def _is_linear(name: str, w: np.ndarray) -> bool:
@@ -140,8 +183,11 @@ def _is_linear(name: str, w: np.ndarray) -> bool:
 
 
 def linear(x: np.ndarray, w: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """nn.Linear with the weight stored transposed: (..., in) -> (..., out)."""
-    return x @ w[name + ".weight"] + w[name + ".bias"]
+    """nn.Linear with the weight stored transposed: (..., in) -> (..., out). Flattened to one 2-D product (one
+    BLAS call: a stacked (B, T, in) @ (in, out) is not one)."""
+    weight = w[name + ".weight"]
+    y = x.reshape(-1, x.shape[-1]) @ weight + w[name + ".bias"]  # (B*T, out)
+    return y.reshape(*x.shape[:-1], weight.shape[1])
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
@@ -152,14 +198,30 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -
 
 def erf(x: np.ndarray) -> np.ndarray:
     """Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution at GELU's scale)."""
-    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+    # in place on two float32 buffers: the (B, T, 4H) GELU input is the biggest tensor of a batched pass
+    t = np.abs(x, dtype=np.float32)
+    t *= 0.3275911
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * 1.061405429
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):  # Horner: poly = t * (c + poly)
+        poly += c
+        poly *= t
+    e = np.square(x, dtype=np.float32)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    poly *= e  # poly * exp(-x^2)
+    np.subtract(1.0, poly, out=poly)
+    return np.copysign(poly, x, out=poly)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact (erf) GELU, BERT's "gelu"."""
-    return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(np.float32)
+    y = erf(x * np.float32(1 / np.sqrt(2.0)))
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y.astype(np.float32, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -301,12 +363,16 @@ class SentenceEncoder(TextTower):
         enc._lock = threading.Lock()
         return enc
 
-    def _embed_one(self, text: str) -> np.ndarray:
+    def _token_ids(self, text: str) -> list[int]:
         # the text as written: the '. ' between a file's name, folder and tag parts helps MiniLM keep them apart
         # (stripping punctuation cost 0.014 mAP@10 on the search-quality benchmark)
-        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)  # (T,)
-        mean = self._encode(ids).mean(axis=0)  # (H,) mean pooling
-        return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+        return self.tokenizer.encode(text).ids
+
+    def _pool(self, h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, T, H) -> (B, H): the mean over each row's real tokens (padding left out), L2-normalised."""
+        real = (np.arange(h.shape[1])[None, :] < lengths[:, None]).astype(np.float32)  # (B, T)
+        mean = (h * real[..., None]).sum(axis=1) / lengths[:, None].astype(np.float32)  # (B, H)
+        return unit_rows(mean)
 
 
 def default_encoder_file() -> str | None:

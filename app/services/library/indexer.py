@@ -27,7 +27,7 @@ from app.services.library.core import Library
 from app.services.library.embedding import embed, pool, windows_of
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
 from app.services.library.scan import ScannedFile
-from app.services.library.textchannel import derive_text
+from app.services.library.textchannel import TEXT_BATCH, derive_text
 
 
 @dataclass
@@ -230,17 +230,18 @@ class _IndexRun:
         lib.register_text_model(enc)
         lib.vector_index(enc.model_id)
         pending = lib.pending_text_vectors(enc.model_id)
-        batch: list[tuple[int, str, np.ndarray | None]] = []
-        for n, (fid, sentence) in enumerate(pending):
-            vec = np.asarray(enc.embed_text([sentence]), np.float32)[0] if sentence else None
-            if vec is not None and not np.isfinite(vec).all():
+        done = 0
+        for start in range(0, len(pending), TEXT_BATCH):  # the encoder runs each chunk 64 per forward pass
+            chunk = pending[start:start + TEXT_BATCH]
+            texts = [t for _, t in chunk if t]
+            vecs = iter(np.asarray(enc.embed_text(texts), np.float32) if texts else [])
+            batch = [(fid, sentence, next(vecs) if sentence else None) for fid, sentence in chunk]
+            if any(v is not None and not np.isfinite(v).all() for _, _, v in batch):
                 raise BrokenModelError(f"text model {enc.model_id!r} produced NaN/inf: it is broken")
-            batch.append((fid, sentence, vec))
-            r.text_vectors += vec is not None
-            if len(batch) == 64 or n == len(pending) - 1:
-                lib.store_text_vectors(enc.model_id, batch)
-                batch = []
-                yield {**self.progress(f"embedding names and tags ({n + 1}/{len(pending)})"), "step": len(self.tasks)}
+            r.text_vectors += sum(v is not None for _, _, v in batch)
+            lib.store_text_vectors(enc.model_id, batch)
+            done += len(chunk)
+            yield {**self.progress(f"embedding names and tags ({done}/{len(pending)})"), "step": len(self.tasks)}
         lib.save_index(enc.model_id)
 
     def shutdown(self) -> None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 TEXT_PREFIX = "text:"
 TEXT_VERSION = 1  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
 MAX_TAG_CHARS = 64
+TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 TAG_SEPARATOR = ";"  # between tags in the CSV export/import and on the command line
 _BAD_TAG = re.compile(r"[\x00-\x1f\x7f;]")
 
@@ -315,6 +316,40 @@ class TextChannelMixin:
                     return []  # defence in depth: the query builder never produces one
                 raise
         return [(int(r), -float(s)) for r, s in rows]
+
+    def keyword_counts(self, parts: Sequence[str], cap: int) -> list[int]:
+        """How many files each FTS5 expression matches, counted up to `cap` (rowids only: no BM25, so a common
+        word costs at most `cap` steps)."""
+        out = []
+        with self.lock:  # type: ignore[attr-defined]
+            for part in parts:
+                try:
+                    out.append(self.db.execute("SELECT count(*) FROM (SELECT rowid FROM text_fts WHERE text_fts"
+                                               " MATCH ? LIMIT ?)", (part, int(cap))).fetchone()[0])
+                except sqlite3.OperationalError:
+                    out.append(0)
+        return out
+
+    def file_scores(self, model_id: str, file_ids: Sequence[int], q: np.ndarray) -> dict[int, float]:
+        """file id -> cosine of its `model_id` vector to the unit query q (D,), the vectors read from the loaded
+        FAISS index by id (a few hundred index lookups, no vector blobs read from SQLite); files without a
+        vector are left out. Same values as `file_vectors(...) @ q`."""
+        ids = [int(i) for i in file_ids]
+        pairs: list[tuple[int, int]] = []
+        with self.lock:  # type: ignore[attr-defined]
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                pairs += self.db.execute(f"SELECT file_id, id FROM vectors WHERE model_id = ? AND file_id IN "
+                                         f"({','.join('?' * len(part))})", (model_id, *part)).fetchall()
+            vi = self.vector_index(model_id)  # type: ignore[attr-defined]
+            try:
+                vecs = np.stack([vi.index.reconstruct(int(v)) for _, v in pairs]) if vi is not None and pairs \
+                    else None  # (M, D)
+            except RuntimeError:  # a vector not (yet) in the index: read them all from the catalog
+                vecs = None
+        if vecs is None or vecs.shape[1] != len(q):
+            return {f: float(v @ q) for f, v in self.file_vectors(model_id, ids).items() if len(v) == len(q)}
+        return dict(zip([f for f, _ in pairs], (vecs @ q).tolist(), strict=True))
 
     def keyword_files(self, match: str) -> set[int]:
         """Every file matching an FTS5 expression (for exclusions)."""
