@@ -86,8 +86,13 @@ def fsdd_rows(fsdd: Path) -> list[dict[str, str]]:
 # ------------------------------------------------------------------------------------------------ steps
 
 
-def drive_search(window: Any, indexed: list[Any], step: Step, query: str) -> None:  # noqa: ANN401 - MainWindow
+def drive_search(window: Any, indexed: list[Any], step: Step, query: str,  # noqa: ANN401 - MainWindow
+                 names_weight: float | None = None) -> None:
     tab = window.search_tab
+    if names_weight is not None:  # the names <-> sound slider, as a user would set it (1: names, 0: sound)
+        from app.ui.search_tab import balance_position
+
+        tab.balance_slider.setValue(balance_position(names_weight))
     window.tabs.setCurrentWidget(tab)
     if not step.wait(lambda: bool(indexed), "the demo library to be indexed"):
         return
@@ -230,7 +235,8 @@ def words_folder(fsdd: Path, dest: Path, speakers: Iterable[str], takes: int = 3
 
 
 def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: float = STEP_SECONDS,
-              fsdd: Path | None = None, query: str = SEARCH_QUERY, extra_models: Sequence[Path] = ()) -> list[Path]:
+              fsdd: Path | None = None, query: str = SEARCH_QUERY, extra_models: Sequence[Path] = (),
+              names_weight: float | None = None) -> list[Path]:
     """Drive each tab with real work, grab it into `out_dir/tab-<name>.png`; returns the PNG paths."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     scratch = Path(tempfile.mkdtemp(prefix="earshot-"))  # short: the Train tab shows a path in it
@@ -239,7 +245,7 @@ def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: 
     os.environ["XDG_DATA_HOME"] = str(scratch / "data")
     try:
         return _grab(Path(out_dir), size, step_seconds, fsdd if fsdd is not None else FSDD, query, extra_models,
-                     scratch)
+                     scratch, names_weight)
     finally:
         if saved_env is None:
             os.environ.pop("XDG_DATA_HOME", None)
@@ -249,7 +255,7 @@ def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: 
 
 
 def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path, query: str,
-          extra_models: Sequence[Path], scratch: Path) -> list[Path]:
+          extra_models: Sequence[Path], scratch: Path, names_weight: float | None = None) -> list[Path]:
     from PySide6.QtCore import QSettings
 
     from app.services.registry import user_models_dir
@@ -289,7 +295,7 @@ def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path,
         paths.append(path)
 
     steps: list[tuple[str, Callable[[Step], None]]] = [
-        ("search", lambda step: drive_search(window, indexed, step, query)),
+        ("search", lambda step: drive_search(window, indexed, step, query, names_weight)),
         ("units", lambda step: drive_units(window, step, speech)),
         ("words", lambda step: drive_words(window, step, spoken, TYPED_WORDS)),
         ("train", lambda step: drive_train(window, step, train_data)),
@@ -324,10 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--query", default=SEARCH_QUERY, help=f"the Search tab's query (default “{SEARCH_QUERY}”)")
     parser.add_argument("--model", type=Path, action="append", default=[],
                         help="a checkpoint to add as a user model for this run (repeatable)")
+    parser.add_argument("--names-weight", type=float, default=None,
+                        help="the Search tab's names <-> sound slider: 1 names only, 0 sound only")
     args = parser.parse_args(argv)
     width, _, height = args.size.lower().partition("x")
     for p in grab_tabs(args.out_dir, (int(width), int(height)), args.step_seconds, args.fsdd, args.query,
-                       args.model):
+                       args.model, args.names_weight):
         print(p)
     return 0
 
