@@ -564,19 +564,19 @@ class Library(TextChannelMixin):
 
     def _allowed_ids(self, model_id: str, filters: SearchFilters) -> np.ndarray:
         where, args = ["v.model_id = ?", "f.status = 'ok'", "f.available = 1"], [model_id]
-        if filters.min_duration is not None:
-            where.append("f.duration >= ?")
-            args.append(filters.min_duration)
-        if filters.max_duration is not None:
-            where.append("f.duration <= ?")
-            args.append(filters.max_duration)
         self._filter_sql(filters, where, args)
         rows = self.db.execute("SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE "
                                + " AND ".join(where), args).fetchall()
         return np.array([r[0] for r in rows], dtype=np.int64)
 
     def _filter_sql(self, filters: SearchFilters, where: list[str], args: list[Any]) -> None:
-        """SQL conditions on `files f` for the filters other than duration (which the caller adds)."""
+        """SQL conditions on `files f` for every filter."""
+        if filters.min_duration is not None:
+            where.append("f.duration >= ?")
+            args.append(filters.min_duration)
+        if filters.max_duration is not None:
+            where.append("f.duration <= ?")
+            args.append(filters.max_duration)
         if filters.folder:
             prefix = self._rel_key(filters.folder)
             if prefix and prefix != b".":
@@ -605,12 +605,6 @@ class Library(TextChannelMixin):
                 part = ids[i:i + 500]
                 where = [f"f.id IN ({','.join('?' * len(part))})", "f.status = 'ok'", "f.available = 1"]
                 args: list[Any] = list(part)
-                if filters.min_duration is not None:
-                    where.append("f.duration >= ?")
-                    args.append(filters.min_duration)
-                if filters.max_duration is not None:
-                    where.append("f.duration <= ?")
-                    args.append(filters.max_duration)
                 self._filter_sql(filters, where, args)
                 out.update(r[0] for r in self.db.execute("SELECT f.id FROM files f WHERE " + " AND ".join(where),
                                                          args))
