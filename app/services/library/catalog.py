@@ -17,7 +17,7 @@ import sqlite3
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,6 +198,17 @@ class CatalogRow:
     hash: str | None
     status: str
     has_vector: bool
+
+
+SQL_CHUNK = 500  # ids per `IN (...)` list: below SQLite's bound-variable limit on every build (999 on old ones)
+
+
+def id_chunks(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
+    """Ids in parts that fit one statement, each with its placeholders: ([3, 7], '?,?')."""
+    ids = [int(i) for i in ids]
+    for i in range(0, len(ids), SQL_CHUNK):
+        part = ids[i:i + SQL_CHUNK]
+        yield part, ",".join("?" * len(part))
 
 
 def normalise(x: np.ndarray) -> np.ndarray:

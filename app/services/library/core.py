@@ -26,7 +26,7 @@ import numpy as np
 
 from app.services.audio import display_name
 from app.services.library import catalog
-from app.services.library.catalog import CATALOG_NAME, KNOWN_CONTENT, CatalogRow, normalise
+from app.services.library.catalog import CATALOG_NAME, KNOWN_CONTENT, CatalogRow, id_chunks, normalise
 from app.services.library.embedding import embed_file
 from app.services.library.records import (
     BrokenModelError,
@@ -165,11 +165,8 @@ class Library(TextChannelMixin):
                                    (model_id,)).fetchall()
         else:
             rows = []
-            id_list = [int(i) for i in ids]
-            for i in range(0, len(id_list), 500):
-                part = id_list[i:i + 500]
-                rows += self.db.execute(f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(part))})",
-                                        part).fetchall()
+            for part, marks in id_chunks(ids):
+                rows += self.db.execute(f"SELECT id, vector FROM vectors WHERE id IN ({marks})", part).fetchall()
         out_ids = np.array([r[0] for r in rows], dtype=np.int64)
         vecs = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]) if rows else None
         return out_ids, vecs
@@ -382,9 +379,8 @@ class Library(TextChannelMixin):
         and vectors are kept but hidden from results; every other file is available again."""
         with self._tx() as db:
             db.execute("UPDATE files SET available = 1 WHERE available = 0")
-            for i in range(0, len(file_ids), 500):
-                part = [int(x) for x in file_ids[i:i + 500]]
-                db.execute(f"UPDATE files SET available = 0 WHERE id IN ({','.join('?' * len(part))})", part)
+            for part, marks in id_chunks(file_ids):
+                db.execute(f"UPDATE files SET available = 0 WHERE id IN ({marks})", part)
 
     def set_model_error(self, model_id: str, error: str | None) -> None:
         """Record why a model was refused (None: it works); other models are not touched."""
@@ -541,25 +537,17 @@ class Library(TextChannelMixin):
                    rel_path=rel)
 
     def hits_for(self, file_ids: Sequence[int], model_id: str, query: np.ndarray | None) -> dict[int, Hit]:
-        """Hits of given files with their cosine to `query` under `model_id` (score 0 and no window scores for a
-        file without a vector, or when query is None)."""
+        """Hits of given files, with their per-window similarity to `query` under `model_id` (none for a file
+        without a vector, or when query is None). Their score is left at 0: the caller ranks (fusion)."""
         q = self._query_vector(query, model_id) if query is not None else None
         out: dict[int, Hit] = {}
-        ids = [int(i) for i in file_ids]
         with self.lock:
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
+            for part, marks in id_chunks(file_ids):
                 for r in self.db.execute(
-                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds, v.vector FROM files f"
+                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds FROM files f"
                         " LEFT JOIN vectors v ON v.file_id = f.id AND v.model_id = ?"
-                        " LEFT JOIN models m ON m.model_id = v.model_id"
-                        f" WHERE f.id IN ({','.join('?' * len(part))})", (model_id, *part)):
-                    score = 0.0
-                    if q is not None and r[5] is not None:
-                        v = np.frombuffer(r[5], dtype=np.float32)
-                        score = float(v @ q) if len(v) == len(q) else 0.0
-                    out[r[0]] = self._hit(r[:5] if q is not None and r[3] is not None else (*r[:3], None, r[4]), q,
-                                          score)
+                        f" LEFT JOIN models m ON m.model_id = v.model_id WHERE f.id IN ({marks})", (model_id, *part)):
+                    out[r[0]] = self._hit(r, q, 0.0)
         return out
 
     def _allowed_ids(self, model_id: str, filters: SearchFilters) -> np.ndarray:
@@ -599,11 +587,9 @@ class Library(TextChannelMixin):
         """The files among `file_ids` that are searchable (ok, available) and pass the filters."""
         filters = filters or SearchFilters()
         out: set[int] = set()
-        ids = [int(i) for i in file_ids]
         with self.lock:
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
-                where = [f"f.id IN ({','.join('?' * len(part))})", "f.status = 'ok'", "f.available = 1"]
+            for part, marks in id_chunks(file_ids):
+                where = [f"f.id IN ({marks})", "f.status = 'ok'", "f.available = 1"]
                 args: list[Any] = list(part)
                 self._filter_sql(filters, where, args)
                 out.update(r[0] for r in self.db.execute("SELECT f.id FROM files f WHERE " + " AND ".join(where),

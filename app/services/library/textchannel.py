@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.services.library import names
-from app.services.library.catalog import normalise
+from app.services.library.catalog import id_chunks, normalise
 from app.services.library.records import FailedFile, LibraryError, SearchFilters
 from app.services.library.tags import read_tags
 
@@ -171,11 +171,8 @@ class TextChannelMixin:
             if file_ids is None:
                 rows = self.db.execute(q, (model_id,)).fetchall()
             else:
-                ids = [int(i) for i in file_ids]
-                for i in range(0, len(ids), 500):
-                    part = ids[i:i + 500]
-                    rows += self.db.execute(q + f" WHERE t.file_id IN ({','.join('?' * len(part))})",
-                                            (model_id, *part)).fetchall()
+                for part, marks in id_chunks(file_ids):
+                    rows += self.db.execute(q + f" WHERE t.file_id IN ({marks})", (model_id, *part)).fetchall()
         out = []
         for fid, name, folder, tags, embedded, has_vector, user in rows:
             text = sentence(name, folder, tags, user.split("\x1f") if user else [])
@@ -251,10 +248,8 @@ class TextChannelMixin:
     def _known_ids(db: sqlite3.Connection, file_ids: Sequence[int]) -> list[int]:
         ids = list(dict.fromkeys(int(i) for i in file_ids))
         known = set()
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            known.update(r[0] for r in db.execute(f"SELECT id FROM files WHERE id IN ({','.join('?' * len(part))})",
-                                                  part))
+        for part, marks in id_chunks(ids):
+            known.update(r[0] for r in db.execute(f"SELECT id FROM files WHERE id IN ({marks})", part))
         missing = [i for i in ids if i not in known]
         if missing:
             raise LibraryError(f"no such file in the library: id {', '.join(map(str, missing[:5]))}"
@@ -266,12 +261,10 @@ class TextChannelMixin:
 
     def user_tags_for(self, file_ids: Sequence[int]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        ids = [int(i) for i in file_ids]
         with self.lock:  # type: ignore[attr-defined]
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
-                for fid, tag in self.db.execute(f"SELECT file_id, tag FROM user_tags WHERE file_id IN "
-                                                f"({','.join('?' * len(part))}) ORDER BY tag", part):
+            for part, marks in id_chunks(file_ids):
+                for fid, tag in self.db.execute(f"SELECT file_id, tag FROM user_tags WHERE file_id IN ({marks})"
+                                                " ORDER BY tag", part):
                     out.setdefault(fid, []).append(tag)
         return out
 
@@ -279,12 +272,10 @@ class TextChannelMixin:
         with self.lock:  # type: ignore[attr-defined]
             if file_ids is None:
                 return {r[0] for r in self.db.execute("SELECT file_id FROM favourites")}
-            ids = [int(i) for i in file_ids]
             out = set()
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
-                out.update(r[0] for r in self.db.execute(
-                    f"SELECT file_id FROM favourites WHERE file_id IN ({','.join('?' * len(part))})", part))
+            for part, marks in id_chunks(file_ids):
+                out.update(r[0] for r in self.db.execute(f"SELECT file_id FROM favourites WHERE file_id IN ({marks})",
+                                                         part))
             return out
 
     def all_tags(self) -> list[str]:
@@ -337,10 +328,9 @@ class TextChannelMixin:
         ids = [int(i) for i in file_ids]
         pairs: list[tuple[int, int]] = []
         with self.lock:  # type: ignore[attr-defined]
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
-                pairs += self.db.execute(f"SELECT file_id, id FROM vectors WHERE model_id = ? AND file_id IN "
-                                         f"({','.join('?' * len(part))})", (model_id, *part)).fetchall()
+            for part, marks in id_chunks(ids):
+                pairs += self.db.execute(f"SELECT file_id, id FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
+                                         (model_id, *part)).fetchall()
             vi = self.vector_index(model_id)  # type: ignore[attr-defined]
             try:
                 vecs = np.stack([vi.index.reconstruct(int(v)) for _, v in pairs]) if vi is not None and pairs \
@@ -362,26 +352,22 @@ class TextChannelMixin:
     def text_fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """file id -> (path, embedded tag text) for the why-matched display."""
         out = {}
-        ids = [int(i) for i in file_ids]
         with self.lock:  # type: ignore[attr-defined]
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
+            for part, marks in id_chunks(file_ids):
                 for fid, path, tags in self.db.execute(
                         f"SELECT f.id, f.path, coalesce(t.tags, '') FROM files f LEFT JOIN texts t ON t.file_id = f.id"
-                        f" WHERE f.id IN ({','.join('?' * len(part))})", part):
+                        f" WHERE f.id IN ({marks})", part):
                     out[fid] = (os.fsdecode(bytes(path)), tags)
         return out
 
     def file_vectors(self, model_id: str, file_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """file id -> its vector for `model_id` (files without one are left out). (D,) each"""
         out = {}
-        ids = [int(i) for i in file_ids]
         with self.lock:  # type: ignore[attr-defined]
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
+            for part, marks in id_chunks(file_ids):
                 for fid, blob in self.db.execute(
-                        f"SELECT file_id, vector FROM vectors WHERE model_id = ? AND file_id IN "
-                        f"({','.join('?' * len(part))})", (model_id, *part)):
+                        f"SELECT file_id, vector FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
+                        (model_id, *part)):
                     out[fid] = np.frombuffer(blob, dtype=np.float32)
         return out
 
