@@ -50,11 +50,14 @@ class Query:
         out = [w for p in self.words + self.phrases + self.prefixes for w in re.findall(r"[^\W_]+", p.lower())]
         return list(dict.fromkeys(out))
 
+    def fts_parts(self) -> list[str]:
+        """One quoted FTS5 string per positive word, phrase and prefix (prefixes with their '*')."""
+        return ([quote(w) for w in self.words] + [quote(p) for p in self.phrases]
+                + [quote(p) + "*" for p in self.prefixes])
+
     def fts_match(self) -> str | None:
         """FTS5 expression for the positive parts (OR-ed), or None when there are none."""
-        parts = [quote(w) for w in self.words] + [quote(p) for p in self.phrases]
-        parts += [quote(p) + "*" for p in self.prefixes]
-        return " OR ".join(parts) or None
+        return " OR ".join(self.fts_parts()) or None
 
     def fts_exclude(self) -> str | None:
         """FTS5 expression matching any excluded word or phrase, or None."""

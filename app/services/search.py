@@ -20,7 +20,6 @@ import base64
 import functools
 import hashlib
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -456,17 +455,16 @@ class SearchSession:
         part is more specific): BM25 is computed for every file a query matches, so one common word ("water" in
         a library with a water folder of 100k files) would cost more than the rest of the search; such a word
         also weighs next to nothing in BM25 (low IDF), and the sentence vectors still read it."""
-        match = query.fts_match()
-        parts = re.findall(r'"(?:[^"]|"")*"\*?', match or "")
+        parts = query.fts_parts()
         if len(parts) < 2:
-            return match
+            return query.fts_match()
         enc = self.text_encoder
         indexed = max(self.library.stats_text_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
                       self.library.stats_text_vectors(enc.model_id) if enc is not None else 0)
         cap = max(COMMON_MIN, int(COMMON_SHARE * indexed))
         counts = self.library.keyword_counts(parts, cap)
         keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
-        return " OR ".join(keep) if keep else match
+        return " OR ".join(keep or parts)
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
               known: dict[int, Hit] | None = None) -> list[Hit]:
