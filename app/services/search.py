@@ -42,7 +42,7 @@ from app.services.library import (
     index_library,
     names,
 )
-from app.services.library.textchannel import sentence
+from app.services.library.textchannel import embed_sentences, sentence
 from app.services.query import Query, parse
 from app.services.text_tower import TextTower as TextTowerType
 from training.ranking import require_finite
@@ -639,9 +639,7 @@ class TagEditor:
         lib = self.library
         lib.register_text_model(enc)  # type: ignore[arg-type]
         pending = lib.pending_text_vectors(enc.model_id, file_ids)  # type: ignore[union-attr]
-        texts = [t for _, t in pending if t]
-        vecs = iter(enc.embed_text(texts) if texts else [])  # type: ignore[union-attr]  # one batched pass
-        items = [(fid, text, next(vecs) if text else None) for fid, text in pending]
+        items = embed_sentences(enc, pending)  # type: ignore[arg-type]  # one batched pass
         if items:
             lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
             lib.save_index(enc.model_id)  # type: ignore[union-attr]

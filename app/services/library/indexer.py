@@ -27,7 +27,7 @@ from app.services.library.core import Library
 from app.services.library.embedding import embed, pool, windows_of
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
 from app.services.library.scan import ScannedFile
-from app.services.library.textchannel import TEXT_BATCH, derive_text
+from app.services.library.textchannel import TEXT_BATCH, derive_text, embed_sentences
 
 
 @dataclass
@@ -233,11 +233,7 @@ class _IndexRun:
         done = 0
         for start in range(0, len(pending), TEXT_BATCH):  # the encoder runs each chunk 64 per forward pass
             chunk = pending[start:start + TEXT_BATCH]
-            texts = [t for _, t in chunk if t]
-            vecs = iter(np.asarray(enc.embed_text(texts), np.float32) if texts else [])
-            batch = [(fid, sentence, next(vecs) if sentence else None) for fid, sentence in chunk]
-            if any(v is not None and not np.isfinite(v).all() for _, _, v in batch):
-                raise BrokenModelError(f"text model {enc.model_id!r} produced NaN/inf: it is broken")
+            batch = embed_sentences(enc, chunk)
             r.text_vectors += sum(v is not None for _, _, v in batch)
             lib.store_text_vectors(enc.model_id, batch)
             done += len(chunk)

@@ -28,7 +28,7 @@ import numpy as np
 
 from app.services.library import names
 from app.services.library.catalog import id_chunks, normalise
-from app.services.library.records import FailedFile, LibraryError, SearchFilters
+from app.services.library.records import BrokenModelError, FailedFile, LibraryError, SearchFilters
 from app.services.library.tags import read_tags
 
 if TYPE_CHECKING:
@@ -101,6 +101,18 @@ def normalise_tag(tag: str) -> str:
     if _BAD_TAG.search(t):
         raise ValueError(f"tag {t!r} contains ';' or a control character")
     return t
+
+
+def embed_sentences(encoder: Embedder, pending: Sequence[tuple[int, str]]
+                    ) -> list[tuple[int, str, np.ndarray | None]]:
+    """(file id, sentence) -> (file id, sentence, unit vector, or None for an empty sentence: its vector goes), the
+    non-empty sentences in one batched call. A model giving NaN/inf is refused (BrokenModelError)."""
+    texts = [t for _, t in pending if t]
+    vecs = iter(np.asarray(encoder.embed_text(texts), np.float32) if texts else [])
+    items = [(fid, text, next(vecs) if text else None) for fid, text in pending]
+    if any(v is not None and not np.isfinite(v).all() for _, _, v in items):
+        raise BrokenModelError(f"text model {encoder.model_id!r} produced NaN/inf: it is broken")
+    return items
 
 
 class TextChannelMixin:
