@@ -128,8 +128,7 @@ class TextTower:
         """(B, T, H) hidden states -> (B, dim) unit vectors: this model's pooling (the first token, or the mean
         over each row's real tokens) and projection layers."""
         if self.settings.pooling == "mean":
-            real = (np.arange(h.shape[1])[None, :] < lengths[:, None]).astype(np.float32)  # (B, T)
-            pooled = np.einsum("bt,bth->bh", real, h) / lengths[:, None]  # (B, H)
+            pooled = masked_mean(h, lengths)  # (B, H)
         else:
             pooled = h[:, 0]  # (B, H)
         e = pooled @ self.proj_w.T + self.proj_b  # (B, dim)
@@ -171,6 +170,12 @@ class TextTower:
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         att = scores / scores.sum(axis=-1, keepdims=True)
         return (att @ v).transpose(0, 2, 1, 3).reshape(B, T, H)
+
+
+def masked_mean(h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(B, T, H) hidden states of right-padded rows -> (B, H): the mean over each row's real tokens."""
+    real = (np.arange(h.shape[1])[None, :] < lengths[:, None]).astype(np.float32)  # (B, T)
+    return (h * real[..., None]).sum(axis=1) / lengths[:, None].astype(np.float32)
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
@@ -370,9 +375,7 @@ class SentenceEncoder(TextTower):
 
     def _pool(self, h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """(B, T, H) -> (B, H): the mean over each row's real tokens (padding left out), L2-normalised."""
-        real = (np.arange(h.shape[1])[None, :] < lengths[:, None]).astype(np.float32)  # (B, T)
-        mean = (h * real[..., None]).sum(axis=1) / lengths[:, None].astype(np.float32)  # (B, H)
-        return unit_rows(mean)
+        return unit_rows(masked_mean(h, lengths))
 
 
 def default_encoder_file() -> str | None:
