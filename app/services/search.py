@@ -387,7 +387,7 @@ class SearchSession:
         vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
         makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
         enc = self.text_encoder
-        need_text = w > 0 and enc is not None and self.library.stats_text_vectors(enc.model_id) > 0
+        need_text = w > 0 and enc is not None and self.library.indexed_vectors(enc.model_id) > 0
         need_sound = w < 1
         tower = self.embedder
         if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
@@ -459,8 +459,8 @@ class SearchSession:
         if len(parts) < 2:
             return query.fts_match()
         enc = self.text_encoder
-        indexed = max(self.library.stats_text_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
-                      self.library.stats_text_vectors(enc.model_id) if enc is not None else 0)
+        indexed = max(self.library.indexed_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
+                      self.library.indexed_vectors(enc.model_id) if enc is not None else 0)
         cap = max(COMMON_MIN, int(COMMON_SHARE * indexed))
         counts = self.library.keyword_counts(parts, cap)
         keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
@@ -547,9 +547,7 @@ class SearchSession:
         """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
         results must not allocate a billion result slots."""
         k = check_k(k)
-        lib = self.library
-        vi = lib.vector_index(self.embedder.model_id)  # in memory: this runs on every search-as-you-type
-        return min(k, len(vi) if vi is not None else 0)
+        return min(k, self.library.indexed_vectors(self.embedder.model_id))  # in memory: runs on every keystroke
 
     def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
         """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""

@@ -383,8 +383,8 @@ class TextChannelMixin:
                     out[fid] = np.frombuffer(blob, dtype=np.float32)
         return out
 
-    def stats_text_vectors(self, model_id: str) -> int:
-        """How many sentence vectors the text model's index holds (0: the semantic channel has nothing to say)."""
+    def indexed_vectors(self, model_id: str) -> int:
+        """How many vectors a model's (in-memory) index holds: files searchable by it (0: it has nothing to say)."""
         vi = self.vector_index(model_id)  # type: ignore[attr-defined]
         return len(vi) if vi is not None else 0
 
