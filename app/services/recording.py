@@ -114,9 +114,7 @@ def finish(audio: np.ndarray, sample_rate: int, problem: str = "", trim: TrimCon
     """Trim a raw recording (N,); refuse one with no sound in it, saying why."""
     audio = np.asarray(audio, dtype=np.float32).reshape(-1)
     trim = trim or TrimConfig()
-    message = silence_problem(audio, sample_rate, problem, trim)
-    if message:
-        raise NothingRecordedError(message)
-    span = trim_span(audio, trim, sample_rate)
-    assert span is not None  # silence_problem said there is sound
+    span = trim_span(audio, trim, sample_rate) if len(audio) else None
+    if span is None:  # nothing came, or only silence: say which
+        raise NothingRecordedError(silence_problem(audio, sample_rate, problem, trim))
     return Recording(audio[span[0]: span[1]].copy(), sample_rate, len(audio) / sample_rate, problem)
