@@ -932,7 +932,8 @@ class Candidates:
         scores.update(lib.file_scores(model_id, missing, qn))
 
     def fused(self, w: float, rule: FusionRule | None = None) -> list[tuple[int, Scores]]:
-        """(file id, scores) best first: fused = w * names + (1 - w) * sound."""
+        """(file id, scores) best first, fused by `rule` (default: the shipped one, see `fuse_arrays`) with the
+        names' weight w; ties broken by the sound cosine, then the file id."""
         ids = self.ids()
         if not ids:
             return []
