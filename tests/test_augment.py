@@ -12,6 +12,16 @@ import torch
 from training import augment as A
 from training.config import setting_meta
 
+# each augmentation switch alone, always firing: the trainers' tests run one parametrised test per switch
+SWITCHES = {
+    "speed": dict(speed_prob=1.0, speed_low=0.8, speed_high=1.0),
+    "pitch": dict(pitch_prob=1.0, pitch_semitones=3.0),
+    "reverb": dict(reverb_prob=1.0),
+    "noise": dict(noise_prob=1.0, snr_low=0.0, snr_high=5.0),
+    "telephone": dict(telephone_prob=1.0),
+    "gain": dict(gain_prob=1.0, gain_db_low=-12.0, gain_db_high=0.0),
+}
+
 SR = 16000
 
 

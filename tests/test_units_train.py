@@ -14,6 +14,7 @@ import torch
 from app.services.jobs import drain
 from models.frontends import MFCC
 from models.vqvae import UnitsModel
+from tests.test_augment import SWITCHES
 from training.checkpoints import CheckpointError, load_model, save_checkpoint
 from training.config import settings_of
 from training.speech_eval import add_units_eval_arguments as add_eval_arguments
@@ -282,14 +283,6 @@ def test_prepare_wave_mixes_resamples_and_cleans() -> None:
 
 # ---------------------------------------------------------------------------------------------- augmentation
 
-SWITCHES = {  # each augmentation switch alone, always firing
-    "speed": dict(speed_prob=1.0, speed_low=0.8, speed_high=1.0),
-    "pitch": dict(pitch_prob=1.0, pitch_semitones=3.0),
-    "reverb": dict(reverb_prob=1.0),
-    "noise": dict(noise_prob=1.0, snr_low=0.0, snr_high=5.0),
-    "telephone": dict(telephone_prob=1.0),
-    "gain": dict(gain_prob=1.0, gain_db_low=-12.0, gain_db_high=0.0),
-}
 TALKER = ("speed", "pitch")  # change the target too; the others only what the microphone hears
 
 

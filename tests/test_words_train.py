@@ -13,6 +13,7 @@ import torch
 
 from app.services.jobs import drain
 from app.services.words import WordSpace
+from tests.test_augment import SWITCHES
 from training.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
 from training.speech_eval import evaluate_words as evaluate_job
 from training.trainer import Trainer
@@ -271,14 +272,6 @@ def test_eval_without_a_split_column_evaluates_every_row(subset: Path, tmp_path:
 
 # ------------------------------------------------------------------------------------------- augmentation
 
-SWITCHES = {  # each augmentation switch alone, always firing
-    "speed": dict(speed_prob=1.0, speed_low=0.8, speed_high=1.0),
-    "pitch": dict(pitch_prob=1.0, pitch_semitones=3.0),
-    "reverb": dict(reverb_prob=1.0),
-    "noise": dict(noise_prob=1.0, snr_low=0.0, snr_high=5.0),
-    "telephone": dict(telephone_prob=1.0),
-    "gain": dict(gain_prob=1.0, gain_db_low=-12.0, gain_db_high=0.0),
-}
 
 
 @pytest.fixture(scope="module")
