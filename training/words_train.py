@@ -55,7 +55,7 @@ from training import distributed as ddp
 from training.audio import TrimConfig
 from training.augment import AugmentConfig, augment, noise_bank
 from training.checkpoints import load_model, save_checkpoint
-from training.config import add_arguments, setting
+from training.config import add_arguments, argv_for, setting, settings_of
 from training.config import config_from_args as settings_from_args
 from training.metrics import cross_view_ap, word_discrimination_ap
 from training.reserved import is_reserved
@@ -498,11 +498,9 @@ def command_line(config: WordsTrainConfig) -> str:
         parts += ["--augment-copies", str(config.augment_copies)]
     if config.init_from:
         parts += ["--init-from", config.init_from]
-    for f in dataclasses.fields(AugmentConfig):  # the augmentation settings that differ from their defaults
-        value, default = getattr(config, f.name), f.default
-        if value != default:
-            flag = "--" + f.name.replace("_", "-")
-            parts += [flag] if value is True else [f"--no-{flag[2:]}"] if value is False else [flag, str(value)]
+    augment = settings_of(AugmentConfig)  # the augmentation settings that differ from their defaults
+    parts += argv_for(augment, {s.name: getattr(config, s.name) for s in augment
+                                if getattr(config, s.name) != s.default})
     return shlex.join(parts)
 
 
