@@ -154,3 +154,13 @@ def test_cross_validation_scores_each_query_only_by_rules_chosen_without_it() ->
         assert len(cv[family]["chosen_per_fold"]) == sq.FOLDS
     # on random relevance the best-on-all score is optimistic: held-out scoring takes the optimism away
     assert cv["either"]["cv_mAP@10"] < cv["either"]["best_on_all_queries_mAP@10_not_held_out"]
+
+
+def test_a_relevance_rule_matches_words_not_letters_inside_other_words(sfx: Path) -> None:
+    """'orc' once matched "a burning TORCH swings and misses" (o-r-c inside 'torch'): a torch is no orc."""
+    clips = load_clips(sfx)
+    queries = load_queries()
+    rel = relevance(queries, clips)[[q for q, _ in queries].index("orc")]
+    found = [cap for clip, r in zip(clips, rel, strict=True) if r for cap in clip.captions]
+    assert found and not any("torch" in c for c in found)
+    assert all(any(w in c for w in ("orc", "ogre", "troll", "goblin")) for c in found)
