@@ -38,9 +38,10 @@ What is measured, exactly (the JSON says the same in `notes`):
   cross-validation over queries, repeated over 5 seeded shuffles: the rule is chosen on 4 folds (best mean
   mAP@10), scored on the held-out fold; `cv_mAP@10` is the mean held-out score, `held_out_vs_names_only` counts
   the held-out queries the chosen rule ranked worse or better than names-only. Shipped = the rule in the
-  service (the one chosen on every fold, so here its in-sample and held-out scores agree). The sfx val split is
-  held out from the default sound model's training but drawn from the same corpus and captions: a held-out
-  split of the training distribution, not unseen data.
+  service (with the default model, the one chosen on every fold: its in-sample and held-out scores agree; with
+  another sound channel, `--model`, the held-out choice may differ). The sfx val split is held out from the
+  default sound model's training but drawn from the same corpus and captions: a held-out split of the training
+  distribution, not unseen data.
 - `fused_vs_names_only`: every query on which fused and names-only search put the first relevant file at a
   different rank, worst for fusion first.
 """
