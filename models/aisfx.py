@@ -120,6 +120,19 @@ def block_starts(num_frames: int, block: int, hop: int) -> list[int]:
 TIME_STRIDE = 8  # three 2x2 max poolings
 
 
+def short_clips_padded(feats: torch.Tensor, rows: list[int], counts: list[int], n: int) -> torch.Tensor:
+    """(B, T, 96) frames -> (len(rows), n, 96): those rows' first n frames, each zero after its real count (a clip
+    shorter than n = one block is zero-padded to it, as the package pads it; longer rows have exactly n)."""
+    x = feats[rows, : min(n, feats.shape[1])]
+    if x.shape[1] < n:
+        x = F.pad(x, (0, 0, 0, n - x.shape[1]))
+    real = torch.tensor([counts[r] for r in rows], device=feats.device)  # (b,)
+    if bool((real < n).any()):
+        keep = torch.arange(n, device=feats.device)[None, :] < real[:, None]  # (b, n)
+        x = x * keep[..., None].to(x.dtype)
+    return x
+
+
 def map_starts(starts: list[int]) -> list[int]:
     """Block start frames -> the nearest step of the (T/8) feature map (50 frames = 6.25 steps)."""
     return [int(s / TIME_STRIDE + 0.5) for s in starts]
@@ -192,12 +205,10 @@ class AisfxEncoder(nn.Module):
         width = c.block_frames // TIME_STRIDE  # 12 map steps per block
         out: list[torch.Tensor] = [feats.new_empty(0)] * len(counts)
         groups: dict[int, list[int]] = {}
-        for b, n in enumerate(counts):
-            groups.setdefault(n, []).append(b)
+        for b, n in enumerate(counts):  # every clip shorter than a block is padded to one: they go together
+            groups.setdefault(max(n, c.block_frames), []).append(b)
         for n, rows in groups.items():
-            x = feats[rows, :n]  # (b, n, 96) real frames only
-            if n < c.block_frames:
-                x = F.pad(x, (0, 0, 0, c.block_frames - n))
+            x = short_clips_padded(feats, rows, counts, n)  # (b, n, 96): real frames, zeros after them
             per_pass = max(1, max_batch * c.block_frames // x.shape[1])  # about as many frames as block-wise
             fmap = torch.cat([self.trunk(x[i : i + per_pass]) for i in range(0, len(x), per_pass)])  # (b, 512, n/8)
             steps = map_starts(block_starts(n, c.block_frames, c.block_hop))

@@ -29,6 +29,18 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Built artefacts (the int8 aiSFX trunk) go to a folder of the test run, never the user's cache."""
+    before = os.environ.get("EARSHOT_CACHE_DIR")
+    os.environ["EARSHOT_CACHE_DIR"] = str(tmp_path_factory.mktemp("earshot-cache"))
+    yield
+    if before is None:
+        os.environ.pop("EARSHOT_CACHE_DIR", None)
+    else:
+        os.environ["EARSHOT_CACHE_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_threads() -> Iterator[None]:
     """Fail any test that leaves a Python thread or an Earshot worker running (napari/superqt style)."""

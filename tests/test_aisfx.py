@@ -255,3 +255,72 @@ def test_auto_backend_falls_back_to_torch_without_onnxruntime(monkeypatch):
         aisfx_runtime.accelerate(enc, "onnx")
     with pytest.raises(ValueError, match="expected one of"):
         aisfx_runtime.accelerate(enc, "tensorrt")
+
+
+@needs_weights
+def test_int8_trunk_keeps_the_real_towers_vectors(sfx):
+    """The default backend (int8, calibrated on the demo library) against fp32 on real clips the calibration never
+    saw (sfx val). Tolerance: cosine >= 0.97 per clip and >= 0.99 on average (measured: mean 0.995, min 0.978 over
+    100 clips of unseen packages; bench/bench_aisfx_backends.py has the retrieval metrics of both)."""
+    pytest.importorskip("onnxruntime")
+    from training import aisfx_runtime
+    from training.caption_data import load_audio
+
+    enc, frontend = weights.pretrained().eval(), AisfxMel()
+    clips = sorted((sfx / "audio").glob("*.wav"))[::60][:20]
+    feats = [frontend(load_audio(p, 44100)[:441000])[None] for p in clips]
+    assert aisfx_runtime.accelerate(enc, "onnx") == "onnx"
+    with torch.inference_mode():
+        want = torch.cat([enc(f) for f in feats])
+    assert aisfx_runtime.accelerate(enc) == "int8"  # the default
+    with torch.inference_mode():
+        got = torch.cat([enc(f) for f in feats])
+    cos = torch.nn.functional.cosine_similarity(got, want)
+    assert cos.min() >= 0.97 and cos.mean() >= 0.99, (cos.min(), cos.mean())
+    assert not torch.equal(got, want)  # it is the int8 trunk that ran
+
+
+def test_int8_trunk_is_cached_and_a_damaged_cache_is_rebuilt(monkeypatch, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from training import aisfx_runtime
+
+    monkeypatch.setenv("EARSHOT_CACHE_DIR", str(tmp_path))
+    enc = _tiny_trained_encoder()
+    fp32 = aisfx_runtime.export_onnx(aisfx_runtime.fold_batchnorm(enc.embedding_net, channels_last=False))
+    calibration = [torch.rand(150, 96), torch.rand(60, 96)]
+    built = aisfx_runtime.cached_int8(fp32, calibration)
+    files = sorted(p.name for p in (tmp_path / "aisfx-int8").iterdir())
+    assert len(files) == 2 and files[0].endswith(".onnx") and files[1].endswith(".sha256")
+
+    def no_calibration(*a, **k):
+        raise AssertionError("calibrated again instead of reading the cache")
+
+    real_quantize = aisfx_runtime.quantize_int8
+    monkeypatch.setattr(aisfx_runtime, "quantize_int8", no_calibration)
+    assert aisfx_runtime.cached_int8(fp32, calibration) == built
+    model = next((tmp_path / "aisfx-int8").glob("*.onnx"))
+    model.write_bytes(model.read_bytes()[:-10] + b"0123456789")  # damaged: checksum no longer matches
+    with pytest.raises(AssertionError, match="calibrated again"):
+        aisfx_runtime.cached_int8(fp32, calibration)
+    monkeypatch.setattr(aisfx_runtime, "quantize_int8", real_quantize)
+    assert aisfx_runtime.cached_int8(fp32, calibration) == built  # rebuilt: deterministic
+
+
+def test_auto_backend_falls_back_when_the_int8_build_fails(monkeypatch, caplog):
+    pytest.importorskip("onnxruntime")
+    from training import aisfx_runtime
+
+    def no_clips(*a, **k):
+        raise FileNotFoundError("resources/demo: no calibration clips for the int8 aiSFX trunk")
+
+    monkeypatch.setattr(aisfx_runtime, "demo_calibration_frames", no_clips)
+    enc = _tiny_trained_encoder()
+    x = torch.rand(2, 130, 96)
+    with torch.no_grad():
+        want = enc(x)
+    assert aisfx_runtime.accelerate(enc, "auto") == "int8"
+    with torch.inference_mode(), caplog.at_level("WARNING"):
+        torch.testing.assert_close(enc(x), want, atol=1e-4, rtol=1e-4)  # the fp32 ONNX trunk took over
+    assert "the int8 trunk failed" in caplog.text and "no calibration clips" in caplog.text
+    with pytest.raises(FileNotFoundError, match="no calibration clips"):
+        aisfx_runtime.accelerate(enc, "int8")  # asked for by name: the failure is the answer

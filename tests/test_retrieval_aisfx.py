@@ -87,12 +87,15 @@ def _sound(kind: str, seconds: float, sr: int) -> np.ndarray:
     return (0.3 * x / np.abs(x).max()).astype(np.float32)
 
 
-def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: Path):
+def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: Path, monkeypatch):
     from app.services.jobs import drain
     from app.services.library import embed_file
     from app.services.search import RetrievalEmbedder, SearchSession
     from training.checkpoints import save_checkpoint
 
+    # the float trunk: this compares with the model's own numbers exactly, and the random tiny tower's features
+    # are too small for int8 to keep them apart (the int8 default is checked with the real weights in test_aisfx)
+    monkeypatch.setenv("EARSHOT_AISFX_BACKEND", "onnx")
     torch.manual_seed(0)
     model = RetrievalModel(_tiny(window_seconds=3.0)).eval()
     ckpt = save_checkpoint(tmp_path / "tiny-aisfx.safetensors", "retrieval", model, model.config,
@@ -128,6 +131,28 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
         assert session.window_scores(long_hit).starts.tolist() == [0.0, 3.0]  # two 3-s windows
     finally:
         session.close()
+
+
+def test_short_windows_are_embedded_together_as_each_alone(monkeypatch):
+    """Windows shorter than one 100-frame block of different lengths go through the trunk as one batch (each
+    padded to a block, as the tower pads it): the same vectors as each one alone, the old way."""
+    from app.services.search import RetrievalEmbedder
+
+    monkeypatch.setenv("EARSHOT_AISFX_BACKEND", "torch")
+    torch.manual_seed(0)
+    model = RetrievalModel(_tiny(window_seconds=3.0)).eval()
+    embedder = RetrievalEmbedder(model, AisfxMel())
+    waves = [_sound("chirp", 0.3, 44100), _sound("noise", 0.71, 44100), _sound("tone", 1.5, 44100),
+             _sound("chirp", 2.9, 44100)]  # the last is longer than a block (~2.3 s): a group of its own
+    windows = np.stack([np.pad(w, (0, embedder.window_samples - len(w))) for w in waves])
+    calls: list[tuple[int, ...]] = []
+    trunk = model.audio_encoder.trunk
+    monkeypatch.setattr(model.audio_encoder, "trunk", lambda f: calls.append(tuple(f.shape)) or trunk(f))
+    got = embedder.embed_windows(windows)
+    assert sorted(calls) == [(1, 125, 96), (3, 100, 96)], calls  # three short clips in one pass
+    with torch.no_grad():
+        alone = np.stack([model.embed_audio(AisfxMel()(torch.from_numpy(w))[None])[0].numpy() for w in waves])
+    np.testing.assert_allclose(got, alone, atol=1e-5)
 
 
 def test_aisfx_checkpoint_with_a_passt_front_end_is_refused(tmp_path: Path):

@@ -102,6 +102,15 @@ def search_threads() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
+def trunk_threads() -> int:
+    """Threads for the frozen aiSFX trunk (ONNX Runtime): every core. Indexing is nearly all trunk, and its threads
+    sleep instead of spinning between runs (training/aisfx_runtime.make_session), so the GUI thread, which needs
+    a few milliseconds at a time, still gets a core when it wakes (tests/gui/test_search_tab.py). Override with
+    EARSHOT_TRUNK_THREADS."""
+    env = os.environ.get("EARSHOT_TRUNK_THREADS", "")
+    return max(1, int(env)) if env.isdigit() else max(1, os.cpu_count() or 1)
+
+
 def cap_threads(threads: int | None = None) -> int:
     """Lower torch's and FAISS's thread counts to `threads` (never raise a lower cap set by the user)."""
     import faiss
@@ -152,7 +161,7 @@ class RetrievalEmbedder:
         if self.aisfx:  # the frozen aiSFX trunk through its fastest runner (training/aisfx_runtime.py)
             from training.aisfx_runtime import accelerate
 
-            self.backend = accelerate(model.audio_encoder)
+            self.backend = accelerate(model.audio_encoder, threads=trunk_threads())
         self.sample_rate = int(self.frontend.config.sample_rate)
         self.dim = int(cfg.embed_dim)
         self.window_seconds = float(cfg.audio.window_seconds)
@@ -183,6 +192,18 @@ class RetrievalEmbedder:
         features = read_metadata(entry.path)["features"]
         return cls(model, _frontend(features), name=name, model_id=model_id_for(name, entry.path))
 
+    def warm_up(self) -> None:
+        """Build the audio tower's inference runner now, as part of loading the model, not on the first file
+        indexed: the ONNX export and, the first time for these weights, the int8 calibration (a few seconds;
+        cached in the user's cache folder after that)."""
+        if not self.aisfx:
+            return
+        import torch
+
+        block = self.model.audio_encoder.config.block_frames
+        with self._lock, torch.inference_mode():
+            self.model.audio_encoder(torch.zeros(1, block, self.frontend.dim, device=self.device))
+
     # -- the Embedder protocol
 
     @property
@@ -206,22 +227,37 @@ class RetrievalEmbedder:
         out = np.zeros((W, self.dim), dtype=np.float32)
         groups: dict[int, list[int]] = {}
         for i, n in enumerate(lengths.tolist()):
-            groups.setdefault(n, []).append(i)
+            groups.setdefault(self._group(n), []).append(i)
         with self._lock, torch.inference_mode():
             for n, rows in groups.items():
                 for j in range(0, len(rows), self.batch_size):
                     part = rows[j : j + self.batch_size]
                     wave = torch.from_numpy(_padded(x[part], n)).to(self.device)  # (b, n)
-                    out[part] = self._embed_wave(wave).float().cpu().numpy()  # (b, dim)
+                    real = torch.from_numpy(np.minimum(lengths[part], n)).to(self.device)  # (b,)
+                    out[part] = self._embed_wave(wave, real).float().cpu().numpy()  # (b, dim)
         require_finite(out, f"{self.name}: audio embeddings")  # a broken model is refused, never indexed
         return out
 
-    def _embed_wave(self, wave: torch.Tensor) -> torch.Tensor:
-        """(b, n) real samples (no padding) -> (b, dim)."""
-        feats = self.frontend(wave)  # PaSST: (b, n_mels, T); aiSFX: (b, T, 96)
+    def _group(self, n: int) -> int:
+        """Windows embedded together: those of one real length; for aiSFX also every window shorter than one
+        100-frame block (the tower pads each to a block, so they make one batch: ~2x fewer, fuller trunk runs
+        on a library of short one-shots). Returns the samples each group's batch is cut or padded to."""
         if not self.aisfx:
-            feats = feats[..., : self.model.config.audio.window_frames]  # one window, never two
-        return self.model.embed_audio(feats)
+            return n
+        block = self.model.audio_encoder.config.block_frames
+        short = (block - 1) * self.frontend.config.hop_length  # n samples give n // hop + 1 frames
+        return max(n, short)
+
+    def _embed_wave(self, wave: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+        """(b, n) samples, of which the first `real` (b,) of each row are real (default all) -> (b, dim)."""
+        if not self.aisfx:
+            feats = self.frontend(wave)[..., : self.model.config.audio.window_frames]  # one window, never two
+            return self.model.embed_audio(feats)
+        if real is None:
+            return self.model.embed_audio(self.frontend(wave))
+        feats = self.frontend(wave, real)  # (b, T, 96), each row peak-normalised over its real samples
+        frames = self.frontend.num_frames(real)  # (b,) real frames
+        return self.model.embed_audio(feats, frames)
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
         """N texts -> (N, dim) unit vectors; recent queries come from a small cache."""
@@ -298,7 +334,9 @@ def resolve_model(spec: str | None = None, registry: ModelRegistry | None = None
 def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu"
                   ) -> RetrievalEmbedder:
     name, path = resolve_model(spec, registry)
-    return RetrievalEmbedder.from_checkpoint(path, name=name, device=device)
+    embedder = RetrievalEmbedder.from_checkpoint(path, name=name, device=device)
+    embedder.warm_up()
+    return embedder
 
 
 def load_query_embedder(spec: str | None = None, registry: ModelRegistry | None = None
@@ -316,9 +354,12 @@ def load_embedder_job(registry: ModelRegistry | None, name: str) -> Job[Retrieva
     """Load a retrieval model through the registry (cached on its device), or from a path without one."""
     yield {"message": f"loading {name}…"}
     cap_threads()
-    if registry is not None:
-        return RetrievalEmbedder.from_registry(registry, name)
-    return load_embedder(name)
+    if registry is None:
+        return load_embedder(name)
+    embedder = RetrievalEmbedder.from_registry(registry, name)
+    yield {"message": f"preparing {name}…"}
+    embedder.warm_up()
+    return embedder
 
 
 # -------------------------------------------------------------------------------------------- session
