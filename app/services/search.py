@@ -61,23 +61,28 @@ PREVIEW_FRAMES = 2000  # spectrogram columns at most, whatever the file length
 
 
 # ------------------------------------------------------------------------------------- fusion settings
-# The rule: reciprocal-rank fusion of the two channels over their candidates,
-#   fused = (RRF_K + 1) * (w / (RRF_K + names rank) + (1 - w) / (RRF_K + sound rank))   (1 = first in both)
-# Names score (what the names rank sorts by): KEYWORD_SHARE * BM25 relative to the query's best keyword match +
-# the rest * the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1]. A file whose names score is 0 (no
-# keyword match, cosine below the floor: hash-like names, no tags) gets no names term, so a library whose names
-# say nothing ranks exactly like sound. Sound rank: by the audio cosine (no term for a file without a vector).
+# The rule: a weighted sum of the two channels' scores over their candidates,
+#   fused = w * names + (1 - w) * sound cosine
+# Names score: KEYWORD_SHARE * BM25 relative to the query's best keyword match + the rest * the MiniLM cosine
+# mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1] -- absolute, so a strong, specific name match (0.9-1.0) keeps its
+# lead over files that only sound right, while names that say little (0.2-0.4 for the best file) leave sound the
+# say among them. A file whose names score is 0 (no keyword match, cosine below the floor: hash-like names, no
+# tags) gets no names term, so a library whose names say nothing ranks exactly like sound. Sound: the raw audio
+# cosine, not rescaled per query (a file without a sound vector counts as the lowest candidate).
 # Chosen by 5-fold cross-validation over the 80 development queries (`python -m bench search_quality`, README
-# "Search quality"): RRF (w = 0.7, k = 5, chosen on every fold) scored 0.853 mAP@10 on held-out folds; the
-# earlier weighted sum of min-max scores (w = 0.8, chosen on all 80 queries) only 0.808 held out, below
-# names-only (0.851). RRF ignores the score gaps, which generalised better here; the gain over names-only
-# is within noise on this benchmark (the sound channel is far weaker than good names).
+# "Search quality"), the names score's constants held fixed (they define names-only search): this sum with
+# w = 0.7 was chosen on every training fold over the sum with min-max-scaled sound and reciprocal-rank fusion,
+# and is never worse than names-only on any held-out query there (the default aiSFX sound channel; the best w
+# depends on the sound channel: 0.85 for the earlier PaSST one). The earlier RRF (w = 0.7, k = 5) ranked a file that
+# sounds right above the only file whose name says exactly what was asked ("creaky door" -> a fence gate,
+# before "DoorCreak"): rank fusion throws the names' score gaps away.
 SEARCH_MODES = ("names", "sound", "both")
 NAMES_WEIGHT = 0.7  # the names' share of the fused score by default (the GUI slider and --names-weight override it)
 KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
 SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+FUSION = "sum"  # "sum" (the rule above), or "rrf": reciprocal-rank fusion, kept to compare (bench/search_quality.py)
+SOUND_SCALE = "cosine"  # the sum's sound score: "cosine" (raw) or "minmax" (rescaled over the candidates), to compare
 RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
-FUSION = "rrf"  # "rrf" or "sum" (fused = w * names + (1 - w) * min-max sound: the earlier rule, kept to compare)
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
 COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (costs nothing on the
@@ -938,7 +943,7 @@ def fusion_weight(mode: str, names_weight: float | None) -> float:
 
 @dataclass
 class Scores:
-    fused: float
+    fused: float  # the rule's score (sum: w * names + (1 - w) * sound cosine; can be below 0)
     name: float  # 0..1
     keyword: float  # 0..1, BM25 / the best BM25 of the query
     semantic_raw: float  # cosine (0 when the file has no text vector)
@@ -996,31 +1001,47 @@ class FusionRule:
     keyword_share: float = KEYWORD_SHARE
     sem_floor: float = SEM_FLOOR
     sem_ceil: float = SEM_CEIL
-    kind: str = FUSION  # "rrf" | "sum"
+    kind: str = FUSION  # "sum" | "rrf"
+    sound_scale: str = SOUND_SCALE  # "cosine" | "minmax" (the sum's sound score)
     rrf_k: float = RRF_K
 
 
 def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fusion of N candidates' raw scores, vectorised: BM25 (N,) (0: no keyword match), sentence cosine (N,)
-    (0: no text vector), sound cosine (N,) (NaN: none). Returns fused, names, keyword and sound scores, 0..1
-    each, (N,). Also what bench/search_quality.py cross-validates the constants with."""
+    (0: no text vector), sound cosine (N,) (NaN: none). Returns fused, names (0..1), keyword (0..1) and min-max
+    sound (0..1, what the result list draws) scores, (N,). Also what bench/search_quality.py cross-validates
+    the rules with."""
     have = np.isfinite(snd)
     snd_norm = np.zeros(len(snd))
     if have.any():
         lo, hi = snd[have].min(), snd[have].max()
         snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
-    best_kw = float(kw.max(initial=0.0))
-    kw_norm = kw / best_kw if best_kw > 0 else np.zeros(len(kw))
+    name = names_score(kw, sem, rule)
+    kw_norm = relative_keyword(kw)
+    if rule.kind == "rrf":
+        k = rule.rrf_k
+        fused = np.where(name > 0, w / (k + ranks(name)), 0.0) \
+            + np.where(have, (1 - w) / (k + ranks(np.where(have, snd, -np.inf))), 0.0)
+        return (k + 1) * fused, name, kw_norm, snd_norm
+    if rule.sound_scale == "minmax":
+        sound = snd_norm
+    else:  # the raw cosine; a file without a sound vector counts as the lowest candidate
+        sound = np.where(have, snd, snd[have].min() if have.any() else 0.0)
+    return w * name + (1 - w) * sound, name, kw_norm, snd_norm
+
+
+def relative_keyword(kw: np.ndarray) -> np.ndarray:
+    """BM25 (N,) relative to the query's best keyword match, 0..1 (all 0 without a match)."""
+    best = float(kw.max(initial=0.0))
+    return kw / best if best > 0 else np.zeros(len(kw))
+
+
+def names_score(kw: np.ndarray, sem: np.ndarray, rule: FusionRule) -> np.ndarray:
+    """What the names and tags say about N candidates, 0..1 (N,): relative BM25 and the MiniLM cosine mapped from
+    [floor, ceil] (absolute: names that say nothing score 0, however the other candidates score)."""
     sem_map = np.clip((sem - rule.sem_floor) / (rule.sem_ceil - rule.sem_floor), 0.0, 1.0)
-    name = rule.keyword_share * kw_norm + (1 - rule.keyword_share) * sem_map
-    if rule.kind == "sum":
-        return w * name + (1 - w) * snd_norm, name, kw_norm, snd_norm
-    k = rule.rrf_k
-    name_rank = ranks(name)
-    snd_rank = ranks(np.where(have, snd, -np.inf))
-    fused = np.where(name > 0, w / (k + name_rank), 0.0) + np.where(have, (1 - w) / (k + snd_rank), 0.0)
-    return (k + 1) * fused, name, kw_norm, snd_norm
+    return rule.keyword_share * relative_keyword(kw) + (1 - rule.keyword_share) * sem_map
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
