@@ -20,7 +20,6 @@ import re
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,7 +335,7 @@ class TextChannelMixin:
             reader = getattr(self, "_read_db", None)
             if reader is None:
                 try:
-                    uri = "file:" + urllib.parse.quote(str(self.catalog_path)) + "?mode=ro"  # type: ignore[attr-defined]
+                    uri = self.catalog_path.resolve().as_uri() + "?mode=ro"  # type: ignore[attr-defined]
                     reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
                     reader.execute("PRAGMA query_only = ON")
                     reader.execute("SELECT 1 FROM text_fts LIMIT 1").fetchall()
