@@ -251,3 +251,60 @@ def test_user_tags_and_favourites(tmp_path: Path):
         assert session.tags_of(lib.file_id("moved.wav")) == ["sci-fi"] and lib.favourite_ids() == {b}
     finally:
         session.close()
+
+
+def test_keyword_search_reads_on_its_own_connection(tmp_path: Path):
+    """Keywords are ranked on a read-only connection, outside the library's lock, so a search ranks them while
+    it encodes the query on the other core (SearchSession.search); it sees every committed change."""
+    import threading
+
+    root = tmp_path / "lib"
+    write(root / "door_creak.wav", tone(440))
+    write(root / "rain_on_roof.wav", tone(880))
+    emb, enc = ToneEmbedder(), CountingEncoder()
+    session = SearchSession(Library.open(root), emb, text_encoder=enc)
+    lib = session.library
+    try:
+        drain(session.index_job())
+        door = lib.file_id("door_creak.wav")
+        held, release = threading.Event(), threading.Event()
+
+        def hold_the_lock() -> None:
+            with lib.lock:
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        try:
+            held.wait(10)
+            assert [f for f, _ in lib.keyword_search('"creak"', 5)] == [door]  # did not wait for the lock
+        finally:
+            release.set()
+            holder.join()
+        reader = lib._read_db
+        assert reader is not lib.db
+        session.add_tags([door], ["spooky"])  # committed on the main connection: the reader sees it
+        assert [f for f, _ in lib.keyword_search('"spooky"', 5)] == [door]
+        assert [h.rel_path for h in session.search("spooky door", 5, mode="both")][0] == "door_creak.wav"
+    finally:
+        session.close()
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the library
+        reader.execute("SELECT 1")
+
+
+def test_a_failing_keyword_search_is_reported_and_leaves_no_thread(tmp_path: Path, monkeypatch):
+    root = tmp_path / "lib"
+    write(root / "door_creak.wav", tone(440))
+    session = SearchSession(Library.open(root), ToneEmbedder(), text_encoder=CountingEncoder())
+    try:
+        drain(session.index_job())
+
+        def broken(*a, **k):
+            raise sqlite3.OperationalError("database disk image is malformed")
+
+        monkeypatch.setattr(session.library, "keyword_search", broken)
+        with pytest.raises(sqlite3.OperationalError, match="malformed"):
+            session.search("door", 5)
+    finally:
+        session.close()

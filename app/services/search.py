@@ -22,7 +22,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,6 +100,28 @@ class ModelNotFoundError(LookupError):
 def search_threads() -> int:
     """Threads for model and FAISS work: all cores but one, which stays with the GUI and the audio callback."""
     return max(1, (os.cpu_count() or 2) - 1)
+
+
+class InBackground:
+    """A function run on a thread of its own now, its result (or exception) collected by `result()` (which
+    joins the thread: nothing is left running)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._out: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="earshot-keywords", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            self._out["value"] = fn(*args)
+        except BaseException as e:  # handed to the caller by result()
+            self._out["error"] = e
+
+    def result(self) -> Any:
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]
 
 
 def trunk_threads() -> int:
@@ -423,10 +445,23 @@ class SearchSession:
         query = parse(text)
         if query.empty:
             return []
-        # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-        sound_q, text_q = self._encode_query(query.free_text, w)
         k = self.capped_k(k)
-        return self._ranked(query, k, filters, w, mode, sound_q, text_q) if k else []
+        # the keywords are ranked (SQLite FTS5, on its own connection) on one core while the query is encoded
+        # and the vectors are searched on the other: the slowest part of a names search no longer adds up
+        keywords = InBackground(self._keyword_candidates, query, max(k, CANDIDATES)) if k and w > 0 else None
+        try:
+            # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+            sound_q, text_q = self._encode_query(query.free_text, w)
+        finally:
+            found = keywords.result() if keywords is not None else None
+        return self._ranked(query, k, filters, w, mode, sound_q, text_q, found) if k else []
+
+    def _keyword_candidates(self, query: Query, n: int) -> tuple[set[int], list[tuple[int, float]]]:
+        """The files the query excludes, and the best keyword matches (file id, BM25) beyond them."""
+        lib = self.library
+        excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
+        match = self._keyword_match(query)
+        return excluded, (lib.keyword_search(match, n + len(excluded)) if match else [])
 
     def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The query's sound-space vector (unless names only) and sentence vector (when the library has text
@@ -471,16 +506,15 @@ class SearchSession:
     # -- the two channels and their fusion
 
     def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str,
-                sound_q: np.ndarray | None, text_q: np.ndarray | None) -> list[Hit]:
+                sound_q: np.ndarray | None, text_q: np.ndarray | None,
+                keywords: tuple[set[int], list[tuple[int, float]]] | None = None) -> list[Hit]:
         lib, n = self.library, max(k, CANDIDATES)
-        excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
+        excluded, found = keywords if keywords is not None else self._keyword_candidates(query, n)
         if w == 0:  # sound only: today's ranking, minus excluded files
             return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
                                  query)
         cands = Candidates()
-        match = self._keyword_match(query)
-        if match:
-            found = lib.keyword_search(match, n + len(excluded))
+        if found:
             allowed = lib.allowed_files([f for f, _ in found], filters)
             cands.keyword = {f: s for f, s in found if f in allowed and f not in excluded}
         enc = self.text_encoder

@@ -101,6 +101,7 @@ class Library(TextChannelMixin):
                 return
             for model_id in list(self._dirty):
                 self.save_index(model_id)
+            self.close_reader()
             self.db.close()
             self.db = None  # type: ignore[assignment]
             self._indexes.clear()

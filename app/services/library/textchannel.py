@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -309,16 +310,48 @@ class TextChannelMixin:
 
     def keyword_search(self, match: str, limit: int) -> list[tuple[int, float]]:
         """(file id, BM25 score, higher is better) of the best `limit` keyword matches of an FTS5 expression
-        (built by app.services.query, which quotes every word: a user's query cannot be a syntax error)."""
-        with self.lock:  # type: ignore[attr-defined]
+        (built by app.services.query, which quotes every word: a user's query cannot be a syntax error).
+
+        Runs on the catalog's read-only connection (committed rows), not under the library's lock, so a search
+        can rank keywords on one core while it encodes the query and searches the vectors on the other
+        (SearchSession.search); falls back to the main connection when a reader cannot be opened."""
+        sql = "SELECT rowid, rank FROM text_fts WHERE text_fts MATCH ? ORDER BY rank LIMIT ?"
+        reader, guard = self._reader()
+        with guard:
             try:
-                rows = self.db.execute("SELECT rowid, rank FROM text_fts WHERE text_fts MATCH ? ORDER BY rank"
-                                       " LIMIT ?", (match, int(limit))).fetchall()
+                rows = reader.execute(sql, (match, int(limit))).fetchall()
             except sqlite3.OperationalError as e:
                 if "fts5" in str(e) or "syntax" in str(e):
                     return []  # defence in depth: the query builder never produces one
                 raise
         return [(int(r), -float(s)) for r, s in rows]
+
+    def _reader(self) -> tuple[sqlite3.Connection, Any]:
+        """The read-only connection to the catalog and its lock, opened on first use (WAL: it reads committed
+        rows while the main connection writes); the main connection and the library's lock if it cannot open."""
+        with self.lock:  # type: ignore[attr-defined]
+            if self.db is None:
+                raise LibraryError("the library is closed")
+            reader = getattr(self, "_read_db", None)
+            if reader is None:
+                try:
+                    uri = self.catalog_path.resolve().as_uri() + "?mode=ro"  # type: ignore[attr-defined]
+                    reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+                    reader.execute("PRAGMA query_only = ON")
+                    reader.execute("SELECT 1 FROM text_fts LIMIT 1").fetchall()
+                except sqlite3.Error:
+                    reader = self.db
+                self._read_db = reader
+                self._read_lock = self.lock if reader is self.db else threading.Lock()  # type: ignore[attr-defined]
+            return reader, self._read_lock
+
+    def close_reader(self) -> None:
+        """Close the read-only connection (Library.close calls this)."""
+        reader = getattr(self, "_read_db", None)
+        self._read_db = None
+        if reader is not None and reader is not self.db:
+            with self._read_lock:
+                reader.close()
 
     def keyword_counts(self, parts: Sequence[str], cap: int) -> list[int]:
         """How many files each FTS5 expression matches, counted up to `cap` (rowids only: no BM25, so a common
