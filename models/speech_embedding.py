@@ -12,8 +12,9 @@ What it computes (16 kHz mono float audio in [-1, 1] -> 96-d frames):
      10·log10(max(·, 1e-10)). Mel frame f covers samples [160 f, 160 f + 512).
   2. windows of 76 mel frames (12512 samples, 0.78 s), one every `stride_frames` frames (default 4 = 40 ms,
      the units step; openWakeWord uses 8). Each window is floored at its own maximum - 80 dB (the graph's
-     top-db clip, applied per window so a window's embedding depends on its own samples only) and scaled
-     x/10 + 2 (openWakeWord's transform).
+     top-db clip, applied per window so a window's embedding depends on its own samples only; config
+     `floor="call"` floors at the whole call's maximum instead, as the graph does on a whole clip, which
+     is faster over zero padding) and scaled x/10 + 2 (openWakeWord's transform).
   3. embedding: a (76, 32) window -> 20 conv layers (BatchNorm folded into weights and biases) with
      LeakyReLU(0.2) floored at -0.4 and 2-D max pooling -> 96-d. Frame k is the window starting at sample
      k · stride_frames · 160.
@@ -93,8 +94,13 @@ class SpeechEmbeddingWeightsError(RuntimeError):
 class SpeechEmbeddingConfig:
     stride_frames: int = 4  # mel frames (10 ms) between embedding frames: 4 = 40 ms; 8 = openWakeWord's 80 ms
     window_batch: int = 256  # windows per conv pass (bounds memory on long files)
+    floor: str = "window"  # top-db floor from each window's own peak ("window": streamable, the default) or
+    #                        from the whole call's peak ("call": the mel graph's own rule on a whole clip;
+    #                        one shared trunk pass even over zero padding, no stream)
 
     def __post_init__(self) -> None:
+        if self.floor not in ("window", "call"):
+            raise ValueError(f"floor must be 'window' or 'call', got {self.floor!r}")
         if not 1 <= self.stride_frames <= WINDOW_FRAMES:
             raise ValueError(f"stride_frames must lie in 1..{WINDOW_FRAMES}, got {self.stride_frames}")
         if self.window_batch < 1:
@@ -210,6 +216,8 @@ class SpeechEmbedding(nn.Module):
         change a value are then recomputed on their own, so the result equals `embed_windows` on every
         window. Other strides go window by window."""
         stride = self.config.stride_frames
+        if self.config.floor == "call":  # then every window's own floor is a no-op (its peak <= the call's)
+            mel = torch.maximum(mel, mel.amax(dim=(1, 2), keepdim=True) - TOP_DB)
         windows = mel.unfold(1, WINDOW_FRAMES, stride)  # (B, T, 32, 76)
         B, T = windows.shape[:2]
         flat = windows.transpose(2, 3).reshape(B * T, WINDOW_FRAMES, N_MELS)  # (B·T, 76, 32)
@@ -225,7 +233,7 @@ class SpeechEmbedding(nn.Module):
             seg = scaled[:, :, TRUNK_STEP * k0: TRUNK_STEP * (k0 + m - 1) + WINDOW_FRAMES]
             parts.append(self.head(self.trunk(seg)))  # (B, m, 96)
         out = torch.cat(parts, dim=1)[:, ::r].contiguous()  # (B, T, 96)
-        return self.redo_floored(out, flat)
+        return out if self.config.floor == "call" else self.redo_floored(out, flat)
 
     def redo_floored(self, out: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
         """Recompute, window by window, the frames of `out` (B, T, 96) whose window in `flat` (B·T, 76, 32)
@@ -251,6 +259,8 @@ class SpeechEmbedding(nn.Module):
         return out[0] if single else out
 
     def stream(self) -> SpeechEmbeddingStream:
+        if self.config.floor != "window":
+            raise ValueError("a stream needs floor='window' (a call-wide floor depends on audio not yet heard)")
         return SpeechEmbeddingStream(self)
 
 

