@@ -1,8 +1,11 @@
 """Multi-view acoustic word embeddings with transformers (Rhodes & Bains; loss from He, Wang & Livescu 2017).
 
 Two encoders map into one D-dimensional space:
-- acoustic view: MFCC+Δ+ΔΔ frames (B, T, 39) -> LayerNorm -> linear -> + sinusoidal positions ->
-  transformer encoder (padding mask) -> mean over valid frames;
+- acoustic view: frames (B, T, input_dim) -> LayerNorm -> linear -> either + sinusoidal positions ->
+  transformer encoder (padding mask) (`acoustic_encoder="transformer"`, on MFCC+Δ+ΔΔ, 39-d), or a
+  bidirectional GRU (`"gru"`, on the pretrained speech_embedding frames of models/speech_embedding.py, 96-d
+  every 40 ms: a few dozen frames per word, where a recurrent encoder is cheap and needs no positions) ->
+  mean over valid frames;
 - phoneme view: ARPAbet ids (B, L) (models/phonemes.py) -> embedding -> + the same positions ->
   transformer encoder (padding mask) -> mean over valid tokens, or the output at a learned `first`
   token prepended at position 0 (a CLS vector; it is a model parameter, not a vocabulary entry).
@@ -61,8 +64,14 @@ class AWEConfig:
     margin: float = 0.4
     k_negatives: int = 5  # most offending negatives averaged per positive pair
     objectives: tuple[str, ...] = ("obj0", "obj2")
+    acoustic_encoder: str = "transformer"  # "transformer" (acoustic.n_layers layers) | "gru" (gru_layers)
+    gru_layers: int = 2  # bidirectional GRU layers, D/2 units per direction (acoustic_encoder="gru")
 
     def __post_init__(self) -> None:
+        if self.acoustic_encoder not in ("transformer", "gru"):
+            raise ValueError(f"acoustic_encoder must be 'transformer' or 'gru', not {self.acoustic_encoder!r}")
+        if self.acoustic_encoder == "gru" and (self.gru_layers < 1 or self.d_model % 2):
+            raise ValueError("the GRU encoder needs gru_layers >= 1 and an even d_model")
         if self.phoneme_pooling not in ("mean", "first"):
             raise ValueError(f"phoneme_pooling must be 'mean' or 'first', not {self.phoneme_pooling!r}")
         bad = [o for o in self.objectives if o not in OBJECTIVES]
@@ -227,7 +236,11 @@ class MultiViewAWE(nn.Module):
         # MFCC channels differ in scale by orders of magnitude (c0 is log energy); normalise per frame
         self.input_norm = nn.LayerNorm(config.input_dim)
         self.input_proj = nn.Linear(config.input_dim, D)
-        self.acoustic = SequenceEncoder(config, config.acoustic, positions)
+        if config.acoustic_encoder == "gru":  # (B, T, D) -> (B, T, D): D/2 per direction
+            self.acoustic_rnn = nn.GRU(D, D // 2, config.gru_layers, batch_first=True, bidirectional=True,
+                                       dropout=config.dropout if config.gru_layers > 1 else 0.0)
+        else:
+            self.acoustic = SequenceEncoder(config, config.acoustic, positions)
         self.phoneme_emb = nn.Embedding(config.vocab_size, D, padding_idx=PAD_ID)
         if config.phoneme_pooling == "first":
             self.first_token = nn.Parameter(torch.randn(D) * 0.02)
@@ -239,8 +252,18 @@ class MultiViewAWE(nn.Module):
         lengths = _check_lengths(lengths, B, T).to(feats.device)
         pad = padding_mask(lengths, T)  # (B, T)
         h = self.input_proj(self.input_norm(feats))  # (B, T, D)
-        h = self.acoustic(h, pad)  # (B, T, D)
+        h = self.acoustic_gru(h, lengths) if self.config.acoustic_encoder == "gru" else self.acoustic(h, pad)
         return F.normalize(masked_mean(h, pad), dim=-1)
+
+    def acoustic_gru(self, h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D) bidirectional GRU over each sequence's valid steps (padding stays out of
+        the backward direction); padded steps come back as zeros."""
+        T = h.shape[1]
+        if T > self.config.max_len:
+            raise ValueError(f"sequence of {T} steps is longer than max_len {self.config.max_len}")
+        packed = nn.utils.rnn.pack_padded_sequence(h, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, _ = self.acoustic_rnn(packed)
+        return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)[0]
 
     def embed_phonemes(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, L) phoneme ids (pad = 0), (B,) valid lengths -> (B, D) unit vectors."""

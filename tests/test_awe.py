@@ -57,8 +57,10 @@ def test_sinusoidal_positions_base_5000() -> None:
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
 
 
-def test_acoustic_shapes_and_padding_invariance() -> None:
-    model = _tiny()
+@pytest.mark.parametrize("encoder", ["transformer", "gru"])
+def test_acoustic_shapes_and_padding_invariance(encoder: str) -> None:
+    model = _tiny(acoustic_encoder=encoder)
+    assert hasattr(model, "acoustic_rnn") == (encoder == "gru") != hasattr(model, "acoustic")
     torch.manual_seed(1)
     a, b = torch.randn(7, 39), torch.randn(12, 39)
     alone = model.embed_acoustic(a[None], torch.tensor([7]))  # (1, D)
@@ -180,6 +182,16 @@ def test_from_config_dict_round_trip(tmp_path) -> None:
     assert torch.allclose(loaded.embed_acoustic(feats, lengths), model.embed_acoustic(feats, lengths))
     with pytest.raises(ValueError, match="unknown"):
         from_config_dict({**d, "bogus": 1})
+    old = {k: v for k, v in d.items() if k not in ("acoustic_encoder", "gru_layers")}
+    assert from_config_dict(old).config.acoustic_encoder == "transformer"  # checkpoints from before the option
+    gru = _tiny(acoustic_encoder="gru", gru_layers=1, input_dim=96)
+    path = save_checkpoint(tmp_path / "gru.safetensors", "words", gru, gru.config)
+    loaded, _ = load_model(path, kind="words")
+    feats = torch.randn(2, 6, 96)
+    torch.testing.assert_close(loaded.embed_acoustic(feats, torch.tensor([6, 4])),
+                               gru.embed_acoustic(feats, torch.tensor([6, 4])))
+    with pytest.raises(ValueError, match="acoustic_encoder"):
+        AWEConfig.tiny(acoustic_encoder="lstm")
 
 
 # --------------------------------------------------------------------------------- training on FSDD

