@@ -332,6 +332,31 @@ def test_training_on_fsdd_lowers_loss_and_uses_codebook(fsdd):
     assert perplexity > 4, perplexity
 
 
+def test_decoder_rebuilds_only_the_first_recon_dim_inputs():
+    """recon_dim: with MFCC + speech_embedding input (135-d) the decoder rebuilds the 39 MFCCs only; the
+    embedding dims are input, so changing the target's embedding part changes nothing in the loss."""
+    torch.manual_seed(0)
+    model = VQVAE(tiny(input_dim=135, recon_dim=39)).eval()
+    x = torch.randn(2, 24, 135)
+    recon, loss, stats = model(x)
+    assert recon.shape == (2, 24, 39) and model.decoder.out.out_channels == 39
+    assert model.encode(x).shape == (2, 6)
+    other = x.clone()
+    other[..., 39:] += 5.0  # a different target in the embedding dims only
+    torch.manual_seed(1)
+    _, loss_a, _ = model(x, target=x)
+    torch.manual_seed(1)
+    _, loss_b, _ = model(x, target=other)
+    assert torch.equal(loss_a, loss_b)
+    other[..., :39] += 1.0  # the MFCC dims are the target
+    torch.manual_seed(1)
+    _, loss_c, _ = model(x, target=other)
+    assert loss_c > loss_a
+    assert VQVAE(tiny()).config.output_dim == 39  # default: the whole input, as before
+    with pytest.raises(ValueError, match="recon_dim"):
+        tiny(input_dim=39, recon_dim=40)
+
+
 # ---------------------------------------------------------------------------------------------- units checkpoint
 
 
