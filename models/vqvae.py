@@ -42,7 +42,8 @@ STRIDE = 4  # two stride-2 convolutions: one unit per 40 ms at 10-ms frames
 @dataclass
 class VQVAEConfig:
     input_dim: int = 39  # MFCC + Δ + ΔΔ; 80 for log-mel; 39 + 96 for MFCC + speech_embedding (SpeechUnitsFrontend)
-    recon_dim: int = 0  # the decoder reconstructs the first recon_dim input dims (0: all of them)
+    encoder_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the encoder reads; (0, 0): all of them
+    recon_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the decoder rebuilds; (0, 0): all of them
     d_model: int = 256
     n_heads: int = 4
     d_ff: int = 1024
@@ -78,13 +79,29 @@ class VQVAEConfig:
             raise ValueError("decoder_kernel must be odd")
         if not 0.0 <= self.jitter_p <= 1.0:
             raise ValueError("jitter_p must lie in [0, 1]")
-        if not 0 <= self.recon_dim <= self.input_dim:
-            raise ValueError(f"recon_dim must lie in 0..input_dim ({self.input_dim}), got {self.recon_dim}")
+        for name in ("encoder_dims", "recon_dims"):
+            a, b = getattr(self, name)
+            if (a, b) != (0, 0) and not 0 <= a < b <= self.input_dim:
+                raise ValueError(f"{name} must be (0, 0) or a range a < b within 0..input_dim ({self.input_dim}), "
+                                 f"got {(a, b)}")
+
+    @property
+    def encoder_slice(self) -> slice:
+        """The input dims the encoder reads."""
+        return slice(*self.encoder_dims) if tuple(self.encoder_dims) != (0, 0) else slice(0, self.input_dim)
+
+    @property
+    def recon_slice(self) -> slice:
+        """The input dims the decoder rebuilds."""
+        return slice(*self.recon_dims) if tuple(self.recon_dims) != (0, 0) else slice(0, self.input_dim)
+
+    @property
+    def encoder_input_dim(self) -> int:
+        return self.encoder_slice.stop - self.encoder_slice.start
 
     @property
     def output_dim(self) -> int:
-        """Dims the decoder reconstructs: the first `recon_dim` of the input (all when 0)."""
-        return self.recon_dim or self.input_dim
+        return self.recon_slice.stop - self.recon_slice.start
 
 
 def lengths_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
@@ -185,7 +202,7 @@ class Encoder(nn.Module):
     def __init__(self, config: VQVAEConfig) -> None:
         super().__init__()
         self.config = c = config
-        self.in_proj = nn.Linear(c.input_dim, c.d_model)
+        self.in_proj = nn.Linear(c.encoder_input_dim, c.d_model)
         self.stages = nn.ModuleList(
             nn.ModuleList(EncoderLayer(c) for _ in range(n)) for n in c.layers_per_stage
         )
@@ -385,7 +402,7 @@ class VQVAE(nn.Module):
         target: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """feats (B, T, D), lengths (B,) frames, speaker_ids (B,) -> (recon (B, T, R), loss, stats); R = D unless
-        `recon_dim` says otherwise (then the decoder rebuilds the first R dims only).
+        `recon_dims` says otherwise (then the decoder rebuilds those input dims only).
 
         target (B, T, D): the features to reconstruct when they differ from the input (denoising: noisy,
         reverberant or band-limited input, clean target); default the input itself.
@@ -401,7 +418,7 @@ class VQVAE(nn.Module):
             speaker_ids = torch.zeros(B, device=feats.device, dtype=torch.long)
         lengths = lengths.to(feats.device)
         x = (feats - self.feat_mean) / self.feat_std  # (B, T, D)
-        z, code_lengths = self.encoder(x, lengths)  # (B, U, C)
+        z, code_lengths = self.encoder(x[..., c.encoder_slice], lengths)  # (B, U, C)
         valid_u = lengths_mask(code_lengths, z.shape[1])  # (B, U)
         q, codes, perplexity = self.codebook(z, valid_u)
 
@@ -413,16 +430,16 @@ class VQVAE(nn.Module):
 
         if self.training and c.jitter_p > 0:
             q = time_jitter(q, code_lengths, c.jitter_p)
-        R = c.output_dim  # the decoder rebuilds the first R dims (the MFCCs of an MFCC + embedding input)
-        y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, R) normalised
+        R = c.recon_slice  # the dims the decoder rebuilds (e.g. the speech_embedding part of its input)
+        y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, r) normalised
         mask = lengths_mask(lengths, T).unsqueeze(-1).to(y.dtype)  # (B, T, 1)
         y_true = x if target is None else (target.to(feats.device) - self.feat_mean) / self.feat_std  # (B, T, D)
-        y_true = y_true[..., :R]  # (B, T, R)
+        y_true = y_true[..., R]  # (B, T, r)
         err = (y - y_true).square() if c.recon_loss == "mse" else (y - y_true).abs()
-        recon_loss = (err * mask).sum() / (mask.sum() * R).clamp(min=1)
+        recon_loss = (err * mask).sum() / (mask.sum() * c.output_dim).clamp(min=1)
 
         loss = recon_loss + commit + smooth
-        recon = (y * self.feat_std[:R] + self.feat_mean[:R]) * mask
+        recon = (y * self.feat_std[R] + self.feat_mean[R]) * mask
         stats = {
             "recon": recon_loss.detach(),
             "commit": commit.detach(),
@@ -445,7 +462,8 @@ class VQVAE(nn.Module):
         was_training = self.encoder.training
         self.encoder.eval()
         try:
-            z, code_lengths = self.encoder((feats - self.feat_mean) / self.feat_std, lengths.to(feats.device))
+            x = ((feats - self.feat_mean) / self.feat_std)[..., self.config.encoder_slice]
+            z, code_lengths = self.encoder(x, lengths.to(feats.device))
         finally:
             self.encoder.train(was_training)
         codes = self.codebook.nearest(z).masked_fill(~lengths_mask(code_lengths, z.shape[1]), -1)
@@ -651,7 +669,8 @@ class StreamingEncoder:
         if was_training:  # no dropout, whatever mode the module is in (as `encode`); toggling costs ~1 ms
             enc.eval()
         try:
-            h = _affine((frames.to(m.feat_mean) - m.feat_mean) / m.feat_std, self._in)  # (N, d)
+            x = ((frames.to(m.feat_mean) - m.feat_mean) / m.feat_std)[:, m.config.encoder_slice]
+            h = _affine(x, self._in)  # (N, d)
             for stage in self._stages:
                 h = stage.step(h, final)
             z = _affine(F.layer_norm(h, *self._ln_f), self._out)  # (n, code_dim)
@@ -680,7 +699,8 @@ class SpeechUnitsFrontend(nn.Module):
     unit's MFCC frames does: the embedding adds no delay. The audio is zero-padded at its end to U whole hops
     (U = ceil(T / 4)) so that the last unit has a frame too; a stream pushes the same zeros when it ends.
     The embedding model is frozen: the VQ-VAE normalises its frames with the training corpus's mean/std like
-    the MFCCs, and the decoder rebuilds only the MFCCs (`VQVAEConfig.recon_dim`)."""
+    the MFCCs; `VQVAEConfig.encoder_dims` / `recon_dims` choose which part the encoder reads and the decoder
+    rebuilds."""
 
     def __init__(self, mfcc: nn.Module, embedding: nn.Module) -> None:
         super().__init__()

@@ -270,9 +270,9 @@ def tiny_speech_units_model(frontend, seed: int = 0) -> UnitsModel:  # noqa: ANN
     torch.manual_seed(seed)
     config = UnitsConfig(
         vqvae=VQVAEConfig(
-            input_dim=frontend.dim, recon_dim=39, d_model=32, n_heads=2, d_ff=64, layers_per_stage=(1, 1, 1),
-            attn_left=4, attn_right=0, dropout=0.0, codebook_size=16, code_dim=8, decoder_channels=32,
-            decoder_blocks=1, speaker_dim=8, n_speakers=2,
+            input_dim=frontend.dim, encoder_dims=(39, 135), recon_dims=(39, 135), d_model=32, n_heads=2, d_ff=64,
+            layers_per_stage=(1, 1, 1), attn_left=4, attn_right=0, dropout=0.0, codebook_size=16, code_dim=8,
+            decoder_channels=32, decoder_blocks=1, speaker_dim=8, n_speakers=2,
         ),
         inverter=InverterConfig(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_speakers=2),
         speakers=["ann", "bob"],

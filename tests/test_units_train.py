@@ -402,7 +402,8 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
     assert np.mean(vq[-10:]) < 0.92 * np.mean(vq[:10]), (vq[:10], vq[-10:])
     model, ckpt = load_model(tmp_path / "m.safetensors", kind="units")
     assert ckpt.features["kind"] == "mfcc+speech_embedding"
-    assert (model.config.vqvae.input_dim, model.config.vqvae.output_dim) == (135, 39)
+    c = model.config.vqvae
+    assert (c.input_dim, c.encoder_input_dim, c.output_dim) == (135, 96, 96)
     cached = sorted((tmp_path / "cache").glob("*.safetensors"))
     assert len(cached) == 24  # one per recording
     stored = load_file(str(cached[0]))

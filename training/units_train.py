@@ -160,7 +160,11 @@ def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | Non
     n = max(1, len(speakers))
     dims = {}
     if isinstance(frontend, SpeechUnitsFrontend):
-        dims = {"input_dim": frontend.dim, "recon_dim": frontend.mfcc_dim}
+        # the encoder reads and the decoder rebuilds the embedding part only: quantising the pretrained frames
+        # kept their lead over MFCCs across voices (k-means, 128 codes: word ABX across 35.6 % vs 40.6 % on
+        # held-out real voices), while rebuilding the MFCCs pulled the codes toward the voice (49.8 %)
+        emb = (frontend.mfcc_dim, frontend.dim)
+        dims = {"input_dim": frontend.dim, "encoder_dims": emb, "recon_dims": emb}
     return UnitsConfig(
         vqvae=VQVAEConfig(**{**p["vqvae"], **dims, "n_speakers": n}),
         inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
