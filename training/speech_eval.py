@@ -188,14 +188,21 @@ def evaluate_units(
     distance, overall and per speaker. Clips with a word are ABX items; all clips count for bitrate and
     resynthesis. `resampler`: the model's (`audio_path.resampler_from_training`); `features`: its front end
     (checkpoint metadata; default MFCC)."""
-    from models.frontends import MFCC, LinearSpectrogram, frontend_from_dict
-    from training.units_train import SAMPLE_RATE, AudioProblem, pad_for_frontend, read_audio, wave_features
+    from models.frontends import MFCC, LinearSpectrogram
+    from training.units_train import (
+        SAMPLE_RATE,
+        AudioProblem,
+        pad_for_frontend,
+        read_audio,
+        units_frontend,
+        wave_features,
+    )
 
     if representation not in ("codebook", "onehot"):
         raise ValueError(f"representation must be 'codebook' or 'onehot', got {representation!r}")
     model.eval()
     mfcc, spec = MFCC(), LinearSpectrogram()  # the baseline's features: the same whatever the model
-    frontend = frontend_from_dict(features) if features and features.get("kind") else mfcc
+    frontend = units_frontend(features) if features and features.get("kind") else mfcc  # MFCC or + speech_embedding
     same_frontend = getattr(frontend, "config", None) == mfcc.config and type(frontend) is type(mfcc)
     codebook = model.vqvae.codebook.embedding.detach().cpu().numpy()
     K = model.config.vqvae.codebook_size

