@@ -306,5 +306,7 @@ def test_a_failing_keyword_search_is_reported_and_leaves_no_thread(tmp_path: Pat
         monkeypatch.setattr(session.library, "keyword_search", broken)
         with pytest.raises(sqlite3.OperationalError, match="malformed"):
             session.search("door", 5)
+        # sound only never ranks keywords (it would cost a names search's time for nothing)
+        assert [h.rel_path for h in session.search("door", 5, mode="sound")] == ["door_creak.wav"]
     finally:
         session.close()

@@ -456,11 +456,13 @@ class SearchSession:
             found = keywords.result() if keywords is not None else None
         return self._ranked(query, k, filters, w, mode, sound_q, text_q, found) if k else []
 
-    def _keyword_candidates(self, query: Query, n: int) -> tuple[set[int], list[tuple[int, float]]]:
-        """The files the query excludes, and the best keyword matches (file id, BM25) beyond them."""
+    def _keyword_candidates(self, query: Query, n: int, matches: bool = True
+                            ) -> tuple[set[int], list[tuple[int, float]]]:
+        """The files the query excludes, and (unless `matches` is False: sound only) the best keyword matches
+        (file id, BM25) beyond them."""
         lib = self.library
         excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
-        match = self._keyword_match(query)
+        match = self._keyword_match(query) if matches else None
         return excluded, (lib.keyword_search(match, n + len(excluded)) if match else [])
 
     def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -509,7 +511,7 @@ class SearchSession:
                 sound_q: np.ndarray | None, text_q: np.ndarray | None,
                 keywords: tuple[set[int], list[tuple[int, float]]] | None = None) -> list[Hit]:
         lib, n = self.library, max(k, CANDIDATES)
-        excluded, found = keywords if keywords is not None else self._keyword_candidates(query, n)
+        excluded, found = keywords if keywords is not None else self._keyword_candidates(query, n, w > 0)
         if w == 0:  # sound only: today's ranking, minus excluded files
             return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
                                  query)
