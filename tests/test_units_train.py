@@ -65,17 +65,18 @@ def trained(tmp_path_factory: pytest.TempPathFactory, fsdd: Path) -> tuple[Path,
     root = fsdd
     tmp = tmp_path_factory.mktemp("units")
     data = fsdd_subset(root, tmp / "train", ("george", "jackson"), ("zero", "one", "two", "six"), "train", 5)
-    job = train_units([data], tmp / "m.safetensors", tiny_cfg(vq_steps=60, lr=5e-3))
-    steps = []
+    progress, result = run_job(train_units([data], tmp / "m.safetensors", tiny_cfg(vq_steps=60, lr=5e-3)))
+    steps = [p for p in progress if "loss" in p and not p.get("epoch_end")]
+    return tmp / "m.safetensors", {**result, "steps_seen": steps}, root
+
+
+def run_job(job):  # noqa: ANN001, ANN201 - a trainer's generator -> (its progress dicts, its result)
+    progress = []
     while True:
         try:
-            p = next(job)
+            progress.append(next(job))
         except StopIteration as stop:
-            result = stop.value
-            break
-        if "loss" in p and not p.get("epoch_end"):
-            steps.append(p)
-    return tmp / "m.safetensors", {**result, "steps_seen": steps}, root
+            return progress, stop.value
 
 
 def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tuple[Path, dict, Path]) -> None:
@@ -387,17 +388,8 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
     data = fsdd_subset(fsdd, tmp_path / "d", ("george", "jackson"), ("zero", "one", "two", "six"), "train", 3)
     cfg = tiny_cfg(vq_steps=80, inv_steps=4, lr=5e-3, frontend="mfcc+speech_embedding",
                    cache_dir=str(tmp_path / "cache"))
-    result = None
-    job = train_units([data], tmp_path / "m.safetensors", cfg)
-    vq = []
-    while True:
-        try:
-            p = next(job)
-        except StopIteration as stop:
-            result = stop.value
-            break
-        if p.get("stage") == "vqvae" and "recon" in p:
-            vq.append(p["recon"])
+    progress, result = run_job(train_units([data], tmp_path / "m.safetensors", cfg))
+    vq = [p["recon"] for p in progress if p.get("stage") == "vqvae" and "recon" in p]
     assert result is not None and len(vq) == 80
     assert np.mean(vq[-10:]) < 0.92 * np.mean(vq[:10]), (vq[:10], vq[-10:])
     model, ckpt = load_model(tmp_path / "m.safetensors", kind="units")
