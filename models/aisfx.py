@@ -27,7 +27,6 @@ part of the encoder and are dropped on load.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from models import check_fields
 
 AISFX_WHEEL = "aisfx==0.1.2"
 CHECKPOINT_IN_WHEEL = "aisfx/models/checkpoint.pth"
@@ -251,10 +252,7 @@ def load_encoder_state(encoder: AisfxEncoder, state: dict[str, torch.Tensor], so
 
 
 def config_from_dict(d: dict[str, Any]) -> AisfxConfig:
-    names = {f.name for f in dataclasses.fields(AisfxConfig)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"AisfxConfig: unknown field(s) {', '.join(unknown)}")
+    check_fields(AisfxConfig, d)
     return AisfxConfig(**d)
 
 

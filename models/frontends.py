@@ -28,6 +28,8 @@ import torch.nn.functional as F
 import torchaudio
 from torchaudio.compliance import kaldi
 
+from models import check_fields
+
 # ---------------------------------------------------------------------------------------------- helpers
 
 
@@ -425,8 +427,5 @@ def frontend_from_dict(d: dict[str, Any]) -> nn.Module:
     if kind not in FRONTENDS:
         raise ValueError(f"unknown front end kind {kind!r}; expected one of {sorted(FRONTENDS)}")
     config_cls, cls = FRONTENDS[kind]
-    names = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"{config_cls.__name__}: unknown field(s) {', '.join(unknown)}")
+    check_fields(config_cls, d)
     return cls(config_cls(**d))

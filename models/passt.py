@@ -12,7 +12,6 @@ Parameter names and shapes are those of the official checkpoints (kkoutini/PaSST
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import typing
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from models import check_fields
 
 
 @dataclass
@@ -359,10 +360,7 @@ def _adapt_pos_embed(value: torch.Tensor, target: torch.Size) -> torch.Tensor:
 
 def config_from_dict(d: dict[str, Any]) -> PasstConfig:
     """PasstConfig from a (JSON) dict: unknown keys refused, lists turned back into tuples."""
-    names = {f.name for f in dataclasses.fields(PasstConfig)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"PasstConfig: unknown field(s) {', '.join(unknown)}")
+    check_fields(PasstConfig, d)
     hints = typing.get_type_hints(PasstConfig)
     kwargs = {k: tuple(v) if typing.get_origin(hints[k]) is tuple else v for k, v in d.items()}
     return PasstConfig(**kwargs)

@@ -14,7 +14,6 @@ frozen tower and train only the projections.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models import aisfx as aisfx_lib
+from models import check_fields
 from models import passt as passt_lib
 from models import text as text_lib
 from models.aisfx import AisfxConfig, AisfxEncoder
@@ -174,10 +174,7 @@ class RetrievalModel(nn.Module):
 
 def config_from_dict(d: dict[str, Any]) -> RetrievalConfig:
     d = dict(d)
-    names = {f.name for f in dataclasses.fields(RetrievalConfig)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"RetrievalConfig: unknown field(s) {', '.join(unknown)}")
+    check_fields(RetrievalConfig, d)
     if "audio" in d and isinstance(d["audio"], dict):
         lib = aisfx_lib if d.get("audio_tower", "passt") == "aisfx" else passt_lib
         d["audio"] = lib.config_from_dict(d["audio"])

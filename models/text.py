@@ -9,7 +9,6 @@ randomly initialised BERT (with the same tokenizer) for tests.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import torch.nn as nn
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from models import check_fields
 from models.captions import DEFAULT_TEXT_MODEL, default_model_dir, preprocess_caption, resolve_model_path
 
 __all__ = ["DEFAULT_TEXT_MODEL", "TextConfig", "TextEncoder", "default_model_dir", "preprocess_caption",
@@ -182,10 +182,7 @@ def _quiet_transformers() -> Iterator[None]:
 
 
 def config_from_dict(d: dict[str, Any]) -> TextConfig:
-    names = {f.name for f in dataclasses.fields(TextConfig)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"TextConfig: unknown field(s) {', '.join(unknown)}")
+    check_fields(TextConfig, d)
     return TextConfig(**d)
 
 
