@@ -304,6 +304,9 @@ def test_int8_trunk_is_cached_and_a_damaged_cache_is_rebuilt(monkeypatch, tmp_pa
         aisfx_runtime.cached_int8(fp32, calibration)
     monkeypatch.setattr(aisfx_runtime, "quantize_int8", real_quantize)
     assert aisfx_runtime.cached_int8(fp32, calibration) == built  # rebuilt: deterministic
+    demo = aisfx_runtime.cached_int8(fp32)  # the default calibration set: the demo library
+    monkeypatch.setattr(aisfx_runtime, "demo_calibration_frames", no_calibration)
+    assert aisfx_runtime.cached_int8(fp32) == demo  # a hit reads the clips' bytes for its key, decodes nothing
 
 
 def test_auto_backend_falls_back_when_the_int8_build_fails(monkeypatch, caplog):

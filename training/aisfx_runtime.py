@@ -137,14 +137,21 @@ def int8_cache_dir() -> Path:
 
 def cached_int8(fp32: bytes, calibration: list[torch.Tensor] | None = None) -> bytes:
     """The int8 trunk for these fp32 weights: from the user's cache when it was built before (calibration takes a
-    few seconds), else built and cached. The key covers the exported weights, the calibration set and the
-    onnxruntime version; a cached file whose checksum does not match is rebuilt, never used."""
+    few seconds), else built and cached. The key covers the exported weights, the calibration set (the demo
+    clips' bytes and how their frames are made, so a cache hit decodes nothing) and the onnxruntime version; a
+    cached file whose checksum does not match is rebuilt, never used."""
     import onnxruntime
 
-    frames = calibration if calibration is not None else demo_calibration_frames()
+    from models.frontends import AisfxMelConfig
+
     h = hashlib.sha256(fp32)
-    for f in frames:
-        h.update(f.detach().to(torch.float32).contiguous().numpy().tobytes())
+    if calibration is None:
+        h.update(f"{AisfxMelConfig()} {CALIBRATION_SECONDS}".encode())
+        for clip in demo_clips():
+            h.update(clip.name.encode() + clip.read_bytes())
+    else:
+        for f in calibration:
+            h.update(f.detach().to(torch.float32).contiguous().numpy().tobytes())
     h.update(onnxruntime.__version__.encode())
     path = int8_cache_dir() / f"{h.hexdigest()[:32]}.onnx"
     check = path.with_suffix(".sha256")
@@ -154,7 +161,7 @@ def cached_int8(fp32: bytes, calibration: list[torch.Tensor] | None = None) -> b
             return model
     except OSError:
         pass
-    model = quantize_int8(fp32, frames)
+    model = quantize_int8(fp32, calibration if calibration is not None else demo_calibration_frames())
     try:  # best effort: a read-only cache only costs the calibration next time
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -166,6 +173,10 @@ def cached_int8(fp32: bytes, calibration: list[torch.Tensor] | None = None) -> b
     return model
 
 
+def demo_clips(folder: Path = DEMO) -> list[Path]:
+    return sorted(folder.rglob("*.wav"))
+
+
 def demo_calibration_frames(folder: Path = DEMO) -> list[torch.Tensor]:
     """(T, 96) AisfxMel frames of every clip of the demo library (its first 10 s), the int8 calibration set."""
     from models.frontends import AisfxMel
@@ -173,7 +184,7 @@ def demo_calibration_frames(folder: Path = DEMO) -> list[torch.Tensor]:
 
     mel = AisfxMel()
     out = []
-    for path in sorted(folder.rglob("*.wav")):
+    for path in demo_clips(folder):
         audio = decode(path, mel.config.sample_rate).audio[: int(CALIBRATION_SECONDS * mel.config.sample_rate)]
         out.append(mel(torch.from_numpy(audio)))
     if not out:
