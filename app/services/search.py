@@ -270,13 +270,12 @@ class RetrievalEmbedder:
         short = (block - 1) * self.frontend.config.hop_length  # n samples give n // hop + 1 frames
         return max(n, short)
 
-    def _embed_wave(self, wave: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
-        """(b, n) samples, of which the first `real` (b,) of each row are real (default all) -> (b, dim)."""
+    def _embed_wave(self, wave: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """(b, n) samples, of which the first `real` (b,) of each row are real -> (b, dim). (PaSST groups are
+        of one real length, n, so only aiSFX's short-window batches have padding.)"""
         if not self.aisfx:
             feats = self.frontend(wave)[..., : self.model.config.audio.window_frames]  # one window, never two
             return self.model.embed_audio(feats)
-        if real is None:
-            return self.model.embed_audio(self.frontend(wave))
         feats = self.frontend(wave, real)  # (b, T, 96), each row peak-normalised over its real samples
         frames = self.frontend.num_frames(real)  # (b,) real frames
         return self.model.embed_audio(feats, frames)

@@ -54,6 +54,8 @@ class Library(TextChannelMixin):
         self.index_config = index_config
         self.events: list[str] = []  # what opening had to repair, for logs and tests
         self.lock = threading.RLock()
+        self._read_db: sqlite3.Connection | None = None  # keyword_search's read-only connection, opened on first use
+        self._read_lock: threading.Lock | threading.RLock = self.lock
         self._indexes: dict[str, VectorIndex] = {}
         self._dirty: set[str] = set()  # models whose in-memory index differs from its file
         self._indexing = False

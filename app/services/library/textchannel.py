@@ -121,6 +121,8 @@ class TextChannelMixin:
 
     db: sqlite3.Connection
     root: Path
+    _read_db: sqlite3.Connection | None  # keyword_search's read-only connection (Library.__init__: None)
+    _read_lock: Any
 
     # ----------------------------------------------------------------------------------- deriving, storing
 
@@ -332,23 +334,28 @@ class TextChannelMixin:
         with self.lock:  # type: ignore[attr-defined]
             if self.db is None:
                 raise LibraryError("the library is closed")
-            reader = getattr(self, "_read_db", None)
-            if reader is None:
-                try:
-                    uri = self.catalog_path.resolve().as_uri() + "?mode=ro"  # type: ignore[attr-defined]
-                    reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
-                    reader.execute("PRAGMA query_only = ON")
-                    reader.execute("SELECT 1 FROM text_fts LIMIT 1").fetchall()
-                except sqlite3.Error:
-                    reader = self.db
-                self._read_db = reader
-                self._read_lock = self.lock if reader is self.db else threading.Lock()  # type: ignore[attr-defined]
-            return reader, self._read_lock
+            if self._read_db is None:
+                self._read_db = self._open_reader() or self.db
+                self._read_lock = self.lock if self._read_db is self.db else threading.Lock()  # type: ignore[attr-defined]
+            return self._read_db, self._read_lock
+
+    def _open_reader(self) -> sqlite3.Connection | None:
+        uri = self.catalog_path.resolve().as_uri() + "?mode=ro"  # type: ignore[attr-defined]
+        try:
+            reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+        except sqlite3.Error:
+            return None
+        try:
+            reader.execute("PRAGMA query_only = ON")
+            reader.execute("SELECT 1 FROM text_fts LIMIT 1").fetchall()
+        except sqlite3.Error:
+            reader.close()  # opened but unusable: not left open
+            return None
+        return reader
 
     def close_reader(self) -> None:
         """Close the read-only connection (Library.close calls this)."""
-        reader = getattr(self, "_read_db", None)
-        self._read_db = None
+        reader, self._read_db = self._read_db, None
         if reader is not None and reader is not self.db:
             with self._read_lock:
                 reader.close()
