@@ -93,8 +93,12 @@ class OnnxTrunk:
     def session(self) -> Any:  # onnxruntime.InferenceSession
         with self._lock:
             if self._session is None:
-                self._session = make_session(self.trunk, self.threads or torch.get_num_threads())
+                self._session = session_from_bytes(self.model_bytes(), self.threads or torch.get_num_threads())
             return self._session
+
+    def model_bytes(self) -> bytes:
+        """The ONNX model the session runs: the exported float trunk."""
+        return export_onnx(self.trunk)
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         x = frames.detach().to("cpu", torch.float32).contiguous().numpy()  # (n, T, 96)
@@ -116,13 +120,9 @@ class Int8Trunk(OnnxTrunk):
         super().__init__(net, threads)
         self.calibration = calibration
 
-    def session(self) -> Any:  # onnxruntime.InferenceSession
-        with self._lock:
-            if self._session is None:
-                fp32 = export_onnx(self.trunk)
-                model = cached_int8(fp32, self.calibration)
-                self._session = session_from_bytes(model, self.threads or torch.get_num_threads())
-            return self._session
+    def model_bytes(self) -> bytes:
+        """The exported float trunk quantised (from the user's cache after the first time)."""
+        return cached_int8(export_onnx(self.trunk), self.calibration)
 
 
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo"
@@ -224,10 +224,6 @@ def export_onnx(trunk: nn.Module) -> bytes:
                           dynamic_axes={"frames": {0: "n", 1: "t"}, "map": {0: "n", 2: "t8"}}, opset_version=17,
                           dynamo=False)
     return buf.getvalue()
-
-
-def make_session(trunk: nn.Module, threads: int) -> Any:  # onnxruntime.InferenceSession
-    return session_from_bytes(export_onnx(trunk), threads)
 
 
 def session_from_bytes(model: bytes, threads: int) -> Any:  # onnxruntime.InferenceSession

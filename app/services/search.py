@@ -126,7 +126,7 @@ class InBackground:
 
 def trunk_threads() -> int:
     """Threads for the frozen aiSFX trunk (ONNX Runtime): every core. Indexing is nearly all trunk, and its threads
-    sleep instead of spinning between runs (training/aisfx_runtime.make_session), so the GUI thread, which needs
+    sleep instead of spinning between runs (training/aisfx_runtime.session_from_bytes), so the GUI thread, which needs
     a few milliseconds at a time, still gets a core when it wakes (tests/gui/test_search_tab.py). Override with
     EARSHOT_TRUNK_THREADS."""
     env = os.environ.get("EARSHOT_TRUNK_THREADS", "")
