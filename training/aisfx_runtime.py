@@ -1,16 +1,17 @@
 """Fast inference for the frozen aiSFX tower: what the indexer runs (the network itself is models/aisfx.py).
 
-Measured on the 2-core CPU this project runs on (bench/bench_sfx.py `speed`, every variant reported): the conv
-trunk dominates (the front end is ~20x faster than it), and of the ways to run the trunk the fastest is ONNX
-Runtime's CPU kernels on a copy of the trunk with each BatchNorm folded into its convolution; the torch trunk
-with folded BatchNorm and channels-last weights comes next. So:
+Measured on the 2-core CPU this project runs on (bench/bench_aisfx_backends.py, bench/bench_sfx.py `speed`):
+the conv trunk dominates (the front end is ~20x faster than it); ONNX Runtime's CPU kernels on a copy of the
+trunk with each BatchNorm folded into its convolution beat torch, and its int8 kernels double that again at a
+measured, small cost in quality. So:
 
 - `fold_batchnorm(net)`: the eval-mode trunk with BN folded into the convs (same numbers, fewer passes);
-- `OnnxTrunk`: that trunk exported once to ONNX (in memory, dynamic batch and length) and run by onnxruntime;
-  built lazily on the first call, so loading a model costs nothing until it embeds audio;
-- `accelerate(encoder, backend)`: sets `encoder.runner`, which the encoder uses only without autograd
-  (indexing, search); training never sees it. "auto" takes ONNX Runtime when it is installed and exports,
-  else the folded torch trunk. EARSHOT_AISFX_BACKEND=torch|onnx|auto overrides the default.
+- `OnnxTrunk`: that trunk exported to ONNX (in memory, dynamic batch and length) and run by onnxruntime; the
+  session is built on the first call (RetrievalEmbedder.warm_up makes that part of loading the model);
+- `Int8Trunk`: the same, quantised (static QDQ, calibrated on the demo library, cached per weights);
+- `accelerate(encoder, backend, threads)`: sets `encoder.runner`, which the encoder uses only without autograd
+  (indexing, search); training never sees it. "auto" takes int8, falling back to the float ONNX trunk, then
+  to torch. EARSHOT_AISFX_BACKEND=int8|onnx|torch|auto overrides the default.
 """
 
 from __future__ import annotations
