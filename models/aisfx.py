@@ -211,17 +211,21 @@ class AisfxEncoder(nn.Module):
         for n, rows in groups.items():
             x = short_clips_padded(feats, rows, counts, n)  # (b, n, 96): real frames, zeros after them
             per_pass = max(1, max_batch * c.block_frames // x.shape[1])  # about as many frames as block-wise
-            fmap = torch.cat([self.trunk(x[i : i + per_pass]) for i in range(0, len(x), per_pass)])  # (b, 512, n/8)
+            real = [counts[b] for b in rows] if n == c.block_frames else None  # short clips: zeros after these
+            fmap = torch.cat([self.trunk(x[i : i + per_pass], None if real is None else real[i : i + per_pass])
+                              for i in range(0, len(x), per_pass)])  # (b, 512, n/8)
             steps = map_starts(block_starts(n, c.block_frames, c.block_hop))
             e = fmap.unfold(2, width, 1).amax(dim=-1)[:, :, steps]  # (b, 512, n_blocks): max over each block
             for j, b in enumerate(rows):
                 out[b] = torch.cat([e[j].mean(dim=1), e[j].amax(dim=1)])
         return torch.stack(out)  # (B, 1024)
 
-    def trunk(self, frames: torch.Tensor) -> torch.Tensor:
-        """(n, T, 96) -> (n, 512, T/8), through the inference backend when one is set and no gradient is wanted."""
+    def trunk(self, frames: torch.Tensor, counts: list[int] | None = None) -> torch.Tensor:
+        """(n, T, 96) -> (n, 512, T/8), through the inference backend when one is set and no gradient is wanted.
+        `counts`: each row's real frames, zeros after them; a backend with `padded` skips work on the zeros."""
         if self.runner is not None and not torch.is_grad_enabled():
-            return self.runner(frames)
+            padded = getattr(self.runner, "padded", None)
+            return self.runner(frames) if counts is None or padded is None else padded(frames, counts)
         return self.embedding_net.feature_map(frames)
 
     def embed_blocks(self, feats: torch.Tensor) -> torch.Tensor:

@@ -257,6 +257,62 @@ def test_auto_backend_falls_back_to_torch_without_onnxruntime(monkeypatch):
         aisfx_runtime.accelerate(enc, "tensorrt")
 
 
+@pytest.mark.parametrize("backend", ["onnx", "int8"])
+def test_padded_short_clips_skip_work_but_give_the_whole_graphs_map(backend):
+    """OnnxTrunk.padded runs each conv block only as far as a short clip's real frames reach and takes the rest
+    from an all-zero input's outputs: the map must equal the whole graph's on the zero-padded frames, for clips
+    from 1 frame to a full block (those run whole), at every time step (tolerance: float rounding)."""
+    pytest.importorskip("onnxruntime")
+    from training import aisfx_runtime
+
+    enc = _tiny_trained_encoder()
+    runner = (aisfx_runtime.Int8Trunk(enc.embedding_net, 1, calibration=[torch.rand(100, 96)]) if backend == "int8"
+              else aisfx_runtime.OnnxTrunk(enc.embedding_net, 1))
+    counts = [1, 2, 7, 8, 9, 30, 47, 63, 90, 94, 95, 96, 100]
+    x = torch.rand(len(counts), 100, 96)
+    for row, n in enumerate(counts):
+        x[row, n:] = 0  # what short_clips_padded hands the trunk
+    want = runner(x)  # (n, C, 12): the whole graph
+    got = runner.padded(x, counts)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    pieces = x.numpy()
+    for session in runner.sessions():  # the four blocks chained are the whole graph
+        pieces = aisfx_runtime._run(session, pieces)
+    torch.testing.assert_close(torch.from_numpy(pieces), want, atol=1e-5, rtol=1e-5)
+
+
+def test_the_encoder_hands_short_clips_to_the_runners_padded_path():
+    """Clips shorter than a block go through `padded` with their real frame counts; longer ones through the
+    whole graph; the fallback wrapper passes `padded` on (or runs the whole graph when its runner has none)."""
+    from training import aisfx_runtime
+
+    enc = _tiny_trained_encoder()
+    seen: list[tuple[str, list[int] | None]] = []
+
+    class Runner:
+        name = "spy"
+
+        def __call__(self, frames):
+            seen.append(("whole", None))
+            return enc.embedding_net.feature_map(frames)
+
+        def padded(self, frames, counts):
+            seen.append(("padded", list(counts)))
+            return enc.embedding_net.feature_map(frames)
+
+    x = torch.rand(3, 230, 96)
+    with torch.inference_mode():
+        want = enc(x, torch.tensor([40, 230, 99]))
+        enc.runner = aisfx_runtime.Fallback(Runner(), [])
+        got = enc(x, torch.tensor([40, 230, 99]))
+    torch.testing.assert_close(got, want)
+    assert sorted(seen, key=str) == [("padded", [40, 99]), ("whole", None)]
+    seen.clear()
+    enc.runner = aisfx_runtime.Fallback(aisfx_runtime.TorchTrunk(enc.embedding_net), [])  # no padded: whole graph
+    with torch.inference_mode():
+        torch.testing.assert_close(enc(x, torch.tensor([40, 230, 99])), want, atol=1e-4, rtol=1e-4)
+
+
 @needs_weights
 def test_int8_trunk_keeps_the_real_towers_vectors(sfx):
     """The default backend (int8, calibrated on the demo library) against fp32 on real clips the calibration never

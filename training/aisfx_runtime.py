@@ -19,14 +19,16 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import itertools
 import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -78,7 +80,9 @@ class TorchTrunk:
 
 
 class OnnxTrunk:
-    """The folded trunk run by ONNX Runtime on the CPU; exported on first use (a few seconds)."""
+    """The folded trunk run by ONNX Runtime on the CPU; exported on first use (a few seconds). Its graph runs as
+    its four conv blocks (`split_blocks`), one session each (as fast as the whole graph in one), so `padded` can
+    stop each block where the real frames of a short clip stop reaching."""
 
     name = "onnx"
 
@@ -88,22 +92,131 @@ class OnnxTrunk:
 
         self.trunk = fold_batchnorm(net, channels_last=False)
         self.threads = threads
-        self._session = None
+        self._sessions: list[Any] | None = None  # one per conv block
+        self._zero: dict[int, list[np.ndarray]] = {}  # block outputs of an all-zero input, per input length
         self._lock = threading.Lock()
 
-    def session(self) -> Any:  # onnxruntime.InferenceSession
+    def sessions(self) -> list[Any]:  # [onnxruntime.InferenceSession] x 4, one per conv block
         with self._lock:
-            if self._session is None:
-                self._session = session_from_bytes(self.model_bytes(), self.threads or torch.get_num_threads())
-            return self._session
+            if self._sessions is None:
+                threads = self.threads or torch.get_num_threads()
+                self._sessions = [session_from_bytes(m, threads) for m in split_blocks(self.model_bytes())]
+            return self._sessions
 
     def model_bytes(self) -> bytes:
-        """The ONNX model the session runs: the exported float trunk."""
+        """The ONNX model the sessions run: the exported float trunk."""
         return export_onnx(self.trunk)
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
-        x = frames.detach().to("cpu", torch.float32).contiguous().numpy()  # (n, T, 96)
-        return torch.from_numpy(self.session().run(None, {"frames": x})[0]).to(frames.device)
+        return torch.from_numpy(self._run_whole(frames.detach().to("cpu", torch.float32).contiguous().numpy())
+                                ).to(frames.device)  # (n, 512, T/8)
+
+    def _run_whole(self, x: np.ndarray) -> np.ndarray:
+        """(n, T, 96) -> (n, 512, T/8) through the four blocks."""
+        for session in self.sessions():
+            x = _run(session, x)
+        return x
+
+    def padded(self, frames: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+        """(n, W, 96) frames, each row zero after its real frame count -> (n, 512, W/8): what `__call__` gives,
+        with less work. A pair of 3x3 convs changes its output only within 2 columns of where its input changes,
+        so past the real frames' reach every block's output equals that of an all-zero input (computed once per
+        W): each block runs only as far as that reach (+ what its 2x2 pooling needs). Each short row runs alone,
+        cut at its own length (the trunk's speed per frame does not depend on the batch). Exact: the same kernels
+        on the same numbers (tests/test_aisfx.py)."""
+        x = frames.detach().to("cpu", torch.float32).contiguous().numpy()
+        zero = self.zero_outputs(x.shape[1])
+        out = np.empty((len(x), *zero[-1].shape[1:]), dtype=np.float32)
+        full = [r for r, n in enumerate(counts) if n + REACH >= x.shape[1]]  # nothing to skip
+        if full:
+            out[full] = self._run_whole(x[full])
+        for r, n in enumerate(counts):
+            if n + REACH < x.shape[1]:
+                out[r] = self._run_truncated(x[r : r + 1], int(n), zero)[0]
+        return torch.from_numpy(out).to(frames.device)
+
+    def _run_truncated(self, x: np.ndarray, real: int, zero: list[np.ndarray]) -> np.ndarray:
+        """(n, W, 96) frames, zero from column `real` on -> (n, 512, W/8). Invariant: each block's input equals
+        the all-zero input's from column `real` on."""
+        sessions = self.sessions()
+        for k, (session, z) in enumerate(zip(sessions, zero, strict=True)):
+            width = x.shape[1 if k == 0 else 2]  # (n, T, 96) into the first block, (n, C, T, F) after
+            cut = min(width, real + REACH)  # output columns < real + 3 are exact; pooled: < ceil((real + 2) / 2)
+            y = _run(session, np.ascontiguousarray(x[:, :cut] if k == 0 else x[:, :, :cut]))
+            if cut == width:  # the whole input was run: its output is exact, and so is everything after it
+                x, real = y, y.shape[2]
+                continue
+            real = real + 2 if k == len(sessions) - 1 else (real + 3) // 2  # where this output starts to equal z
+            x = np.concatenate([y[:, :, :real], np.repeat(z[:, :, real:], len(y), axis=0)], axis=2)
+        return x
+
+    def zero_outputs(self, width: int) -> list[np.ndarray]:
+        """Every block's output for one all-zero input of `width` frames: [(1, C, T_k, F_k)] x 3, (1, 512, T/8)."""
+        with self._lock:
+            cached = self._zero.get(width)
+        if cached is None:
+            x, cached = np.zeros((1, width, 96), dtype=np.float32), []
+            for session in self.sessions():
+                x = _run(session, x)
+                cached.append(x)
+            with self._lock:
+                self._zero[width] = cached
+        return cached
+
+
+REACH = 5  # input columns a conv block runs past the last one that differs from an all-zero input
+
+
+def _run(session: Any, x: np.ndarray) -> np.ndarray:
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+def split_blocks(model: bytes) -> list[bytes]:
+    """The trunk's ONNX graph cut into its four conv blocks, at the tensors between them: each max pooling's
+    output, or in an int8 graph its quantised form (so blocks pass uint8 and keep their fused int8 pooling).
+    The pieces are the graph's own nodes, so they compute exactly what the whole graph does."""
+    import onnx
+
+    m = onnx.load_from_string(model)
+    nodes = list(m.graph.node)
+    producer = {name: node for node in nodes for name in node.output}
+    consumer = {name: node for node in nodes for name in node.input}
+    cuts = []
+    for node in nodes:
+        if node.op_type == "MaxPool":
+            after = consumer.get(node.output[0])
+            cuts.append(after.output[0] if after is not None and after.op_type == "QuantizeLinear" else node.output[0])
+    names = [m.graph.input[0].name, *cuts, m.graph.output[0].name]
+    return [_subgraph(m, producer, a, b).SerializeToString() for a, b in itertools.pairwise(names)]
+
+
+def _subgraph(m: Any, producer: dict[str, Any], source: str, target: str) -> Any:  # onnx.ModelProto
+    """The nodes that compute tensor `target` from tensor `source` (and initializers), as a model of its own."""
+    import onnx
+    from onnx import helper
+
+    keep, stack = set(), [target]
+    while stack:  # walk back from the target; stop at the source and at initializers (no producer)
+        node = producer.get(stack.pop())
+        if node is not None and id(node) not in keep and source not in node.output:
+            keep.add(id(node))
+            stack.extend(node.input)
+    nodes = [n for n in m.graph.node if id(n) in keep]  # in the graph's (topological) order
+    used = {name for n in nodes for name in n.input}
+    inits = {t.name: t for t in m.graph.initializer}
+
+    def value(name: str) -> Any:  # uint8 after a QuantizeLinear (its zero point's type), else float
+        node = producer.get(name)
+        if node is not None and node.op_type == "QuantizeLinear":
+            return helper.make_tensor_value_info(name, inits[node.input[2]].data_type, None)
+        return helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+
+    inner = {name for n in nodes for name in n.output} - {target}
+    graph = helper.make_graph(nodes, f"{source}->{target}", [value(source)], [value(target)],
+                              [inits[name] for name in sorted(used & inits.keys())],
+                              value_info=[v for v in m.graph.value_info if v.name in inner])  # shapes: ORT needs them
+    # to fuse and to change layout as in the whole graph
+    return helper.make_model(graph, opset_imports=m.opset_import, ir_version=m.ir_version)
 
 
 class Int8Trunk(OnnxTrunk):
@@ -258,7 +371,7 @@ def accelerate(encoder: AisfxEncoder, backend: str | None = None, threads: int |
         except ImportError as e:
             raise RuntimeError(f"aiSFX backend {backend!r} needs onnxruntime and onnx ({e}); "
                                "pip install onnxruntime onnx") from None
-        runner.session()  # asked for by name: fail now, clearly
+        runner.sessions()  # asked for by name: fail now, clearly
         encoder.runner = runner
         return backend
     chain: list[Callable[[], Any]] = [lambda: Int8Trunk(net, threads), lambda: OnnxTrunk(net, threads),
@@ -273,24 +386,33 @@ def accelerate(encoder: AisfxEncoder, backend: str | None = None, threads: int |
     raise AssertionError("unreachable: the torch trunk needs nothing more")
 
 
-def _with_fallback(runner: Any, fallbacks: list[Callable[[], Any]]) -> Any:
-    """Run `runner`; if it ever fails (export, calibration, session), the next fallback for good. The fallbacks
-    give the same embedding up to int8 rounding (fp32 ONNX and torch agree to float precision)."""
-    state: dict[str, Any] = {"run": runner, "left": list(fallbacks)}
+def _with_fallback(runner: Any, fallbacks: list[Callable[[], Any]]) -> Fallback:
+    return Fallback(runner, fallbacks)
 
-    def run(frames: torch.Tensor) -> torch.Tensor:
+
+class Fallback:
+    """Runs `runner`; if it ever fails (export, calibration, session), the next fallback for good. The fallbacks
+    give the same embedding up to int8 rounding (fp32 ONNX and torch agree to float precision)."""
+
+    def __init__(self, runner: Any, fallbacks: list[Callable[[], Any]]) -> None:
+        self.runner, self.left, self.name = runner, list(fallbacks), runner.name
+
+    def __call__(self, frames: torch.Tensor) -> torch.Tensor:
+        return self._first_working(lambda r: r(frames))
+
+    def padded(self, frames: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+        return self._first_working(lambda r: r.padded(frames, counts) if hasattr(r, "padded") else r(frames))
+
+    def _first_working(self, call: Callable[[Any], torch.Tensor]) -> torch.Tensor:
         while True:
             try:
-                return state["run"](frames)
+                return call(self.runner)
             except Exception as e:
-                if not state["left"]:
+                if not self.left:
                     raise
-                failed = getattr(state["run"], "name", "?")
+                failed = getattr(self.runner, "name", "?")
                 try:
-                    state["run"] = state["left"].pop(0)()
+                    self.runner = self.left.pop(0)()
                 except ImportError:
                     continue
-                log.warning("aiSFX: the %s trunk failed (%s); using the %s trunk", failed, e, state["run"].name)
-
-    run.name = runner.name  # type: ignore[attr-defined]
-    return run
+                log.warning("aiSFX: the %s trunk failed (%s); using the %s trunk", failed, e, self.runner.name)
