@@ -427,6 +427,35 @@ def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
         assert_consistent(lib, emb.model_id)
 
 
+@pytest.mark.timeout(60)  # a file whose windows are miscounted is never committed: the job would not end
+def test_windows_of_a_read_that_was_dropped_never_reach_the_reread_file(tmp_path, monkeypatch):
+    """The model runs on its own thread, so windows of a file's first read can still be embedding when the file
+    turns out to have changed and is read again: their vectors must be dropped, not added to the new read's."""
+    root = tmp_path / "lib"
+    write(root / "a.wav", tone(440, seconds=1.5))  # alone: its second read comes right after the first
+    real_stat = os.stat
+    calls: dict[str, int] = {}
+
+    def rewrite_after_first_read(path):
+        name = os.path.basename(path)
+        calls[name] = calls.get(name, 0) + 1
+        if name == "a.wav" and calls[name] == 2:  # the check after a's first read: its content changes now
+            write(root / "a.wav", tone(1760, seconds=1.5))
+            os.utime(root / "a.wav", ns=(1, 10**18))
+        return real_stat(path)
+
+    monkeypatch.setattr(S, "stat_file", rewrite_after_first_read)
+    emb = ToneEmbedder(delay=0.05)  # slow: a's first windows are still on the embedding thread
+    report = drain(index_library(root, emb, workers=1, batch_size=1))
+    assert report.requeued == 1 and report.embedded == ["a.wav"]
+    assert report.windows == 3  # three 0.5-s windows, of its second read only
+    with Library.open(root) as lib:
+        vector = lib.file_vectors(emb.model_id, [lib.file_id("a.wav")])[lib.file_id("a.wav")]
+        assert_consistent(lib, emb.model_id)
+    want = emb.embed_windows(tone(1760, seconds=0.5)[None])[0]
+    assert float(vector @ want / np.linalg.norm(want)) > 0.999  # the new tone's alone: no 440-Hz window in it
+
+
 def test_read_only_library_keeps_catalog_in_user_data_dir(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     data = tmp_path / "userdata"

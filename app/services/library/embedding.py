@@ -8,7 +8,8 @@ in a long file the match is.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,12 +39,19 @@ def pool(windows: np.ndarray, cover: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return normalise(mean), normalise(windows)
 
 
-def embed(embedder: Embedder, windows: np.ndarray) -> np.ndarray:
-    """(W, S) -> (W, D), shape-checked."""
-    out = np.asarray(embedder.embed_windows(windows), dtype=np.float32)
-    if out.shape != (len(windows), embedder.dim):
-        raise ValueError(f"embedder returned shape {out.shape} for {len(windows)} windows, "
-                         f"expected ({len(windows)}, {embedder.dim})")
+def embed(embedder: Embedder, batches: np.ndarray | Sequence[Any]) -> np.ndarray:
+    """(W, S) windows, or a list of window batches (arrays, or what `embedder.prepare_windows` made of them)
+    -> (W, D), in order, shape-checked."""
+    if isinstance(batches, np.ndarray):
+        batches = [batches]
+    n = sum(len(b) for b in batches)
+    if batches and not isinstance(batches[0], np.ndarray):
+        out = embedder.embed_prepared(batches)  # type: ignore[attr-defined]
+    else:
+        out = embedder.embed_windows(np.concatenate(batches) if len(batches) != 1 else batches[0])
+    out = np.asarray(out, dtype=np.float32)
+    if out.shape != (n, embedder.dim):
+        raise ValueError(f"embedder returned shape {out.shape} for {n} windows, expected ({n}, {embedder.dim})")
     return out
 
 

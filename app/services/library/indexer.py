@@ -1,7 +1,8 @@
 """The incremental, threaded index job: bring a model's vectors up to date with the folder.
 
-Only new and changed files are read. Worker threads hash and decode ahead of the embedder through a bounded
-queue; the job (a generator) embeds in batches and commits each file in its own transaction through
+Only new and changed files are read. Worker threads hash, decode and (when the embedder has
+`prepare_windows`) run its front end ahead of the model through a bounded queue, so that work overlaps the
+model's runs; the job (a generator) embeds in batches and commits each file in its own transaction through
 `Library.record_file`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
 skipped until they change; files that could not be read at all (no hash) are retried every run.
 """
@@ -14,7 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ class _Pending:
     vectors: list[np.ndarray] = field(default_factory=list)  # [(w, D)]
     cover: list[np.ndarray] = field(default_factory=list)  # [(w,)]
     done: tuple[Any, ...] | None = None  # (digest, info, stat) once the reader finished
+    waiting: int = 0  # windows read but not embedded yet (in the batch or on the embedding thread)
 
 
 class _Reader:
@@ -74,8 +76,10 @@ class _Reader:
                 self.put(("known", idx, digest, st0))
                 return
             info = audio_info(path)
+            prepare = getattr(self.embedder, "prepare_windows", None)  # front end here, ahead of the model
             for windows, cover in windows_of(path, self.embedder, self.batch):
-                if self.stop.is_set() or not self.put(("windows", idx, windows, cover)):
+                payload = windows if prepare is None else prepare(windows)
+                if self.stop.is_set() or not self.put(("windows", idx, payload, cover)):
                     return
             if self._changed(path, st0):
                 self.put(("changed", idx))
@@ -124,11 +128,15 @@ class _IndexRun:
         self.stop = threading.Event()
         self.out: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
         self.pool: ThreadPoolExecutor | None = None
+        # one batch is embedded on this thread while the job reads the next and commits files
+        self.embedding_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="earshot-embed")
+        self.embedding: tuple[list[tuple[int, Any, np.ndarray]], list[_Pending], Future] | None = None
         self.reader: _Reader | None = None
         self.tasks: list[_Task] = []
         self.seen: set[bytes] = set()  # relative paths present in the folder
         self.state: dict[int, _Pending] = {}  # files being embedded
-        self.batch: list[tuple[int, np.ndarray, np.ndarray]] = []  # (task, windows (w, S), coverage (w,))
+        # (task, windows (w, S) or the embedder's prepared windows, coverage (w,))
+        self.batch: list[tuple[int, Any, np.ndarray]] = []
         self.done = self.done_bytes = self.total_bytes = 0
         self.outstanding = 0  # tasks the readers have not finished
 
@@ -242,6 +250,8 @@ class _IndexRun:
 
     def shutdown(self) -> None:
         self.stop.set()
+        self.embedding = None
+        self.embedding_thread.shutdown(wait=True, cancel_futures=True)
         if self.pool is not None:
             # readers see `stop` within ~0.1 s (even when blocked on the full queue); queued tasks are dropped
             self.pool.shutdown(wait=True, cancel_futures=True)
@@ -263,7 +273,7 @@ class _IndexRun:
             flushed = bool(self.batch) and sum(len(w) for _, w, _ in self.batch) + new > self.batch_size
             if flushed:
                 self.flush()
-            self.state.setdefault(i, _Pending())
+            self.state.setdefault(i, _Pending()).waiting += new
             self.batch.append((i, msg[2], msg[3]))
             return flushed
         if kind == "done":
@@ -284,6 +294,8 @@ class _IndexRun:
                    "indexed", None)
             kind = "error"
         if kind == "known":
+            self.collect()  # files read before this one are committed first, as if embedded one by one: a
+            self.store_ready()  # known hash that one of them replaced is then seen as stale, not as a copy
             if not self.store_known(t, *msg[2:]):
                 t.reuse = False  # its content was replaced meanwhile: read it after all
                 self.pool.submit(self.reader, i, t)
@@ -301,10 +313,10 @@ class _IndexRun:
         if self.state.pop(i, None) is not None:
             self.batch[:] = [b for b in self.batch if b[0] != i]
 
-    def refuse_model(self) -> None:
+    def refuse_model(self, batch: list[tuple[int, Any, np.ndarray]]) -> None:
         """NaN/inf from the model is the model's fault, not the files': record it against the model (no file
         is marked failed, no other model's vector is touched) and stop."""
-        names = sorted(display_name(self.tasks[i].file.rel) for i in {i for i, _, _ in self.batch})
+        names = sorted(display_name(self.tasks[i].file.rel) for i in {i for i, _, _ in batch})
         message = (f"model {self.model_id!r} is broken: it produced NaN/inf values (for {names[0]}"
                    f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}); indexing with it was refused "
                    "and no file was marked failed")
@@ -312,19 +324,40 @@ class _IndexRun:
         raise BrokenModelError(message)
 
     def flush(self) -> None:
-        """Embed the batch, then commit the files whose windows are all embedded."""
+        """Collect the batch on the embedding thread, hand it the current batch, and commit the files whose
+        windows are all embedded. While the model runs, this thread goes on reading messages and committing."""
+        self.collect()
         if self.batch:
-            vecs = embed(self.embedder, np.concatenate([w for _, w, _ in self.batch]))  # (B, D)
-            if not np.isfinite(vecs).all():
-                self.refuse_model()
-            start = 0
-            for i, w, c in self.batch:
-                self.state[i].vectors.append(vecs[start:start + len(w)])
-                self.state[i].cover.append(c)
-                start += len(w)
-            self.batch.clear()
-        for i in [i for i, p in self.state.items() if p.done is not None]:
+            batch, self.batch = self.batch, []
+            owners = [self.state[i] for i, _, _ in batch]
+            future = self.embedding_thread.submit(embed, self.embedder, [w for _, w, _ in batch])  # (B, D)
+            self.embedding = (batch, owners, future)
+        if self.outstanding == 0:  # nothing left to read: wait for the model
+            self.collect()
+        self.store_ready()
+
+    def store_ready(self) -> None:
+        """Commit the files that are read to the end and whose windows are all embedded."""
+        for i in [i for i, p in self.state.items() if p.done is not None and p.waiting == 0]:
             self.store_embedded(i)
+
+    def collect(self) -> None:
+        """Wait for the batch on the embedding thread and give each file its vectors (files forgotten meanwhile,
+        and older reads of files read again, are skipped: their _Pending is no longer the one in `state`)."""
+        if self.embedding is None:
+            return
+        batch, owners, future = self.embedding
+        self.embedding = None
+        vecs = future.result()
+        if not np.isfinite(vecs).all():
+            self.refuse_model(batch)
+        start = 0
+        for (i, w, c), p in zip(batch, owners, strict=True):
+            if self.state.get(i) is p:
+                p.vectors.append(vecs[start:start + len(w)])
+                p.cover.append(c)
+                p.waiting -= len(w)
+            start += len(w)
 
     # ---------------------------------------------------------------------------------------- committing
 
