@@ -139,6 +139,7 @@ def test_short_windows_are_embedded_together_as_each_alone(monkeypatch):
     from app.services.search import RetrievalEmbedder
 
     monkeypatch.setenv("EARSHOT_AISFX_BACKEND", "torch")
+    monkeypatch.setenv("EARSHOT_TRUNK_THREADS", "1")  # one batch at a time: the calls below are the batches
     torch.manual_seed(0)
     model = RetrievalModel(_tiny(window_seconds=3.0)).eval()
     embedder = RetrievalEmbedder(model, AisfxMel())
@@ -147,12 +148,26 @@ def test_short_windows_are_embedded_together_as_each_alone(monkeypatch):
     windows = np.stack([np.pad(w, (0, embedder.window_samples - len(w))) for w in waves])
     calls: list[tuple[int, ...]] = []
     trunk = model.audio_encoder.trunk
-    monkeypatch.setattr(model.audio_encoder, "trunk", lambda f: calls.append(tuple(f.shape)) or trunk(f))
+    monkeypatch.setattr(model.audio_encoder, "trunk",
+                        lambda f, counts=None: calls.append(tuple(f.shape)) or trunk(f, counts))
     got = embedder.embed_windows(windows)
     assert sorted(calls) == [(1, 125, 96), (3, 100, 96)], calls  # three short clips in one pass
     with torch.no_grad():
         alone = np.stack([model.embed_audio(AisfxMel()(torch.from_numpy(w))[None])[0].numpy() for w in waves])
     np.testing.assert_allclose(got, alone, atol=1e-5)
+    # the indexer's way: each file's windows through the front end on a reader thread, then several files'
+    # frames embedded together: the same vectors, in order
+    prepared = [embedder.prepare_windows(windows[i : i + 2]) for i in (0, 2)]
+    assert [len(p) for p in prepared] == [2, 2]
+    calls.clear()
+    np.testing.assert_allclose(embedder.embed_prepared(prepared), alone, atol=1e-5)
+    assert sorted(calls) == [(1, 125, 96), (3, 100, 96)], calls  # short clips of both files in one pass
+    # on two worker threads (the default on a 2-core CPU) the short clips are shared out: the same vectors
+    monkeypatch.setenv("EARSHOT_TRUNK_THREADS", "2")
+    two = RetrievalEmbedder(model, AisfxMel())
+    calls.clear()
+    np.testing.assert_allclose(two.embed_windows(windows), alone, atol=1e-5)
+    assert sorted(calls) == [(1, 100, 96), (1, 125, 96), (2, 100, 96)], calls
 
 
 def test_aisfx_checkpoint_with_a_passt_front_end_is_refused(tmp_path: Path):
