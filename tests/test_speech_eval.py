@@ -222,3 +222,23 @@ def test_per_speaker_table_shows_missing_scores_as_dashes() -> None:
     lines = text.splitlines()
     assert lines[0].split() == ["speaker", "ap", "tokens", "lsd"]
     assert lines[1].split() == ["a", "0.5000", "3", "—"] and lines[2].split() == ["bb", "—", "1", "—"]
+
+
+def test_envelope_correlation_flags_a_resynthesis_smeared_in_time() -> None:
+    """The LSD compares average spectra, so a resynthesis whose energy no longer rises and falls with the words
+    (a smear) can score close to a good one; the envelope correlation cannot be fooled that way."""
+    import torch
+
+    from training.speech_eval import envelope_correlation, log_spectral_distance
+
+    t = torch.arange(60, dtype=torch.float32)
+    syllables = 0.05 + torch.relu(torch.sin(t / 4)) ** 2  # (T,) energy rising and falling
+    shape = torch.linspace(1.0, 0.2, 40)  # (F,) a spectral tilt
+    target = syllables[:, None] * shape[None, :]  # (T, F) magnitudes
+    assert envelope_correlation(target, target, 30) == pytest.approx(1.0)
+    assert envelope_correlation(0.3 * target, target, 30) == pytest.approx(1.0)  # a level change is not a smear
+    smear = target.mean(dim=0, keepdim=True).expand_as(target)  # every frame the average frame
+    assert envelope_correlation(smear, target, 30) == 0.0
+    shifted = torch.roll(target, 12, dims=0)  # energy at the wrong times
+    assert envelope_correlation(shifted, target, 30) < 0.0
+    assert log_spectral_distance(smear, target, 30) < log_spectral_distance(shifted, target, 30)  # the LSD prefers it

@@ -187,6 +187,10 @@ def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, tr
     lsd = result["resynthesis_lsd_db"]
     assert lsd["per_speaker"]["theo"]["seen"] is False and lsd["per_speaker"]["george"]["seen"] is True
     assert np.isfinite(lsd["seen"]) and np.isfinite(lsd["unseen"])
+    for s in ("george", "theo"):  # per voice, so one smeared voice cannot hide behind the others
+        assert -1.0 <= lsd["per_speaker"][s]["envelope_corr"] <= 1.0
+        assert result["per_speaker"][s]["envelope_corr"] == lsd["per_speaker"][s]["envelope_corr"]
+    assert np.isfinite(lsd["envelope_corr_seen"]) and np.isfinite(lsd["envelope_corr_unseen"])
 
     plain = tmp_path / "plain"
     plain.mkdir()

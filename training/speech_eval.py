@@ -10,7 +10,8 @@ Units (on the checkpoint's own front end, with its resampler):
   - word-level ABX (training.abx) within and across speakers on the codebook vectors of the units (or
     one-hot units), and the SAME ABX on raw MFCC+Δ+ΔΔ (the default front end) as the baseline;
   - bitrate (N/D)·H and units per second over every utterance (word tokens and utterances.csv rows);
-  - resynthesis log-spectral distance (inverter magnitude vs recording, 0-4 kHz), seen and unseen voices.
+  - resynthesis log-spectral distance (inverter magnitude vs recording, 0-4 kHz), seen and unseen voices, and
+    per voice the correlation of the two energy envelopes (a resynthesis smeared in time scores near 0).
 Words:
   - same-different AP over all token pairs (cosine), cross-view AP (tokens vs the set's written words), and
     the MFCC+DTW baseline AP on the same pairs (training.metrics, per-utterance normalised MFCCs).
@@ -159,6 +160,21 @@ def log_spectral_distance(pred: torch.Tensor, target: torch.Tensor, max_bin: int
     return float((p - t).square().mean(dim=1).sqrt().mean())
 
 
+def envelope_correlation(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
+                         ) -> float:
+    """Pearson correlation over frames of the two energy envelopes (dB over bins 0..max_bin, floored as in
+    `log_spectral_distance`): near 1 when the resynthesis rises and falls with the recording's syllables, near 0
+    or below for a featureless smear, which the LSD (an average spectral shape) barely sees. A flat envelope
+    follows nothing: 0."""
+    floor = (float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12) ** 2
+    p = 10 * torch.log10(pred[:, :max_bin].float().square().sum(dim=1).clamp(min=floor))  # (T,)
+    t = 10 * torch.log10(target[:, :max_bin].float().square().sum(dim=1).clamp(min=floor))  # (T,)
+    if len(p) < 2 or float(p.std()) < 1e-3 or float(t.std()) < 1e-3:  # flat to a thousandth of a dB
+        return 0.0
+    p, t = p.double() - p.double().mean(), t.double() - t.double().mean()
+    return float((p * t).sum() / (p.norm() * t.norm()))
+
+
 def _abx_block(result: dict[str, Any], per_speaker: dict[str, dict[str, Any]], notes: list[str], prefix: str,
                items: list[np.ndarray], words: list[str], speakers: list[str], max_per_cell: int | None,
                seed: int) -> None:
@@ -266,6 +282,7 @@ def evaluate_units(
     result["resynthesis_lsd_db"] = lsd
     for s, v in lsd["per_speaker"].items():
         per_speaker[s]["lsd_db"] = v["lsd_db"]
+        per_speaker[s]["envelope_corr"] = v["envelope_corr"]  # per voice: a smear shows here, not in the LSD
         per_speaker[s]["seen"] = v["seen"]
         per_speaker[s]["voice"] = v["voice"]  # the training voice it was resynthesised with
     result["per_speaker"] = per_speaker
@@ -283,23 +300,28 @@ def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tens
     max_bin = int(LSD_MAX_HZ / (c.sample_rate / c.n_fft)) + 1
     known = model.config.speakers
 
-    def lsd(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> float:
-        vals = [log_spectral_distance(model.units_to_magnitude(codes, spk, len(mag)), mag, max_bin)
-                for codes, mag in items if len(codes)]
-        return float(np.mean(vals)) if vals else float("nan")
+    def scores(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> tuple[float, float]:
+        """(mean LSD, mean envelope correlation) of these items resynthesised with voice `spk`."""
+        pairs = [(model.units_to_magnitude(codes, spk, len(mag)), mag) for codes, mag in items if len(codes)]
+        if not pairs:
+            return float("nan"), float("nan")
+        return (float(np.mean([log_spectral_distance(p, m, max_bin) for p, m in pairs])),
+                float(np.mean([envelope_correlation(p, m, max_bin) for p, m in pairs])))
 
     per_speaker: dict[str, dict[str, Any]] = {}
     for s, items in sorted(by_speaker.items()):
-        if s in known:
-            per_speaker[s] = {"lsd_db": lsd(items, known.index(s)), "voice": s, "seen": True}
-        else:
-            probe = items[:5]
-            best = min(range(len(known) or 1), key=lambda k: lsd(probe, k))
-            per_speaker[s] = {"lsd_db": lsd(items, best), "voice": known[best] if known else 0, "seen": False}
-    seen = [v["lsd_db"] for v in per_speaker.values() if v["seen"]]
-    unseen = [v["lsd_db"] for v in per_speaker.values() if not v["seen"]]
-    return {"seen": float(np.mean(seen)) if seen else float("nan"),
-            "unseen": float(np.mean(unseen)) if unseen else float("nan"), "per_speaker": per_speaker}
+        seen = s in known
+        voice = known.index(s) if seen else min(range(len(known) or 1), key=lambda k: scores(items[:5], k)[0])
+        lsd, corr = scores(items, voice)
+        per_speaker[s] = {"lsd_db": lsd, "envelope_corr": corr, "voice": known[voice] if known else 0, "seen": seen}
+
+    def mean(key: str, seen: bool) -> float:
+        vals = [v[key] for v in per_speaker.values() if v["seen"] is seen]
+        return float(np.mean(vals)) if vals else float("nan")
+
+    return {"seen": mean("lsd_db", True), "unseen": mean("lsd_db", False),
+            "envelope_corr_seen": mean("envelope_corr", True), "envelope_corr_unseen": mean("envelope_corr", False),
+            "per_speaker": per_speaker}
 
 
 def add_units_eval_arguments(p: argparse.ArgumentParser) -> None:
