@@ -6,8 +6,10 @@ trunk with each BatchNorm folded into its convolution beat torch, and its int8 k
 measured, small cost in quality. So:
 
 - `fold_batchnorm(net)`: the eval-mode trunk with BN folded into the convs (same numbers, fewer passes);
-- `OnnxTrunk`: that trunk exported to ONNX (in memory, dynamic batch and length) and run by onnxruntime; the
-  session is built on the first call (RetrievalEmbedder.warm_up makes that part of loading the model);
+- `OnnxTrunk`: that trunk exported to ONNX (in memory, dynamic batch and length) and run by onnxruntime as its
+  four conv blocks, one session each; the sessions are built on the first call (RetrievalEmbedder.warm_up makes
+  that part of loading the model). `padded` runs a clip shorter than a block only as far as its real frames
+  reach in each conv block (the rest is an all-zero input's output): the same map, less work;
 - `Int8Trunk`: the same, quantised (static QDQ, calibrated on the demo library, cached per weights);
 - `accelerate(encoder, backend, threads)`: sets `encoder.runner`, which the encoder uses only without autograd
   (indexing, search); training never sees it. "auto" takes int8, falling back to the float ONNX trunk, then
