@@ -12,7 +12,7 @@ What is measured, exactly (the JSON says the same in `notes`):
   fp32 ONNX Runtime, torch), each into a fresh catalog after the model's warm-up (which the app does when it
   loads the model, with the names' sentence encoder; its time is reported), then int8 once more: the first
   indexing of a process pays one-time costs (imports, first allocations), the last shows the steady state.
-  The tower runs batches on `trunk_threads()` worker threads at once, each backend session single-threaded.
+  The ONNX backends run `trunk_threads()` batches at once, each session single-threaded; torch one at a time.
   Real-time factor = seconds of audio indexed / wall seconds (target
   >= 100x on 2 cores); `cpu_s` is the process's CPU time, which shows the work when other jobs share the box.
 - Decode only, per rate: the indexer's read path (`iter_blocks` at the model's rate and window length) over
@@ -48,7 +48,6 @@ from app.services.search import (
     summarize,
     trunk_threads,
 )
-from training.aisfx_runtime import accelerate
 from training.audio import decode, iter_blocks, resample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,7 +153,7 @@ def run() -> dict[str, Any]:
         for run, backend in enumerate((*BACKENDS, BACKENDS[0])):
             copy = Path(tmp) / f"library-{run}"
             shutil.copytree(folder, copy)
-            accelerate(embedder.model.audio_encoder, backend, threads=1 if embedder.workers > 1 else trunk_threads())
+            embedder.set_backend(backend)
             t0 = time.perf_counter()
             embedder.warm_up()  # as the app's model loading does (load_embedder / load_embedder_job), which
             sentence_encoder_for(embedder)  # also loads the names' sentence encoder (once per process)

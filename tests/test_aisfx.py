@@ -313,6 +313,44 @@ def test_the_encoder_hands_short_clips_to_the_runners_padded_path():
         torch.testing.assert_close(enc(x, torch.tensor([40, 230, 99])), want, atol=1e-4, rtol=1e-4)
 
 
+def test_fallback_moves_on_once_when_two_threads_fail_together():
+    """The embedder runs the tower on several threads at once: a runner failing on two of them together must move
+    on to the next fallback once, and both calls must then succeed (none re-raises, none skips a fallback)."""
+    import threading
+
+    from training import aisfx_runtime
+
+    barrier = threading.Barrier(2)
+    made: list[str] = []
+
+    class Broken:
+        name = "broken"
+
+        def __call__(self, frames):
+            barrier.wait(timeout=10)  # both threads are inside the failing runner at once
+            raise RuntimeError("session failed")
+
+    class Works:
+        name = "works"
+
+        def __call__(self, frames):
+            return frames.sum()
+
+    def make(name):
+        made.append(name)
+        return Works()
+
+    fallback = aisfx_runtime.Fallback(Broken(), [lambda: make("first"), lambda: make("second")])
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(fallback(torch.ones(2)))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert [float(r) for r in results] == [2.0, 2.0]
+    assert made == ["first"]  # moved on once; the second fallback was never needed
+
+
 @needs_weights
 def test_int8_trunk_keeps_the_real_towers_vectors(sfx):
     """The default backend (int8, calibrated on the demo library) against fp32 on real clips the calibration never

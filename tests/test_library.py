@@ -456,6 +456,28 @@ def test_windows_of_a_read_that_was_dropped_never_reach_the_reread_file(tmp_path
     assert float(vector @ want / np.linalg.norm(want)) > 0.999  # the new tone's alone: no 440-Hz window in it
 
 
+def test_a_front_end_failure_stops_the_job_and_marks_no_file_failed(tmp_path):
+    """The readers run the embedder's front end (prepare_windows); when it fails on decoded audio, that is the
+    model's fault (out of memory, a broken front end): the job stops with the error, no file is recorded as failed,
+    and a later run with a working model indexes everything."""
+
+    class FailingFrontEnd(ToneEmbedder):
+        def prepare_windows(self, windows):
+            raise MemoryError("front end out of memory")
+
+        def embed_prepared(self, batches):
+            raise AssertionError("never reached")
+
+    root = make_library(tmp_path / "lib")
+    with pytest.raises(MemoryError, match="front end out of memory"):
+        drain(index_library(root, FailingFrontEnd()))
+    with Library.open(root) as lib:
+        assert lib.db.execute("SELECT COUNT(*) FROM files WHERE status = 'error'").fetchone()[0] == 0
+    emb = ToneEmbedder()
+    report = drain(index_library(root, emb))
+    assert sorted(report.embedded) == sorted(f"tone_{f}.wav" for f in FREQS) and not report.failed
+
+
 def test_read_only_library_keeps_catalog_in_user_data_dir(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     data = tmp_path / "userdata"

@@ -394,10 +394,12 @@ def _with_fallback(runner: Any, fallbacks: list[Callable[[], Any]]) -> Fallback:
 
 class Fallback:
     """Runs `runner`; if it ever fails (export, calibration, session), the next fallback for good. The fallbacks
-    give the same embedding up to int8 rounding (fp32 ONNX and torch agree to float precision)."""
+    give the same embedding up to int8 rounding (fp32 ONNX and torch agree to float precision). Thread-safe: the
+    embedder runs the tower on several threads at once, and a failure seen by two of them moves on once."""
 
     def __init__(self, runner: Any, fallbacks: list[Callable[[], Any]]) -> None:
         self.runner, self.left, self.name = runner, list(fallbacks), runner.name
+        self._lock = threading.Lock()
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         return self._first_working(lambda r: r(frames))
@@ -407,14 +409,18 @@ class Fallback:
 
     def _first_working(self, call: Callable[[Any], torch.Tensor]) -> torch.Tensor:
         while True:
+            runner = self.runner
             try:
-                return call(self.runner)
+                return call(runner)
             except Exception as e:
-                if not self.left:
-                    raise
-                failed = getattr(self.runner, "name", "?")
-                try:
-                    self.runner = self.left.pop(0)()
-                except ImportError:
-                    continue
-                log.warning("aiSFX: the %s trunk failed (%s); using the %s trunk", failed, e, self.runner.name)
+                with self._lock:
+                    if self.runner is not runner:  # another thread moved on meanwhile: try its choice
+                        continue
+                    if not self.left:
+                        raise
+                    try:
+                        self.runner = self.left.pop(0)()
+                    except ImportError:
+                        continue
+                    log.warning("aiSFX: the %s trunk failed (%s); using the %s trunk", getattr(runner, "name", "?"),
+                                e, self.runner.name)

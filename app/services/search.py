@@ -126,11 +126,11 @@ class InBackground:
 
 
 def trunk_threads() -> int:
-    """Worker threads for the audio tower on the CPU (RetrievalEmbedder runs that many batches at once, each
-    single-threaded): every core. Indexing is nearly all tower, and the workers sleep between batches (the aiSFX
-    sessions never spin: training/aisfx_runtime.session_from_bytes), so the GUI thread, which needs a few
-    milliseconds at a time, still gets a core when it wakes (tests/gui/test_search_tab.py). Override with
-    EARSHOT_TRUNK_THREADS."""
+    """Threads for the aiSFX tower on the CPU: every core (RetrievalEmbedder runs that many batches at once, each
+    ONNX Runtime session single-threaded). Indexing is nearly all tower, and those sessions never spin
+    (training/aisfx_runtime.session_from_bytes): the threads sleep between batches, so the GUI thread, which
+    needs a few milliseconds at a time, still gets a core when it wakes (tests/gui/test_search_tab.py). Override
+    with EARSHOT_TRUNK_THREADS."""
     env = os.environ.get("EARSHOT_TRUNK_THREADS", "")
     return max(1, int(env)) if env.isdigit() else max(1, os.cpu_count() or 1)
 
@@ -193,20 +193,28 @@ class RetrievalEmbedder:
             raise ValueError(f"{name}: front end gives {self.frontend.dim} mel bins, the model expects "
                              f"{cfg.audio.n_mels}")
         self.model_id = model_id or name
-        # On the CPU the tower runs batches on `trunk_threads()` threads at once, each single-threaded: ~5 %
-        # faster than one batch at a time on every core (no hand-offs inside each small convolution)
-        self.workers = trunk_threads() if self.device.type == "cpu" else 1
-        self.backend = "torch"
-        if self.aisfx:  # the frozen aiSFX trunk through its fastest runner (training/aisfx_runtime.py)
-            from training.aisfx_runtime import accelerate
-
-            self.backend = accelerate(model.audio_encoder, threads=1 if self.workers > 1 else trunk_threads())
+        self.workers, self.backend = 1, "torch"  # batches of the tower run at once; its runner
+        if self.aisfx:
+            self.set_backend()
         self.sample_rate = int(self.frontend.config.sample_rate)
         self.dim = int(cfg.embed_dim)
         self.window_seconds = float(cfg.audio.window_seconds)
         self.batch_size = batch_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()  # one forward pass at a time (indexing and searching share the model)
+
+    def set_backend(self, backend: str | None = None) -> str:
+        """Run the frozen aiSFX tower through `backend` (training/aisfx_runtime.accelerate; default "auto": int8,
+        then float ONNX Runtime, then torch) and return the one used. On the CPU its ONNX Runtime sessions run
+        single-threaded, `trunk_threads()` batches at once: ~5 % faster than one batch at a time on every core
+        (no hand-offs inside each small convolution). A torch tower (PaSST, the torch fallback) runs one batch at
+        a time on torch's own threads."""
+        from training.aisfx_runtime import accelerate
+
+        parallel = self.device.type == "cpu" and backend != "torch" and trunk_threads() > 1
+        self.backend = accelerate(self.model.audio_encoder, backend, threads=1 if parallel else trunk_threads())
+        self.workers = trunk_threads() if parallel and self.backend != "torch" else 1
+        return self.backend
 
     # -- construction
 

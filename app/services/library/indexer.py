@@ -78,7 +78,11 @@ class _Reader:
             info = audio_info(path)
             prepare = getattr(self.embedder, "prepare_windows", None)  # front end here, ahead of the model
             for windows, cover in windows_of(path, self.embedder, self.batch):
-                payload = windows if prepare is None else prepare(windows)
+                try:
+                    payload = windows if prepare is None else prepare(windows)
+                except Exception as e:  # decoded audio that the model's front end cannot take: the model's fault
+                    self.put(("fatal", idx, e))  # (out of memory, a broken front end), never the file's
+                    return
                 if self.stop.is_set() or not self.put(("windows", idx, payload, cover)):
                     return
             if self._changed(path, st0):
@@ -267,6 +271,8 @@ class _IndexRun:
     def handle(self, msg: tuple[Any, ...]) -> bool:
         """Act on one reader message; True when there is progress to report."""
         kind, i = msg[0], msg[1]
+        if kind == "fatal":  # raised here, in the job: it stops, and no file is marked failed
+            raise msg[2]
         t = self.tasks[i]
         if kind == "windows":
             new = len(msg[2])
@@ -294,8 +300,8 @@ class _IndexRun:
                    "indexed", None)
             kind = "error"
         if kind == "known":
-            self.collect()  # files read before this one are committed first, as if embedded one by one: a
-            self.store_ready()  # known hash that one of them replaced is then seen as stale, not as a copy
+            self.collect()  # files whose windows are all embedded are committed first, as before the model had a
+            self.store_ready()  # thread of its own: a known hash one of them replaced is then stale, not a copy
             if not self.store_known(t, *msg[2:]):
                 t.reuse = False  # its content was replaced meanwhile: read it after all
                 self.pool.submit(self.reader, i, t)
