@@ -383,13 +383,9 @@ def accelerate(encoder: AisfxEncoder, backend: str | None = None, threads: int |
             first = make()
         except ImportError:
             continue
-        encoder.runner = _with_fallback(first, chain[i + 1 :])
+        encoder.runner = Fallback(first, chain[i + 1 :])
         return first.name
     raise AssertionError("unreachable: the torch trunk needs nothing more")
-
-
-def _with_fallback(runner: Any, fallbacks: list[Callable[[], Any]]) -> Fallback:
-    return Fallback(runner, fallbacks)
 
 
 class Fallback:

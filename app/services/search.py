@@ -22,8 +22,8 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,28 +101,6 @@ class ModelNotFoundError(LookupError):
 def search_threads() -> int:
     """Threads for model and FAISS work: all cores but one, which stays with the GUI and the audio callback."""
     return max(1, (os.cpu_count() or 2) - 1)
-
-
-class InBackground:
-    """A function run on a thread of its own now, its result (or exception) collected by `result()` (which
-    joins the thread: nothing is left running)."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._out: dict[str, Any] = {}
-        self._thread = threading.Thread(target=self._run, args=(fn, args), name="earshot-keywords", daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        try:
-            self._out["value"] = fn(*args)
-        except BaseException as e:  # handed to the caller by result()
-            self._out["error"] = e
-
-    def result(self) -> Any:
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["value"]
 
 
 def trunk_threads() -> int:
@@ -506,14 +484,15 @@ class SearchSession:
         if query.empty:
             return []
         k = self.capped_k(k)
-        # the keywords are ranked (SQLite FTS5, on its own connection) on one core while the query is encoded
-        # and the vectors are searched on the other: the slowest part of a names search no longer adds up
-        keywords = InBackground(self._keyword_candidates, query, max(k, CANDIDATES)) if k and w > 0 else None
-        try:
+        # the keywords are ranked (SQLite FTS5, on its own connection) on one core while the query is encoded on
+        # the other: the slowest part of a names search no longer adds up. Leaving the block joins the thread.
+        keywords: Future | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
+            if k and w > 0:
+                keywords = pool.submit(self._keyword_candidates, query, max(k, CANDIDATES))
             # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
             sound_q, text_q = self._encode_query(query.free_text, w)
-        finally:
-            found = keywords.result() if keywords is not None else None
+        found = keywords.result() if keywords is not None else None
         return self._ranked(query, k, filters, w, mode, sound_q, text_q, found) if k else []
 
     def _keyword_candidates(self, query: Query, n: int, matches: bool = True

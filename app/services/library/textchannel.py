@@ -315,8 +315,8 @@ class TextChannelMixin:
         (built by app.services.query, which quotes every word: a user's query cannot be a syntax error).
 
         Runs on the catalog's read-only connection (committed rows), not under the library's lock, so a search
-        can rank keywords on one core while it encodes the query and searches the vectors on the other
-        (SearchSession.search); falls back to the main connection when a reader cannot be opened."""
+        can rank keywords on one core while it encodes the query on the other (SearchSession.search); falls back
+        to the main connection when a reader cannot be opened."""
         sql = "SELECT rowid, rank FROM text_fts WHERE text_fts MATCH ? ORDER BY rank LIMIT ?"
         reader, guard = self._reader()
         with guard:
