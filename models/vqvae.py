@@ -743,9 +743,10 @@ class SpeechUnitsFrontend(nn.Module):
     def to_dict(self) -> dict[str, Any]:
         """The checkpoint's `features`: {"kind": "mfcc+speech_embedding", "mfcc": ..., "speech_embedding": ...}."""
         from models.frontends import frontend_to_dict
+        from models.speech_embedding import config_to_dict
 
-        emb_config = {k: getattr(self.embedding.config, k) for k in vars(self.embedding.config)}
-        return {"kind": SPEECH_FRONTEND_KIND, "mfcc": frontend_to_dict(self.mfcc), "speech_embedding": emb_config}
+        return {"kind": SPEECH_FRONTEND_KIND, "mfcc": frontend_to_dict(self.mfcc),
+                "speech_embedding": config_to_dict(self.embedding.config)}
 
 
 # ---------------------------------------------------------------------------------------------- units

@@ -39,6 +39,7 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from models import check_fields
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
 from models.frontends import MFCC, MFCCConfig, cmvn, frontend_from_dict, frontend_to_dict
 from models.phonemes import (
@@ -215,9 +216,7 @@ def words_frontend(features: dict[str, Any] | None, weights: str | os.PathLike[s
     if features.get("kind") != SpeechFrames.kind:
         return frontend_from_dict(dict(features))
     d = {k: v for k, v in features.items() if k not in ("kind", "weights")}
-    known = {f.name for f in dataclasses.fields(SpeechFramesConfig)}
-    if set(d) - known:
-        raise ValueError(f"speech_embedding front end: unknown setting(s) {', '.join(sorted(set(d) - known))}")
+    check_fields(SpeechFramesConfig, d)
     return SpeechFrames(SpeechFramesConfig(**d), weights)
 
 
