@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models import check_fields
 from models.phonemes import PAD_ID, VOCAB_SIZE
 
 OBJECTIVES = ("obj0", "obj1", "obj2", "obj3")
@@ -317,10 +318,7 @@ def from_config_dict(d: Mapping[str, Any]) -> MultiViewAWE:
 
 
 def config_from_mapping(d: Mapping[str, Any]) -> AWEConfig:
-    known = {f.name for f in dataclasses.fields(AWEConfig)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"AWEConfig: unknown config field(s) {', '.join(unknown)}")
+    check_fields(AWEConfig, d)
     kwargs = dict(d)
     for view in ("acoustic", "phoneme"):
         if isinstance(kwargs.get(view), Mapping):

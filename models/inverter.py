@@ -28,6 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchaudio
 
+from models import check_fields
+
 T = TypeVar("T")
 
 
@@ -68,10 +70,7 @@ def dataclass_from_dict(cls: type[T], data: dict[str, Any]) -> T:
     if not isinstance(data, dict):
         raise TypeError(f"{cls.__name__}: expected a dict, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown config field(s) {', '.join(unknown)}")
+    check_fields(cls, data)
     kwargs = {}
     for name, value in data.items():
         hint = hints.get(name)
