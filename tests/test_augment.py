@@ -168,3 +168,16 @@ def test_config_fields_are_settings_with_ranges():
         A.AugmentConfig(speed_prob=1.5)
     with pytest.raises(ValueError, match="noise_dir"):
         A.AugmentConfig(noise_prob=0.5)
+
+
+def test_noise_bank_leaves_out_the_voices_that_evaluate_the_speech_models(tmp_path):
+    import csv
+
+    rows = [("a.wav", "kajongg", "train"), ("b.wav", "wesnoth-1.16-data", "train"), ("c.wav", "Kajongg", "train"),
+            ("d.wav", "ktuberling-data", "train")]
+    with open(tmp_path / "captions.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "caption", "source_package", "split"])
+        for path, package, split in rows:
+            w.writerow([path, "a sound", package, split])
+    assert A.NoiseBank(tmp_path, SR).paths == [tmp_path / "b.wav"]

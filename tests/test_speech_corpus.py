@@ -210,3 +210,40 @@ def test_voice_folders_become_speakers_and_one_word_lines_become_words(tmp_path,
     assert sorted((r["word"], r["speaker"], r["split"], r["synthetic"]) for r in words) == [
         ("amazing", "game-Pirate", "heldout", "0"), ("amazing", "game-Surfer", "train", "0"),
         ("hello", "game-Pirate", "heldout", "0"), ("hello", "game-Surfer", "train", "0")]
+
+
+def test_a_source_with_texts_labels_its_phrases_and_keeps_its_own_split(tmp_path, fake_packages):
+    _, docs = fake_packages
+    root = tmp_path / "tiles"
+    files = []
+    for voice in ("male1", "female1"):
+        for stem in ("b3", "pung", "unnamed"):
+            path = root / voice / f"{stem}.ogg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            level = 1e-3 if voice == "male1" else 1.0  # one voice recorded 60 dB low, kept by its source's floor
+            sf.write(path, level * burst(0.6, 22050), 22050, format="OGG", subtype="VORBIS")
+            files.append(str(path))
+    src = sc.RealSource("tile-game", "tiles-{voice}", "en", str(root) + "/", pattern=r"(?P<voice>\w+)/[^/]+$",
+                        texts=(("b3", "bamboo three"), ("pung", "pung")), split="heldout-tiles", license="GPL-2+",
+                        min_rms_db=-100.0)
+    out = tmp_path / "corpus"
+    summary = run(sc.build_corpus(out, sources=[src], heldout_packages=(), heldout_speakers=(), voices=[], words=[],
+                                  sentences=[], list_files=lambda p: files, doc_root=docs))
+    words = read_csv(out / "words.csv")
+    assert sorted((r["word"], r["speaker"], r["split"], r["phonemes"]) for r in words) == [
+        ("bamboo three", "tiles-female1", "heldout-tiles", "B AE M B UW TH R IY"),
+        ("bamboo three", "tiles-male1", "heldout-tiles", "B AE M B UW TH R IY"),
+        ("pung", "tiles-female1", "heldout-tiles", "P AH NG"), ("pung", "tiles-male1", "heldout-tiles", "P AH NG")]
+    # every file is evaluation-only, the unnamed one too (units read utterances.csv), whatever the held-out args
+    assert {r["split"] for r in read_csv(out / "utterances.csv")} == {"heldout-tiles"}
+    assert summary["heldout_speakers"] == ["tiles-female1", "tiles-male1"]
+
+
+def test_kajongg_texts_are_all_in_the_dictionary():
+    from models.phonemes import text_to_phonemes
+
+    texts = dict(sc.KAJONGG_TEXTS)
+    assert len(texts) == 42
+    assert all(text_to_phonemes(t) for t in texts.values())
+    kajongg = next(s for s in sc.REAL_SOURCES if s.package == "kajongg")
+    assert kajongg.split == "heldout-kajongg"  # evaluation only, never a training split

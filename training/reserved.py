@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
+# Earshot's own held-out speech (training/speech_corpus.py, split "heldout-kajongg"): real voices the speech
+# models are measured on, so they must not reach a speech model as augmentation noise either
+SPEECH_EVAL_PACKAGES = ("kajongg",)
 
 
 def is_reserved(package: str) -> bool:
     """True for the evaluation-only packages (any case), which must never enter a corpus."""
     return package.lower().startswith(RESERVED_PREFIXES)
+
+
+def is_speech_eval(package: str) -> bool:
+    """True for the packages whose voices evaluate the speech models (and so are never their noise)."""
+    return package.lower() in SPEECH_EVAL_PACKAGES
 
 
 def check_not_reserved(package: str) -> str:

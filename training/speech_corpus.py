@@ -5,16 +5,19 @@ recordings, and espeak-ng, every utterance labelled (real or synthetic, speaker,
 
 OUT_DIR gets 16-kHz mono 16-bit wavs and two tables (paths relative to OUT_DIR):
 - `utterances.csv` (`path,speaker,real,language,source,license,text,split`): everything, for the units model;
-- `words.csv` (`path,word,speaker,split,synthetic`): the isolated English words, the format
-  training/words_train.py reads (`synthetic` is 1 for every TTS token);
+- `words.csv` (`path,word,speaker,split,synthetic,phonemes`): the isolated English words (or short phrases),
+  the format training/words_train.py reads (`synthetic` is 1 for every TTS token; `phonemes` is filled for a
+  phrase, empty for a single CMUdict word);
 - `summary.json`: counts and hours overall, real vs synthetic, per source (with its license) and per split.
 
 Sources (`REAL_SOURCES`, `TTS_VOICES`):
 - real: telephony prompt sets recorded by people (asterisk-core-sounds-{es,fr,it,ru}-wav, asterisk-prompt-es-co,
   asterisk-prompt-fr-armelle, asterisk-prompt-it-menardi-wav) and the hedgewars game's voice packs recorded
   by actors (short English lines, one voice per folder; those that are one CMUdict word also go to
-  words.csv). Files are listed with `dpkg -L`, so only files a package owns are read; tones, beeps, grunts
-  and silences are left out by name. No transcripts ship with them, so `text` holds the file's name.
+  words.csv), and, for evaluation only, the kajongg game's four English voices reading the same 42 tile
+  names and calls ("bamboo three", "pung"; `KAJONGG_TEXTS`). Files are listed with `dpkg -L`, so only files
+  a package owns are read; tones, beeps, grunts and silences are left out by name. No transcripts ship with
+  them, so `text` holds the file's name (kajongg: its words).
 - synthetic, built from human recordings: flite's awb, rms, slt (CMU ARCTIC clustergen) and kal16 (diphone),
   festival's kal_diphone, ked_diphone and cmu_us_slt_arctic_hts; the speaker id names the recorded person
   (flite slt and festival slt-hts are both ARCTIC's slt, so they share `slt`).
@@ -24,7 +27,8 @@ Words are CMUdict words (`espeak_corpus.candidate_words`), sentences come from t
 
 Splits: the real packages in `heldout_packages` and speakers in `heldout_speakers` are `heldout` (never
 trained on: evaluation on real voices no model heard; by default the French prompt voice Armelle and three
-hedgewars English voices); TTS words are split into train/dev by word; other utterances get a deterministic
+hedgewars English voices); kajongg is always `heldout-kajongg` (a second held-out set of real English
+speakers, reading clean words); TTS words are split into train/dev by word; other utterances get a deterministic
 `dev_fraction` dev share. Reserved packages (`training/reserved.py`) are refused wherever they come in.
 Deterministic given the seed, and resumable: files already on disk are kept.
 """
@@ -63,7 +67,7 @@ NON_SPEECH = re.compile(r"(beep|tone|silence|monkeys|glorious|music|dtmf)", re.I
 MIN_SECONDS, MAX_SECONDS = 0.3, 30.0
 MIN_RMS_DB = -50.0  # quieter files are silence or a failed synthesis, not speech
 UTTERANCE_COLUMNS = ("path", "speaker", "real", "language", "source", "license", "text", "split")
-WORD_COLUMNS = ("path", "word", "speaker", "split", "synthetic")
+WORD_COLUMNS = ("path", "word", "speaker", "split", "synthetic", "phonemes")
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,25 @@ class RealSource:
     skip: str = ""  # regex on the file stem: non-speech files of this source (grunts, coughs)
     words: bool = False  # isolated English words: a stem that is a CMUdict word goes to words.csv
     license: str = ""  # when the package's `Files: *` license is not the one of these files
+    # what each file says, by stem: those files (and only those) go to words.csv with their ARPAbet
+    texts: tuple[tuple[str, str], ...] = ()
+    split: str = ""  # an evaluation-only source: every file gets this split, whatever the held-out settings
+    min_rms_db: float = MIN_RMS_DB  # quieter files are left out (a source recorded very low sets its own)
 
+
+_NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+# kajongg's voice files by stem: tiles are suit then number ("b3": "bamboo three"). The game ships no
+# transcripts; the suits' words and their order were checked with a grammar-constrained recogniser
+# (pocketsphinx's en-us model choosing between "bamboo three" / "three bamboo" / "three bamboos" ...).
+KAJONGG_TEXTS = (
+    *((f"{s}{i + 1}", f"{suit} {n}") for s, suit in (("b", "bamboo"), ("c", "character"), ("s", "circle"))
+      for i, n in enumerate(_NUMBERS)),
+    ("we", "east"), ("wn", "north"), ("ws", "south"), ("ww", "west"),
+    ("db", "blue dragon"), ("dg", "green dragon"), ("dr", "red dragon"),
+    ("chow", "chow"), ("pung", "pung"), ("kong", "kong"), ("mahjongg", "mah jong"), ("nochoice", "no choice"),
+    ("originalcall", "original call"), ("violatesoriginalcall", "violates original call"),
+    ("dangerousgame", "dangerous game"),
+)
 
 REAL_SOURCES = (
     RealSource("asterisk-core-sounds-es-wav", "es_MX_f_Allison", "es-MX"),
@@ -97,6 +119,12 @@ REAL_SOURCES = (
                "/usr/share/games/hedgewars/Data/Sounds/voices/", pattern=r"Default_(?P<lang>es|pl|ru|uk)/[^/]+$",
                skip=r"^(ooff|ow|jump|firepunch|laugh|poison|hmm|nooo|uh-oh)",
                license="GFDL-1.3 (Files: share/hedgewars/Data/Sounds/*)"),
+    # evaluation only (split "heldout-kajongg", never trained on): four English voices of the mahjongg game
+    # reading tile names and calls, the same 42 items each (German voices, possibly the same people, left out)
+    RealSource("kajongg", "kajongg-{voice}", "en", "/usr/share/kajongg/voices/",
+               pattern=r"(?P<voice>male1|male2|female1|female2)/[^/]+$", texts=KAJONGG_TEXTS,
+               split="heldout-kajongg", license="GPL-2+ (voices/*/COPYRIGHT: Wolfgang Rohdewald)",
+               min_rms_db=-70.0),  # two voices are recorded ~20 dB low (peaks near -38 dBFS): kept as they are
 )
 # evaluation only: a real French prompt voice (units) and three real English game voices (units and words)
 DEFAULT_HELDOUT_PACKAGES = ("asterisk-prompt-fr-armelle",)
@@ -142,6 +170,8 @@ class Item:
     engine: str = ""  # TTS: flite | festival | espeak
     voice: str = ""
     word: str = ""  # isolated words only
+    phonemes: str = ""  # ARPAbet of `word` when it is not one dictionary word (the source's own texts)
+    min_rms_db: float = MIN_RMS_DB
 
 
 def dpkg_files(package: str) -> list[str]:
@@ -188,11 +218,15 @@ def real_items(
     vocabulary: Callable[[str], bool] | None = None,
 ) -> list[Item]:
     """One item per speech file the real packages own (sorted, deterministic splits). A source with
-    `words=True` labels the files whose stem passes `vocabulary` (default: a CMUdict word) as that word."""
+    `words=True` labels the files whose stem passes `vocabulary` (default: a CMUdict word) as that word; a
+    source with `texts` labels the files it names with their text and its ARPAbet (CMUdict, word by word)."""
+    from models.phonemes import text_to_phonemes
+
     items = []
     for src in sources:
         check_package(src.package)
         license_ = src.license or package_license(src.package, doc_root)
+        texts = dict(src.texts)
         for f in sorted(list_files(src.package)):
             stem, rel = Path(f).stem, f[len(src.under):]
             if not f.startswith(src.under) or not f.lower().endswith(AUDIO_SUFFIXES) or NON_SPEECH.search(rel):
@@ -204,14 +238,17 @@ def real_items(
             speaker, language = src.speaker.format(**groups), src.language.format(**groups)
             held = src.package in heldout_packages or speaker in heldout_speakers
             # split by the path inside the package, so it does not depend on where the package is installed
-            split = "heldout" if held else _split(f"{src.package}/{rel}", dev_fraction, seed)
-            word = ""
-            if src.words:
+            split = src.split or ("heldout" if held else _split(f"{src.package}/{rel}", dev_fraction, seed))
+            word, phonemes = texts.get(stem, ""), ""
+            if word:
+                phonemes = " ".join(text_to_phonemes(word))
+            elif src.words:
                 vocabulary = vocabulary or _cmudict_word
                 word = stem.lower() if vocabulary(stem.lower()) else ""
             out = f"real/{src.package}/{Path(rel).with_suffix('.wav')}"
             items.append(Item(out, speaker, 1, language, src.package, license_,
-                              Path(rel).with_suffix("").as_posix(), split, origin=f, word=word))
+                              texts.get(stem) or Path(rel).with_suffix("").as_posix(), split, origin=f, word=word,
+                              phonemes=phonemes, min_rms_db=src.min_rms_db))
     return items
 
 
@@ -346,13 +383,13 @@ def make_one(it: Item, out_dir: Path) -> None:
 
 def keep_usable(items: Iterable[Item], out_dir: Path) -> list[Item]:
     """Items whose file exists, lasts MIN_SECONDS .. MAX_SECONDS (prompt sets hold a few long pauses) and
-    is louder than MIN_RMS_DB."""
+    is louder than its source's `min_rms_db`."""
     out = []
     for it in items:
         path = out_dir / it.path
         if path.is_file() and MIN_SECONDS <= sf.info(path).duration <= MAX_SECONDS:
             wave, _ = sf.read(path, dtype="float32")
-            if 20 * np.log10(np.sqrt(np.mean(np.square(wave, dtype=np.float64))) + 1e-12) > MIN_RMS_DB:
+            if 20 * np.log10(np.sqrt(np.mean(np.square(wave, dtype=np.float64))) + 1e-12) > it.min_rms_db:
                 out.append(it)
     return out
 
@@ -361,7 +398,7 @@ def write_tables(out_dir: Path, items: Sequence[Item]) -> dict[str, Path]:
     utt, words = out_dir / "utterances.csv", out_dir / "words.csv"
     _write_csv(utt, UTTERANCE_COLUMNS, ({k: asdict(it)[k] for k in UTTERANCE_COLUMNS} for it in items))
     _write_csv(words, WORD_COLUMNS, ({"path": it.path, "word": it.word, "speaker": it.speaker, "split": it.split,
-                                      "synthetic": 1 - it.real} for it in items if it.word))
+                                      "synthetic": 1 - it.real, "phonemes": it.phonemes} for it in items if it.word))
     return {"utterances": utt, "words": words}
 
 
@@ -390,7 +427,7 @@ def summarize(items: Sequence[Item], out_dir: Path) -> dict[str, Any]:
                       "speakers": sorted({i.speaker for i in items if not i.real})},
         "words": {"tokens": sum(bool(it.word) for it in items), "types": len({it.word for it in items if it.word})},
         "splits": {s: sum(it.split == s for it in items) for s in sorted({it.split for it in items})},
-        "heldout_speakers": sorted({it.speaker for it in items if it.split == "heldout"}),
+        "heldout_speakers": sorted({it.speaker for it in items if it.split.startswith("heldout")}),
         "per_source": {k: {"utterances": len(v), "hours": hours(v), "license": v[0].license}
                        for k, v in sorted(by_source.items())},
     }  # fmt: skip
