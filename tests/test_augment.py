@@ -181,3 +181,8 @@ def test_noise_bank_leaves_out_the_voices_that_evaluate_the_speech_models(tmp_pa
         for path, package, split in rows:
             w.writerow([path, "a sound", package, split])
     assert A.NoiseBank(tmp_path, SR).paths == [tmp_path / "b.wav"]
+    plain = tmp_path / "plain"  # no table: folders named after those packages are left out
+    for rel in ("kajongg/voice.wav", "ktuberling-data/sound.wav", "wesnoth/sword.wav"):
+        (plain / rel).parent.mkdir(parents=True, exist_ok=True)
+        (plain / rel).write_bytes(b"")
+    assert A.NoiseBank(plain, SR).paths == [plain / "wesnoth" / "sword.wav"]

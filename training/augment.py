@@ -33,7 +33,7 @@ import torchaudio
 
 from training import audio as audio_path
 from training.config import setting, setting_meta
-from training.reserved import is_reserved, is_speech_eval
+from training.reserved import is_reserved, is_speech_eval, names_held_out_package
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 MAX_NOISE_SECONDS = 10.0  # noise clips are looped, so a bank of ~1400 sfx clips needs no more than this each
@@ -204,7 +204,8 @@ def normalize_features(feats: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
 class NoiseBank:
     """Noise clips from a folder, read lazily and resampled to `sr`. A folder with `captions.csv` (the sfx
     corpus) gives its `train` rows only, so evaluation clips never leak into training, and none of the
-    packages whose voices evaluate the speech models (kajongg's spoken tile names are in the sfx corpus)."""
+    packages whose voices evaluate the speech models (kajongg's spoken tile names are in the sfx corpus); a
+    plain folder gives its audio files except those in a folder named after one of those packages."""
 
     def __init__(self, folder: str | Path, sr: int = 16000) -> None:
         self.folder, self.sr = Path(folder), sr
@@ -224,7 +225,8 @@ class NoiseBank:
                     if r.get("split", "train") in ("", "train")
                     and not is_reserved(r.get("source_package", ""))
                     and not is_speech_eval(r.get("source_package", ""))]
-        return sorted(p for p in self.folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES)
+        return sorted(p for p in self.folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES
+                      and not names_held_out_package(p.relative_to(self.folder).parts[:-1]))
 
     def clip(self, i: int) -> np.ndarray:
         if i not in self._cache:  # (N,) mono at sr; long clips cut so the whole bank stays small in memory

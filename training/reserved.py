@@ -18,6 +18,12 @@ def is_speech_eval(package: str) -> bool:
     return package.lower() in SPEECH_EVAL_PACKAGES
 
 
+def names_held_out_package(parts: tuple[str, ...]) -> bool:
+    """True when one of a path's folders is named after a reserved or speech-evaluation package (corpora laid
+    out by package, like the sfx corpus's audio/<package>/)."""
+    return any(is_reserved(p) or is_speech_eval(p) for p in parts)
+
+
 def check_not_reserved(package: str) -> str:
     """`package` unless it is reserved for evaluation (ValueError)."""
     if is_reserved(package):

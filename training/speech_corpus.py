@@ -6,8 +6,8 @@ recordings, and espeak-ng, every utterance labelled (real or synthetic, speaker,
 OUT_DIR gets 16-kHz mono 16-bit wavs and two tables (paths relative to OUT_DIR):
 - `utterances.csv` (`path,speaker,real,language,source,license,text,split`): everything, for the units model;
 - `words.csv` (`path,word,speaker,split,synthetic,phonemes`): the isolated English words (or short phrases),
-  the format training/words_train.py reads (`synthetic` is 1 for every TTS token; `phonemes` is filled for a
-  phrase, empty for a single CMUdict word);
+  the format training/words_train.py reads (`synthetic` is 1 for every TTS token; `phonemes` is filled for
+  the tokens of a source that names its texts, empty for a file stem looked up in CMUdict);
 - `summary.json`: counts and hours overall, real vs synthetic, per source (with its license) and per split.
 
 Sources (`REAL_SOURCES`, `TTS_VOICES`):
@@ -82,7 +82,7 @@ class RealSource:
     skip: str = ""  # regex on the file stem: non-speech files of this source (grunts, coughs)
     words: bool = False  # isolated English words: a stem that is a CMUdict word goes to words.csv
     license: str = ""  # when the package's `Files: *` license is not the one of these files
-    # what each file says, by stem: those files (and only those) go to words.csv with their ARPAbet
+    # what each file says, by stem: those files go to words.csv with their ARPAbet (before `words` is tried)
     texts: tuple[tuple[str, str], ...] = ()
     split: str = ""  # an evaluation-only source: every file gets this split, whatever the held-out settings
     min_rms_db: float = MIN_RMS_DB  # quieter files are left out (a source recorded very low sets its own)
@@ -170,7 +170,7 @@ class Item:
     engine: str = ""  # TTS: flite | festival | espeak
     voice: str = ""
     word: str = ""  # isolated words only
-    phonemes: str = ""  # ARPAbet of `word` when it is not one dictionary word (the source's own texts)
+    phonemes: str = ""  # ARPAbet of `word` when the source named the text (`RealSource.texts`)
     min_rms_db: float = MIN_RMS_DB
 
 
