@@ -247,3 +247,15 @@ def test_kajongg_texts_are_all_in_the_dictionary():
     assert all(text_to_phonemes(t) for t in texts.values())
     kajongg = next(s for s in sc.REAL_SOURCES if s.package == "kajongg")
     assert kajongg.split == "heldout-kajongg"  # evaluation only, never a training split
+
+
+def test_a_source_package_that_is_not_installed_is_named_not_silently_dropped(fake_packages, tmp_path):
+    files, docs = fake_packages
+    root = Path(files["prompts-a"][0]).parents[1]
+    listing = {**files, "prompts-b": []}  # dpkg -L of a package that is not installed: nothing
+    job = sc.build_corpus(tmp_path / "corpus", sources=sources(root), heldout_packages=(), heldout_speakers=(),
+                          voices=[], words=[], sentences=[], list_files=listing.__getitem__, doc_root=docs)
+    first = next(job)
+    assert "no files from prompts-b (not installed?)" in first["message"]
+    summary = run(job)
+    assert summary["missing_packages"] == ["prompts-b"] and summary["utterances"] == 3

@@ -30,7 +30,11 @@ trained on: evaluation on real voices no model heard; by default the French prom
 hedgewars English voices); kajongg is always `heldout-kajongg` (a second held-out set of real English
 speakers, reading clean words); TTS words are split into train/dev by word; other utterances get a deterministic
 `dev_fraction` dev share. Reserved packages (`training/reserved.py`) are refused wherever they come in.
-Deterministic given the seed, and resumable: files already on disk are kept.
+Deterministic given the seed, and resumable: files already on disk are kept. A source package that is not
+installed gives nothing (`missing_packages` in the summary); install them all first:
+`apt-get install --no-install-recommends asterisk-core-sounds-{es,fr,it,ru}-wav asterisk-prompt-es-co
+asterisk-prompt-fr-armelle asterisk-prompt-it-menardi-wav hedgewars-data kajongg flite festival
+festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts espeak-ng`.
 """
 
 from __future__ import annotations
@@ -485,10 +489,13 @@ def build_corpus(
         pool = license_sentences()
         sentences = random.Random(seed).sample(pool, min(n_sentences, len(pool)))
     items = real_items(sources, heldout_packages, dev_fraction, seed, list_files, doc_root, heldout_speakers)
+    # a package that is not installed gives no files: say so, or a held-out set would vanish without a word
+    missing = sorted({s.package for s in sources} - {it.source for it in items})
     items += tts_items(voices, words, sentences, n_dev_words, dev_fraction, seed, doc_root)
     todo = [it for it in items if not (out / it.path).is_file()]
     failed: list[str] = []
-    yield {"step": 0, "total": len(todo), "message": f"{len(items)} utterances planned, {len(todo)} to make"}
+    note = f"; no files from {', '.join(missing)} (not installed?)" if missing else ""
+    yield {"step": 0, "total": len(todo), "message": f"{len(items)} utterances planned, {len(todo)} to make{note}"}
     done = 0
     batches: dict[str, list[Item]] = {}
     for it in todo:
@@ -514,7 +521,8 @@ def build_corpus(
     usable = keep_usable(items, out)
     write_tables(out, usable)
     summary = summarize(usable, out)
-    summary.update(out_dir=str(out), planned=len(items), made=len(todo) - len(failed), failed=len(failed),
+    summary.update(out_dir=str(out), planned=len(items), missing_packages=missing, made=len(todo) - len(failed),
+                   failed=len(failed),
                    failed_examples=failed[:5], dropped=len(items) - len(usable),
                    wall_time_s=round(time.monotonic() - t0, 1))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
