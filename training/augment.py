@@ -33,7 +33,7 @@ import torchaudio
 
 from training import audio as audio_path
 from training.config import setting, setting_meta
-from training.reserved import is_reserved, is_speech_eval, names_held_out_package
+from training.reserved import is_held_out, names_held_out_package
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 MAX_NOISE_SECONDS = 10.0  # noise clips are looped, so a bank of ~1400 sfx clips needs no more than this each
@@ -223,8 +223,7 @@ class NoiseBank:
                 rows = list(csv.DictReader(f))
             return [self.folder / r["path"] for r in rows
                     if r.get("split", "train") in ("", "train")
-                    and not is_reserved(r.get("source_package", ""))
-                    and not is_speech_eval(r.get("source_package", ""))]
+                    and not is_held_out(r.get("source_package", ""))]
         return sorted(p for p in self.folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES
                       and not names_held_out_package(p.relative_to(self.folder).parts[:-1]))
 

@@ -18,10 +18,15 @@ def is_speech_eval(package: str) -> bool:
     return package.lower() in SPEECH_EVAL_PACKAGES
 
 
+def is_held_out(package: str) -> bool:
+    """True for every package no training may read: reserved for evaluation, or Earshot's held-out speech."""
+    return is_reserved(package) or is_speech_eval(package)
+
+
 def names_held_out_package(parts: tuple[str, ...]) -> bool:
-    """True when one of a path's folders is named after a reserved or speech-evaluation package (corpora laid
-    out by package, like the sfx corpus's audio/<package>/)."""
-    return any(is_reserved(p) or is_speech_eval(p) for p in parts)
+    """True when one of a path's folders is named after a held-out package (corpora laid out by package, like
+    the sfx corpus's audio/<package>/)."""
+    return any(is_held_out(p) for p in parts)
 
 
 def check_not_reserved(package: str) -> str:

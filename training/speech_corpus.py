@@ -243,15 +243,14 @@ def real_items(
             held = src.package in heldout_packages or speaker in heldout_speakers
             # split by the path inside the package, so it does not depend on where the package is installed
             split = src.split or ("heldout" if held else _split(f"{src.package}/{rel}", dev_fraction, seed))
-            word, phonemes = texts.get(stem, ""), ""
-            if word:
-                phonemes = " ".join(text_to_phonemes(word))
-            elif src.words:
+            said = texts.get(stem, "")  # what the file says, when the source names it
+            word, phonemes = said, " ".join(text_to_phonemes(said)) if said else ""
+            if not said and src.words:
                 vocabulary = vocabulary or _cmudict_word
                 word = stem.lower() if vocabulary(stem.lower()) else ""
             out = f"real/{src.package}/{Path(rel).with_suffix('.wav')}"
             items.append(Item(out, speaker, 1, language, src.package, license_,
-                              texts.get(stem) or Path(rel).with_suffix("").as_posix(), split, origin=f, word=word,
+                              said or Path(rel).with_suffix("").as_posix(), split, origin=f, word=word,
                               phonemes=phonemes, min_rms_db=src.min_rms_db))
     return items
 

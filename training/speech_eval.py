@@ -149,12 +149,17 @@ def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
 # ---------------------------------------------------------------------------------------------- units
 
 
+def _magnitude_floor(target: torch.Tensor, max_bin: int, dynamic_range_db: float) -> float:
+    """`dynamic_range_db` below the recording's peak magnitude in bins 0..max_bin (never 0)."""
+    return float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12
+
+
 def log_spectral_distance(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
                           ) -> float:
     """RMS dB difference between magnitudes (T, F) over bins 0..max_bin, averaged over frames. Both are
     floored at `dynamic_range_db` below the recording's peak, so silence and the empty band above 4 kHz of
     8-kHz recordings do not dominate."""
-    floor = float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12
+    floor = _magnitude_floor(target, max_bin, dynamic_range_db)
     p = 20 * torch.log10(pred[:, :max_bin].float().clamp(min=floor))
     t = 20 * torch.log10(target[:, :max_bin].float().clamp(min=floor))
     return float((p - t).square().mean(dim=1).sqrt().mean())
@@ -166,7 +171,7 @@ def envelope_correlation(pred: torch.Tensor, target: torch.Tensor, max_bin: int,
     `log_spectral_distance`): near 1 when the resynthesis rises and falls with the recording's syllables, near 0
     or below for a featureless smear, which the LSD (an average spectral shape) barely sees. A flat envelope
     follows nothing: 0."""
-    floor = (float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12) ** 2
+    floor = _magnitude_floor(target, max_bin, dynamic_range_db) ** 2  # on energies (magnitude squared)
     p = 10 * torch.log10(pred[:, :max_bin].float().square().sum(dim=1).clamp(min=floor))  # (T,)
     t = 10 * torch.log10(target[:, :max_bin].float().square().sum(dim=1).clamp(min=floor))  # (T,)
     if len(p) < 2 or float(p.std()) < 1e-3 or float(t.std()) < 1e-3:  # flat to a thousandth of a dB

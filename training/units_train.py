@@ -47,7 +47,7 @@ from training import distributed as ddp
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
 from training.checkpoints import save_checkpoint
 from training.config import add_arguments, config_from_args, setting
-from training.reserved import is_reserved, is_speech_eval
+from training.reserved import is_held_out
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
 Job = Generator[dict[str, Any], None, Any]
@@ -304,8 +304,7 @@ def list_clips(
                 row_split = (row.get("split") or "").strip() or None
                 if split not in (None, "all") and row_split is not None and row_split != split:
                     continue
-                source = (row.get("source") or "").strip()
-                if is_reserved(source) or is_speech_eval(source):  # never trained on, whatever the split
+                if is_held_out((row.get("source") or "").strip()):  # never trained on, whatever the split
                     continue
                 word = (row.get("word") or "").strip() or None
                 clips.append(Clip(root / row["path"], (row.get("speaker") or "").strip() or "unknown",
