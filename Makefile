@@ -30,7 +30,7 @@ bench: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m bench
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check app models training tests bench
+	$(VENV)/bin/ruff check app core models training tests bench
 
 system-deps:
 	@missing=""; \

@@ -29,7 +29,7 @@ def _trainer_override(argv: Sequence[str]) -> str | None:
 
 
 def _task_module(kind: str, trainer: str | None = None) -> Any:  # noqa: ANN401 - a module
-    from training import kinds
+    from core import kinds
 
     return kinds.get(kind, trainer).trainer_module()
 
@@ -40,7 +40,7 @@ def _module_for(kind: str, trainer: str | None) -> Any:  # noqa: ANN401 - a modu
 
 
 def _add_task_parsers(sub: Any, verb: str, argv: Sequence[str]) -> None:  # noqa: ANN401 - argparse internals
-    from training import kinds  # the table only: no trainer (and no torch) is imported for other commands
+    from core import kinds  # the table only: no trainer (and no torch) is imported for other commands
 
     what = "train a model" if verb == "train" else "evaluate model checkpoint(s)"
     parser = sub.add_parser(verb, help=f"{what}: {', '.join(kinds.NAMES)}")
@@ -317,7 +317,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
     from app.services.library import LibraryError
     from app.services.search import SearchSession, load_embedder, summarize
-    from training import distributed as ddp
+    from core import distributed as ddp
 
     if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
         return _sharded_index(args)
@@ -343,8 +343,8 @@ def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.library import LibraryError
     from app.services.library.sharded import sharded_index_job
     from app.services.search import load_embedder, summarize
-    from training import distributed as ddp
-    from training.device import resolve_device
+    from core import distributed as ddp
+    from core.device import resolve_device
 
     ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
     embedder = load_embedder(args.model, device=str(device))
@@ -672,7 +672,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _eval_functions(kind: str, trainer: str | None) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(add_eval_arguments, evaluate) of `kind`: its evaluator (speech: training.speech_eval) or its trainer's."""
-    from training import kinds
+    from core import kinds
 
     return kinds.get(kind, trainer).eval_functions()
 
@@ -684,7 +684,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _run_task(args: argparse.Namespace, make_job: Callable[[], Any], desc: str) -> int:
     from app.services.jobs import JobCancelled, run_in_terminal
-    from training.events import EventWriter
+    from core.events import EventWriter
 
     # under torchrun only rank 0 reports; the other processes train silently beside it
     main_rank = int(os.environ.get("RANK", "0")) == 0

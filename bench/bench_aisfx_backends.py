@@ -1,7 +1,7 @@
 """The aiSFX trunk's inference backends side by side: speed and what int8 costs in quality.
 `python -m bench aisfx_backends` prints JSON (bench/out/).
 
-Backends (training/aisfx_runtime.py): `int8` (the default: ONNX Runtime static QDQ quantisation, calibrated on the
+Backends (core/aisfx_runtime.py): `int8` (the default: ONNX Runtime static QDQ quantisation, calibrated on the
 demo library), `onnx` (fp32 ONNX Runtime), `torch` (folded BatchNorm, channels-last). For each:
 - speed: trunk only, on (1, 432, 96) frames (a 10-s window) and on a batch of eight 100-frame blocks (short clips
   padded to one block), 1 and 2 threads, best of 5; x real time = seconds of audio / seconds;
@@ -28,10 +28,10 @@ import torch.nn.functional as F
 
 from bench.bench_sfx import SFX, find_similar_metrics, val_clips
 from bench.bench_sfx_heldout import CORPUS, MAX_SECONDS, metrics, random_metrics
+from core.aisfx_runtime import Int8Trunk, OnnxTrunk, TorchTrunk
+from core.audio import decode
+from core.checkpoints import load_model
 from models.frontends import AisfxMel
-from training.aisfx_runtime import Int8Trunk, OnnxTrunk, TorchTrunk
-from training.audio import decode
-from training.checkpoints import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "resources" / "models" / "retrieval-default.safetensors"

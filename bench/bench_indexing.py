@@ -21,7 +21,7 @@ What is measured, exactly (the JSON says the same in `notes`):
   indexing; and the tracemalloc peak (Python + numpy allocations) while decoding the whole library.
 - Before/after: decoding the 11,127 Hz and 22,254 Hz clips to the model's rate with the old path
   (soundfile + torchaudio.functional.resample, whose kernel is built from the exact rate ratio) against the
-  one audio path (`training.audio.decode`, libsoxr). The old path is run on OLD_PATH_CLIPS clips per rate.
+  one audio path (`core.audio.decode`, libsoxr). The old path is run on OLD_PATH_CLIPS clips per rate.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from app.services.search import (
     summarize,
     trunk_threads,
 )
-from training.audio import decode, iter_blocks, resample
+from core.audio import decode, iter_blocks, resample
 
 ROOT = Path(__file__).resolve().parents[1]
 SFX = ROOT.parent / "shared" / "data" / "sfx" / "audio"

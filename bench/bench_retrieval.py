@@ -42,7 +42,7 @@ class AudioTower(nn.Module):
 
 def default_tower() -> tuple[nn.Module, str]:
     if DEFAULT.is_file():
-        from training.checkpoints import load_model
+        from core.checkpoints import load_model
 
         model, _ = load_model(DEFAULT, kind="retrieval")
         tower = AudioTower(model.config.audio, model.config.embed_dim)

@@ -30,11 +30,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from core import aisfx_weights
+from core.checkpoints import load_model
 from models.frontends import AisfxMel, PasstMel, frontend_from_dict
 from models.retrieval import RetrievalModel, aisfx_retrieval, contrastive_loss
-from training import aisfx_weights
 from training.caption_data import load_audio
-from training.checkpoints import load_model
 from training.ranking import correct_from_captions, retrieval_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,13 +88,13 @@ def aisfx_embeddings(paths: list[Path], encoder: torch.nn.Module | None = None) 
 
 def _int8_trunk(encoder: torch.nn.Module, calibration: list[torch.Tensor]) -> Any:
     """The folded trunk quantised to int8 by ONNX Runtime (static, QDQ, per-channel weights, calibrated on real
-    frames); a callable like training.aisfx_runtime's runners. Bench only: it loses quality (see the JSON)."""
+    frames); a callable like core.aisfx_runtime's runners. Bench only: it loses quality (see the JSON)."""
     import tempfile
 
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    from training.aisfx_runtime import export_onnx, fold_batchnorm
+    from core.aisfx_runtime import export_onnx, fold_batchnorm
 
     class Frames(CalibrationDataReader):
         def __init__(self) -> None:
@@ -128,7 +128,7 @@ def speed_variants(paths: list[Path], threads: int = 2, rounds: int = 3) -> dict
     (OnnxTrunk: what the indexer uses) and ONNX Runtime int8 (static, calibrated); and end to end (front end
     + the indexer's runner). Each variant runs `rounds` times interleaved with the others and the best round
     counts: the machine is shared, so the order matters more than the numbers."""
-    from training.aisfx_runtime import OnnxTrunk, TorchTrunk
+    from core.aisfx_runtime import OnnxTrunk, TorchTrunk
 
     torch.set_num_threads(threads)
     encoder, frontend = aisfx_weights.pretrained(), AisfxMel()
@@ -187,7 +187,7 @@ def speed_variants(paths: list[Path], threads: int = 2, rounds: int = 3) -> dict
 @torch.inference_mode()
 def path_equivalence(paths: list[Path], captions: list[str]) -> dict[str, Any]:
     """Find-similar on sfx val with each way of computing the frozen aiSFX vector, and cosine to block-wise."""
-    from training.aisfx_runtime import OnnxTrunk
+    from core.aisfx_runtime import OnnxTrunk
 
     encoder, frontend = aisfx_weights.pretrained(), AisfxMel()
     feats = [frontend(load_audio(p, frontend.config.sample_rate))[None] for p in paths]

@@ -30,11 +30,11 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from bench.bench_sfx import DEFAULT_MODEL, ROOT
+from core import aisfx_weights
+from core.checkpoints import load_model, save_checkpoint
 from models.frontends import AisfxMel, PasstMel, frontend_from_dict, frontend_to_dict
 from models.retrieval import RetrievalModel, aisfx_retrieval
-from training import aisfx_weights
 from training.caption_data import load_audio
-from training.checkpoints import load_model, save_checkpoint
 from training.ranking import correct_from_captions, retrieval_metrics
 
 CORPUS = Path("/work/data/sfx-corpus")

@@ -27,10 +27,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.checkpoints import load_model
+from core.frontends import units_frontend
 from models.frontends import MFCC
 from models.vqvae import SpeechUnitsFrontend, UnitsModel
-from training.checkpoints import load_model
-from training.units_train import units_config, units_frontend
+from training.units_train import units_config
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "units-default.safetensors"
 SECONDS = 10.0

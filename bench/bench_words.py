@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from app.services.jobs import drain
+from core.audio import SOXR, resampler_from_training
+from core.checkpoints import load_model
+from core.frontends import words_frontend
 from models.awe import MultiViewAWE
-from training.audio import SOXR, resampler_from_training
-from training.checkpoints import load_model
 from training.metrics import dtw_pairwise_ap, word_discrimination_ap
 from training.words_train import (
     MFCC,
@@ -29,7 +30,6 @@ from training.words_train import (
     embed_tokens,
     load_words,
     model_config,
-    words_frontend,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -139,7 +139,7 @@ def map_starts(starts: list[int]) -> list[int]:
     return [int(s / TIME_STRIDE + 0.5) for s in starts]
 
 
-# (n, T, 96) frames -> (n, 512, T/8) feature map; set by an inference backend (training/aisfx_runtime.py)
+# (n, T, 96) frames -> (n, 512, T/8) feature map; set by an inference backend (core/aisfx_runtime.py)
 TrunkRunner = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -234,7 +234,7 @@ class AisfxEncoder(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------- weights
-# Reading the weight files (the wheel's pickle-based .pth, or .safetensors) lives in training/aisfx_weights.py:
+# Reading the weight files (the wheel's pickle-based .pth, or .safetensors) lives in core/aisfx_weights.py:
 # models/ stays pure PyTorch.
 
 

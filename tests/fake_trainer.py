@@ -1,4 +1,4 @@
-"""A trainer module with the training/kinds.py interface and no torch, for fast tests of the run plumbing.
+"""A trainer module with the core/kinds.py interface and no torch, for fast tests of the run plumbing.
 
 It "trains" for `--steps` steps of `--step-seconds` each, writes a real (tiny) words checkpoint with
 safetensors after every `--save-every` steps and a resume state, honours `--resume`, and can crash.
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from training.config import add_arguments, config_from_args, setting
+from core.config import add_arguments, config_from_args, setting
 
 
 @dataclass

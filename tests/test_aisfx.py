@@ -1,4 +1,4 @@
-"""aiSFX encoder (models/aisfx.py), its front end (models/frontends.AisfxMel) and weights (training/aisfx_weights.py).
+"""aiSFX encoder (models/aisfx.py), its front end (models/frontends.AisfxMel) and weights (core/aisfx_weights.py).
 
 Reference checks against the `aisfx` 0.1.2 wheel (installed with `pip install --no-deps aisfx==0.1.2`):
 - front end: the package's librosa path (`spectrogram_librosa.compute_spectrogram` + 'original' normalisation),
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
+from core import aisfx_weights as weights
 from models import aisfx
 from models.aisfx import AisfxConfig, AisfxEncoder, AisfxWeightsError
 from models.frontends import AisfxMel, frontend_from_dict, frontend_to_dict
-from training import aisfx_weights as weights
 
 CHECKPOINT = weights.find_checkpoint()
 needs_weights = pytest.mark.skipif(CHECKPOINT is None, reason=aisfx.HOW_TO_GET_WEIGHTS)
@@ -224,7 +224,7 @@ def _tiny_trained_encoder() -> AisfxEncoder:
 def test_inference_runners_give_the_same_vectors(backend):
     if backend == "onnx":
         pytest.importorskip("onnxruntime")
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     enc = _tiny_trained_encoder()
     x = torch.rand(3, 230, 96)
@@ -246,7 +246,7 @@ def test_inference_runners_give_the_same_vectors(backend):
 def test_auto_backend_falls_back_to_torch_without_onnxruntime(monkeypatch):
     import sys
 
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
     enc = _tiny_trained_encoder()
@@ -263,7 +263,7 @@ def test_padded_short_clips_skip_work_but_give_the_whole_graphs_map(backend):
     from an all-zero input's outputs: the map must equal the whole graph's on the zero-padded frames, for clips
     from 1 frame to a full block (those run whole), at every time step (tolerance: float rounding)."""
     pytest.importorskip("onnxruntime")
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     enc = _tiny_trained_encoder()
     runner = (aisfx_runtime.Int8Trunk(enc.embedding_net, 1, calibration=[torch.rand(100, 96)]) if backend == "int8"
@@ -284,7 +284,7 @@ def test_padded_short_clips_skip_work_but_give_the_whole_graphs_map(backend):
 def test_the_encoder_hands_short_clips_to_the_runners_padded_path():
     """Clips shorter than a block go through `padded` with their real frame counts; longer ones through the
     whole graph; the fallback wrapper passes `padded` on (or runs the whole graph when its runner has none)."""
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     enc = _tiny_trained_encoder()
     seen: list[tuple[str, list[int] | None]] = []
@@ -318,7 +318,7 @@ def test_fallback_moves_on_once_when_two_threads_fail_together():
     on to the next fallback once, and both calls must then succeed (none re-raises, none skips a fallback)."""
     import threading
 
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     barrier = threading.Barrier(2)
     made: list[str] = []
@@ -357,7 +357,7 @@ def test_int8_trunk_keeps_the_real_towers_vectors(sfx):
     saw (sfx val). Tolerance: cosine >= 0.97 per clip and >= 0.99 on average (measured: mean 0.995, min 0.978 over
     100 clips of unseen packages; bench/bench_aisfx_backends.py has the retrieval metrics of both)."""
     pytest.importorskip("onnxruntime")
-    from training import aisfx_runtime
+    from core import aisfx_runtime
     from training.caption_data import load_audio
 
     enc, frontend = weights.pretrained().eval(), AisfxMel()
@@ -376,7 +376,7 @@ def test_int8_trunk_keeps_the_real_towers_vectors(sfx):
 
 def test_int8_trunk_is_cached_and_a_damaged_cache_is_rebuilt(monkeypatch, tmp_path):
     pytest.importorskip("onnxruntime")
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     monkeypatch.setenv("EARSHOT_CACHE_DIR", str(tmp_path))
     enc = _tiny_trained_encoder()
@@ -405,7 +405,7 @@ def test_int8_trunk_is_cached_and_a_damaged_cache_is_rebuilt(monkeypatch, tmp_pa
 
 def test_auto_backend_falls_back_when_the_int8_build_fails(monkeypatch, caplog):
     pytest.importorskip("onnxruntime")
-    from training import aisfx_runtime
+    from core import aisfx_runtime
 
     def no_clips(*a, **k):
         raise FileNotFoundError("resources/demo: no calibration clips for the int8 aiSFX trunk")

@@ -31,7 +31,7 @@ from app.services.audio import (
     iter_blocks,
     save_wav,
 )
-from training import audio as audio_path
+from core import audio as audio_path
 
 # ------------------------------------------------------------------------------------------------ helpers
 

@@ -9,8 +9,8 @@ import soundfile as sf
 import soxr
 import torch
 
+from core.config import setting_meta
 from training import augment as A
-from training.config import setting_meta
 
 # each augmentation switch alone, always firing: the trainers' tests run one parametrised test per switch
 SWITCHES = {

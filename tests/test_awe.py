@@ -168,7 +168,7 @@ def test_forward_loss_is_finite_and_parts_add_up() -> None:
 
 
 def test_from_config_dict_round_trip(tmp_path) -> None:
-    from training.checkpoints import load_model, save_checkpoint
+    from core.checkpoints import load_model, save_checkpoint
 
     model = _tiny(phoneme_pooling="first", objectives=("obj0", "obj1"))
     d = dataclasses.asdict(model.config)

@@ -1,4 +1,5 @@
-"""Layer rules from DESIGN.md: models/ and training/ never import Qt or app/; models/ stays pure PyTorch."""
+"""Layer rules from DESIGN.md: models/ stays pure PyTorch; core/ (the runtime) never imports training/, app/ or Qt;
+models/, core/ and training/ never import Qt or app/; services and widgets never import a trainer."""
 
 from __future__ import annotations
 
@@ -32,10 +33,40 @@ def python_files(folder: str) -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", python_files("models") + python_files("training"), ids=lambda p: p.name)
-def test_models_and_training_never_import_qt_or_app(path: Path) -> None:
+@pytest.mark.parametrize("path", python_files("models") + python_files("core") + python_files("training"),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_models_core_and_training_never_import_qt_or_app(path: Path) -> None:
     bad = imported_modules(path) & FORBIDDEN_EVERYWHERE_BELOW_APP
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", python_files("core"), ids=lambda p: p.name)
+def test_the_runtime_core_never_imports_training(path: Path) -> None:
+    """core/ is what both the app and the trainers stand on: it may import models/, never training/."""
+    assert "training" not in imported_modules(path), f"{path.relative_to(ROOT)} imports training/"
+
+
+def trainer_imports(path: Path) -> set[str]:
+    """The `training.*_train` modules a file imports (lazy imports inside functions included)."""
+    found = set()
+    for module, names in _imports(path, "app"):
+        found.update(f"{module}.{n}" for n in names if module == "training" and n.endswith("_train"))
+        if module.startswith("training.") and module.endswith("_train"):
+            found.add(module)
+    return found
+
+
+@pytest.mark.parametrize("path", python_files("app"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_services_and_widgets_never_import_a_trainer(path: Path) -> None:
+    """The app runs models through core.inference; a trainer module is for training runs (their own process)."""
+    bad = trainer_imports(path)
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_the_trainer_check_sees_lazy_imports(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from training.units_train import x\n    from training import words_train\n")
+    assert trainer_imports(bad) == {"training.units_train", "training.words_train"}
 
 
 @pytest.mark.parametrize("path", python_files("models"), ids=lambda p: p.name)
@@ -64,7 +95,7 @@ def test_the_checker_catches_a_violation(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ import cycles
 
-PACKAGES = ("app", "models", "training")
+PACKAGES = ("app", "core", "models", "training")
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -140,7 +171,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycles_among_app_models_training() -> None:
+def test_no_import_cycles_among_app_core_models_training() -> None:
     graph = import_graph()
     assert "app.services.training_runs" in graph["app.ui.train_tab"]  # the graph sees `from pkg import module`
     assert "app.ui.main_window" in graph["app.cli"]  # and imports inside functions (they run when called)
@@ -165,5 +196,5 @@ def test_the_cycle_finder_catches_a_cycle(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["kinds.py", "events.py", "config.py"])
 def test_the_kinds_table_events_and_settings_are_cheap_to_import(name: str) -> None:
     """The CLI reads them for every command and the run service in the GUI: no torch, numpy or Qt."""
-    heavy = imported_modules(ROOT / "training" / name) & {"torch", "torchaudio", "numpy", "models", "PySide6"}
-    assert not heavy, f"training/{name} imports {sorted(heavy)}"
+    heavy = imported_modules(ROOT / "core" / name) & {"torch", "torchaudio", "numpy", "models", "PySide6"}
+    assert not heavy, f"core/{name} imports {sorted(heavy)}"

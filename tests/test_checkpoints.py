@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from training.checkpoints import (
+from core.checkpoints import (
     CheckpointError,
     config_from_dict,
     load_foreign_state_dict,
@@ -159,7 +159,7 @@ def test_save_is_atomic_and_keeps_previous_file_on_failure(saved: tuple[Path, Ti
     def fail(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("training.checkpoints.save_file", fail)
+    monkeypatch.setattr("core.checkpoints.save_file", fail)
     with pytest.raises(OSError, match="No space"):
         save_checkpoint(path, "words", model, model.config)
     assert path.read_bytes() == before

@@ -19,9 +19,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training import distributed as ddp
+from core import distributed as ddp
+from core.checkpoints import load_model
 from training.caption_data import PairBatch
-from training.checkpoints import load_model
 from training.retrieval_train import split_batch
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -35,8 +35,8 @@ def cited_paths(text: str) -> list[str]:
 
 
 def test_cited_paths_finds_spans_and_links_but_not_commands() -> None:
-    text = "see `training/audio.py` and [card](resources/x.md); `python -m bench` `<out>/x`\n```\nbench/out/\n```\n"
-    assert cited_paths(text) == ["training/audio.py", "resources/x.md"]
+    text = "see `core/audio.py` and [card](resources/x.md); `python -m bench` `<out>/x`\n```\nbench/out/\n```\n"
+    assert cited_paths(text) == ["core/audio.py", "resources/x.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS)

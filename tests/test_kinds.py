@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from training import kinds
-from training.config import (
+from core import kinds
+from core.config import (
     SettingError,
     add_arguments,
     argv_for,
@@ -19,7 +19,7 @@ from training.config import (
     setting,
     settings_of,
 )
-from training.events import EventReader, EventWriter, append_event, terminal_status
+from core.events import EventReader, EventWriter, append_event, terminal_status
 
 # ------------------------------------------------------------------------------------------------ the table
 
@@ -43,7 +43,7 @@ def test_every_row_resolves_to_real_code(name: str) -> None:
 
 def test_the_table_is_the_one_list() -> None:
     from app.services import training_runs
-    from training import checkpoints, validate
+    from core import checkpoints, validate
 
     assert kinds.NAMES == ("words", "units", "retrieval")
     assert checkpoints.KINDS == validate.KINDS == kinds.NAMES and list(training_runs.KINDS) == list(kinds.NAMES)

@@ -1019,11 +1019,11 @@ def write_retrieval_checkpoint(path: Path, nan: bool = False) -> str:
     """A tiny real retrieval checkpoint (PaSST-tiny + text-tiny); nan: every float tensor NaN, same metadata."""
     import torch
 
+    from core.checkpoints import save_checkpoint
     from models.frontends import PasstMel, frontend_to_dict
     from models.passt import passt_tiny
     from models.retrieval import RetrievalConfig, RetrievalModel
     from models.text import text_tiny
-    from training.checkpoints import save_checkpoint
 
     torch.manual_seed(0)
     audio = passt_tiny(window_seconds=1.0, input_tdim=100, patchout=(0, 0))

@@ -20,7 +20,7 @@ from real_audio_stack import PulseStack, running_stack
 from app import cli
 from app.services import audio
 from app.services.audio import decode
-from training.audio import trim_silence
+from core.audio import trim_silence
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo"

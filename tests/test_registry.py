@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from app.services.registry import ModelRegistry
-from training.checkpoints import save_checkpoint
+from core.checkpoints import save_checkpoint
 
 
 class Lin(torch.nn.Module):
@@ -54,7 +54,7 @@ def test_scan_lists_models_and_problems(folders: tuple[Path, Path]) -> None:
 
 def test_load_is_lazy_cached_and_per_device(folders: tuple[Path, Path], monkeypatch) -> None:
     shipped, user = folders
-    from training import kinds
+    from core import kinds
 
     words = kinds.KINDS["words"]
     monkeypatch.setitem(kinds.KINDS, "words", dataclasses.replace(words, builder=f"{__name__}:build"))

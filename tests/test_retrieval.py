@@ -72,7 +72,7 @@ def test_every_caption_of_a_clip_is_a_positive() -> None:
 
 
 def test_model_surface_shapes_norms_and_checkpoint_round_trip(tmp_path: Path) -> None:
-    from training.checkpoints import config_to_dict, load_model, save_checkpoint
+    from core.checkpoints import config_to_dict, load_model, save_checkpoint
 
     torch.manual_seed(0)
     model = RetrievalModel(tiny_config()).eval()

@@ -91,7 +91,7 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
     from app.services.jobs import drain
     from app.services.library import embed_file
     from app.services.search import RetrievalEmbedder, SearchSession
-    from training.checkpoints import save_checkpoint
+    from core.checkpoints import save_checkpoint
 
     # the float trunk: this compares with the model's own numbers exactly, and the random tiny tower's features
     # are too small for int8 to keep them apart (the int8 default is checked with the real weights in test_aisfx)
@@ -220,14 +220,14 @@ def _train_aisfx(data: Path, out: Path):
     return drain(rt.train(args))
 
 
-@pytest.mark.skipif(__import__("training.aisfx_weights").aisfx_weights.find_checkpoint() is None,
+@pytest.mark.skipif(__import__("core.aisfx_weights").aisfx_weights.find_checkpoint() is None,
                     reason="needs the aiSFX weights (pip install --no-deps aisfx==0.1.2)")
 def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path: Path):
     from safetensors.torch import save_file
 
     from app.services.search import RetrievalEmbedder
-    from training import aisfx_weights
-    from training.checkpoints import load_model
+    from core import aisfx_weights
+    from core.checkpoints import load_model
 
     data = _caption_folder(sfx, tmp_path / "data")
     result = _train_aisfx(data, tmp_path / "a.safetensors")
@@ -252,7 +252,7 @@ def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path:
 
 def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_path: Path, monkeypatch, capsys):
     from app.cli import main
-    from training import aisfx_weights
+    from core import aisfx_weights
 
     monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
     data = _caption_folder(sfx, tmp_path / "data")
@@ -300,7 +300,7 @@ def test_eval_scores_an_aisfx_checkpoint_on_a_caption_corpus(sfx: Path, tmp_path
     from safetensors.torch import save_file
 
     from app.cli import main
-    from training.checkpoints import save_checkpoint
+    from core.checkpoints import save_checkpoint
 
     torch.manual_seed(0)
     model = RetrievalModel(_tiny()).eval()
@@ -338,9 +338,9 @@ def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path:
     from safetensors import safe_open
 
     from app.services.search import RetrievalEmbedder
+    from core import aisfx_weights
+    from core.checkpoints import read_metadata, save_checkpoint
     from models.aisfx import AisfxWeightsError
-    from training import aisfx_weights
-    from training.checkpoints import read_metadata, save_checkpoint
 
     monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
     default = Path(__file__).resolve().parents[1] / "resources" / "models" / "retrieval-default.safetensors"
@@ -364,7 +364,7 @@ def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path:
 def test_numpy_text_tower_reproduces_mean_pooling_and_two_layer_projections(tmp_path: Path):
     """`earshot search`'s torch-free text tower (app/services/text_tower.py) on an aiSFX-style model."""
     from app.services.text_tower import TextTower, load_text_tower
-    from training.checkpoints import save_checkpoint
+    from core.checkpoints import save_checkpoint
 
     torch.manual_seed(0)
     cfg = dataclasses.replace(_tiny(), text=dataclasses.replace(text_tiny(), pooling="mean"))

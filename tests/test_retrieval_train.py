@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from app.services.jobs import drain
+from core.checkpoints import load_model, read_checkpoint
 from training import retrieval_train as rt
-from training.checkpoints import load_model, read_checkpoint
 
 TINY = {
     "model": {
@@ -183,8 +183,8 @@ def test_presets_follow_the_paper_and_cli_flags_override(tmp_path: Path) -> None
 
 
 def test_frozen_audio_with_foreign_weights_trains_only_projections(subset: Path, tmp_path: Path) -> None:
+    from core.checkpoints import config_from_dict as dc_from_dict
     from models.passt import PaSST, passt_tiny
-    from training.checkpoints import config_from_dict as dc_from_dict
 
     rt.clear_memory_cache()
     torch.manual_seed(1)

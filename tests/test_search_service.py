@@ -30,11 +30,11 @@ from app.services.search import (
     spectrogram_db,
 )
 from app.services.text_tower import TextTower, _encoder_source, load_text_tower
+from core.checkpoints import load_model, save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel
 from models.text import text_tiny
-from training.checkpoints import load_model, save_checkpoint
 
 SR = 32000
 WINDOW_S = 2.0  # the tiny model's window: a "long" file is a few seconds
@@ -373,7 +373,7 @@ def nan_copy(src: Path, dst: Path) -> Path:
 
 def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path, capsys) -> None:
     """Issue 14 item 3: a NaN model is a broken model with a message, never a score."""
-    from training.ranking import NonFiniteError
+    from core.finite import NonFiniteError
 
     nan = nan_copy(DEFAULT, tmp_path / "nan.safetensors")
     tower = load_query_embedder(str(nan))

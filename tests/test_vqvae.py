@@ -373,7 +373,7 @@ def units_config() -> UnitsConfig:
 
 
 def test_from_config_dict_round_trip(tmp_path):
-    from training.checkpoints import load_model, save_checkpoint
+    from core.checkpoints import load_model, save_checkpoint
 
     torch.manual_seed(9)
     config = units_config()

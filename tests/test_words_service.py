@@ -25,10 +25,10 @@ from app.services.words import (
     text_items_job,
     trim_silence,
 )
+from core.checkpoints import save_checkpoint
 from models.awe import AWEConfig, MultiViewAWE
 from models.frontends import MFCC, frontend_to_dict
 from models.phonemes import WordNotInDictionaryError
-from training.checkpoints import save_checkpoint
 
 SR = SAMPLE_RATE
 
@@ -126,7 +126,7 @@ def test_too_long_word_is_refused_with_advice(space: WordSpace) -> None:
 
 def test_space_resamples_with_the_checkpoints_resampler(space: WordSpace, tmp_path: Path, fsdd: Path) -> None:
     """8-kHz words are resampled as the model's trainer did: torchaudio for checkpoints without the field."""
-    from training import audio as audio_path
+    from core import audio as audio_path
     from training.words_train import decode_16k
 
     assert space.resampler == "torchaudio-sinc"  # the fixture's checkpoint records no resampler

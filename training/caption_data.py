@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from training import audio as audio_path
+from core import audio as audio_path
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg")
 _CAPTION_COLUMN = re.compile(r"caption(_\d+)?$")

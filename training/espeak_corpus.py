@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from core import audio as audio_path
+from core.files import atomic_path
 from models.phonemes import PhonemeLexicon, default_lexicon
-from training import audio as audio_path
-from training.files import atomic_path
 
 Job = Generator[dict[str, Any], None, Any]
 

@@ -22,34 +22,16 @@ from typing import Any
 
 import numpy as np
 
+from core.finite import NonFiniteError, require_finite, to_numpy
+
+__all__ = ["NonFiniteError", "require_finite"]
+
 TIES = ("pessimistic", "optimistic")
-
-
-class NonFiniteError(ValueError):
-    """A model produced NaN or infinite outputs: it is broken, and nothing it gives may be scored."""
-
-
-def require_finite(x: Any, what: str) -> None:
-    """Raise NonFiniteError naming `what` when `x` (array or tensor, rows = items) holds NaN or Inf."""
-    a = _to_numpy(x)
-    finite = np.isfinite(a)
-    if finite.all():
-        return
-    rows = int((~finite.reshape(len(a), -1)).any(axis=1).sum()) if a.ndim >= 1 and len(a) else 1
-    total = len(a) if a.ndim >= 1 else 1
-    raise NonFiniteError(f"{what}: the model gives non-finite (NaN/Inf) values for {rows} of {total}; "
-                         "the checkpoint is broken (diverged training or damaged weights)")
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):  # a torch tensor; torch itself is not imported here (the search CLI runs without it)
-        x = x.detach().cpu().double().numpy()
-    return np.asarray(x)
 
 
 def correct_mask(caption_to_clip: Any, shape: tuple[int, int]) -> np.ndarray:
     """(n_captions,) clip indices or an (n_captions, n_clips) bool mask -> (n_captions, n_clips) bool mask."""
-    c = _to_numpy(caption_to_clip)
+    c = to_numpy(caption_to_clip)
     n_captions, n_clips = shape
     if c.ndim == 2:
         if c.shape != shape:
@@ -72,7 +54,7 @@ def correct_from_captions(
     Texts are compared after lowercasing and collapsing whitespace, so identical captions of different clips
     count as correct for each other.
     """
-    clips = _to_numpy(caption_to_clip).astype(np.int64)
+    clips = to_numpy(caption_to_clip).astype(np.int64)
     if len(clips) != len(caption_texts):
         raise ValueError(f"{len(caption_texts)} captions but {len(clips)} clip indices")
     n_clips = int(clips.max()) + 1 if n_clips is None else n_clips
@@ -90,7 +72,7 @@ def caption_ranks(sim: Any, caption_to_clip: Any, ties: str = "pessimistic") -> 
     """(n_captions,) 1-based rank of each caption's best-scoring correct clip."""
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
-    s = _to_numpy(sim).astype(np.float64)
+    s = to_numpy(sim).astype(np.float64)
     if s.ndim != 2:
         raise ValueError(f"similarity must be (n_captions, n_clips), got shape {s.shape}")
     correct = correct_mask(caption_to_clip, s.shape)
@@ -131,4 +113,4 @@ def ensemble_similarity(sims: Sequence[Any]) -> Any:
         import torch
 
         return torch.stack(list(sims)).mean(dim=0)
-    return np.mean([_to_numpy(s) for s in sims], axis=0)
+    return np.mean([to_numpy(s) for s in sims], axis=0)

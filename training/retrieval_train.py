@@ -37,6 +37,18 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
+from core import distributed as ddp
+from core.checkpoints import (
+    config_from_dict,
+    config_to_dict,
+    load_foreign_state_dict,
+    load_model,
+    safetensors_metadata,
+    save_checkpoint,
+    write_safetensors,
+)
+from core.config import add_arguments, config_from_args, setting
+from core.device import limit_threads, resolve_device
 from models.frontends import AisfxMel, PasstMel, PasstMelConfig, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import (
@@ -48,7 +60,6 @@ from models.retrieval import (
 )
 from models.retrieval import config_from_dict as retrieval_config_from_dict
 from models.text import TextConfig
-from training import distributed as ddp
 from training.caption_data import (
     CaptionAugmenter,
     CaptionItem,
@@ -62,17 +73,6 @@ from training.caption_data import (
     pair_batches,
     random_crop,
 )
-from training.checkpoints import (
-    config_from_dict,
-    config_to_dict,
-    load_foreign_state_dict,
-    load_model,
-    safetensors_metadata,
-    save_checkpoint,
-    write_safetensors,
-)
-from training.config import add_arguments, config_from_args, setting
-from training.device import limit_threads, resolve_device
 from training.ranking import correct_from_captions, ensemble_similarity, require_finite, retrieval_metrics
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig, read_resume, resume_path
 
@@ -480,8 +480,8 @@ def build_model(config: RetrievalTrainConfig, audio_weights: Path | None) -> tup
     if config.model.audio_tower == "aisfx":
         if not config.freeze_audio:
             raise ValueError("the aiSFX tower trains here only frozen (--freeze-audio / --preset aisfx)")
+        from core.aisfx_weights import load_weights
         from models.aisfx import AisfxWeightsError
-        from training.aisfx_weights import load_weights
 
         try:
             report = {"aisfx_weights": str(load_weights(model.audio_encoder, audio_weights))}

@@ -729,8 +729,8 @@ def embed_aisfx(out_dir: str | Path, weights: str | Path | None = None, chunk: i
     import torch  # noqa: PLC0415 (heavy; the corpus build itself does not need it)
     from safetensors.torch import save_file  # noqa: PLC0415
 
+    from core.aisfx_weights import pretrained  # noqa: PLC0415
     from models.frontends import AisfxMel  # noqa: PLC0415
-    from training.aisfx_weights import pretrained  # noqa: PLC0415
     from training.caption_data import load_audio  # noqa: PLC0415
 
     out_dir = Path(out_dir)

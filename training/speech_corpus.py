@@ -56,9 +56,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from training import audio as audio_path
+from core import audio as audio_path
+from core.files import atomic_path
 from training import espeak_corpus
-from training.files import atomic_path
 from training.reserved import check_not_reserved as check_package
 
 Job = Generator[dict[str, Any], None, Any]

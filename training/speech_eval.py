@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from core import audio as audio_path
+from core.frontends import units_frontend, words_frontend
 from training import abx
-from training import audio as audio_path
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -215,7 +216,6 @@ def evaluate_units(
         AudioProblem,
         pad_for_frontend,
         read_audio,
-        units_frontend,
         wave_features,
     )
 
@@ -357,7 +357,7 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 def evaluate_units_command(args: argparse.Namespace) -> Job:
     """`earshot eval units`."""
-    from training.checkpoints import load_model
+    from core.checkpoints import load_model
 
     model, ckpt = load_model(args.model, kind="units")  # another kind: CheckpointError with its message
     if args.threads:
@@ -428,10 +428,10 @@ def evaluate_words(
 ) -> Job:  # fmt: skip
     """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times, overall and
     per speaker."""
+    from core.audio import TrimConfig
+    from core.checkpoints import load_model
+    from core.device import resolve_device
     from models.frontends import MFCC
-    from training.audio import TrimConfig
-    from training.checkpoints import load_model
-    from training.device import resolve_device
     from training.metrics import average_precision, dtw_distance, word_discrimination_ap
     from training.words_train import (
         DEV_SPLITS,
@@ -440,7 +440,6 @@ def evaluate_words(
         embed_words,
         has_split_column,
         load_words,
-        words_frontend,
     )
 
     model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))

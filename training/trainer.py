@@ -37,10 +37,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
-from training import distributed as ddp
-from training.checkpoints import CheckpointError, config_to_dict, safetensors_metadata, write_safetensors
-from training.config import setting
-from training.device import DEVICE_CHOICES, autocast_dtype, limit_threads, resolve_device
+from core import distributed as ddp
+from core.checkpoints import CheckpointError, config_to_dict, safetensors_metadata, write_safetensors
+from core.config import setting
+from core.device import DEVICE_CHOICES, autocast_dtype, limit_threads, resolve_device
 
 Progress = dict[str, Any]
 RESUME_FORMAT = "earshot-resume"

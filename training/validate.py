@@ -23,11 +23,11 @@ from typing import Any
 
 import soundfile as sf
 
-from training import kinds
+from core import kinds
 
 Job = Generator[dict[str, Any], None, Any]
 
-KINDS = kinds.NAMES  # each kind's checker below is named in training/kinds.py (its `validator`)
+KINDS = kinds.NAMES  # each kind's checker below is named in core/kinds.py (its `validator`)
 AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".opus"}
 WORDS_TABLES = ("words.csv", "metadata.csv")
 UNITS_TABLES = ("words.csv", "metadata.csv", "utterances.csv")  # the units trainer's order

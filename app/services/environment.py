@@ -51,7 +51,7 @@ def probe_environment(
     if threads is not None:
         apply_threads(threads)
 
-    from training.device import available_devices, resolve_device
+    from core.device import available_devices, resolve_device
 
     devices = available_devices()
     device_error = ""

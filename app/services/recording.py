@@ -2,7 +2,7 @@
 
 `record_job` drives the one `Recorder` (audio callback -> ring buffer, drained here every ~30 ms) for a
 few seconds, stops early if the device fails, and trims leading and trailing silence with the one trim
-of `training.audio`. What comes out is a `Recording`; a recording with nothing in it is an error that says
+of `core.audio`. What comes out is a `Recording`; a recording with nothing in it is an error that says
 why (no audio arrived at all, or only silence), never an empty query. The Search tab runs the job in a
 worker; `earshot similar --record` runs it in the terminal. `save` writes it as a WAV file, and a saved
 recording is an ordinary file to "find similar" with (`SearchSession.similar` accepts files outside the
@@ -22,7 +22,7 @@ import numpy as np
 
 from app.services.audio import AudioError, PathLike, Recorder, save_wav
 from app.services.jobs import Job
-from training.audio import TrimConfig, frame_energy_db, trim_span
+from core.audio import TrimConfig, frame_energy_db, trim_span
 
 RECORD_RATE = 32000  # the retrieval models' rate; the decoder resamples for any other
 MAX_SECONDS = 30.0  # the recorder's ring buffer holds this much

@@ -15,7 +15,7 @@ from typing import Any
 
 from platformdirs import user_data_dir
 
-from training import kinds
+from core import kinds
 
 APP_NAME = "earshot"
 
@@ -31,7 +31,7 @@ def user_models_dir() -> Path:
 @dataclass(frozen=True)
 class ModelEntry:
     name: str  # file stem, unique within the registry (user models shadow defaults of the same name)
-    kind: str  # one of training.kinds.NAMES
+    kind: str  # one of core.kinds.NAMES
     path: Path
     source: str  # "default" | "user"
     version: str = "?"
@@ -65,7 +65,7 @@ class ModelRegistry:
         self._lock = threading.Lock()
 
     def scan(self) -> list[ModelEntry]:
-        from training.checkpoints import CheckpointError, read_metadata
+        from core.checkpoints import CheckpointError, read_metadata
 
         entries: dict[str, ModelEntry] = {}
         problems = []
@@ -118,8 +118,8 @@ class ModelRegistry:
 
     def load(self, name: str) -> Any:
         """The model `name` on the current device, loaded on first use (call from a worker)."""
-        from training.checkpoints import load_model
-        from training.device import resolve_device
+        from core.checkpoints import load_model
+        from core.device import resolve_device
 
         entry = self.get(name)
         device = resolve_device(self.device_preference)
@@ -131,6 +131,13 @@ class ModelRegistry:
         with self._lock:
             self._loaded[key] = model
         return model
+
+    def inference(self, name: str) -> Any:  # noqa: ANN401 (core.inference.Inference)
+        """Model `name` (loaded on first use) with its front end and preprocessing (call from a worker)."""
+        from core.checkpoints import read_metadata
+        from core.inference import inference_for
+
+        return inference_for(self.load(name), self.get(name).kind, read_metadata(self.get(name).path))
 
     def loaded(self) -> list[str]:
         """Names of models currently in memory, for the status bar."""

@@ -46,7 +46,7 @@ from app.services.library import (
 from app.services.library.textchannel import embed_sentences, sentence
 from app.services.query import Query, parse
 from app.services.text_tower import TextTower as TextTowerType
-from training.ranking import require_finite
+from core.finite import require_finite
 
 if TYPE_CHECKING:
     import torch
@@ -187,7 +187,7 @@ class RetrievalEmbedder:
         single-threaded, `trunk_threads()` batches at once: ~5 % faster than one batch at a time on every core
         (no hand-offs inside each small convolution). A torch tower (PaSST, the torch fallback) runs one batch at
         a time on torch's own threads."""
-        from training.aisfx_runtime import accelerate
+        from core.aisfx_runtime import accelerate
 
         parallel = self.device.type == "cpu" and backend != "torch" and trunk_threads() > 1
         self.backend = accelerate(self.model.audio_encoder, backend, threads=1 if parallel else trunk_threads())
@@ -199,7 +199,7 @@ class RetrievalEmbedder:
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], name: str | None = None, device: str = "cpu"
                         ) -> RetrievalEmbedder:
-        from training.checkpoints import load_model
+        from core.checkpoints import load_model
 
         path = Path(path)
         model, ckpt = load_model(path, kind=KIND, device=device)
@@ -208,7 +208,7 @@ class RetrievalEmbedder:
 
     @classmethod
     def from_registry(cls, registry: ModelRegistry, name: str) -> RetrievalEmbedder:
-        from training.checkpoints import read_metadata
+        from core.checkpoints import read_metadata
 
         entry = registry.get(name)
         if entry.kind != KIND:

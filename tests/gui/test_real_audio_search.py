@@ -15,7 +15,7 @@ from test_search_tab import NO_AUDIO, open_and_index, write_tiny_model
 from app.services.audio import decode, device_status
 from app.services.registry import ModelRegistry
 from app.ui.search_tab import SearchTab
-from training.audio import trim_silence
+from core.audio import trim_silence
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
 CLIPS = ["Animals/sheep-bleat.wav", "Animals/bees-buzzing.wav", "Machines/fan-whir.wav",

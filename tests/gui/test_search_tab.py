@@ -34,11 +34,11 @@ from app.ui.search_tab import (
     term_spans,
     why_html,
 )
+from core.checkpoints import save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel
 from models.text import text_tiny
-from training.checkpoints import save_checkpoint
 
 SR = 32000
 WINDOW_S = 2.0

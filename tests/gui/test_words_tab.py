@@ -15,9 +15,9 @@ from app.services.audio import DeviceStatus, Recorder
 from app.services.registry import ModelRegistry
 from app.services.words import SAMPLE_RATE
 from app.ui.words_tab import WordsTab
+from core.checkpoints import save_checkpoint
 from models.awe import AWEConfig, MultiViewAWE
 from models.frontends import MFCC, frontend_to_dict
-from training.checkpoints import save_checkpoint
 
 NO_AUDIO = DeviceStatus(False, False, "no audio input device (microphone) found; no audio output device found")
 

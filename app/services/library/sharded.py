@@ -35,8 +35,8 @@ from app.services.library.embedding import embed_file
 from app.services.library.indexer import index_library
 from app.services.library.records import BrokenModelError, Embedder, IndexReport
 from app.services.library.scan import ScannedFile, hash_file, scan_folder
-from training import distributed as ddp
-from training.checkpoints import CheckpointError, safetensors_metadata
+from core import distributed as ddp
+from core.checkpoints import CheckpointError, safetensors_metadata
 
 Job = Generator[dict[str, Any], None, Any]
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from safetensors import SafetensorError
 
-from training import kinds
-from training.files import atomic_path
+from core import kinds
+from core.files import atomic_path
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: reading metadata needs none of it
     import torch
@@ -42,7 +42,7 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
 
 
 EARSHOT_VERSION = "0.1.0"
-KINDS = kinds.NAMES  # the checkpoint `kind` values: training/kinds.py, which also says how to rebuild each
+KINDS = kinds.NAMES  # the checkpoint `kind` values: core/kinds.py, which also says how to rebuild each
 _MAX_HEADER = 100 * 1024 * 1024  # a safetensors header larger than this is not a checkpoint of ours
 
 T = TypeVar("T")

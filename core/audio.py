@@ -41,8 +41,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from training.config import setting
-from training.files import atomic_path
+from core.config import setting
+from core.files import atomic_path
 
 PathLike = str | os.PathLike
 

@@ -295,8 +295,8 @@ def demo_clips(folder: Path = DEMO) -> list[Path]:
 
 def demo_calibration_frames(folder: Path = DEMO) -> list[torch.Tensor]:
     """(T, 96) AisfxMel frames of every clip of the demo library (its first 10 s), the int8 calibration set."""
+    from core.audio import decode
     from models.frontends import AisfxMel
-    from training.audio import decode
 
     mel = AisfxMel()
     out = []
