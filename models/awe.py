@@ -212,6 +212,7 @@ def obj3(x: torch.Tensor, c: torch.Tensor, inv: torch.Tensor, margin: float, k: 
 _OBJECTIVE_FNS = {"obj0": obj0, "obj1": obj1, "obj2": obj2, "obj3": obj3}
 
 
+@torch.autocast("cuda", enabled=False)
 def multiview_loss(
     x: torch.Tensor,
     c: torch.Tensor,
@@ -221,6 +222,7 @@ def multiview_loss(
     objectives: Sequence[str] = ("obj0", "obj2"),
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Sum of the chosen objectives. x (B, D) acoustic, c (M, D) distinct written words, inv (B,) x -> c."""
+    x, c = x.float(), c.float()  # margins between cosines are finer than bf16 resolves
     parts = {name: _OBJECTIVE_FNS[name](x, c, inv, margin, k) for name in objectives}
     return torch.stack(list(parts.values())).sum(), parts
 

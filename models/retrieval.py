@@ -74,6 +74,7 @@ def _projection(d_in: int, d_out: int, layers: int) -> nn.Module:
                                                                     nn.Linear(d_out, d_out))
 
 
+@torch.autocast("cuda", enabled=False)  # a softmax over a whole batch of logits, in fp32
 def contrastive_loss(sim: torch.Tensor, audio_ids_of_captions: torch.Tensor,
                      positive: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric NT-Xent over a (B_a, B_t) similarity matrix (already divided by tau).
@@ -88,6 +89,7 @@ def contrastive_loss(sim: torch.Tensor, audio_ids_of_captions: torch.Tensor,
     same text, which a corpus of repeated captions has many of, are not pushed apart); both directions then
     average -log softmax over all positive pairs, which is the loss above when each caption has one clip.
     """
+    sim = sim.float()  # (B_a, B_t)
     B_a, B_t = sim.shape
     ids = audio_ids_of_captions.to(sim.device, torch.long)  # (B_t,)
     own = ids[None, :] == torch.arange(B_a, device=sim.device)[:, None]  # (B_a, B_t)
@@ -154,9 +156,10 @@ class RetrievalModel(nn.Module):
         """list of B captions -> (B, E) unit vectors."""
         return F.normalize(self.text_proj(self.text_encoder(captions)), dim=-1)
 
+    @torch.autocast("cuda", enabled=False)  # 1/tau magnifies bf16's rounding of the cosines 20-fold
     def similarity(self, audio: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """(B_a, E), (B_t, E) unit vectors -> (B_a, B_t) logits A @ T^T / tau."""
-        return audio @ text.t() / self.tau
+        return audio.float() @ text.float().t() / self.tau
 
     def forward(
         self,

@@ -269,10 +269,12 @@ class EMACodebook(nn.Module):
         )  # (N, K)
         return dist.argmin(dim=1).view(z.shape[:-1])
 
+    @torch.autocast("cuda", enabled=False)  # distances and EMA sums in fp32: bf16/fp16 pick other codes
     def forward(
         self, z: torch.Tensor, valid: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """z (B, U, C), valid (B, U) -> (quantised z with straight-through gradient, codes (B, U), perplexity)."""
+        z = z.float()  # (B, U, C): an autocast encoder hands over bf16/fp16
         codes = self.nearest(z.detach())  # (B, U)
         flat_z, flat_codes = z.detach()[valid], codes[valid]  # (N, C), (N,)
         counts = torch.bincount(flat_codes, minlength=self.size).to(z.dtype)  # (K,)

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("docs/ARCHITECTURE.md", "README.md")
-TOP_LEVEL = ("app/", "models/", "training/", "tests/", "bench/", "docs/", "resources/")  # the repository's own
+TOP_LEVEL = ("app/", "core/", "models/", "training/", "tests/", "bench/", "docs/", "resources/")  # the repository's own
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)  # command examples: paths there are the user's, not ours
 INLINE = re.compile(r"`([^`\s]+)`")
 LINK = re.compile(r"\]\(([^)\s#]+)\)")

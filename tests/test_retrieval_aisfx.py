@@ -22,6 +22,20 @@ def _tiny(**kw) -> RetrievalConfig:
                            embed_dim=8, proj_layers=2)
 
 
+def _calibrate_batch_norm(model: RetrievalModel, mels: list[torch.Tensor]) -> None:
+    """A random tower's BatchNorm (running stats 0 and 1) passes the log-mel's large constant through, so every
+    file gets the same vector up to float rounding; statistics of a few real sounds make it tell them apart."""
+    norms = [m for m in model.audio_encoder.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for bn in norms:
+        bn.reset_running_stats()
+        bn.momentum = None  # a plain average over the calls below
+        bn.train()
+    with torch.no_grad():
+        for mel in mels:
+            model.embed_audio(mel[None])
+    model.eval()
+
+
 def test_aisfx_tower_embeds_and_trains_only_what_it_should():
     torch.manual_seed(0)
     model = RetrievalModel(_tiny(train_top_block=True)).train()
@@ -98,6 +112,7 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
     monkeypatch.setenv("EARSHOT_AISFX_BACKEND", "onnx")
     torch.manual_seed(0)
     model = RetrievalModel(_tiny(window_seconds=3.0)).eval()
+    _calibrate_batch_norm(model, [AisfxMel()(torch.from_numpy(_sound(k, 2.0, 44100))) for k in ("chirp", "tone")])
     ckpt = save_checkpoint(tmp_path / "tiny-aisfx.safetensors", "retrieval", model, model.config,
                            features=frontend_to_dict(AisfxMel()))
     embedder = RetrievalEmbedder.from_checkpoint(ckpt)
@@ -126,6 +141,8 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
         q = embedder.embed_text(["a bell rings"])[0]
         ranked = sorted(((float(embed_file(h.path, embedder)[0] @ q), h.rel_path) for h in hits), reverse=True)
         assert [h.rel_path for h in hits] == [r for _, r in ranked] and len(hits) == 4
+        chirp = embed_file(root / "chirp.wav", embedder)[0]
+        assert max(float(chirp @ embed_file(root / o, embedder)[0]) for o in ("long.wav", "tone.wav")) < 0.999
         assert session.similar(root / "chirp.wav", k=1)[0].rel_path == "chirp_copy.wav"
         long_hit = next(h for h in hits if h.rel_path == "long.wav")
         assert session.window_scores(long_hit).starts.tolist() == [0.0, 3.0]  # two 3-s windows
@@ -142,6 +159,7 @@ def test_short_windows_are_embedded_together_as_each_alone(monkeypatch):
     monkeypatch.setenv("EARSHOT_TRUNK_THREADS", "1")  # one batch at a time: the calls below are the batches
     torch.manual_seed(0)
     model = RetrievalModel(_tiny(window_seconds=3.0)).eval()
+    _calibrate_batch_norm(model, [AisfxMel()(torch.from_numpy(_sound(k, 2.0, 44100))) for k in ("chirp", "tone")])
     embedder = RetrievalEmbedder(model, AisfxMel())
     waves = [_sound("chirp", 0.3, 44100), _sound("noise", 0.71, 44100), _sound("tone", 1.5, 44100),
              _sound("chirp", 2.9, 44100)]  # the last is longer than a block (~2.3 s): a group of its own

@@ -69,7 +69,9 @@ class Toy(Hooks):
         return [order[i : i + self.micro] for i in range(0, 64, self.micro)]
 
     def step(self, module: nn.Module, idx: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
-        loss = (module(self.X[idx]).squeeze(-1) - self.y[idx]).square().mean()
+        device = next(module.parameters()).device  # the trainer moved the model (CUDA on a GPU machine)
+        x, y = self.X[idx].to(device), self.y[idx].to(device)
+        loss = (module(x).squeeze(-1) - y).square().mean()
         if self.noisy:  # every global generator takes part, so a resume must restore all of them
             loss = loss * (1 + 0.01 * random.random() + 0.01 * float(np.random.rand()))
         return loss, {"extra": 1.0}
@@ -79,7 +81,8 @@ class Toy(Hooks):
             return self.eval_fn(self)
         self.model.eval()
         with torch.no_grad():
-            mse = float((self.model(self.X).squeeze(-1) - self.y).square().mean())
+            device = next(self.model.parameters()).device
+            mse = float((self.model(self.X.to(device)).squeeze(-1) - self.y.to(device)).square().mean())
         self.model.train()
         return {"neg_mse": -mse}
 
