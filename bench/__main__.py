@@ -20,7 +20,7 @@ def machine() -> dict:
             platform.machine(), "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
 
 
-OTHERS = ("search_quality", "fused_latency")  # benchmarks without the bench_ prefix
+OTHERS = ("search_quality", "library_quality", "fused_latency")  # benchmarks without the bench_ prefix
 
 
 def module_name(name: str) -> str:

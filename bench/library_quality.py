@@ -1,0 +1,138 @@
+"""Search quality on the development libraries of bench/data/search_libraries (issue 23), beside the baseline.
+
+Each library is a Debian package's sounds under their original folders and names, plus a mixed copy with a seeded
+half of the files renamed recorder-style (`Recordings/REC_1A2B3C4D.ogg`). Queries and relevance were committed
+before any system ran on them (bench/data/search_libraries/*/RELEVANCE.md says how relevance was decided: from
+the package's own data and sources, not from the names). No model was trained or tuned on these packages.
+
+Rankings per library: `baseline` (bench/names_baseline.py: MiniLM over folder + name words), Earshot's `names`,
+`sound` and `both` (the default retrieval model), `random` (mean over 200 permutations) and, on mixed copies,
+`best_names_possible`: a perfect names-only ranking, which finds a query's relevant files only where they kept
+their names. mAP@10 = mean over queries of 1/rank of the first relevant file (0 beyond 10); R@10.
+
+`python -m bench library_quality` (JSON to bench/out/); `python -m bench.library_quality --library flare`.
+Libraries are built (apt-get download) and indexed once into $XDG_CACHE_HOME/earshot/bench-library-quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bench import names_baseline, search_libraries
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "earshot" / "bench-library-quality"
+K = 10
+
+
+def first_relevant_ranks(order: Sequence[str], relevant: set[str]) -> int:
+    """1-based rank of the first relevant file in a ranked list; len + 1 when none is listed."""
+    for i, f in enumerate(order, 1):
+        if f in relevant:
+            return i
+    return len(order) + 1
+
+
+def metrics(ranks: Sequence[int]) -> dict[str, float]:
+    r = np.asarray(ranks, dtype=np.float64)
+    return {"mAP@10": round(float(np.where(r <= K, 1.0 / r, 0.0).mean()), 4),
+            "R@10": round(float((r <= K).mean()), 4)}
+
+
+def random_metrics(files: Sequence[str], queries: list[dict], seeds: int = 200) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    runs = []
+    for _ in range(seeds):
+        order = [files[i] for i in rng.permutation(len(files))]
+        runs.append([first_relevant_ranks(order, set(q["relevant"])) for q in queries])
+    per_seed = [metrics(r) for r in runs]
+    return {m: round(float(np.mean([p[m] for p in per_seed])), 4) for m in ("mAP@10", "R@10")}
+
+
+def best_names_possible(queries: list[dict]) -> dict[str, float]:
+    """A perfect names-only ranking: rank 1 where a relevant file kept its name, else none in the top 10."""
+    return metrics([1 if any(not f.startswith(search_libraries.MIXED_FOLDER + "/") for f in q["relevant"])
+                    else K + 1 for q in queries])
+
+
+def baseline_ranks(model: names_baseline.MiniLM, files: list[str], queries: list[dict]) -> list[int]:
+    sim = names_baseline.scores(model, files, [q["query"] for q in queries])  # (Q, F)
+    return [first_relevant_ranks([files[i] for i in np.argsort(-row, kind="stable")], set(q["relevant"]))
+            for row, q in zip(sim, queries, strict=True)]
+
+
+def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str]) -> dict[str, list[int]]:
+    """Index the folder with the default retrieval model (incremental: once), then rank every query in each mode."""
+    if not modes:
+        return {}
+    from app.services.jobs import drain
+    from app.services.search.embedder import load_embedder
+    from app.services.search.session import SearchSession
+
+    session = SearchSession.open(folder, load_embedder())
+    try:
+        drain(session.index_job())
+        out: dict[str, list[int]] = {}
+        for mode in modes:
+            out[mode] = []
+            for q in queries:
+                hits = session.search(q["query"], k=len(files), mode=mode)
+                out[mode].append(first_relevant_ranks([h.rel_path for h in hits], set(q["relevant"])))
+        return out
+    finally:
+        session.close()
+
+
+def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str]) -> dict:
+    doc = json.loads((folder / "relevance.json").read_text())
+    queries = doc["queries"]
+    files = names_baseline.library_files(folder)
+    table = {"baseline": metrics(baseline_ranks(model, files, queries)), "random": random_metrics(files, queries)}
+    for mode, ranks in earshot_ranks(folder, files, queries, modes).items():
+        table[mode] = metrics(ranks)
+    if doc["mixed"]:
+        table["best_names_possible"] = best_names_possible(queries)
+    return {"files": len(files), "queries": len(queries), "rankings": table}
+
+
+def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names", "sound", "both")) -> dict:
+    model = names_baseline.MiniLM()
+    out: dict[str, dict] = {}
+    for name in libraries or search_libraries.library_names():
+        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
+                                       seed=0)
+        out[name] = score_folder(Path(built["folder"]), model, modes)
+        out[f"{name}-mixed"] = score_folder(Path(built["mixed_folder"]), model, modes)
+    return {"libraries": out, "table": table_lines(out),
+            "notes": "unseen packages (no model trained or tuned on them); queries and relevance committed "
+                     "before any system ran (bench/data/search_libraries)"}
+
+
+def table_lines(out: dict[str, dict]) -> list[str]:
+    names = ["baseline", "names", "sound", "both", "best_names_possible", "random"]
+    lines = [f"{'library':22} " + " ".join(f"{n[:10]:>10}" for n in names) + "   (mAP@10)"]
+    for lib, r in out.items():
+        cells = [f"{r['rankings'][n]['mAP@10']:10.3f}" if n in r["rankings"] else f"{'':>10}" for n in names]
+        lines.append(f"{lib:22} " + " ".join(cells))
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.library_quality", description=__doc__.split("\n\n")[0])
+    p.add_argument("--library", action="append", help="only this library (repeatable)")
+    p.add_argument("--modes", default="names,sound,both", help="Earshot's modes to score (comma-separated)")
+    args = p.parse_args(argv)
+    result = run(args.library, [m for m in args.modes.split(",") if m])
+    print("\n".join(result["table"]))
+    print(json.dumps(result["libraries"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
