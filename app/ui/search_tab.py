@@ -77,6 +77,7 @@ from app.services.search import (
 from app.ui.record_query import RecordQuery
 from app.ui.tab_base import ModelTab
 from app.ui.widgets import MarkedSlider, RichTextDelegate, SpectrogramView, WaveformPlot, envelope
+from app.workers import JobRunner
 
 DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
 RESULTS_K = 50
@@ -526,6 +527,7 @@ class SearchTab(ModelTab):
     kind = "retrieval"
     title = "Search"
     purpose = "Type a description such as “a door creaks open” and hear the best matches from your sound library."
+    job_prefix = "search"
 
     session_ready = Signal()  # a library is open with a model (indexing starts next)
     indexing_finished = Signal(object)  # IndexOutcome, or None when cancelled or failed
@@ -541,7 +543,6 @@ class SearchTab(ModelTab):
         self.embedder: RetrievalEmbedder | None = None
         self.session: SearchSession | None = None
         self._loaded_device = ""
-        self.runners: list[Any] = []  # JobRunner, tagged with the session they use
         self.index_runner: Any = None
         self._search_runner: Any = None
         self._search_pending = False
@@ -1423,28 +1424,18 @@ class SearchTab(ModelTab):
     # --------------------------------------------------------------------------------------- running jobs
 
     def _run(self, factory: Callable[[], Job[Any]], on_result: Callable[[Any], None], name: str,
-             session: SearchSession | None, progress: Callable[[dict], None] | None = None) -> Any:  # noqa: ANN401
-        from app.workers import JobRunner
-
-        runner = JobRunner(factory, name=f"search-{name}", parent=self)
-        runner.session = session  # so that retiring a session cancels (and waits for) its jobs
-        if progress is not None:
-            runner.progress.connect(progress)
+             session: SearchSession | None, progress: Callable[[dict], None] | None = None) -> JobRunner:
+        """`run_job` for work on `session` (None: none): retiring the session cancels the job, drops its answer."""
 
         def deliver(result: Any) -> None:  # noqa: ANN401
             if session is None or session is self.session:  # answers for a retired session are dropped
                 on_result(result)
 
-        runner.result.connect(deliver)
-        runner.error.connect(self.error)
-        runner.finished.connect(lambda: self._runner_done(runner))
-        self.runners.append(runner)
-        runner.start()
+        runner = self.run_job(factory, name, deliver, on_progress=progress)
+        runner.session = session  # type: ignore[attr-defined]  # _retire_session cancels (and waits for) these
         return runner
 
-    def _runner_done(self, runner: Any) -> None:  # noqa: ANN401
-        if runner in self.runners:
-            self.runners.remove(runner)
+    def job_ended(self, runner: JobRunner) -> None:
         if runner is self.index_runner:
             self.index_runner = None
             self._set_indexing_controls(running=False)
@@ -1457,10 +1448,7 @@ class SearchTab(ModelTab):
         self._debounce.stop()
         self._play_timer.stop()
         self.player.stop()
-        for runner in list(self.runners):
-            runner.cancel()
-        for runner in list(self.runners):
-            runner.wait(timeout_ms)
+        self.stop_jobs(timeout_ms)
         from PySide6.QtCore import QCoreApplication
 
         QCoreApplication.processEvents()  # deliver `finished` so sessions retired earlier get closed

@@ -202,6 +202,10 @@ class UsageHistogram(pg.PlotWidget):
         self.setYRange(0, max(1, int(self.counts.max(initial=0))), padding=0.05)
 
 
+def _quiet(_progress: dict) -> None:
+    """The live job's progress: the timer draws what it brings, the status line keeps its message."""
+
+
 def default_recorder() -> Recorder:
     return Recorder(sample_rate=16000, channels=1, block_size=512, capacity_seconds=30.0)
 
@@ -213,6 +217,7 @@ class UnitsTab(ModelTab):
         "Record speech and watch discrete units, discovered without transcriptions, appear under the "
         "spectrogram; then hear it resynthesised from the units in your voice or another's."
     )
+    job_prefix = "units"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -229,7 +234,6 @@ class UnitsTab(ModelTab):
         self.live: LiveStream | None = None
         self.resynthesis: Resynthesis | None = None
         self.state = "idle"  # idle | loading | recording | finishing | encoding | resynthesising
-        self._runners: list[JobRunner] = []
         self._pending_resynthesis = False
         self._stop_reason = ""  # why the last recording ended by itself ('' when the user stopped it)
         self.live_redraws = 0  # timer ticks that redrew the live view (tests read this)
@@ -392,8 +396,9 @@ class UnitsTab(ModelTab):
         registry = self.registry
         self.state = "loading"
         self._say(f"Loading units model {name}…")
-        self._run(lambda: load_session(registry, name), f"units-load-{name}",
-                  lambda session: self._model_loaded(name, session))
+        self.run_job(lambda: load_session(registry, name), f"load-{name}",
+                     lambda session: self._model_loaded(name, session))
+        self._update_controls()
 
     def _model_loaded(self, name: str, session: UnitsSession) -> None:
         self.session, self.loaded_name = session, name
@@ -455,33 +460,18 @@ class UnitsTab(ModelTab):
 
     # ------------------------------------------------------------------------------------------ jobs
 
-    def _run(self, factory: Callable[[], Any], name: str, on_result: Callable[[Any], None],
-             on_error: Callable[[str], None] | None = None, progress: bool = True) -> JobRunner:
-        runner = JobRunner(factory, name=name, parent=self)
-        if progress:
-            runner.progress.connect(self._on_progress)
-        runner.result.connect(on_result)
-        runner.error.connect(on_error or self._on_job_error)
-        runner.finished.connect(lambda: self._job_finished(runner))
-        self._runners.append(runner)
-        self._update_controls()
-        runner.start()
-        return runner
-
     @Slot(dict)
-    def _on_progress(self, progress: dict) -> None:
+    def job_progress(self, progress: dict) -> None:
         text = format_progress(progress)
         if text:
             self.status_label.setText(text)
 
     @Slot(str)
-    def _on_job_error(self, message: str) -> None:
+    def job_failed(self, message: str) -> None:
         self._say(f"Error: {message}")
 
-    def _job_finished(self, runner: JobRunner) -> None:
-        if runner in self._runners:
-            self._runners.remove(runner)
-        if not any(r.is_running() for r in self._runners):
+    def job_ended(self, runner: JobRunner) -> None:
+        if not self.busy():
             if self.state in ("recording", "finishing"):
                 self._end_live()
             self.state = "idle"
@@ -489,9 +479,6 @@ class UnitsTab(ModelTab):
                 self._pending_resynthesis = False
                 self.start_resynthesis()
         self._update_controls()
-
-    def busy(self) -> bool:
-        return any(r.is_running() for r in self._runners)
 
     def _say(self, message: str) -> None:
         self.status_label.setText(message)
@@ -528,7 +515,8 @@ class UnitsTab(ModelTab):
         self.state = "recording"
         self._say(f"Recording… units appear about {self.session.lookahead_ms:.0f} ms behind the audio. "
                   "Space stops.")
-        self._run(self.live.run, "units-live", self._live_done, self._live_error, progress=False)
+        self.run_job(self.live.run, "live", self._live_done, self._live_error, on_progress=_quiet)
+        self._update_controls()
         self.timer.start()
 
     def stop_recording(self, reason: str = "") -> None:
@@ -638,7 +626,8 @@ class UnitsTab(ModelTab):
         self._clear_views()
         self.state = "encoding"
         self._say(f"Encoding {Path(path).name}…")
-        self._run(lambda: session.encode_file(path), "units-file", self._file_encoded)
+        self.run_job(lambda: session.encode_file(path), "file", self._file_encoded)
+        self._update_controls()
 
     def _file_encoded(self, units: list[int]) -> None:
         s = self.session
@@ -683,7 +672,8 @@ class UnitsTab(ModelTab):
             return
         speaker = max(0, self.speaker_combo.currentIndex())
         self.state = "resynthesising"
-        self._run(lambda: s.resynthesize_job(speaker), "units-resynth", self._resynthesised)
+        self.run_job(lambda: s.resynthesize_job(speaker), "resynth", self._resynthesised)
+        self._update_controls()
 
     @Slot(int)
     def _speaker_chosen(self, index: int) -> None:
@@ -786,7 +776,4 @@ class UnitsTab(ModelTab):
             self.recorder = None
         if self.player is not None:
             self.player.stop()
-        for runner in list(self._runners):
-            runner.cancel()
-        for runner in list(self._runners):
-            runner.wait(timeout_ms)
+        self.stop_jobs(timeout_ms)

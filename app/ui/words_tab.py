@@ -53,7 +53,6 @@ from app.services.words import (
 )
 from app.ui.tab_base import ModelTab
 from app.ui.widgets import PlotHint, WaveformPlot, envelope
-from app.workers import JobRunner
 
 SPOKEN_COLOUR = "#4c9be8"
 WRITTEN_COLOUR = "#e8964c"
@@ -126,6 +125,7 @@ class WordsTab(ModelTab):
     model_ready = Signal(str)  # a words model is loaded (its name)
     items_changed = Signal()  # the collection changed and the views were redrawn
     search_finished = Signal(object)  # TermSearchResult
+    job_prefix = "words"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -133,7 +133,6 @@ class WordsTab(ModelTab):
         self.space: WordSpace | None = None
         self._loaded_device = ""
         self.words = WordSet()
-        self.runners: list[JobRunner] = []
         self.audio = DeviceStatus(False, False, "audio devices not checked yet")
         self.recorder: Recorder | None = None
         self.make_recorder: Callable[[], Recorder] = lambda: Recorder(sample_rate=SAMPLE_RATE)
@@ -319,7 +318,7 @@ class WordsTab(ModelTab):
         self._set_controls_enabled(False)
         registry = self.registry
         self._loaded_device = self.device_preference()
-        self._run(lambda: load_space_job(registry, entry), self._space_loaded, f"load-{entry.name}")
+        self.run_job(lambda: load_space_job(registry, entry), f"load-{entry.name}", self._space_loaded)
 
     @Slot(object)
     def _space_loaded(self, space: WordSpace) -> None:
@@ -327,7 +326,7 @@ class WordsTab(ModelTab):
         self._set_controls_enabled(True)
         self.status(f"Model {space.name} ready ({space.dim}-d space).")
         if self.words.items:
-            self._run(lambda: reembed_job(space, list(self.words.items)), self._reembedded, "reembed")
+            self.run_job(lambda: reembed_job(space, list(self.words.items)), "reembed", self._reembedded)
         self.model_ready.emit(space.name)
 
     @Slot(object)
@@ -359,14 +358,9 @@ class WordsTab(ModelTab):
 
     # --------------------------------------------------------------------------------------- running jobs
 
-    def _run(self, factory: Callable[[], Job[Any]], on_result: Callable[[Any], None], name: str) -> None:
-        runner = JobRunner(factory, name=f"words-{name}", parent=self)
-        runner.progress.connect(lambda p: self.status(format_progress(p)))
-        runner.result.connect(on_result)
-        runner.error.connect(self.error)
-        runner.finished.connect(lambda: self.runners.remove(runner) if runner in self.runners else None)
-        self.runners.append(runner)
-        runner.start()
+    @Slot(dict)
+    def job_progress(self, progress: dict) -> None:
+        self.status(format_progress(progress))
 
 
     # ------------------------------------------------------------------------------------------- adding
@@ -384,7 +378,7 @@ class WordsTab(ModelTab):
         if space is None:
             self.error("No words model loaded yet.")
             return
-        self._run(lambda: load_items_job(space, paths), self._items_loaded, "files")
+        self.run_job(lambda: load_items_job(space, paths), "files", self._items_loaded)
 
     @Slot()
     def add_typed_word(self) -> None:
@@ -400,7 +394,7 @@ class WordsTab(ModelTab):
         if space is None:
             self.error("No words model loaded yet.")
             return
-        self._run(lambda: text_items_job(space, texts), self._items_loaded, "text")
+        self.run_job(lambda: text_items_job(space, texts), "text", self._items_loaded)
 
     @Slot(object)
     def _items_loaded(self, result: LoadResult) -> None:
@@ -494,8 +488,8 @@ class WordsTab(ModelTab):
             return
         self._recordings += 1
         label = f"recording {self._recordings}"
-        self._run(lambda: recording_item_job(space, audio, recorder.sample_rate, label),
-                  lambda item: self._add_items([item]), "recording")
+        self.run_job(lambda: recording_item_job(space, audio, recorder.sample_rate, label), "recording",
+                     lambda item: self._add_items([item]))
 
     # ------------------------------------------------------------------------------------------ playback
 
@@ -635,8 +629,8 @@ class WordsTab(ModelTab):
 
     def open_recording(self, path: Path) -> None:
         resampler = self.space.resampler if self.space is not None else "soxr"  # the model's, as in training
-        self._run(lambda: load_recording_job(path, resampler), lambda audio: self.set_search_audio(audio, path.name),
-                  "open-recording")
+        self.run_job(lambda: load_recording_job(path, resampler), "open-recording",
+                     lambda audio: self.set_search_audio(audio, path.name))
 
     def set_search_audio(self, audio: np.ndarray, label: str = "recording") -> None:
         """The recording to search, 16 kHz mono."""
@@ -675,8 +669,8 @@ class WordsTab(ModelTab):
             vector, duration, _ = yield from query_vector_job(space, query)
             return (yield from term_search_job(space, audio, SAMPLE_RATE, vector, query_duration_s=duration))
 
-        self._run(job, self._search_done, "search")
-        self.runners[-1].finished.connect(lambda: self.search_button.setEnabled(self.space is not None))
+        runner = self.run_job(job, "search", self._search_done)
+        runner.finished.connect(lambda: self.search_button.setEnabled(self.space is not None))
 
     @Slot(object)
     def _search_done(self, result: TermSearchResult) -> None:
@@ -716,6 +710,4 @@ class WordsTab(ModelTab):
             self.recorder.stop()
             self.recorder = None
         self.player.stop()
-        for runner in list(self.runners):
-            runner.cancel()
-            runner.wait(timeout_ms)
+        self.stop_jobs(timeout_ms)

@@ -195,8 +195,8 @@ def test_spoken_term_search_in_a_generated_recording(qtbot, tab: WordsTab) -> No
         tab.words.clear()
         from app.services.words import recording_item_job
 
-        tab._run(lambda: recording_item_job(tab.space, np.concatenate([gap(0.2), target, gap(0.2)]), sr,
-                                            "target"), lambda item: tab._add_items([item]), "test-item")
+        tab.run_job(lambda: recording_item_job(tab.space, np.concatenate([gap(0.2), target, gap(0.2)]), sr,
+                                               "target"), "test-item", lambda item: tab._add_items([item]))
     tab.set_search_audio(recording, "generated")
     tab.views.setCurrentIndex(1)
     tab.query_combo.setEditText("target")
