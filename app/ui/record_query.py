@@ -5,9 +5,9 @@ Recorder, then silence trimmed), writes the trimmed sound to a temporary WAV fil
 find-similar with it (`SearchSession.similar` takes files outside the library). "Save recording…" keeps
 that file wherever the user wants. While recording, the button stops early and searches with what came.
 
-The widget needs from its tab only public things: `status`/`error` to talk, `session`, `mode`,
-`similar_to` and `run_search` to search, and `run_job`, so that the job is the tab's and closing the tab
-stops the microphone. No audio library is touched here: the job runs in the tab's `JobRunner`.
+The widget needs from its tab only public things: `status`/`error` to talk, `session` and `state` (the
+`SearchState`, which it asks for sounds like the recording), and `run_job`, so that the job is the tab's and
+closing the tab stops the microphone. No audio library is touched here: the job runs in the tab's `JobRunner`.
 """
 
 from __future__ import annotations
@@ -131,8 +131,7 @@ class RecordQuery(QWidget):
         """Find-similar with a file outside the library: the same search as a result's "Find similar"."""
         if self.tab.session is None:
             return
-        self.tab.mode, self.tab.similar_to = "similar", path
-        self.tab.run_search()
+        self.tab.state.find_similar(path)
 
     # ------------------------------------------------------------------------------------------ save
 
