@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from app.services.library import Hit, SearchFilters
+from app.services.library.records import MatchInfo
 from app.services.search import NAMES_WEIGHT, Results
 from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, SearchState, balance_position
-from app.ui.search_text import no_results_message, results_header
+from app.ui.search_text import no_results_message, results_header, why_html
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -200,3 +201,10 @@ def test_what_the_list_says() -> None:
     assert "not only favourites" in no_results_message(filtered, indexing=False, favourites_only=True)
     assert no_results_message(Results([], "door", "text", 5), False, False) == "No sounds match “door”."
 
+
+def test_why_names_only_the_fields_the_service_found_words_in() -> None:
+    m = MatchInfo(matched_terms=["door"], spans={"folder": [(0, 4)]}, name_score=0.8, sound_score=0.3,
+                  fields={"name": "Door_01.wav", "folder": "Doors", "tags": "", "user_tags": ""})
+    h = hit("Doors/Door_01.wav", 1)
+    h.match = m
+    assert "in its folder ·" in why_html(h)  # "Door" is in the name too, but the service marked the folder only

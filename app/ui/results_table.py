@@ -35,6 +35,7 @@ from app.ui.search_text import (
     highlight,
     no_results_message,
     results_header,
+    tag_spans,
     why_html,
 )
 from app.ui.widgets import RichTextDelegate
@@ -100,7 +101,7 @@ class ResultsTable(QTableWidget):
             self.STAR: (STAR_ON if hit.favourite else STAR_OFF, None),
             self.NAME: (name, highlight(name, field_spans(hit, "name", name))),
             self.FOLDER: (folder or "·", highlight(folder, field_spans(hit, "folder", folder)) if folder else "·"),
-            self.TAGS: (tags, highlight(tags, field_spans(hit, "user_tags", tags))),
+            self.TAGS: (tags, highlight(tags, tag_spans(hit))),
             self.DURATION: (format_duration(hit.duration), None),
             self.NAMES: ("–" if names is None else f"{names:.3f}", None),
             self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),

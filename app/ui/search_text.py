@@ -1,11 +1,14 @@
 """What the Search tab writes, without Qt: durations, indexing progress and summaries, the results header and
 what an empty list means, and why a result matched, with the query's words highlighted.
+
+Which words matched, and where, is the search service's answer (`hit.match.spans`, found with
+`app.services.library.names.word_spans`); this module only moves those spans to where the list shows the
+field's text, and never looks for words itself.
 """
 
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -107,39 +110,39 @@ def matched_terms(hit: Hit) -> list[str]:
     return list(hit.match.matched_terms) if hit.match is not None else []
 
 
-def _word_start(text: str, i: int) -> bool:
-    """A word starts at i: after a non-alphanumeric, at a camelCase hump, or where letters and digits meet."""
-    if i == 0 or not text[i - 1].isalnum():
-        return True
-    before, here = text[i - 1], text[i]
-    return (before.islower() and here.isupper()) or (before.isdigit() != here.isdigit())
-
-
-def term_spans(text: str, terms: Iterable[str]) -> list[tuple[int, int]]:
-    """(start, end) of every occurrence of a term at a word start, case-insensitive; a term also marks longer
-    words it begins ('creak' in 'DoorCreaking'), as the keyword channel's prefixes and stems match them."""
-    low, spans = text.lower(), []
-    for term in {t.lower().strip() for t in terms if t and t.strip()}:
-        for m in re.finditer(re.escape(term), low):
-            if _word_start(text, m.start()):
-                spans.append((m.start(), m.end()))
-    return spans
-
-
-def field_spans(hit: Hit, field: str, shown: str) -> list[tuple[int, int]]:
-    """Where the query matched `shown`, the text the list shows for the hit's `field` (name, folder, tags,
-    user_tags): the service's spans, shifted when `shown` holds the field's text at another place (a file name
-    in a path), else the matched terms found in `shown` (e.g. a field the service gave no spans for)."""
+def field_spans(hit: Hit, field: str, shown: str) -> list[Span]:
+    """Where the query matched `shown`, the text the list shows for the hit's `field` (name, folder, tags): the
+    service's spans, moved when `shown` holds the field's text at another place (a file name in a path) or is
+    its end; none where the service gave none."""
     m = hit.match
     source, given = (m.fields.get(field), m.spans.get(field)) if m is not None else (None, None)
-    if source and given:
-        offset = 0 if source == shown else shown.rfind(source)
-        if offset >= 0:
-            return [(a + offset, b + offset) for a, b in given]
-        tail = len(source) - len(shown)  # `shown` is the end of the source (a file name of a path)
-        if tail > 0 and source.endswith(shown):
-            return [(a - tail, b - tail) for a, b in given if a >= tail]
-    return term_spans(shown, matched_terms(hit))
+    if not source or not given:
+        return []
+    offset = 0 if source == shown else shown.rfind(source)
+    if offset >= 0:
+        return [(a + offset, b + offset) for a, b in given]
+    tail = len(source) - len(shown)  # `shown` is the end of the source (a file name of a path)
+    if tail > 0 and source.endswith(shown):
+        return [(a - tail, b - tail) for a, b in given if a >= tail]
+    return []
+
+
+def tag_spans(hit: Hit, separator: str = ", ") -> list[Span]:
+    """The service's spans in the hit's user tags, moved to `separator.join(hit.user_tags)`, the way the list
+    shows them (the service joins them its own way). A tag edited away since the search keeps no span."""
+    m = hit.match
+    source, given = (m.fields.get("user_tags"), m.spans.get("user_tags")) if m is not None else (None, None)
+    if not source or not given:
+        return []
+    moved: list[Span] = []
+    src = dst = 0
+    for tag in hit.user_tags:
+        found = source.find(tag, src)
+        if found >= 0:
+            moved += [(a - found + dst, b - found + dst) for a, b in given if found <= a and b <= found + len(tag)]
+            src = found + len(tag)
+        dst += len(tag) + len(separator)
+    return moved
 
 
 def channel_scores(hit: Hit) -> tuple[float | None, float | None]:
@@ -156,10 +159,10 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
     names = names if "names" in channels else None
     sound = sound if "sound" in channels else None
     terms = matched_terms(hit)
-    fields = hit.match.fields if hit.match is not None else {}
+    spans = hit.match.spans if hit.match is not None else {}
     where = [label for field, label in (("name", "name"), ("folder", "folder"), ("tags", "embedded tags"),
                                         ("user_tags", "tags"))
-             if fields.get(field) and field_spans(hit, field, fields[field])]
+             if spans.get(field)]
     parts = []
     if terms:
         words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)

@@ -25,7 +25,7 @@ from app.services.registry import ModelRegistry
 from app.ui.results_table import ResultsTable
 from app.ui.search_state import BALANCE_STEPS, balance, balance_position
 from app.ui.search_tab import SearchTab
-from app.ui.search_text import highlight, term_spans, why_html
+from app.ui.search_text import field_spans, highlight, tag_spans, why_html
 from app.ui.tag_dialog import TagDialog, split_tags
 from core.checkpoints import save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
@@ -359,12 +359,24 @@ def test_highlight_marks_spans_and_escapes_the_rest() -> None:
     assert highlight("plain", []) == "plain"
 
 
-def test_term_spans_at_word_starts_camel_case_and_prefixes() -> None:
-    text = "DOORWood_Creak Slow_01 DoorCreaking"
-    spans = term_spans(text, ["creak", "door"])
-    assert sorted(text[a:b] for a, b in spans) == ["Creak", "Creak", "DOOR", "Door"]
-    assert term_spans("screaking", ["creak"]) == []  # not at a word start
-    assert term_spans("Bird", []) == [] and term_spans("x", ["", " "]) == []
+def test_the_list_marks_the_words_the_service_found_and_no_others() -> None:
+    """One matched-word rule, the service's (hit.match.spans): the list only moves its spans to where it shows
+    each field; a field the service found nothing in stays plain even if a query word appears there."""
+    fields = {"name": "DOORWood_Creak.wav", "folder": "Doors/Wood", "tags": "", "user_tags": "creaky; old door"}
+    m = MatchInfo(matched_terms=["door", "creak"], fields=fields,
+                  spans={"name": [(0, 4), (9, 14)], "user_tags": [(12, 16)]})  # no span in the folder
+    hit = Hit(Path("/l/Doors/Wood/DOORWood_Creak.wav"), 0.5, 1.0, "Doors/Wood", 0.0, [0.4], 1, "", match=m,
+              user_tags=["creaky", "old door"])
+    name = "DOORWood_Creak.wav"
+    assert [name[a:b] for a, b in field_spans(hit, "name", name)] == ["DOOR", "Creak"]
+    shown = f"Library/{name}"  # the same name shown inside a longer text
+    assert [shown[a:b] for a, b in field_spans(hit, "name", shown)] == ["DOOR", "Creak"]
+    assert field_spans(hit, "folder", "Doors/Wood") == []  # "Door" is there, but the service did not mark it
+    tags = "creaky, old door"  # as the list shows them; the service joined them with "; "
+    assert [tags[a:b] for a, b in tag_spans(hit)] == ["door"]
+    hit.user_tags = ["old door"]  # edited since the search: the span follows its tag
+    assert [hit.user_tags[0][a:b] for a, b in tag_spans(hit)] == ["door"]
+    assert tag_spans(Hit(Path("/x.wav"), 0.1, 1.0, "", 0.0, [0.1])) == []  # find similar: no match info
 
 
 def test_why_says_what_matched_and_each_channels_score() -> None:
