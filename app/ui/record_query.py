@@ -5,9 +5,9 @@ Recorder, then silence trimmed), writes the trimmed sound to a temporary WAV fil
 find-similar with it (`SearchSession.similar` takes files outside the library). "Save recording…" keeps
 that file wherever the user wants. While recording, the button stops early and searches with what came.
 
-The widget needs from its tab only public things: `status`/`error` to talk, `session`, `mode`,
-`similar_to` and `run_search` to search, and the `runners` list so that closing the tab stops the
-microphone. No audio library is touched here: the job runs in a `JobRunner`.
+The widget needs from its tab only public things: `status`/`error` to talk, `session` and `state` (the
+`SearchState`, which it asks for sounds like the recording), and `run_job`, so that the job is the tab's and
+closing the tab stops the microphone. No audio library is touched here: the job runs in the tab's `JobRunner`.
 """
 
 from __future__ import annotations
@@ -93,22 +93,17 @@ class RecordQuery(QWidget):
         self.start()
 
     def start(self) -> None:
-        from app.workers import JobRunner
-
         if self.tab.session is None:
             self.tab.error("Open a sound library first: a recording is searched for in a library.")
             return
         seconds, factory, stop = self.seconds_spin.value(), self.record_factory, threading.Event()
         self._stop = stop
-        self.runner = runner = JobRunner(lambda: factory(seconds, stop=stop), name="search-record", parent=self)
-        runner.progress.connect(self._progress)
-        runner.result.connect(self._recorded)
-        runner.error.connect(lambda message: self.tab.error(f"Recording failed: {message}"))
+        self.tab.status("Opening the microphone…")
+        self.runner = runner = self.tab.run_job(
+            lambda: factory(seconds, stop=stop), "record", self._recorded, on_progress=self._progress,
+            on_error=lambda message: self.tab.error(f"Recording failed: {message}"))
         runner.cancelled.connect(lambda: self.tab.status("Recording stopped; nothing was searched."))
         runner.finished.connect(lambda: self._finished(runner))
-        self.tab.runners.append(runner)  # the tab's shutdown cancels (and waits for) it
-        self.tab.status("Opening the microphone…")
-        runner.start()
         self._update()
 
     @Slot(dict)
@@ -128,8 +123,6 @@ class RecordQuery(QWidget):
         self.search(path)
 
     def _finished(self, runner: Any) -> None:  # noqa: ANN401 - a JobRunner
-        if runner in self.tab.runners:
-            self.tab.runners.remove(runner)
         if runner is self.runner:
             self.runner = None
         self._update()
@@ -138,8 +131,7 @@ class RecordQuery(QWidget):
         """Find-similar with a file outside the library: the same search as a result's "Find similar"."""
         if self.tab.session is None:
             return
-        self.tab.mode, self.tab.similar_to = "similar", path
-        self.tab.run_search()
+        self.tab.state.find_similar(path)
 
     # ------------------------------------------------------------------------------------------ save
 

@@ -90,14 +90,14 @@ def drive_search(window: Any, indexed: list[Any], step: Step, query: str,  # noq
                  names_weight: float | None = None) -> None:
     tab = window.search_tab
     if names_weight is not None:  # the names <-> sound slider, as a user would set it (1: names, 0: sound)
-        from app.ui.search_tab import balance_position
+        from app.ui.search_state import balance_position
 
-        tab.balance_slider.setValue(balance_position(names_weight))
+        tab.balance.slider.setValue(balance_position(names_weight))
     window.tabs.setCurrentWidget(tab)
     if not step.wait(lambda: bool(indexed), "the demo library to be indexed"):
         return
     if indexed[-1] is None:
-        warn(f"search: indexing stopped: {tab.index_label.text()}")
+        warn(f"search: indexing stopped: {tab.indexing.index_label.text()}")
     shown: list[Any] = []
     previews: list[Any] = []
     tab.results_shown.connect(shown.append)
@@ -105,12 +105,13 @@ def drive_search(window: Any, indexed: list[Any], step: Step, query: str,  # noq
     tab.query_edit.setText(query)  # search as you type (debounced), as if typed
     if not step.wait(lambda: bool(shown) and shown[-1].query == query, f"results for “{query}”"):
         return
-    if not tab.hits:
+    if not tab.state.hits:
         warn(f"search: no results for “{query}”")
         return
-    if tab.selected_hit() is None or tab.preview is None:
+    if tab.state.selected_hit() is None or tab.state.preview is None:
         tab.table.selectRow(0)
-    step.wait(lambda: tab.preview is not None and tab.preview_hit is not None, "the preview of the first result")
+    step.wait(lambda: tab.state.preview is not None and tab.state.preview_hit is not None,
+              "the preview of the first result")
 
 
 def drive_units(window: Any, step: Step, speech: Path | None) -> None:  # noqa: ANN401 - MainWindow

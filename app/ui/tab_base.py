@@ -1,27 +1,84 @@
-"""What every tab shares: a stack that shows an empty state until the tab's model is available."""
+"""What every tab shares: its background jobs (`JobTab.run_job`), and for the model tabs a stack that shows an
+empty state until the tab's model is available (`ModelTab`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus
+from app.services.jobs import Job
 from app.services.registry import ModelEntry, ModelRegistry
 from app.ui.widgets import EmptyState
+from app.workers import JobRunner
 
 
-class ModelTab(QWidget):
+class JobTab(QWidget):
+    """A tab that runs long work in the background: `run_job` starts a job in a `JobRunner`, keeps it in
+    `runners` until its thread has ended and hands its progress, result and error to the tab; `stop_jobs`
+    cancels them all and waits (closing). Subclasses say what a job's progress and errors do by default
+    (`job_progress`, `job_failed`) and react to a job's end in `job_ended`."""
+
+    status_changed = Signal(str)
+    job_prefix = ""  # runner (and thread) names are "<prefix>-<name>"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.runners: list[JobRunner] = []
+
+    def run_job(self, factory: Callable[[], Job[Any]], name: str, on_result: Callable[[Any], None],
+                on_error: Callable[[str], None] | None = None,
+                on_progress: Callable[[dict], None] | None = None) -> JobRunner:
+        """Start `factory()`'s job now; `on_error` and `on_progress` default to `job_failed` and `job_progress`."""
+        runner = JobRunner(factory, name=f"{self.job_prefix}-{name}" if self.job_prefix else name, parent=self)
+        runner.progress.connect(on_progress or self.job_progress)
+        runner.result.connect(on_result)
+        runner.error.connect(on_error or self.job_failed)
+        runner.finished.connect(lambda: self._job_ended(runner))
+        self.runners.append(runner)
+        runner.start()
+        return runner
+
+    def job_progress(self, progress: dict) -> None:
+        """What a job's progress does unless `run_job` was told otherwise: nothing."""
+
+    def job_failed(self, message: str) -> None:
+        """What a job's error does unless `run_job` was told otherwise: the tab says it."""
+        self.error(message)
+
+    def error(self, message: str) -> None:
+        raise NotImplementedError
+
+    def job_ended(self, runner: JobRunner) -> None:
+        """Called once a job's thread has ended (after its result or error) and it has left `runners`."""
+
+    def _job_ended(self, runner: JobRunner) -> None:
+        if runner in self.runners:
+            self.runners.remove(runner)
+        self.job_ended(runner)
+
+    def busy(self) -> bool:
+        return any(r.is_running() for r in self.runners)
+
+    def stop_jobs(self, timeout_ms: int) -> None:
+        """Ask every job to stop at its next yield, then wait for their threads (each up to `timeout_ms`)."""
+        for runner in list(self.runners):
+            runner.cancel()
+        for runner in list(self.runners):
+            runner.wait(timeout_ms)
+
+
+class ModelTab(JobTab):
     """A tab driven by one kind of model. Subclasses fill `self.page` (the working view)."""
 
     kind: str = ""
     title: str = ""
     purpose: str = ""
-    status_changed = Signal(str)
     models_loaded = Signal()  # emit after loading a model so the status bar can say so
     status_label: QLabel  # set by subclasses that use status()/error()
-    runners: list[Any]  # the tab's JobRunners, for busy()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -86,10 +143,7 @@ class ModelTab(QWidget):
         label.setVisible(several)
         return combo.currentText()
 
-    # subclasses that use these have a `status_label` (QLabel) and a `runners` list (JobRunner)
-    def busy(self) -> bool:
-        return any(r.is_running() for r in self.runners)
-
+    # subclasses that use these have a `status_label` (QLabel)
     @Slot(str)
     def status(self, message: str) -> None:
         self.status_label.setStyleSheet("")

@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 
 from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
-from app.workers import JobRunner
+from app.ui.tab_base import JobTab
 
 KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
@@ -61,14 +61,14 @@ def format_eta(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d} left" if h else f"{m}:{s:02d} left"
 
 
-class TrainTab(QWidget):
+class TrainTab(JobTab):
     """The Train tab. `model_registered(name)` fires after "Use this model": rescan the registry then."""
 
     model_registered = Signal(str)
-    status_changed = Signal(str)
     validated = Signal(object)  # DataReport, after each validation
     schema_ready = Signal(str)  # kind, once its settings form is built
     run_changed = Signal(str)  # status of the run on show, when it changes
+    job_prefix = "train"
 
     def __init__(self, parent: QWidget | None = None, runs_dir: Path | None = None, models_dir: Path | None = None,
                  trainer_module: str | None = None, trainer_path: Path | None = None) -> None:
@@ -77,7 +77,6 @@ class TrainTab(QWidget):
         self.models_dir = models_dir
         self.trainer_module, self.trainer_path = trainer_module, trainer_path  # tests: a fake trainer
         self.registry: ModelRegistry | None = None
-        self.runners: list[JobRunner] = []
         self.specs: list[tr.SettingSpec] = []
         self.inputs: dict[str, QWidget] = {}
         self.report: Any = None  # DataReport of the current (kind, folder)
@@ -237,18 +236,10 @@ class TrainTab(QWidget):
 
     # --------------------------------------------------------------------------------------- jobs
 
-    def _start_job(self, factory: Any, name: str, on_result: Any) -> JobRunner:  # noqa: ANN401
-        runner = JobRunner(factory, name=f"train-{name}", parent=self)
-        runner.result.connect(on_result)
-        runner.error.connect(self.error)
-        runner.progress.connect(lambda p: self.message(str(p.get("message", ""))) if p.get("message") else None)
-        runner.finished.connect(lambda: self.runners.remove(runner) if runner in self.runners else None)
-        self.runners.append(runner)
-        runner.start()
-        return runner
-
-    def busy(self) -> bool:
-        return any(r.is_running() for r in self.runners)
+    @Slot(dict)
+    def job_progress(self, progress: dict) -> None:
+        if progress.get("message"):
+            self.message(str(progress["message"]))
 
     @Slot()
     def kind_changed(self) -> None:
@@ -257,8 +248,8 @@ class TrainTab(QWidget):
         self._clear_form()
         self.settings_box.setTitle(f"Settings — loading the {kind} trainer…")
         self.name_edit.setText(tr.suggest_name(kind, self.runs_dir))
-        self._start_job(lambda: tr.schema_job(kind, self.trainer_module_for()), f"schema-{kind}",
-                        lambda res, kind=kind: self._schema_loaded(kind, res))
+        self.run_job(lambda: tr.schema_job(kind, self.trainer_module_for()), f"schema-{kind}",
+                     lambda res, kind=kind: self._schema_loaded(kind, res))
         if self.data_edit.text().strip():
             self.validate()
         self._update_buttons()
@@ -303,8 +294,8 @@ class TrainTab(QWidget):
         self.report, self._report_key = None, key
         self.report_label.setText(f"Checking {html.escape(folder)}…")
         self._update_buttons()
-        self._start_job(lambda: tr.validate_job(key[0], key[1]), "validate",
-                        lambda report, key=key: self._validated(key, report))
+        self.run_job(lambda: tr.validate_job(key[0], key[1]), "validate",
+                     lambda report, key=key: self._validated(key, report))
 
     def _validated(self, key: tuple[str, str], report: Any) -> None:  # noqa: ANN401 - a DataReport
         if key != (self.kind(), self.data_edit.text().strip()):
@@ -565,9 +556,7 @@ class TrainTab(QWidget):
         if stop_runs and self.run is not None and self.run.status == "running":
             self.run.cancel()
             self.run.wait(timeout_ms / 1000)
-        for runner in list(self.runners):
-            runner.cancel()
-            runner.wait(timeout_ms)
+        self.stop_jobs(timeout_ms)
 
 
 # ------------------------------------------------------------------------------------------------ helpers

@@ -2,7 +2,7 @@
 
 Left: the collection (spoken words from files or the microphone, written words with their phonemes), the
 model picker and the nearest neighbours of the selected item. Right: a similarity-matrix heat map and a
-2-D PCA map, and a spoken-term search page (a longer recording, a query, scores over time, best hits).
+2-D PCA map (`word_views.py`), and a spoken-term search page (a longer recording, a query, scores over time, best hits).
 Every model call runs in a `JobRunner`; errors land in the status line and `status_changed`.
 """
 
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QIcon, QKeyEvent, QPainter, QPixmap
+from PySide6.QtGui import QColor, QIcon, QKeyEvent, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -52,36 +51,13 @@ from app.services.words import (
     text_items_job,
 )
 from app.ui.tab_base import ModelTab
-from app.ui.widgets import PlotHint, WaveformPlot, envelope
-from app.workers import JobRunner
+from app.ui.widgets import WaveformPlot, envelope
+from app.ui.word_views import SPOKEN_COLOUR, WRITTEN_COLOUR, CompareViews, short
 
-SPOKEN_COLOUR = "#4c9be8"
-WRITTEN_COLOUR = "#e8964c"
 SPEECH_LEVEL = 0.02  # peak amplitude that counts as speech while recording
 SPEECH_SECONDS = 2.0  # recording stops this long after speech starts
 MAX_RECORD_SECONDS = 6.0  # ... or after this long in any case
-MATRIX_TEXT_LIMIT = 10  # write the values in the cells up to this many items
-MATRIX_HINT = "Add spoken or written words to compare them"
-MAP_HINT = "Add two or more words to see them on a 2-D map"
 
-
-def short(label: str, n: int = 10) -> str:
-    return label if len(label) <= n else label[: n - 1] + "…"
-
-
-def show_axes(plot: pg.PlotWidget, on: bool) -> None:
-    """Left and bottom axes' lines, tick values and grid on or off: an empty plot shows a hint, not bare ranges.
-
-    The axes keep their place (an invisible pen) so nothing jumps, or gets clipped, when data arrives.
-    """
-    plot.getAxis("bottom").setStyle(autoReduceTextSpace=False)  # keep the tick row's height while it is empty
-    for side in ("left", "bottom"):
-        axis = plot.getAxis(side)
-        axis.setTicks(None if on else [[]])  # None: automatic ticks again (the matrix sets its own afterwards)
-        if on:
-            axis.setPen()  # the default foreground
-        else:
-            axis.setPen(None)
 
 
 def waveform_icon(audio: np.ndarray, width: int = 48, height: int = 20) -> QIcon:
@@ -126,6 +102,7 @@ class WordsTab(ModelTab):
     model_ready = Signal(str)  # a words model is loaded (its name)
     items_changed = Signal()  # the collection changed and the views were redrawn
     search_finished = Signal(object)  # TermSearchResult
+    job_prefix = "words"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -133,7 +110,6 @@ class WordsTab(ModelTab):
         self.space: WordSpace | None = None
         self._loaded_device = ""
         self.words = WordSet()
-        self.runners: list[JobRunner] = []
         self.audio = DeviceStatus(False, False, "audio devices not checked yet")
         self.recorder: Recorder | None = None
         self.make_recorder: Callable[[], Recorder] = lambda: Recorder(sample_rate=SAMPLE_RATE)
@@ -181,7 +157,9 @@ class WordsTab(ModelTab):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self._build_collection())
         self.views = QTabWidget()
-        self.views.addTab(self._build_compare(), "Compare")
+        self.compare = CompareViews()
+        self.compare.item_clicked.connect(self.items_list.setCurrentRow)
+        self.views.addTab(self.compare, "Compare")
         self.views.addTab(self._build_search(), "Search a recording")
         split.addWidget(self.views)
         split.setStretchFactor(0, 0)
@@ -217,43 +195,6 @@ class WordsTab(ModelTab):
         self.nearest_list = QListWidget()
         col.addWidget(self.nearest_list, 2)
         return box
-
-    def _build_compare(self) -> QWidget:
-        split = QSplitter(Qt.Orientation.Horizontal)
-        self.matrix_plot = pg.PlotWidget(title="Cosine similarity")
-        self.matrix_plot.setMenuEnabled(False)
-        self.matrix_plot.setMouseEnabled(x=False, y=False)
-        self.matrix_plot.hideButtons()
-        self.matrix_plot.setAspectLocked(True)
-        self.matrix_plot.invertY(True)
-        self.matrix_image = pg.ImageItem()
-        self.matrix_image.setColorMap(pg.colormap.get("viridis"))
-        self.matrix_plot.addItem(self.matrix_image)
-        self.matrix_bar = pg.ColorBarItem(values=(-1, 1), colorMap=pg.colormap.get("viridis"), interactive=False,
-                                          width=12)
-        self.matrix_bar.setImageItem(self.matrix_image, insert_in=self.matrix_plot.getPlotItem())
-        self._matrix_text: list[pg.TextItem] = []
-        self.matrix_hint = PlotHint(self.matrix_plot, MATRIX_HINT)
-        split.addWidget(self.matrix_plot)
-
-        self.map_plot = pg.PlotWidget(title="2-D map (PCA)")
-        self.map_plot.setMenuEnabled(False)
-        self.map_plot.hideButtons()
-        self.map_plot.showGrid(x=True, y=True, alpha=0.2)
-        self.map_plot.addLegend(offset=(5, 5))  # the named scatters below enter it
-        self.map_spoken = pg.ScatterPlotItem(symbol="o", size=11, brush=pg.mkBrush(SPOKEN_COLOUR), name="spoken")
-        self.map_written = pg.ScatterPlotItem(symbol="s", size=11, brush=pg.mkBrush(WRITTEN_COLOUR),
-                                              name="written")
-        for scatter in (self.map_spoken, self.map_written):
-            self.map_plot.addItem(scatter)
-            scatter.sigClicked.connect(self._map_clicked)
-        self._map_text: list[pg.TextItem] = []
-        self.map_hint = PlotHint(self.map_plot, MAP_HINT)
-        split.addWidget(self.map_plot)
-        split.setSizes([420, 420])
-        self._draw_matrix()  # the empty state: hints instead of pyqtgraph's default ranges
-        self._draw_map()
-        return split
 
     def _build_search(self) -> QWidget:
         box = QWidget()
@@ -319,7 +260,7 @@ class WordsTab(ModelTab):
         self._set_controls_enabled(False)
         registry = self.registry
         self._loaded_device = self.device_preference()
-        self._run(lambda: load_space_job(registry, entry), self._space_loaded, f"load-{entry.name}")
+        self.run_job(lambda: load_space_job(registry, entry), f"load-{entry.name}", self._space_loaded)
 
     @Slot(object)
     def _space_loaded(self, space: WordSpace) -> None:
@@ -327,7 +268,7 @@ class WordsTab(ModelTab):
         self._set_controls_enabled(True)
         self.status(f"Model {space.name} ready ({space.dim}-d space).")
         if self.words.items:
-            self._run(lambda: reembed_job(space, list(self.words.items)), self._reembedded, "reembed")
+            self.run_job(lambda: reembed_job(space, list(self.words.items)), "reembed", self._reembedded)
         self.model_ready.emit(space.name)
 
     @Slot(object)
@@ -359,14 +300,9 @@ class WordsTab(ModelTab):
 
     # --------------------------------------------------------------------------------------- running jobs
 
-    def _run(self, factory: Callable[[], Job[Any]], on_result: Callable[[Any], None], name: str) -> None:
-        runner = JobRunner(factory, name=f"words-{name}", parent=self)
-        runner.progress.connect(lambda p: self.status(format_progress(p)))
-        runner.result.connect(on_result)
-        runner.error.connect(self.error)
-        runner.finished.connect(lambda: self.runners.remove(runner) if runner in self.runners else None)
-        self.runners.append(runner)
-        runner.start()
+    @Slot(dict)
+    def job_progress(self, progress: dict) -> None:
+        self.status(format_progress(progress))
 
 
     # ------------------------------------------------------------------------------------------- adding
@@ -384,7 +320,7 @@ class WordsTab(ModelTab):
         if space is None:
             self.error("No words model loaded yet.")
             return
-        self._run(lambda: load_items_job(space, paths), self._items_loaded, "files")
+        self.run_job(lambda: load_items_job(space, paths), "files", self._items_loaded)
 
     @Slot()
     def add_typed_word(self) -> None:
@@ -400,7 +336,7 @@ class WordsTab(ModelTab):
         if space is None:
             self.error("No words model loaded yet.")
             return
-        self._run(lambda: text_items_job(space, texts), self._items_loaded, "text")
+        self.run_job(lambda: text_items_job(space, texts), "text", self._items_loaded)
 
     @Slot(object)
     def _items_loaded(self, result: LoadResult) -> None:
@@ -494,8 +430,8 @@ class WordsTab(ModelTab):
             return
         self._recordings += 1
         label = f"recording {self._recordings}"
-        self._run(lambda: recording_item_job(space, audio, recorder.sample_rate, label),
-                  lambda item: self._add_items([item]), "recording")
+        self.run_job(lambda: recording_item_job(space, audio, recorder.sample_rate, label), "recording",
+                     lambda item: self._add_items([item]))
 
     # ------------------------------------------------------------------------------------------ playback
 
@@ -534,8 +470,7 @@ class WordsTab(ModelTab):
         self.items_list.blockSignals(False)
         if items:
             self.items_list.setCurrentRow(max(0, min(row, len(items) - 1)))
-        self._draw_matrix()
-        self._draw_map()
+        self.compare.draw(self.words)
         self._selection_changed(self.items_list.currentRow())
         typed = self.query_combo.currentText()
         self.query_combo.blockSignals(True)
@@ -545,70 +480,6 @@ class WordsTab(ModelTab):
         self.query_combo.setEditText(typed)
         self.query_combo.blockSignals(False)
         self.items_changed.emit()
-
-    def _draw_matrix(self) -> None:
-        for t in self._matrix_text:
-            self.matrix_plot.removeItem(t)
-        self._matrix_text = []
-        n = len(self.words)
-        self.matrix_hint.setVisible(n == 0)
-        show_axes(self.matrix_plot, n > 0)
-        sim = self.words.similarity() if n else np.zeros((1, 1), np.float32)
-        if n:
-            self.matrix_image.setImage(sim, autoLevels=False, levels=(-1.0, 1.0))
-            self.matrix_image.setRect(0, 0, n, n)
-        else:
-            self.matrix_image.clear()  # a lone 0.0 cell would read as data
-        # rows carry numbered labels, columns only the numbers: long labels would collide along the bottom
-        rows = [(i + 0.5, f"{short(it.label)} {i + 1}") for i, it in enumerate(self.words.items)]
-        self.matrix_plot.getAxis("left").setTicks([rows])
-        self.matrix_plot.getAxis("bottom").setTicks([[(i + 0.5, str(i + 1)) for i in range(n)]])
-        if 0 < n <= MATRIX_TEXT_LIMIT:
-            font = QFont()
-            font.setPointSizeF(max(6.0, 11.0 - 0.5 * n))
-            for i in range(n):
-                for j in range(n):
-                    text = pg.TextItem(f"{sim[i, j]:.2f}", color="w" if sim[i, j] < 0.5 else "k", anchor=(0.5, 0.5))
-                    text.setFont(font)
-                    text.setPos(j + 0.5, i + 0.5)
-                    self.matrix_plot.addItem(text)
-                    self._matrix_text.append(text)
-        self.matrix_plot.setRange(xRange=(0, max(n, 1)), yRange=(0, max(n, 1)), padding=0)
-
-    def _draw_map(self) -> None:
-        for t in self._map_text:
-            self.map_plot.removeItem(t)
-        self._map_text = []
-        items = self.words.items
-        self._set_map_empty(not items)
-        xy = self.words.project_2d() if items else np.zeros((0, 2), np.float32)
-        spoken = [i for i, it in enumerate(items) if it.kind == "spoken"]
-        written = [i for i, it in enumerate(items) if it.kind != "spoken"]
-        self.map_spoken.setData(pos=xy[spoken], data=spoken)
-        self.map_written.setData(pos=xy[written], data=written)
-        for i, it in enumerate(items):
-            colour = SPOKEN_COLOUR if it.kind == "spoken" else WRITTEN_COLOUR
-            text = pg.TextItem(short(it.label, 14), color=QColor(colour).darker(150), anchor=(0, 1))
-            text.setPos(float(xy[i, 0]), float(xy[i, 1]))
-            self.map_plot.addItem(text)
-            self._map_text.append(text)
-        if items:
-            self.map_plot.autoRange(padding=0.2)
-        else:
-            self.map_plot.setRange(xRange=(-1, 1), yRange=(-1, 1), padding=0)  # a centred frame for the hint
-
-    def _set_map_empty(self, empty: bool) -> None:
-        """Empty: the hint, and no axes or legend (there is nothing for them to describe)."""
-        self.map_hint.setVisible(empty)
-        show_axes(self.map_plot, not empty)
-        legend = self.map_plot.getPlotItem().legend
-        if legend is not None:
-            legend.setVisible(not empty)
-
-    @Slot(object, object)
-    def _map_clicked(self, scatter: pg.ScatterPlotItem, points: list[Any]) -> None:
-        if len(points):
-            self.items_list.setCurrentRow(int(points[0].data()))
 
     @Slot(int)
     def _selection_changed(self, row: int) -> None:
@@ -635,8 +506,8 @@ class WordsTab(ModelTab):
 
     def open_recording(self, path: Path) -> None:
         resampler = self.space.resampler if self.space is not None else "soxr"  # the model's, as in training
-        self._run(lambda: load_recording_job(path, resampler), lambda audio: self.set_search_audio(audio, path.name),
-                  "open-recording")
+        self.run_job(lambda: load_recording_job(path, resampler), "open-recording",
+                     lambda audio: self.set_search_audio(audio, path.name))
 
     def set_search_audio(self, audio: np.ndarray, label: str = "recording") -> None:
         """The recording to search, 16 kHz mono."""
@@ -675,8 +546,8 @@ class WordsTab(ModelTab):
             vector, duration, _ = yield from query_vector_job(space, query)
             return (yield from term_search_job(space, audio, SAMPLE_RATE, vector, query_duration_s=duration))
 
-        self._run(job, self._search_done, "search")
-        self.runners[-1].finished.connect(lambda: self.search_button.setEnabled(self.space is not None))
+        runner = self.run_job(job, "search", self._search_done)
+        runner.finished.connect(lambda: self.search_button.setEnabled(self.space is not None))
 
     @Slot(object)
     def _search_done(self, result: TermSearchResult) -> None:
@@ -716,6 +587,4 @@ class WordsTab(ModelTab):
             self.recorder.stop()
             self.recorder = None
         self.player.stop()
-        for runner in list(self.runners):
-            runner.cancel()
-            runner.wait(timeout_ms)
+        self.stop_jobs(timeout_ms)

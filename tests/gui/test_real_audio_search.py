@@ -69,12 +69,12 @@ def test_record_button_finds_the_sound_that_was_made(qtbot, pulse: PulseStack, t
     qtbot.waitUntil(lambda: any("make the sound now" in m for m in messages), timeout=10_000)
     clip = decode(DEMO / "Animals" / "sheep-bleat.wav")
     pulse.play("speakers", clip.audio, clip.sample_rate)
-    qtbot.waitUntil(lambda: tab.results is not None and tab.results.mode == "similar", timeout=30_000)
+    qtbot.waitUntil(lambda: tab.state.results is not None and tab.state.results.mode == "similar", timeout=30_000)
 
-    results = tab.results
-    assert results.hits[0].path.relative_to(tab.library).as_posix() == "Animals/sheep-bleat.wav"
+    results = tab.state.results
+    assert results.hits[0].path.relative_to(tab.state.library).as_posix() == "Animals/sheep-bleat.wav"
     assert results.hits[0].score > 0.9
-    assert tab.results_header.text().startswith(f"{len(results.hits)} results for sounds like recording-")
+    assert tab.lists.results_header.text().startswith(f"{len(results.hits)} results for sounds like recording-")
     trimmed = len(trim_silence(clip.audio, sample_rate=clip.sample_rate)) / clip.sample_rate  # the sound in it
     said = [m for m in messages if m.startswith("Recorded ")]
     assert said == [f"Recorded {trimmed:.1f} s of sound; finding sounds like it…"] or abs(
@@ -82,7 +82,7 @@ def test_record_button_finds_the_sound_that_was_made(qtbot, pulse: PulseStack, t
     assert rq.record_button.text() == "● Record" and rq.save_button.isEnabled()
     kept = rq.save(tmp_path / "kept.wav")  # "Save recording…" with the file dialog answered
     assert kept is not None and decode(kept).duration == pytest.approx(trimmed, abs=0.1)
-    assert not list(tab.library.rglob("recording-*.wav"))  # the query never lands in the library
+    assert not list(tab.state.library.rglob("recording-*.wav"))  # the query never lands in the library
 
 
 def test_stop_searches_with_what_came_so_far(qtbot, pulse: PulseStack, tab: SearchTab, registry: ModelRegistry,
@@ -100,8 +100,8 @@ def test_stop_searches_with_what_came_so_far(qtbot, pulse: PulseStack, tab: Sear
     pulse.play("speakers", clip.audio, clip.sample_rate)
     qtbot.wait(round(1000 * clip.duration) + 500)
     rq.record_button.click()  # Stop: no need to wait 30 s
-    qtbot.waitUntil(lambda: tab.results is not None and tab.results.mode == "similar", timeout=30_000)
-    assert tab.results.hits[0].path.name == "fan-whir.wav"
+    qtbot.waitUntil(lambda: tab.state.results is not None and tab.state.results.mode == "similar", timeout=30_000)
+    assert tab.state.results.hits[0].path.name == "fan-whir.wav"
 
 
 def test_record_is_disabled_with_a_reason_without_a_microphone(tab: SearchTab) -> None:

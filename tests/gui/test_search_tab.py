@@ -22,18 +22,11 @@ from app.services.audio import DeviceStatus, Player
 from app.services.library import Hit
 from app.services.library.records import MatchInfo
 from app.services.registry import ModelRegistry
-from app.ui.search_tab import (
-    BALANCE_STEPS,
-    ResultsTable,
-    SearchTab,
-    TagDialog,
-    balance,
-    balance_position,
-    highlight,
-    split_tags,
-    term_spans,
-    why_html,
-)
+from app.ui.results_table import ResultsTable
+from app.ui.search_state import BALANCE_STEPS, balance, balance_position
+from app.ui.search_tab import SearchTab
+from app.ui.search_text import field_spans, highlight, tag_spans, why_html
+from app.ui.tag_dialog import TagDialog, split_tags
 from core.checkpoints import save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
@@ -180,7 +173,7 @@ def test_indexes_automatically_and_the_gui_keeps_turning(qtbot, tab: SearchTab, 
         tab.set_models(registry.entries())  # loads the model, opens the library, indexes: all in workers
         tab.set_library(root)
         while not blocker.signal_triggered:
-            progress.append(tab.index_label.text())
+            progress.append(tab.indexing.index_label.text())
             qtbot.wait(20)
     end = time.monotonic()
     timer.stop()
@@ -194,10 +187,10 @@ def test_indexes_automatically_and_the_gui_keeps_turning(qtbot, tab: SearchTab, 
     assert end - start > 0.5, "indexing was too quick to measure"
     assert len(during) >= 0.6 * (end - start) / 0.05
     assert gaps.max() < 0.5, f"event loop stalled for {gaps.max():.2f} s"
-    assert "26 sounds indexed" in tab.index_label.text()
+    assert "26 sounds indexed" in tab.indexing.index_label.text()
     # the controls reset when the worker's thread has ended, a moment after its result (a separate signal)
-    qtbot.waitUntil(lambda: not tab.cancel_button.isVisibleTo(tab), timeout=10_000)
-    assert tab.reindex_button.isVisibleTo(tab)
+    qtbot.waitUntil(lambda: not tab.indexing.cancel_button.isVisibleTo(tab), timeout=10_000)
+    assert tab.indexing.reindex_button.isVisibleTo(tab)
 
 
 def test_search_preview_similar_failed_filters(qtbot, tab: SearchTab, registry: ModelRegistry,
@@ -208,109 +201,110 @@ def test_search_preview_similar_failed_filters(qtbot, tab: SearchTab, registry: 
 
     # failed files are listed with their reasons
     assert tab.lists.tabText(1) == "Failed files (1)"
-    reason = tab.failed_list.item(0).text()
+    reason = tab.lists.failed_list.item(0).text()
     assert reason.startswith("birds/broken.wav") and ("corrupt" in reason or "not" in reason), reason
 
     # search as you type: nothing until the debounce has passed, then results best first
     tab.query_edit.setText("a bird")
     qtbot.wait(100)
-    assert tab.results is None
+    assert tab.state.results is None
     results = search(qtbot, tab, "a bird sings")
-    assert len(results.hits) == 6 and tab.results_stack.currentWidget() is tab.table
+    assert len(results.hits) == 6 and tab.lists.results_stack.currentWidget() is tab.table
     scores = [h.score for h in results.hits]
     assert scores == sorted(scores, reverse=True) and tab.table.rowCount() == 6
-    assert "6 results" in tab.results_header.text()
+    assert "6 results" in tab.lists.results_header.text()
 
     # selecting shows the preview (waveform + spectrogram), decoded in a worker
-    row = [h.rel_path for h in tab.hits].index("long/mixed.wav")
+    row = [h.rel_path for h in tab.state.hits].index("long/mixed.wav")
     with qtbot.waitSignal(tab.preview_shown, timeout=20_000) as blocker:
         tab.table.selectRow(row)
     preview = blocker.args[0]
     assert preview.duration_s == pytest.approx(5.0) and preview.spectrogram.shape[1] == 257
-    assert "mixed.wav" in tab.preview_title.text()
-    hit = tab.hits[row]
-    assert len(hit.window_scores) == 3 and tab.window_plot.isVisibleTo(tab)  # per-window similarity
-    assert tab.start_s == hit.best_window_start_s and tab.waveform.best.isVisible()
+    assert "mixed.wav" in tab.preview_pane.preview_title.text()
+    hit = tab.state.hits[row]
+    assert len(hit.window_scores) == 3 and tab.preview_pane.window_plot.isVisibleTo(tab)  # per-window similarity
+    assert tab.preview_pane.start_s == hit.best_window_start_s and tab.preview_pane.waveform.best.isVisible()
     shot(tab, "results")
 
     # no output device: Play is disabled and says why
-    assert not tab.play_button.isEnabled() and "no audio output" in tab.play_button.toolTip()
+    assert not tab.preview_pane.play_button.isEnabled() and "no audio output" in tab.preview_pane.play_button.toolTip()
 
     # drag out as a file; copy path; reveal in the file manager
     mime = tab.table.mimeData([tab.table.item(row, 0)])
     assert [u.toLocalFile() for u in mime.urls()] == [str(root / "long/mixed.wav")]
-    tab.copy_selected_path()
+    tab.preview_pane.copy_selected_path()
     assert QGuiApplication.clipboard().text() == str(root / "long/mixed.wav")
     opened: list[QUrl] = []
-    tab.open_url = opened.append
-    tab.reveal_selected()
+    tab.preview_pane.open_url = opened.append
+    tab.preview_pane.reveal_selected()
     assert opened and opened[0].toLocalFile() == str(root / "long")
 
     # find similar: the copy of a file comes first, with cosine ~1
-    chirp = [h.rel_path for h in tab.hits].index("birds/chirp.wav")
+    chirp = [h.rel_path for h in tab.state.hits].index("birds/chirp.wav")
     tab.table.selectRow(chirp)
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.similar_button.click()
+        tab.preview_pane.similar_button.click()
     similar = blocker.args[0]
     assert similar.mode == "similar" and similar.hits[0].rel_path == "engines/chirp_copy.wav"
-    assert similar.hits[0].score > 0.999 and "sounds like chirp.wav" in tab.results_header.text()
+    assert similar.hits[0].score > 0.999 and "sounds like chirp.wav" in tab.lists.results_header.text()
 
     # filters narrow the results (back to the text query by typing)
     search(qtbot, tab, "a bird sings!")
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.max_spin.setValue(1.0)
+        tab.filters_bar.max_spin.setValue(1.0)
     assert {h.rel_path for h in blocker.args[0].hits} == {"birds/tone.wav"}
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.max_spin.setValue(0.0)
-        tab.folder_combo.setCurrentIndex(tab.folder_combo.findData("engines"))
+        tab.filters_bar.max_spin.setValue(0.0)
+        tab.filters_bar.folder_combo.setCurrentIndex(tab.filters_bar.folder_combo.findData("engines"))
     assert {h.folder for h in blocker.args[0].hits} == {"engines"} and len(blocker.args[0].hits) == 3
-    assert tab.folder_combo.findData("long") > 0 and tab.folder_combo.findData("birds") > 0
+    assert tab.filters_bar.folder_combo.findData("long") > 0 and tab.filters_bar.folder_combo.findData("birds") > 0
 
     # no results: say so, with the reason
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.min_spin.setValue(100.0)
-    assert blocker.args[0].hits == [] and tab.results_stack.currentWidget() is tab.no_results
-    assert "No sounds match" in tab.no_results.text() and "filters" in tab.no_results.text()
+        tab.filters_bar.min_spin.setValue(100.0)
+    assert blocker.args[0].hits == [] and tab.lists.results_stack.currentWidget() is tab.lists.no_results
+    assert "No sounds match" in tab.lists.no_results.text() and "filters" in tab.lists.no_results.text()
     shot(tab, "no_results")
 
 
 def test_playback_space_bar_and_click_to_seek(qtbot, tab: SearchTab, registry: ModelRegistry,
                                               tmp_path: Path) -> None:
     root = make_library(tmp_path / "lib")
-    tab.player = Player(stream_factory=FakeSpeakers)
+    tab.preview_pane.player = Player(stream_factory=FakeSpeakers)
     tab.set_audio_status(SPEAKERS)
     open_and_index(qtbot, tab, registry, root)
     search(qtbot, tab, "noise")
-    row = [h.rel_path for h in tab.hits].index("long/mixed.wav")
+    row = [h.rel_path for h in tab.state.hits].index("long/mixed.wav")
     with qtbot.waitSignal(tab.preview_shown, timeout=20_000):
         tab.table.selectRow(row)
-    assert tab.play_button.isEnabled()
-    best = tab.hits[row].best_window_start_s
+    assert tab.preview_pane.play_button.isEnabled()
+    best = tab.state.hits[row].best_window_start_s
 
     # the space bar plays from the best window of a long file; again stops
     tab.table.setFocus()
     QTest.keyClick(tab.table, Qt.Key.Key_Space)
-    assert tab.player.playing and tab.player.position == pytest.approx(best)
-    assert tab.play_button.text() == "Stop"
+    assert tab.preview_pane.player.playing and tab.preview_pane.player.position == pytest.approx(best)
+    assert tab.preview_pane.play_button.text() == "Stop"
     QTest.keyClick(tab.table, Qt.Key.Key_Space)
-    assert not tab.player.playing and tab.play_button.text() == "Play"
+    assert not tab.preview_pane.player.playing and tab.preview_pane.play_button.text() == "Play"
 
     # ... but a space typed into the query is a space
     tab.query_edit.setFocus()
     QTest.keyClicks(tab.query_edit, " x")
-    assert tab.query_edit.text() == "noise x" and not tab.player.playing
+    assert tab.query_edit.text() == "noise x" and not tab.preview_pane.player.playing
 
     # click on the waveform: play from there
-    vb = tab.waveform.getPlotItem().getViewBox()
+    vb = tab.preview_pane.waveform.getPlotItem().getViewBox()
     target = vb.mapViewToScene(pg_point(3.5, 0.0))
-    pos = tab.waveform.mapFromScene(target)
-    QTest.mouseClick(tab.waveform.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(int(pos.x()), int(pos.y())))
-    assert tab.start_s == pytest.approx(3.5, abs=0.1)
-    tab.toggle_play()
-    assert tab.player.position == pytest.approx(tab.start_s, abs=1e-3)
-    tab.seek_to(1.0)  # while playing: the position moves
-    assert tab.player.position == pytest.approx(1.0)
-    tab.stop_playback()
+    pos = tab.preview_pane.waveform.mapFromScene(target)
+    QTest.mouseClick(tab.preview_pane.waveform.viewport(), Qt.MouseButton.LeftButton,
+                     pos=QPoint(int(pos.x()), int(pos.y())))
+    assert tab.preview_pane.start_s == pytest.approx(3.5, abs=0.1)
+    tab.preview_pane.toggle_play()
+    assert tab.preview_pane.player.position == pytest.approx(tab.preview_pane.start_s, abs=1e-3)
+    tab.preview_pane.seek_to(1.0)  # while playing: the position moves
+    assert tab.preview_pane.player.position == pytest.approx(1.0)
+    tab.preview_pane.stop_playback()
 
 
 def pg_point(x: float, y: float) -> object:
@@ -324,19 +318,19 @@ def test_cancel_and_pause_indexing(qtbot, tab: SearchTab, registry: ModelRegistr
     with qtbot.waitSignal(tab.session_ready, timeout=30_000):
         tab.set_models(registry.entries())
         tab.set_library(root)
-    tab.toggle_pause()
-    assert tab.index_runner.is_paused() and tab.pause_button.text() == "Resume"
-    tab.toggle_pause()
-    assert not tab.index_runner.is_paused()
+    tab.indexing.toggle_pause()
+    assert tab.indexing.runner.is_paused() and tab.indexing.pause_button.text() == "Resume"
+    tab.indexing.toggle_pause()
+    assert not tab.indexing.runner.is_paused()
     with qtbot.waitSignal(tab.indexing_finished, timeout=30_000) as blocker:
-        tab.cancel_indexing()
+        tab.indexing.cancel()
     if blocker.args[0] is None:  # cancelled before the end (it may also have finished first)
-        assert "cancelled" in tab.index_label.text()
-    qtbot.waitUntil(lambda: tab.index_runner is None, timeout=10_000)
-    assert tab.reindex_button.isVisibleTo(tab)
+        assert "cancelled" in tab.indexing.index_label.text()
+    qtbot.waitUntil(lambda: tab.indexing.runner is None, timeout=10_000)
+    assert tab.indexing.reindex_button.isVisibleTo(tab)
     # indexing again picks up where it stopped
     with qtbot.waitSignal(tab.indexing_finished, timeout=60_000) as blocker:
-        tab.reindex_button.click()
+        tab.indexing.reindex_button.click()
     assert blocker.args[0].indexed == 18
 
 
@@ -365,12 +359,24 @@ def test_highlight_marks_spans_and_escapes_the_rest() -> None:
     assert highlight("plain", []) == "plain"
 
 
-def test_term_spans_at_word_starts_camel_case_and_prefixes() -> None:
-    text = "DOORWood_Creak Slow_01 DoorCreaking"
-    spans = term_spans(text, ["creak", "door"])
-    assert sorted(text[a:b] for a, b in spans) == ["Creak", "Creak", "DOOR", "Door"]
-    assert term_spans("screaking", ["creak"]) == []  # not at a word start
-    assert term_spans("Bird", []) == [] and term_spans("x", ["", " "]) == []
+def test_the_list_marks_the_words_the_service_found_and_no_others() -> None:
+    """One matched-word rule, the service's (hit.match.spans): the list only moves its spans to where it shows
+    each field; a field the service found nothing in stays plain even if a query word appears there."""
+    fields = {"name": "DOORWood_Creak.wav", "folder": "Doors/Wood", "tags": "", "user_tags": "creaky; old door"}
+    m = MatchInfo(matched_terms=["door", "creak"], fields=fields,
+                  spans={"name": [(0, 4), (9, 14)], "user_tags": [(12, 16)]})  # no span in the folder
+    hit = Hit(Path("/l/Doors/Wood/DOORWood_Creak.wav"), 0.5, 1.0, "Doors/Wood", 0.0, [0.4], 1, "", match=m,
+              user_tags=["creaky", "old door"])
+    name = "DOORWood_Creak.wav"
+    assert [name[a:b] for a, b in field_spans(hit, "name", name)] == ["DOOR", "Creak"]
+    shown = f"Library/{name}"  # the same name shown inside a longer text
+    assert [shown[a:b] for a, b in field_spans(hit, "name", shown)] == ["DOOR", "Creak"]
+    assert field_spans(hit, "folder", "Doors/Wood") == []  # "Door" is there, but the service did not mark it
+    tags = "creaky, old door"  # as the list shows them; the service joined them with "; "
+    assert [tags[a:b] for a, b in tag_spans(hit)] == ["door"]
+    hit.user_tags = ["old door"]  # edited since the search: the span follows its tag
+    assert [hit.user_tags[0][a:b] for a, b in tag_spans(hit)] == ["door"]
+    assert tag_spans(Hit(Path("/x.wav"), 0.1, 1.0, "", 0.0, [0.1])) == []  # find similar: no match info
 
 
 def test_why_says_what_matched_and_each_channels_score() -> None:
@@ -444,8 +450,8 @@ def named(qtbot, tab: SearchTab, registry: ModelRegistry, tmp_path: Path) -> Sea
 
 def test_names_sound_control_and_why_it_matched(qtbot, named: SearchTab) -> None:
     tab = named
-    assert tab.balance_slider.value() == tab.balance_slider.marked  # the tuned default, marked
-    assert tab.search_options() == ("both", None)
+    assert tab.balance.slider.value() == tab.balance.slider.marked  # the tuned default, marked
+    assert tab.state.ranking() == ("both", None)
     results = search(qtbot, tab, "door creak")
     assert len(results.hits) == 5  # fused: every file has a sound score (the tiny model's are random)
     row = [h.rel_path for h in results.hits].index("Doors/DOORWood_Creak Slow_01.wav")
@@ -458,73 +464,73 @@ def test_names_sound_control_and_why_it_matched(qtbot, named: SearchTab) -> None
     lark = [h.rel_path for h in results.hits].index("Animals/Birds/lark_song.flac")
     assert "<span" not in tab.table.item(lark, ResultsTable.NAME).text()  # nothing matched there
     tab.table.selectRow(row)
-    why = tab.why_label.text()
+    why = tab.preview_pane.why_label.text()
     assert "matched" in why and ">door</span>" in why and "name and folder" in why and "sound" in why
 
     # names only: files whose names say nothing of it are gone, and there is no sound score
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.names_button.click()
-    assert tab.balance_slider.value() == 0 and tab.search_options() == ("names", None)
+        tab.balance.names_button.click()
+    assert tab.balance.slider.value() == 0 and tab.state.ranking() == ("names", None)
     names_hits = blocker.args[0].hits  # keyword matches first; weak semantic neighbours may follow
     assert {h.folder for h in names_hits[:2]} == {"Doors"}
     assert "Animals/Birds/lark_song.flac" not in {h.rel_path for h in names_hits}
     assert set(column(tab, ResultsTable.SOUND)) == {"–"}
     tab.table.selectRow(0)
-    assert "names" in tab.why_label.text() and "sound" not in tab.why_label.text()
+    assert "names" in tab.preview_pane.why_label.text() and "sound" not in tab.preview_pane.why_label.text()
 
     # find similar by sound alone (the button), or by sound and name (the context menu)
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.similar_button.click()
+        tab.preview_pane.similar_button.click()
     assert blocker.args[0].mode == "similar" and tab.table.channels == ("sound",)
     action = next(a for a in tab.context_menu(0).actions() if a.text() == "Find similar by sound and name")
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
         action.trigger()
     assert blocker.args[0].mode == "similar" and tab.table.channels == ("names", "sound")
-    assert "by sound and name" in tab.results_header.text()
+    assert "by sound and name" in tab.lists.results_header.text()
     search(qtbot, tab, "door creak!")  # typing goes back to text search
     shot(tab, "names_why")
 
     # sound only: the slider's other end; the query runs again by itself
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.sound_button.click()
-    assert tab.search_options() == ("sound", None) and len(blocker.args[0].hits) == 5
+        tab.balance.sound_button.click()
+    assert tab.state.ranking() == ("sound", None) and len(blocker.args[0].hits) == 5
     # a mix in between, then back to the default with a double-click on the slider
     with qtbot.waitSignal(tab.results_shown, timeout=20_000):
-        tab.balance_slider.setValue(40)  # (30 is the default position since the names weight became 0.7)
-    assert tab.search_options() == ("both", 0.6)
-    QTest.mouseDClick(tab.balance_slider, Qt.MouseButton.LeftButton)
-    assert tab.balance_slider.value() == tab.balance_slider.marked and tab.search_options() == ("both", None)
+        tab.balance.slider.setValue(40)  # (30 is the default position since the names weight became 0.7)
+    assert tab.state.ranking() == ("both", 0.6)
+    QTest.mouseDClick(tab.balance.slider, Qt.MouseButton.LeftButton)
+    assert tab.balance.slider.value() == tab.balance.slider.marked and tab.state.ranking() == ("both", None)
     # the position is kept for the next session
     again = SearchTab()
     qtbot.addWidget(again)
-    assert again.balance_slider.value() == tab.balance_slider.value()
+    assert again.balance.slider.value() == tab.balance.slider.value()
     again.shutdown()
 
 
 def test_tags_on_several_results_and_favourites(qtbot, named: SearchTab) -> None:
     tab = named
-    tab.names_button.click()
+    tab.balance.names_button.click()
     search(qtbot, tab, "door")
-    doors = [r for r, h in enumerate(tab.hits) if h.folder == "Doors"]
+    doors = [r for r, h in enumerate(tab.state.hits) if h.folder == "Doors"]
     assert len(doors) == 2
-    door_paths = {tab.hits[r].rel_path for r in doors}
+    door_paths = {tab.state.hits[r].rel_path for r in doors}
     tab.table.clearSelection()
     for r in doors:
         tab.table.selectionModel().select(tab.table.model().index(r, 0),
                                           tab.table.selectionModel().SelectionFlag.Select
                                           | tab.table.selectionModel().SelectionFlag.Rows)
-    assert len(tab.selected_hits()) == 2 and tab.tags_button.text() == "Tags of 2…"
+    assert len(tab.state.selected_hits()) == 2 and tab.preview_pane.tags_button.text() == "Tags of 2…"
 
     # add two tags to both at once
-    dialog = TagDialog([[], []], tab.known_tags, tab)
+    dialog = TagDialog([[], []], tab.state.known_tags, tab)
     qtbot.addWidget(dialog)
     dialog.new_edit.setText("wooden, spooky house")  # typed, not yet added: OK adds it
     press_ok(dialog)
     with qtbot.waitSignal(tab.tags_changed, timeout=20_000):
-        tab.edit_tags(dialog)
+        tab.marks.edit_tags(dialog)
     for r in doors:
         assert set(tab.table.plain(r, ResultsTable.TAGS).split(", ")) == {"wooden", "spooky house"}
-    assert {"wooden", "spooky house"} <= set(tab.known_tags)
+    assert {"wooden", "spooky house"} <= set(tab.state.known_tags)
     shot(tab, "tags")
 
     # tags are searchable, and the matched tag is highlighted in the list
@@ -534,53 +540,55 @@ def test_tags_on_several_results_and_favourites(qtbot, named: SearchTab) -> None
 
     # remove one from one of them
     tab.table.selectRow(0)
-    first = tab.hits[0]
-    dialog = TagDialog([first.user_tags], tab.known_tags, tab)
+    first = tab.state.hits[0]
+    dialog = TagDialog([first.user_tags], tab.state.known_tags, tab)
     qtbot.addWidget(dialog)
     dialog.list.findItems("wooden", Qt.MatchFlag.MatchExactly)[0].setCheckState(Qt.CheckState.Unchecked)
     press_ok(dialog)
     with qtbot.waitSignal(tab.tags_changed, timeout=20_000) as blocker:
-        tab.edit_tags(dialog)
-    assert blocker.args[0] == {first.file_id: ["spooky house"]} and tab.hits[0].user_tags == ["spooky house"]
+        tab.marks.edit_tags(dialog)
+    assert blocker.args[0] == {first.file_id: ["spooky house"]} and tab.state.hits[0].user_tags == ["spooky house"]
 
     # a tag the catalog refuses: a clear message, nothing changed
-    dialog = TagDialog([first.user_tags], tab.known_tags, tab)
+    dialog = TagDialog([first.user_tags], tab.state.known_tags, tab)
     qtbot.addWidget(dialog)
     dialog.new_edit.setText("rain;wind")
     with qtbot.waitSignal(tab.status_changed, timeout=20_000,
                           check_params_cb=lambda m: "rain;wind" in m) as blocker:
         press_ok(dialog)
-        tab.edit_tags(dialog)
-    assert "';'" in blocker.args[0] and tab.hits[0].user_tags == ["spooky house"]
+        tab.marks.edit_tags(dialog)
+    assert "';'" in blocker.args[0] and tab.state.hits[0].user_tags == ["spooky house"]
 
     # favourites: a click on the star marks it; the favourites-only filter shows only those
     assert tab.table.plain(1, ResultsTable.STAR) == "☆"
     star = tab.table.visualItemRect(tab.table.item(1, ResultsTable.STAR)).center()
     with qtbot.waitSignal(tab.favourites_changed, timeout=20_000) as blocker:
         QTest.mouseClick(tab.table.viewport(), Qt.MouseButton.LeftButton, pos=star)
-    assert blocker.args == [[tab.hits[1].file_id], True] and tab.table.plain(1, ResultsTable.STAR) == "★"
-    favourite = tab.hits[1].rel_path
+    assert blocker.args == [[tab.state.hits[1].file_id], True] and tab.table.plain(1, ResultsTable.STAR) == "★"
+    favourite = tab.state.hits[1].rel_path
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.favourites_check.setChecked(True)
+        tab.filters_bar.favourites_check.setChecked(True)
     assert [h.rel_path for h in blocker.args[0].hits] == [favourite] and blocker.args[0].hits[0].favourite
     # unmarking it (the button acts on the selection) empties the filtered list
     tab.table.selectRow(0)
-    assert tab.favourite_button.isChecked()
+    assert tab.preview_pane.favourite_button.isChecked()
     with qtbot.waitSignal(tab.results_shown, timeout=20_000) as blocker:
-        tab.favourite_button.click()
-    assert blocker.args[0].hits == [] and "favourites" in tab.no_results.text()
+        tab.preview_pane.favourite_button.click()
+    assert blocker.args[0].hits == [] and "favourites" in tab.lists.no_results.text()
     # the context menu offers the same, for the whole selection
-    tab.favourites_check.setChecked(False)
+    tab.filters_bar.favourites_check.setChecked(False)
     search(qtbot, tab, "door")
     tab.table.selectAll()
     menu = tab.context_menu(0)
     texts = [a.text() for a in menu.actions()]
-    assert f"Edit tags… ({len(tab.hits)} sounds)" in texts and f"Add to favourites ({len(tab.hits)} sounds)" in texts
+    n = len(tab.state.hits)
+    assert f"Edit tags… ({n} sounds)" in texts and f"Add to favourites ({n} sounds)" in texts
 
 
 def test_format_rate_and_channel_filters(qtbot, named: SearchTab) -> None:
     tab = named
-    tab.sound_button.click()
+    bar = tab.filters_bar
+    tab.balance.sound_button.click()
     results = search(qtbot, tab, "a sound")
     assert len(results.hits) == 5
 
@@ -589,12 +597,12 @@ def test_format_rate_and_channel_filters(qtbot, named: SearchTab) -> None:
             change()
         return {h.rel_path for h in blocker.args[0].hits}
 
-    assert shown_after(lambda: tab.format_combo.setCurrentText("FLAC")) == {"Animals/Birds/lark_song.flac"}
-    assert shown_after(lambda: tab.format_combo.setCurrentText("Any format")) and len(tab.hits) == 5
-    assert shown_after(lambda: tab.rate_combo.setCurrentText("≥ 44.1 kHz")) == {"Animals/Birds/lark_song.flac"}
-    assert shown_after(lambda: tab.rate_combo.setCurrentText("≤ 22.05 kHz")) == {"Vehicles/engine idle.ogg"}
-    tab.rate_combo.setCurrentText("Any rate")
-    assert shown_after(lambda: tab.channels_combo.setCurrentText("Stereo")) == {"Vehicles/engine idle.ogg"}
-    mono = shown_after(lambda: tab.channels_combo.setCurrentText("Mono"))
+    assert shown_after(lambda: bar.format_combo.setCurrentText("FLAC")) == {"Animals/Birds/lark_song.flac"}
+    assert shown_after(lambda: bar.format_combo.setCurrentText("Any format")) and len(tab.state.hits) == 5
+    assert shown_after(lambda: bar.rate_combo.setCurrentText("≥ 44.1 kHz")) == {"Animals/Birds/lark_song.flac"}
+    assert shown_after(lambda: bar.rate_combo.setCurrentText("≤ 22.05 kHz")) == {"Vehicles/engine idle.ogg"}
+    bar.rate_combo.setCurrentText("Any rate")
+    assert shown_after(lambda: bar.channels_combo.setCurrentText("Stereo")) == {"Vehicles/engine idle.ogg"}
+    mono = shown_after(lambda: bar.channels_combo.setCurrentText("Mono"))
     assert len(mono) == 4 and "Vehicles/engine idle.ogg" not in mono
-    assert tab.filters().channels == 1 and tab.filters().active
+    assert bar.filters().channels == 1 and bar.filters().active

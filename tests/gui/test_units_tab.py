@@ -18,7 +18,8 @@ from PySide6.QtCore import Qt
 from app.services.audio import DeviceStatus, Player, Recorder, decode
 from app.services.registry import ModelRegistry
 from app.services.units import parse_units_text
-from app.ui.units_tab import UnitsTab, unit_colour
+from app.ui.unit_plots import unit_colour
+from app.ui.units_tab import UnitsTab
 from core.checkpoints import save_checkpoint
 from models.frontends import MFCC, frontend_to_dict
 from models.inverter import InverterConfig

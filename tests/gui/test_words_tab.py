@@ -81,12 +81,12 @@ def test_typed_words_and_files_fill_matrix_map_and_neighbours(qtbot, tab: WordsT
     assert len(tab.words) == 5 and tab.items_list.count() == 5
     assert "/S EH V AH N/" in tab.items_list.item(0).text()
     assert tab.items_list.item(2).text().endswith(" s") and not tab.items_list.item(2).icon().isNull()
-    sim = tab.matrix_image.image
+    sim = tab.compare.matrix_image.image
     assert sim.shape == (5, 5)
     np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-6)
     assert sim[0, 1] == pytest.approx(1.0, abs=1e-5)  # the word and its typed phonemes coincide
-    assert len(tab.map_spoken.data) == 3 and len(tab.map_written.data) == 2
-    ticks = tab.matrix_plot.getAxis("left")._tickLevels[0]
+    assert len(tab.compare.map_spoken.data) == 3 and len(tab.compare.map_written.data) == 2
+    ticks = tab.compare.matrix_plot.getAxis("left")._tickLevels[0]
     assert [label for _, label in ticks][:2] == ["seven 1", "S EH1 V A… 2"]
 
     tab.items_list.setCurrentRow(0)
@@ -101,7 +101,7 @@ def test_typed_words_and_files_fill_matrix_map_and_neighbours(qtbot, tab: WordsT
     tab.items_list.setCurrentRow(1)
     with qtbot.waitSignal(tab.items_changed, timeout=5_000):
         qtbot.keyClick(tab.items_list, Qt.Key.Key_Delete)
-    assert len(tab.words) == 4 and tab.matrix_image.image.shape == (4, 4)
+    assert len(tab.words) == 4 and tab.compare.matrix_image.image.shape == (4, 4)
     assert [it.label for it in tab.words.items][0] == "seven"
 
 
@@ -195,8 +195,8 @@ def test_spoken_term_search_in_a_generated_recording(qtbot, tab: WordsTab) -> No
         tab.words.clear()
         from app.services.words import recording_item_job
 
-        tab._run(lambda: recording_item_job(tab.space, np.concatenate([gap(0.2), target, gap(0.2)]), sr,
-                                            "target"), lambda item: tab._add_items([item]), "test-item")
+        tab.run_job(lambda: recording_item_job(tab.space, np.concatenate([gap(0.2), target, gap(0.2)]), sr,
+                                               "target"), "test-item", lambda item: tab._add_items([item]))
     tab.set_search_audio(recording, "generated")
     tab.views.setCurrentIndex(1)
     tab.query_combo.setEditText("target")
@@ -242,19 +242,21 @@ def test_model_picker_with_two_models_reembeds(qtbot, tmp_path: Path) -> None:
 
 
 def test_empty_views_show_hints_until_words_are_added(qtbot, tab: WordsTab) -> None:
+    views = tab.compare
+
     def empty_state() -> bool:
-        axes = [tab.matrix_plot.getAxis("left"), tab.map_plot.getAxis("bottom")]
-        return (tab.matrix_hint.isVisible() and tab.map_hint.isVisible() and tab.matrix_image.image is None
+        axes = [views.matrix_plot.getAxis("left"), views.map_plot.getAxis("bottom")]
+        return (views.matrix_hint.isVisible() and views.map_hint.isVisible() and views.matrix_image.image is None
                 and all(axis._tickLevels == [[]] for axis in axes))
 
     assert empty_state()  # a hint instead of pyqtgraph's default ranges
-    assert "Add spoken or written words" in tab.matrix_hint.text() and "two or more" in tab.map_hint.text()
+    assert "Add spoken or written words" in views.matrix_hint.text() and "two or more" in views.map_hint.text()
     tab.word_edit.setText("seven")
     with qtbot.waitSignal(tab.items_changed, timeout=10_000):
         tab.add_word_button.click()
-    assert not tab.matrix_hint.isVisible() and not tab.map_hint.isVisible()
-    assert tab.map_plot.getAxis("bottom")._tickLevels is None  # automatic ticks again
-    assert tab.matrix_image.image.shape == (1, 1)
+    assert not tab.compare.matrix_hint.isVisible() and not tab.compare.map_hint.isVisible()
+    assert tab.compare.map_plot.getAxis("bottom")._tickLevels is None  # automatic ticks again
+    assert tab.compare.matrix_image.image.shape == (1, 1)
     with qtbot.waitSignal(tab.items_changed, timeout=5_000):
         tab.clear_items()
     assert empty_state()

@@ -1,0 +1,328 @@
+"""The Search tab's preview of the selected result: its title and why it matched, the actions on it (Play, Find
+similar, Reveal in folder, Copy path, Tags…, Favourite), its waveform (click to play from there) with the play head
+and the best-matching window, the similarity of each window of a long file, and its spectrogram.
+
+`PreviewPane` draws the `SearchState`'s previewed result and plays it (the space bar, from the best-matching part
+of a long file), reveals it in the file manager and copies its path; the other buttons are the tab's to connect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from app.services.audio import DeviceStatus, Player, display_name
+from app.services.library import Hit
+from app.services.search import Preview
+from app.ui.search_state import SearchState
+from app.ui.search_text import STAR_OFF, STAR_ON, format_duration, why_html
+from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
+
+MATCH_COLOUR = "#e8964c"
+PLAYHEAD_MS = 33  # ~30 Hz play head
+DEFAULT_WINDOW_S = 10.0  # the window length drawn when no model says otherwise
+
+
+class PreviewWaveform(WaveformPlot):
+    """Waveform of the selected sound with a play head, the best-matching window, and click-to-seek."""
+
+    clicked = Signal(float)  # seconds into the file
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.playhead = pg.InfiniteLine(0.0, angle=90, pen=pg.mkPen("#c0392b", width=2), movable=False)
+        self.playhead.setVisible(False)
+        self.addItem(self.playhead)
+        self.best = pg.LinearRegionItem((0, 1), movable=False, brush=pg.mkBrush(232, 150, 76, 60))
+        self.best.setVisible(False)
+        self.addItem(self.best)
+        self.scene().sigMouseClicked.connect(self._scene_clicked)
+        self.clear_preview()
+
+    def set_preview(self, p: Preview) -> None:
+        x, y = envelope(p.audio, p.sample_rate, points=2000)
+        self._curve.setData(x + p.offset_s, y)
+        self.setXRange(p.offset_s, p.end_s, padding=0)
+        peak = max(float(np.abs(p.audio).max()) if len(p.audio) else 0.0, 1e-3)
+        self.setYRange(-peak, peak, padding=0.05)
+
+    def clear_preview(self) -> None:
+        self._curve.setData([], [])
+        self.playhead.setVisible(False)
+        self.best.setVisible(False)
+        self.setXRange(0, 1, padding=0)  # a neutral frame, not pyqtgraph's ±0.5 around nothing
+        self.setYRange(-1, 1, padding=0.05)
+
+    def _scene_clicked(self, event: Any) -> None:  # noqa: ANN401 - a pyqtgraph mouse event
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        vb = self.getPlotItem().getViewBox()
+        if vb.sceneBoundingRect().contains(event.scenePos()):
+            self.clicked.emit(float(vb.mapSceneToView(event.scenePos()).x()))
+
+
+class PreviewSpectrogram(SpectrogramView):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setLabel("left", "frequency", units="Hz")
+        self.clear_preview()
+
+    def set_preview(self, p: Preview) -> None:
+        self.set_frames(p.spectrogram, p.hop_seconds)
+        T = p.spectrogram.shape[0]
+        self._image.setRect(p.offset_s, 0, T * p.hop_seconds, p.max_hz)
+        self.setXRange(p.offset_s, p.offset_s + T * p.hop_seconds, padding=0)
+        self.setYRange(0, p.max_hz, padding=0)
+
+    def clear_preview(self) -> None:
+        self._image.clear()
+        self.setXRange(0, 1, padding=0)
+        self.setYRange(0, 8000, padding=0)
+
+
+class PreviewPane(QWidget):
+    """The selected result, drawn from the state, and its playback."""
+
+    error = Signal(str)  # playback problems, for the tab's status line
+    message = Signal(str)  # what an action did, for the tab's status line
+
+    def __init__(self, state: SearchState, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.audio = DeviceStatus(False, False, "audio devices not checked yet")
+        self.player = Player()
+        self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # a seam for tests
+        self.start_s = 0.0  # where Play starts (click-to-seek sets it)
+        self.window_seconds = DEFAULT_WINDOW_S  # the model's window: the steps of the per-window similarity
+        self._drawn: Preview | None = None  # the preview whose audio the plots show
+        self._play_timer = QTimer(self)
+        self._play_timer.setInterval(PLAYHEAD_MS)
+        self._play_timer.timeout.connect(self._tick_playhead)
+        self._build()
+        state.events.preview.connect(self.draw)
+        state.events.hits.connect(lambda _rows: self.update_actions())
+        state.events.library.connect(self.update_actions)
+        self.update_actions()
+
+    def _build(self) -> None:
+        col = QVBoxLayout(self)
+        col.setContentsMargins(0, 0, 0, 0)
+        self.preview_title = QLabel("Select a result to see and hear it.")
+        self.preview_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        col.addWidget(self.preview_title)
+        self.why_label = QLabel("")
+        self.why_label.setTextFormat(Qt.TextFormat.RichText)
+        self.why_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        col.addWidget(self.why_label)
+        row = QHBoxLayout()
+        self.play_button = QPushButton("Play")
+        self.play_button.clicked.connect(self.toggle_play)
+        self.similar_button = QPushButton("Find similar")
+        self.similar_button.setToolTip("Sounds in the library that sound like this one")
+        self.reveal_button = QPushButton("Reveal in folder")
+        self.reveal_button.setToolTip("Open the folder holding this file in the file manager")
+        self.reveal_button.clicked.connect(self.reveal_selected)
+        self.copy_button = QPushButton("Copy path")
+        self.copy_button.clicked.connect(self.copy_selected_path)
+        self.tags_button = QPushButton("Tags…")
+        self.tags_button.setToolTip("Add or remove tags on the selected sounds (select several to tag them at once)")
+        self.favourite_button = QPushButton(f"{STAR_OFF} Favourite")
+        self.favourite_button.setCheckable(True)
+        self.favourite_button.setToolTip("Mark or unmark the selected sounds as favourites")
+        for w in (self.play_button, self.similar_button, self.reveal_button, self.copy_button, self.tags_button,
+                  self.favourite_button):
+            row.addWidget(w)
+        row.addStretch(1)
+        col.addLayout(row)
+        self.waveform = PreviewWaveform()
+        self.waveform.clicked.connect(self.seek_to)
+        self.waveform.setToolTip("Click to play from there")
+        self.window_plot = pg.PlotWidget()
+        self.window_plot.setMenuEnabled(False)
+        self.window_plot.setMouseEnabled(x=False, y=False)
+        self.window_plot.hideButtons()
+        self.window_plot.setLabel("left", "match")
+        self.window_plot.getAxis("left").enableAutoSIPrefix(False)  # cosine values, not milli-units
+        self.window_plot.setToolTip("Similarity of each window of a long file to the query")
+        self.window_plot.setXLink(self.waveform)
+        self.window_plot.setMaximumHeight(90)
+        self.window_curve = self.window_plot.plot(stepMode="center", fillLevel=None,
+                                                  pen=pg.mkPen(MATCH_COLOUR, width=2))
+        self.window_plot.setVisible(False)
+        self.spectrogram = PreviewSpectrogram()
+        self.spectrogram.setXLink(self.waveform)
+        col.addWidget(self.waveform, 2)
+        col.addWidget(self.window_plot, 1)
+        col.addWidget(self.spectrogram, 3)
+        for plot in (self.waveform, self.spectrogram):
+            plot.setMinimumHeight(60)
+
+    # ------------------------------------------------------------------------------------------ drawing
+
+    @Slot()
+    def draw(self) -> None:
+        """The state's previewed result: none, loading (the last sound stays drawn meanwhile), or its audio."""
+        hit, preview = self.state.preview_hit, self.state.preview
+        if hit is None:
+            self.player.stop()
+            self._drawn = None
+            self.waveform.clear_preview()
+            self.spectrogram.clear_preview()
+            self.window_plot.setVisible(False)
+            self.preview_title.setText("Select a result to see and hear it.")
+            self.why_label.setText("")
+        else:
+            self.why_label.setText(why_html(hit, self.state.channels()))
+            if preview is None:
+                self.player.stop()
+                self.preview_title.setText(f"{hit.name} · loading…")
+            else:
+                if preview is not self._drawn:  # the same file again (a new search): only its scores changed
+                    self._draw_audio(hit, preview)
+                self._draw_matches(hit)
+        self.update_actions()
+
+    def _draw_audio(self, hit: Hit, preview: Preview) -> None:
+        self._drawn = preview
+        excerpt = (f" · showing {format_duration(preview.offset_s)}–{format_duration(preview.end_s)}"
+                   if preview.offset_s > 0 or preview.end_s < preview.duration_s - 1e-3 else "")
+        self.preview_title.setText(f"{hit.name} · {format_duration(preview.duration_s)} · "
+                                   f"{preview.sample_rate} Hz{excerpt}")
+        self.preview_title.setToolTip(display_name(hit.path))
+        self.waveform.set_preview(preview)
+        self.spectrogram.set_preview(preview)
+
+    def _draw_matches(self, hit: Hit) -> None:
+        """Per-window similarity along the waveform (long files) and the best window; Play starts there."""
+        scores = np.asarray(hit.window_scores, dtype=np.float32)
+        step = self.window_seconds
+        long_file = len(scores) > 1
+        self.window_plot.setVisible(long_file)
+        if long_file:
+            edges = np.minimum(np.arange(len(scores) + 1) * step, max(hit.duration, step * (len(scores) - 1)))
+            self.window_curve.setData(edges, scores)
+            lo, hi = float(scores.min()), float(scores.max())
+            self.window_plot.setYRange(lo - 0.05, hi + 0.05, padding=0)
+            start = hit.best_window_start_s
+            self.waveform.best.setRegion((start, min(start + step, max(hit.duration, start))))
+        self.waveform.best.setVisible(long_file)
+        self.start_s = hit.best_window_start_s if long_file else 0.0
+        self._show_playhead(self.start_s)
+
+    def update_actions(self) -> None:
+        state = self.state
+        has_hit = state.preview_hit is not None
+        for w in (self.similar_button, self.reveal_button, self.copy_button):
+            w.setEnabled(has_hit)
+        self.similar_button.setEnabled(has_hit and state.ready)
+        chosen = state.selected_hits()
+        for w in (self.tags_button, self.favourite_button):
+            w.setEnabled(bool(chosen) and state.ready)
+        on = bool(chosen) and all(h.favourite for h in chosen)
+        self.favourite_button.setChecked(on)
+        self.favourite_button.setText(f"{STAR_ON if on else STAR_OFF} Favourite")
+        n = len(chosen)
+        self.tags_button.setText("Tags…" if n <= 1 else f"Tags of {n}…")
+        self.play_button.setEnabled(self.can_play())
+        self.play_button.setToolTip(
+            "Play / stop (space bar); playback starts at the best-matching part of long files"
+            if self.audio.output_ok else f"Playback unavailable: {self.audio.message}")
+
+    # ------------------------------------------------------------------------------------------ playback
+
+    def set_audio_status(self, status: DeviceStatus) -> None:
+        """Playback needs an output device; without one the Play button says why it is disabled."""
+        self.audio = status
+        self.update_actions()
+
+    def can_play(self) -> bool:
+        return self.state.preview is not None and self.audio.output_ok
+
+    @Slot()
+    def toggle_play(self) -> None:
+        if self.player.playing:
+            self.stop_playback()
+        else:
+            self.play_from(self.start_s)
+
+    @Slot()
+    def play_from_match(self) -> None:
+        if self.state.preview_hit is not None:
+            self.play_from(self.start_s)
+
+    def play_from(self, seconds: float) -> None:
+        p = self.state.preview
+        if p is None:
+            return
+        if not self.audio.output_ok:
+            self.error.emit(f"Playback unavailable: {self.audio.message}")
+            return
+        start = min(max(seconds, p.offset_s), p.end_s) - p.offset_s
+        try:
+            self.player.play(p.audio, p.sample_rate, start_seconds=start)
+        except Exception as e:  # the device vanished: a message, not a crash
+            self.error.emit(f"Cannot play: {e}")
+            return
+        self.play_button.setText("Stop")
+        self._play_timer.start()
+
+    @Slot()
+    def stop_playback(self) -> None:
+        self.player.stop()
+        self._play_timer.stop()
+        self.play_button.setText("Play")
+        self._show_playhead(self.start_s)
+
+    @Slot(float)
+    def seek_to(self, seconds: float) -> None:
+        """Click on the waveform: play from there (or move the playing position)."""
+        p = self.state.preview
+        if p is None:
+            return
+        seconds = min(max(seconds, p.offset_s), p.end_s)
+        self.start_s = seconds
+        if self.player.playing:
+            self.player.seek(seconds - p.offset_s)
+        self._show_playhead(seconds)
+
+    @Slot()
+    def _tick_playhead(self) -> None:
+        p = self.state.preview
+        if p is None or not self.player.playing:
+            self._play_timer.stop()
+            self.play_button.setText("Play")
+            if self.player.error:
+                self.error.emit(self.player.error)
+            self._show_playhead(self.start_s)
+            return
+        self._show_playhead(p.offset_s + self.player.position)
+
+    def _show_playhead(self, seconds: float) -> None:
+        self.waveform.playhead.setValue(seconds)
+        self.waveform.playhead.setVisible(self.state.preview is not None)
+
+    # -------------------------------------------------------------------------------------- file actions
+
+    @Slot()
+    def reveal_selected(self) -> None:
+        hit = self.state.preview_hit or self.state.selected_hit()
+        if hit is not None:
+            self.open_url(QUrl.fromLocalFile(str(hit.path.parent)))
+
+    @Slot()
+    def copy_selected_path(self) -> None:
+        hit = self.state.preview_hit or self.state.selected_hit()
+        if hit is not None:
+            QGuiApplication.clipboard().setText(str(hit.path))
+            self.message.emit(f"Copied {display_name(hit.path)}")
+
+    def stop(self) -> None:
+        """No more sound or play head (closing)."""
+        self._play_timer.stop()
+        self.player.stop()

@@ -1,0 +1,284 @@
+"""The Search tab's state without Qt: what to search for, what came back, what is selected and previewed.
+
+Model/view, as in napari's evented models and Qt's item models: `SearchState` holds the library folder, the query,
+the names <-> sound balance, the filters, the results and which of them are selected, the previewed hit, the
+library's failed files, folders and tags, and the searches shown so far. Its methods change it and tell the
+listeners of `events`; the tab's widgets draw it and send the user's actions to it, and the tab runs the jobs it
+asks for (`start_search` returns a `SearchRequest`; the answer comes back through `accept`). No Qt, no torch:
+tests/test_search_state.py drives it directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.services.library import SearchFilters
+from app.services.search import NAMES_WEIGHT
+
+if TYPE_CHECKING:
+    from app.services.library import FailedFile, Hit
+    from app.services.search import Preview, Results
+
+BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
+RESULTS_K = 50
+HISTORY_LIMIT = 100
+
+
+def balance(position: int, default_position: int | None = None) -> tuple[str, float | None]:
+    """Slider position -> (mode, names_weight) for the search service; None = the service's tuned default."""
+    if position <= 0:
+        return "names", None
+    if position >= BALANCE_STEPS:
+        return "sound", None
+    if position == default_position:
+        return "both", None
+    return "both", round(1.0 - position / BALANCE_STEPS, 2)
+
+
+def balance_position(names_weight: float) -> int:
+    return round((1.0 - names_weight) * BALANCE_STEPS)
+
+
+def balance_text(position: int) -> str:
+    if position <= 0:
+        return "names only"
+    if position >= BALANCE_STEPS:
+        return "sound only"
+    return f"names {BALANCE_STEPS - position} % · sound {position} %"
+
+
+class Event:
+    """A Qt-free signal: `emit` calls every connected listener, in the order they connected."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[..., Any]] = []
+
+    def connect(self, listener: Callable[..., Any]) -> None:
+        self._listeners.append(listener)
+
+    def disconnect(self, listener: Callable[..., Any]) -> None:
+        self._listeners.remove(listener)
+
+    def emit(self, *args: Any) -> None:  # noqa: ANN401 - whatever the event carries
+        for listener in list(self._listeners):
+            listener(*args)
+
+
+class SearchEvents:
+    """What changed in a `SearchState`; listeners run after the change."""
+
+    def __init__(self) -> None:
+        self.search = Event()  # (now: bool) the query, balance or filters changed: search again, now or debounced
+        self.results = Event()  # new results (or none)
+        self.hits = Event()  # (rows: list[int]) these results' tags or favourite marks changed
+        self.selection = Event()  # other results are selected
+        self.preview = Event()  # the previewed result changed, or its audio arrived
+        self.catalog = Event()  # the library's failed files and folders changed
+        self.library = Event()  # another library folder, or the library became ready or closed
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search the state asked for; its answer is shown only while it is the latest request."""
+
+    id: int
+    kind: str  # "text" | "similar"
+    query: str  # the text ('' for similar)
+    target: Path | None  # the file to find sounds like
+    ranking: str  # "both" | "names" | "sound": which channels score the results
+    names_weight: float | None  # None: the service's tuned default
+    filters: SearchFilters
+    k: int = RESULTS_K
+
+
+class SearchState:
+    def __init__(self) -> None:
+        self.events = SearchEvents()
+        self.library: Path | None = None
+        self.ready = False  # a library is open with a model: searches, tags and favourites can run
+        self.query = ""
+        self.mode = "text"  # what the results list shows: "text" search or "similar" to a file
+        self.similar_to: Path | None = None
+        self.similar_names_weight: float | None = None  # None: find similar by sound alone
+        self.default_balance = balance_position(NAMES_WEIGHT)
+        self.balance = self.default_balance
+        self.filters = SearchFilters()
+        self.results: Results | None = None
+        self.shown_ranking = "both"  # the ranking of the results shown (which scores they have)
+        self.history: list[SearchRequest] = []  # the searches whose results were shown, oldest first
+        self.pending = False  # a search is running and another was asked for: drop its answer, run again
+        self.selected: list[int] = []  # rows of the selected results
+        self.current = -1  # the row with the keyboard focus
+        self.preview_hit: Hit | None = None
+        self.preview: Preview | None = None
+        self.failed: list[FailedFile] = []
+        self.folders: list[str] = []
+        self.known_tags: list[str] = []  # the library's user tags: the tag editor's completions
+        self._request = 0  # id of the latest search request
+        self._preview_request = 0
+
+    @property
+    def hits(self) -> list[Hit]:
+        return self.results.hits if self.results is not None else []
+
+    # ------------------------------------------------------------------------------------------ library
+
+    def set_library(self, path: Path) -> None:
+        """Another library folder: nothing from the last one is shown."""
+        self.library = Path(path)
+        self.ready = self.pending = False
+        self.set_results(None)
+        self.events.library.emit()
+
+    def set_ready(self, ready: bool) -> None:
+        self.ready = ready
+        if not ready:
+            self.pending = False
+        self.events.library.emit()
+
+    def set_catalog(self, failed: list[FailedFile], folders: list[str]) -> None:
+        self.failed, self.folders = list(failed), list(folders)
+        self.events.catalog.emit()
+
+    def set_known_tags(self, tags: list[str]) -> None:
+        """The library's user tags (the tag editor's completions)."""
+        self.known_tags = list(tags)
+
+    # ---------------------------------------------------------------------------------- what to search for
+
+    def set_query(self, text: str, now: bool = False) -> None:
+        """The user typed (or pressed Enter: `now`): back to a text search."""
+        self.query, self.mode = text, "text"
+        self.events.search.emit(now)
+
+    def set_balance(self, position: int, search: bool = True) -> None:
+        self.balance = min(max(int(position), 0), BALANCE_STEPS)
+        if search and self.mode == "text":
+            self.events.search.emit(False)
+
+    def set_filters(self, filters: SearchFilters, search: bool = True) -> None:
+        self.filters = filters
+        if search:
+            self.events.search.emit(False)
+
+    def find_similar(self, target: Path, names_weight: float | None = None) -> None:
+        """Sounds like `target` (a result, or a file outside the library); `names_weight` also weighs names."""
+        self.mode, self.similar_to, self.similar_names_weight = "similar", Path(target), names_weight
+        self.events.search.emit(True)
+
+    def ranking(self) -> tuple[str, float | None]:
+        """(mode, names_weight) the balance asks for."""
+        return balance(self.balance, self.default_balance)
+
+    # ----------------------------------------------------------------------------------------- searching
+
+    def start_search(self) -> SearchRequest | None:
+        """The search to run now, with a new id (older answers are dropped from now on); None when there is
+        nothing to search for, and then no results are shown."""
+        self.pending = False
+        self._request += 1
+        if self.mode == "similar" and self.similar_to is not None:
+            weight = self.similar_names_weight
+            return SearchRequest(self._request, "similar", "", self.similar_to, "both" if weight else "sound",
+                                 weight, self.filters)
+        text = self.query.strip()
+        if not text:
+            self.set_results(None)
+            return None
+        mode, weight = self.ranking()
+        return SearchRequest(self._request, "text", text, None, mode, weight, self.filters)
+
+    def defer(self) -> None:
+        """A search is asked for while one runs: the running one's answer is dropped; search again after it."""
+        self.pending = True
+
+    def accept(self, request: SearchRequest, results: Results) -> bool:
+        """Show `results` if they answer the latest request; False if they came too late."""
+        if request.id != self._request or self.pending:
+            return False
+        self.history = [*self.history, request][-HISTORY_LIMIT:]
+        self.shown_ranking = request.ranking
+        self.set_results(results)
+        return True
+
+    def set_results(self, results: Results | None) -> None:
+        self.results = results
+        self.events.results.emit()
+
+    def channels(self) -> tuple[str, ...]:
+        """The channels that scored the results shown: find similar and sound-only have no names score."""
+        results, ranking = self.results, self.shown_ranking
+        if results is None or (results.mode == "similar" and ranking == "sound"):
+            return ("sound",)
+        return {"names": ("names",), "sound": ("sound",)}.get(ranking, ("names", "sound"))
+
+    # ------------------------------------------------------------------------------------------ selection
+
+    def select(self, rows: list[int], current: int) -> None:
+        self.selected = sorted(r for r in rows if 0 <= r < len(self.hits))
+        self.current = current
+        self.events.selection.emit()
+
+    def selected_hit(self) -> Hit | None:
+        """The result the preview shows: the current row when it is selected, else the first selected."""
+        rows = self.selected
+        row = self.current if self.current in rows else (rows[0] if rows else -1)
+        return self.hits[row] if 0 <= row < len(self.hits) else None
+
+    def selected_hits(self) -> list[Hit]:
+        return [self.hits[r] for r in self.selected if r < len(self.hits)]
+
+    def row_to_select(self) -> int:
+        """Where the selection goes in new results: the file previewed so far when it is among them, else the
+        best."""
+        paths = [h.path for h in self.hits]
+        previewed = self.preview_hit.path if self.preview_hit is not None else None
+        return paths.index(previewed) if previewed in paths else 0
+
+    # -------------------------------------------------------------------------------------------- preview
+
+    def preview_selected(self) -> int | None:
+        """Point the preview at the selected result. Returns a request id when its audio has to be loaded (another
+        file), None when there is nothing to load (nothing selected, or the same file with new scores)."""
+        hit, request = self.selected_hit(), None
+        if hit is None:
+            self.preview_hit = self.preview = None
+        elif self.preview is not None and self.preview_hit is not None and hit.path == self.preview_hit.path:
+            self.preview_hit = hit  # the same file, with this search's scores
+        else:
+            self.preview_hit, self.preview = hit, None
+            self._preview_request += 1
+            request = self._preview_request
+        self.events.preview.emit()
+        return request
+
+    def set_preview(self, request: int, preview: Preview) -> bool:
+        """The audio of preview `request`; False (and nothing changes) when another result was selected since."""
+        if request != self._preview_request or self.preview_hit is None:
+            return False
+        self.preview = preview
+        self.events.preview.emit()
+        return True
+
+    # --------------------------------------------------------------------------------- tags, favourites
+
+    def set_tags(self, per_file: dict[int, list[str]], known: list[str]) -> None:
+        """The tags of some files after an edit, and the library's tags now."""
+        self.known_tags = list(known)
+        rows = [r for r, h in enumerate(self.hits) if h.file_id in per_file]
+        for r in rows:
+            self.hits[r].user_tags = per_file[self.hits[r].file_id]
+        self.events.hits.emit(rows)
+
+    def set_favourite(self, file_ids: list[int], on: bool) -> None:
+        """Files marked or unmarked; unmarked ones leave a favourites-only list, so it is searched again."""
+        ids = set(file_ids)
+        rows = [r for r, h in enumerate(self.hits) if h.file_id in ids]
+        for r in rows:
+            self.hits[r].favourite = on
+        self.events.hits.emit(rows)
+        if not on and self.filters.favourites_only:
+            self.events.search.emit(True)

@@ -1,0 +1,178 @@
+"""What the Search tab writes, without Qt: durations, indexing progress and summaries, the results header and
+what an empty list means, and why a result matched, with the query's words highlighted.
+
+Which words matched, and where, is the search service's answer (`hit.match.spans`, found with
+`app.services.library.names.word_spans`); this module only moves those spans to where the list shows the
+field's text, and never looks for words itself.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from app.services.search import summarize
+
+if TYPE_CHECKING:
+    from app.services.library import Hit
+    from app.services.search import IndexOutcome, Results
+
+HIGHLIGHT_STYLE = "background-color:#ffe38a; color:#1a1a1a;"
+STAR_ON, STAR_OFF = "★", "☆"
+Span = tuple[int, int]
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def format_progress(p: dict[str, Any]) -> str:
+    """'Indexing 12/40 files · 35.2 s of audio · about 12 s left'."""
+    parts = [f"Indexing {p.get('files_done', p.get('step', 0))}/{p.get('files_total', p.get('total', 0))} files"]
+    if p.get("audio_seconds"):
+        parts.append(f"{format_duration(float(p['audio_seconds']))} of audio")
+    eta = p.get("eta_s")
+    if isinstance(eta, int | float):
+        parts.append(f"about {format_duration(max(0.0, float(eta)))} left")
+    elif p.get("message"):
+        parts.append(str(p["message"]))
+    return " · ".join(parts)
+
+
+def index_summary(outcome: IndexOutcome) -> tuple[str, int]:
+    """(the line under the query after indexing, how many files this run added, moved, copied or removed)."""
+    s = summarize(outcome.report)
+    changed = s["embedded"] + s["moved"] + s["copied"] + s["removed"]
+    text = f"{outcome.indexed} sounds indexed"
+    if changed or s["failed"]:
+        text += (f" · this run: {s['embedded']} new, {s['moved']} moved, {s['removed']} removed, "
+                 f"{s['failed']} failed")
+    if s["audio_seconds"]:
+        text += f" · {format_duration(s['audio_seconds'])} of audio at {s['x_realtime']:.0f}× real time"
+    return text, changed
+
+
+# ------------------------------------------------------------------------------------------ the results list
+
+
+def results_header(results: Results | None, shown_mode: str) -> str:
+    if results is None:
+        return "Type a description to search the library."
+    if not results.hits:
+        return "No results"
+    what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
+    if results.mode == "similar" and shown_mode == "both":
+        what += " by sound and name"
+    return f"{len(results.hits)} results for {what}" + (" (filtered)" if results.filtered else "")
+
+
+def no_results_message(results: Results | None, indexing: bool, favourites_only: bool) -> str:
+    """What the list says instead of rows: how to start, or why nothing came back."""
+    if results is None:
+        return "Type what you want to hear, e.g. “rain on a window” or “a dog barks”."
+    if results.indexed == 0:
+        return "No sounds are indexed yet" + (" — indexing is running." if indexing else ".")
+    if results.filtered:
+        return (f"No sounds match “{results.query}” with these filters. Loosen the duration, folder, format, "
+                "sample rate or channels filter"
+                + (", or show all sounds, not only favourites." if favourites_only else "."))
+    return f"No sounds match “{results.query}”."
+
+
+# ------------------------------------------------------------------------------------------ why it matched
+
+
+def highlight(text: str, spans: Iterable[Span]) -> str:
+    """`text` as rich text with the spans marked; everything else escaped (names may hold '<' or '&')."""
+    merged: list[list[int]] = []
+    for a, b in sorted((max(0, int(a)), min(len(text), int(b))) for a, b in spans):
+        if a >= b:
+            continue
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out, pos = [], 0
+    for a, b in merged:
+        out.append(html.escape(text[pos:a]))
+        out.append(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(text[a:b])}</span>')
+        pos = b
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def matched_terms(hit: Hit) -> list[str]:
+    return list(hit.match.matched_terms) if hit.match is not None else []
+
+
+def field_spans(hit: Hit, field: str, shown: str) -> list[Span]:
+    """Where the query matched `shown`, the text the list shows for the hit's `field` (name, folder, tags): the
+    service's spans, moved when `shown` holds the field's text at another place (a file name in a path) or is
+    its end; none where the service gave none."""
+    m = hit.match
+    source, given = (m.fields.get(field), m.spans.get(field)) if m is not None else (None, None)
+    if not source or not given:
+        return []
+    offset = 0 if source == shown else shown.rfind(source)
+    if offset >= 0:
+        return [(a + offset, b + offset) for a, b in given]
+    tail = len(source) - len(shown)  # `shown` is the end of the source (a file name of a path)
+    if tail > 0 and source.endswith(shown):
+        return [(a - tail, b - tail) for a, b in given if a >= tail]
+    return []
+
+
+def tag_spans(hit: Hit, separator: str = ", ") -> list[Span]:
+    """The service's spans in the hit's user tags, moved to `separator.join(hit.user_tags)`, the way the list
+    shows them (the service joins them its own way). A tag edited away since the search keeps no span."""
+    m = hit.match
+    source, given = (m.fields.get("user_tags"), m.spans.get("user_tags")) if m is not None else (None, None)
+    if not source or not given:
+        return []
+    moved: list[Span] = []
+    src = dst = 0
+    for tag in hit.user_tags:
+        found = source.find(tag, src)
+        if found >= 0:
+            moved += [(a - found + dst, b - found + dst) for a, b in given if found <= a and b <= found + len(tag)]
+            src = found + len(tag)
+        dst += len(tag) + len(separator)
+    return moved
+
+
+def channel_scores(hit: Hit) -> tuple[float | None, float | None]:
+    """(names score, sound score) of a hit; None where that channel did not score it ("find similar")."""
+    if hit.match is None:
+        return None, hit.score
+    return hit.match.name_score, hit.match.sound_score
+
+
+def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
+    """One line saying why a result matched: the matched words and where, and the score of each channel that
+    scored it (`channels`)."""
+    names, sound = channel_scores(hit)
+    names = names if "names" in channels else None
+    sound = sound if "sound" in channels else None
+    terms = matched_terms(hit)
+    spans = hit.match.spans if hit.match is not None else {}
+    where = [label for field, label in (("name", "name"), ("folder", "folder"), ("tags", "embedded tags"),
+                                        ("user_tags", "tags"))
+             if spans.get(field)]
+    parts = []
+    if terms:
+        words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
+        parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))
+    elif names:  # no word in common, but the sentence encoder finds the name close in meaning
+        parts.append("no word matched; its name means something close")
+    elif sound is not None:
+        parts.append("matched by its sound")
+    if names is not None:
+        parts.append(f"names {names:.2f}")
+    if sound is not None:
+        parts.append(f"sound {sound:.2f}")
+    return "Why: " + " · ".join(parts) if parts else ""

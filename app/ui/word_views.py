@@ -1,0 +1,150 @@
+"""The Words tab's Compare page: a cosine-similarity heat map of the collection and its 2-D PCA map, spoken
+words as blue circles and written words as orange squares; an empty collection shows hints, not bare axes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import QSplitter, QWidget
+
+from app.services.words import WordSet
+from app.ui.widgets import PlotHint
+
+SPOKEN_COLOUR = "#4c9be8"
+WRITTEN_COLOUR = "#e8964c"
+MATRIX_TEXT_LIMIT = 10  # write the values in the cells up to this many items
+MATRIX_HINT = "Add spoken or written words to compare them"
+MAP_HINT = "Add two or more words to see them on a 2-D map"
+
+
+def short(label: str, n: int = 10) -> str:
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def show_axes(plot: pg.PlotWidget, on: bool) -> None:
+    """Left and bottom axes' lines, tick values and grid on or off: an empty plot shows a hint, not bare ranges.
+
+    The axes keep their place (an invisible pen) so nothing jumps, or gets clipped, when data arrives.
+    """
+    plot.getAxis("bottom").setStyle(autoReduceTextSpace=False)  # keep the tick row's height while it is empty
+    for side in ("left", "bottom"):
+        axis = plot.getAxis(side)
+        axis.setTicks(None if on else [[]])  # None: automatic ticks again (the matrix sets its own afterwards)
+        if on:
+            axis.setPen()  # the default foreground
+        else:
+            axis.setPen(None)
+
+
+class CompareViews(QSplitter):
+    """Similarity matrix and 2-D map side by side, drawn from a `WordSet`; a click on a point of the map emits
+    `item_clicked(index)` (the item's place in the set)."""
+
+    item_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(Qt.Orientation.Horizontal, parent)
+        self.matrix_plot = pg.PlotWidget(title="Cosine similarity")
+        self.matrix_plot.setMenuEnabled(False)
+        self.matrix_plot.setMouseEnabled(x=False, y=False)
+        self.matrix_plot.hideButtons()
+        self.matrix_plot.setAspectLocked(True)
+        self.matrix_plot.invertY(True)
+        self.matrix_image = pg.ImageItem()
+        self.matrix_image.setColorMap(pg.colormap.get("viridis"))
+        self.matrix_plot.addItem(self.matrix_image)
+        self.matrix_bar = pg.ColorBarItem(values=(-1, 1), colorMap=pg.colormap.get("viridis"), interactive=False,
+                                          width=12)
+        self.matrix_bar.setImageItem(self.matrix_image, insert_in=self.matrix_plot.getPlotItem())
+        self._matrix_text: list[pg.TextItem] = []
+        self.matrix_hint = PlotHint(self.matrix_plot, MATRIX_HINT)
+        self.addWidget(self.matrix_plot)
+
+        self.map_plot = pg.PlotWidget(title="2-D map (PCA)")
+        self.map_plot.setMenuEnabled(False)
+        self.map_plot.hideButtons()
+        self.map_plot.showGrid(x=True, y=True, alpha=0.2)
+        self.map_plot.addLegend(offset=(5, 5))  # the named scatters below enter it
+        self.map_spoken = pg.ScatterPlotItem(symbol="o", size=11, brush=pg.mkBrush(SPOKEN_COLOUR), name="spoken")
+        self.map_written = pg.ScatterPlotItem(symbol="s", size=11, brush=pg.mkBrush(WRITTEN_COLOUR),
+                                              name="written")
+        for scatter in (self.map_spoken, self.map_written):
+            self.map_plot.addItem(scatter)
+            scatter.sigClicked.connect(self._map_clicked)
+        self._map_text: list[pg.TextItem] = []
+        self.map_hint = PlotHint(self.map_plot, MAP_HINT)
+        self.addWidget(self.map_plot)
+        self.setSizes([420, 420])
+        self.draw(WordSet())  # the empty state: hints instead of pyqtgraph's default ranges
+
+    def draw(self, words: WordSet) -> None:
+        self._draw_matrix(words)
+        self._draw_map(words)
+
+    def _draw_matrix(self, words: WordSet) -> None:
+        for t in self._matrix_text:
+            self.matrix_plot.removeItem(t)
+        self._matrix_text = []
+        n = len(words)
+        self.matrix_hint.setVisible(n == 0)
+        show_axes(self.matrix_plot, n > 0)
+        sim = words.similarity() if n else np.zeros((1, 1), np.float32)
+        if n:
+            self.matrix_image.setImage(sim, autoLevels=False, levels=(-1.0, 1.0))
+            self.matrix_image.setRect(0, 0, n, n)
+        else:
+            self.matrix_image.clear()  # a lone 0.0 cell would read as data
+        # rows carry numbered labels, columns only the numbers: long labels would collide along the bottom
+        rows = [(i + 0.5, f"{short(it.label)} {i + 1}") for i, it in enumerate(words.items)]
+        self.matrix_plot.getAxis("left").setTicks([rows])
+        self.matrix_plot.getAxis("bottom").setTicks([[(i + 0.5, str(i + 1)) for i in range(n)]])
+        if 0 < n <= MATRIX_TEXT_LIMIT:
+            font = QFont()
+            font.setPointSizeF(max(6.0, 11.0 - 0.5 * n))
+            for i in range(n):
+                for j in range(n):
+                    text = pg.TextItem(f"{sim[i, j]:.2f}", color="w" if sim[i, j] < 0.5 else "k", anchor=(0.5, 0.5))
+                    text.setFont(font)
+                    text.setPos(j + 0.5, i + 0.5)
+                    self.matrix_plot.addItem(text)
+                    self._matrix_text.append(text)
+        self.matrix_plot.setRange(xRange=(0, max(n, 1)), yRange=(0, max(n, 1)), padding=0)
+
+    def _draw_map(self, words: WordSet) -> None:
+        for t in self._map_text:
+            self.map_plot.removeItem(t)
+        self._map_text = []
+        items = words.items
+        self._set_map_empty(not items)
+        xy = words.project_2d() if items else np.zeros((0, 2), np.float32)
+        spoken = [i for i, it in enumerate(items) if it.kind == "spoken"]
+        written = [i for i, it in enumerate(items) if it.kind != "spoken"]
+        self.map_spoken.setData(pos=xy[spoken], data=spoken)
+        self.map_written.setData(pos=xy[written], data=written)
+        for i, it in enumerate(items):
+            colour = SPOKEN_COLOUR if it.kind == "spoken" else WRITTEN_COLOUR
+            text = pg.TextItem(short(it.label, 14), color=QColor(colour).darker(150), anchor=(0, 1))
+            text.setPos(float(xy[i, 0]), float(xy[i, 1]))
+            self.map_plot.addItem(text)
+            self._map_text.append(text)
+        if items:
+            self.map_plot.autoRange(padding=0.2)
+        else:
+            self.map_plot.setRange(xRange=(-1, 1), yRange=(-1, 1), padding=0)  # a centred frame for the hint
+
+    def _set_map_empty(self, empty: bool) -> None:
+        """Empty: the hint, and no axes or legend (there is nothing for them to describe)."""
+        self.map_hint.setVisible(empty)
+        show_axes(self.map_plot, not empty)
+        legend = self.map_plot.getPlotItem().legend
+        if legend is not None:
+            legend.setVisible(not empty)
+
+    @Slot(object, object)
+    def _map_clicked(self, scatter: pg.ScatterPlotItem, points: list[Any]) -> None:
+        if len(points):
+            self.item_clicked.emit(int(points[0].data()))

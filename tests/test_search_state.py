@@ -1,0 +1,210 @@
+"""The Search tab's state without Qt: what it asks to search for, which answers it shows, selection and preview,
+tags and favourites, and what the list says; plus the proof that it (and the tab's texts) import no Qt or torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.services.library import Hit, SearchFilters
+from app.services.library.records import MatchInfo
+from app.services.search import NAMES_WEIGHT, Results
+from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, SearchState, balance_position
+from app.ui.search_text import no_results_message, results_header, why_html
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def hit(name: str, file_id: int, favourite: bool = False, tags: list[str] | None = None) -> Hit:
+    return Hit(Path(f"/lib/{name}"), 0.5, 1.0, "", 0.0, [0.5], file_id, name, user_tags=list(tags or []),
+               favourite=favourite)
+
+
+def results(*names: str, query: str = "door", mode: str = "text") -> Results:
+    return Results([hit(n, i + 1) for i, n in enumerate(names)], query, mode, indexed=10)
+
+
+class Heard:
+    """Every event a state emits, in order, with what it carried."""
+
+    def __init__(self, state: SearchState) -> None:
+        self.events: list[tuple] = []
+        for name in ("search", "results", "hits", "selection", "preview", "catalog", "library"):
+            getattr(state.events, name).connect(lambda *args, name=name: self.events.append((name, *args)))
+
+    def names(self) -> list[str]:
+        return [e[0] for e in self.events]
+
+    def clear(self) -> None:
+        self.events.clear()
+
+
+@pytest.fixture
+def state() -> SearchState:
+    s = SearchState()
+    s.set_library(Path("/lib"))
+    s.set_ready(True)
+    return s
+
+
+def test_the_state_and_the_tabs_texts_import_no_qt_and_no_torch() -> None:
+    code = ("import sys, app.ui.search_state, app.ui.search_text, app.ui.search_jobs\n"
+            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_typing_asks_for_a_debounced_search_enter_and_find_similar_for_one_now(state: SearchState) -> None:
+    heard = Heard(state)
+    state.set_query("door")
+    state.set_query("door creak", now=True)
+    state.set_filters(SearchFilters(max_duration=2.0))
+    state.find_similar(Path("/lib/a.wav"))
+    assert heard.events == [("search", False), ("search", True), ("search", False), ("search", True)]
+    assert state.mode == "similar" and state.query == "door creak"
+    heard.clear()
+    state.set_balance(0)  # the balance re-ranks a text search only
+    assert heard.events == [] and state.balance == 0
+    state.set_query("door")
+    state.set_balance(BALANCE_STEPS + 50)
+    assert heard.names() == ["search", "search"] and state.balance == BALANCE_STEPS  # clamped
+
+
+def test_start_search_builds_the_request_of_the_moment(state: SearchState) -> None:
+    state.set_query("  door  ")
+    state.set_filters(SearchFilters(folder="Doors"))
+    request = state.start_search()
+    assert (request.kind, request.query, request.ranking, request.names_weight) == ("text", "door", "both", None)
+    assert request.filters.folder == "Doors" and request.target is None
+    state.set_balance(balance_position(0.4))
+    assert state.start_search().names_weight == 0.4
+    state.set_balance(0)
+    assert state.start_search().ranking == "names"
+    state.find_similar(Path("/lib/a.wav"))
+    by_sound = state.start_search()
+    assert (by_sound.kind, by_sound.target, by_sound.ranking, by_sound.names_weight) == \
+        ("similar", Path("/lib/a.wav"), "sound", None)
+    state.find_similar(Path("/lib/a.wav"), NAMES_WEIGHT)
+    assert state.start_search().ranking == "both"
+    assert len({request.id, by_sound.id}) == 2  # every request is new
+
+
+def test_an_empty_query_searches_nothing_and_clears_the_results(state: SearchState) -> None:
+    state.set_query("door")
+    state.accept(state.start_search(), results("a.wav"))
+    heard = Heard(state)
+    state.set_query("   ")
+    assert state.start_search() is None and state.results is None and "results" in heard.names()
+
+
+def test_only_the_latest_answer_is_shown_and_it_goes_into_the_history(state: SearchState) -> None:
+    state.set_query("door")
+    first = state.start_search()
+    state.set_query("door creak")
+    second = state.start_search()
+    assert not state.accept(first, results("old.wav"))  # came too late
+    state.defer()  # another search was asked for while `second` ran: its answer is stale too
+    assert not state.accept(second, results("stale.wav")) and state.results is None
+    third = state.start_search()
+    assert state.accept(third, results("new.wav"))
+    assert [h.name for h in state.hits] == ["new.wav"] and state.history == [third]
+    for _ in range(HISTORY_LIMIT + 5):
+        state.accept(state.start_search(), results("new.wav"))
+    assert len(state.history) == HISTORY_LIMIT and state.history[-1].id > third.id
+
+
+def test_channels_follow_the_ranking_of_the_results_shown(state: SearchState) -> None:
+    state.set_query("door")
+    state.set_balance(0)
+    state.accept(state.start_search(), results("a.wav"))
+    assert state.channels() == ("names",)
+    state.set_balance(BALANCE_STEPS // 2)
+    state.accept(state.start_search(), results("a.wav"))
+    assert state.channels() == ("names", "sound")
+    state.find_similar(Path("/lib/a.wav"))
+    state.accept(state.start_search(), results("b.wav", mode="similar"))
+    assert state.channels() == ("sound",)
+
+
+def test_selection_and_the_preview_it_asks_for(state: SearchState) -> None:
+    state.set_query("door")
+    state.accept(state.start_search(), results("a.wav", "b.wav", "c.wav"))
+    heard = Heard(state)
+    state.select([2, 0, 7], current=2)  # a row past the end is not a result
+    assert state.selected == [0, 2] and state.selected_hit().name == "c.wav"
+    state.select([0, 1], current=2)  # the current row is not selected: the first selected is shown
+    assert state.selected_hit().name == "a.wav" and [h.name for h in state.selected_hits()] == ["a.wav", "b.wav"]
+    first = state.preview_selected()
+    assert first is not None and state.preview_hit.name == "a.wav" and state.preview is None
+    assert state.set_preview(first, "audio of a")  # (a Preview, for the state only an object)
+    assert state.preview_selected() is None  # the same file: nothing to load again
+    state.select([1], current=1)
+    second = state.preview_selected()
+    assert not state.set_preview(first, "late audio of a") and state.preview is None
+    assert state.set_preview(second, "audio of b") and state.preview == "audio of b"
+    assert heard.names().count("selection") == 3 and heard.names().count("preview") == 5
+    state.select([], current=-1)
+    assert state.preview_selected() is None and state.preview_hit is None and state.preview is None
+
+
+def test_new_results_keep_the_previewed_file_selected(state: SearchState) -> None:
+    state.set_query("door")
+    state.accept(state.start_search(), results("a.wav", "b.wav"))
+    state.select([1], current=1)
+    state.preview_selected()
+    state.accept(state.start_search(), results("c.wav", "b.wav", "a.wav"))
+    assert state.row_to_select() == 1
+    state.accept(state.start_search(), results("c.wav"))
+    assert state.row_to_select() == 0
+
+
+def test_tags_and_favourites_change_their_rows_and_unmarked_favourites_leave_the_filtered_list(
+        state: SearchState) -> None:
+    state.set_query("door")
+    state.accept(state.start_search(), results("a.wav", "b.wav", "c.wav"))
+    heard = Heard(state)
+    state.set_tags({2: ["wood"], 3: ["wood", "old"]}, known=["old", "wood"])
+    assert heard.events == [("hits", [1, 2])] and state.hits[2].user_tags == ["wood", "old"]
+    assert state.known_tags == ["old", "wood"]
+    heard.clear()
+    state.set_favourite([1], True)
+    assert heard.events == [("hits", [0])] and state.hits[0].favourite
+    state.set_filters(SearchFilters(favourites_only=True), search=False)
+    heard.clear()
+    state.set_favourite([1], False)
+    assert heard.events == [("hits", [0]), ("search", True)] and not state.hits[0].favourite
+
+
+def test_another_library_shows_nothing_of_the_last_one(state: SearchState) -> None:
+    state.set_query("door")
+    state.accept(state.start_search(), results("a.wav"))
+    state.defer()
+    heard = Heard(state)
+    state.set_library(Path("/other"))
+    assert state.results is None and not state.ready and not state.pending
+    assert heard.names() == ["results", "library"] and state.library == Path("/other")
+
+
+def test_what_the_list_says() -> None:
+    found = results("a.wav", "b.wav")
+    assert results_header(found, "both") == "2 results for “door”"
+    assert results_header(results("a.wav", query="x.wav", mode="similar"), "both") == \
+        "1 results for sounds like x.wav by sound and name"
+    assert results_header(None, "both").startswith("Type a description")
+    empty = Results([], "door", "text", indexed=0)
+    assert no_results_message(empty, indexing=True, favourites_only=False) == \
+        "No sounds are indexed yet — indexing is running."
+    filtered = Results([], "door", "text", indexed=5, filtered=True)
+    assert "not only favourites" in no_results_message(filtered, indexing=False, favourites_only=True)
+    assert no_results_message(Results([], "door", "text", 5), False, False) == "No sounds match “door”."
+
+
+def test_why_names_only_the_fields_the_service_found_words_in() -> None:
+    m = MatchInfo(matched_terms=["door"], spans={"folder": [(0, 4)]}, name_score=0.8, sound_score=0.3,
+                  fields={"name": "Door_01.wav", "folder": "Doors", "tags": "", "user_tags": ""})
+    h = hit("Doors/Door_01.wav", 1)
+    h.match = m
+    assert "in its folder ·" in why_html(h)  # "Door" is in the name too, but the service marked the folder only
