@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from app.services.jobs import Job, JobCancelled
 
@@ -99,7 +99,8 @@ class JobRunner(QObject):
         self._worker.result.connect(self.result)
         self._worker.error.connect(self.error)
         self._worker.cancelled.connect(self.cancelled)
-        self._worker.done.connect(self._thread.quit)
+        # direct: QThread.quit is thread-safe, and a GUI thread blocked in wait() must not have to deliver it
+        self._worker.done.connect(self._thread.quit, Qt.ConnectionType.DirectConnection)
         self._thread.finished.connect(self._on_thread_finished)
         self._started = False
         self._finished = False

@@ -111,3 +111,17 @@ def test_describe_error_keeps_user_messages_plain() -> None:
     assert describe_error(ValueError("bad rate")) == "bad rate"
     assert describe_error(ZeroDivisionError("division by zero")) == "ZeroDivisionError: division by zero"
     assert describe_error(KeyError("x")) == "'x'"
+
+
+def test_wait_from_the_gui_thread_returns_when_the_job_ends(qtbot) -> None:
+    """Closing a tab waits for its jobs on the GUI thread: the thread must quit without the GUI's event loop."""
+    def quick() -> Job[int]:
+        yield {"message": "one step"}
+        return 1
+
+    runner = JobRunner(quick, name="quick")
+    runner.start()
+    start = time.perf_counter()
+    assert runner.wait(5_000)
+    assert time.perf_counter() - start < 2.0  # was the whole timeout: quit was queued behind the blocked GUI thread
+    qtbot.waitUntil(lambda: not runner.is_running())
