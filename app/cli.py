@@ -258,13 +258,17 @@ def cmd_info(args: argparse.Namespace) -> int:
         "audio_output": env.audio_output,
         "audio": env.audio_message,
         "models": [e.name for e in env.models],
+        "model_problems": [{"path": str(p.path), "message": p.message} for p in env.model_problems],
         "user_models_dir": str(user_models_dir()),
     }
     if args.json:
         print(json.dumps(info, indent=2))
     else:
         for key, value in info.items():
-            print(f"{key:>16}: {', '.join(value) if isinstance(value, list) else value}")
+            if key != "model_problems":
+                print(f"{key:>16}: {', '.join(value) if isinstance(value, list) else value}")
+        for p in env.model_problems:
+            print(f"problem: {p.path}: {p.message}", file=sys.stderr)
     return 0
 
 
