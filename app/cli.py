@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from app import __version__
+from core.config import bound_numbers, number
 
 Handler = Callable[[argparse.Namespace], int]
+MAX_RATE = 768_000  # Hz: probe resamples to at most this (the highest rate audio interfaces record at)
+MAX_FILTER_RATE = 2**32 - 1  # Hz: a WAV header's sample-rate field
+MAX_CHANNELS = 65_535  # a WAV header's channel-count field
 
 
 def _trainer_override(argv: Sequence[str]) -> str | None:
@@ -85,13 +89,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="decode audio files and report what Earshot sees (or why it can't)")
     p.add_argument("files", nargs="+", type=Path)
-    p.add_argument("--sample-rate", type=int, default=None, help="resample to this rate (Hz)")
+    p.add_argument("--sample-rate", type=number(int, low=1, high=MAX_RATE), default=None,
+                   help=f"resample to this rate (Hz, 1 to {MAX_RATE})")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_probe)
 
     _add_search_parsers(sub)
     _add_task_parsers(sub, "train", argv)
     _add_task_parsers(sub, "eval", argv)
+    bound_numbers(parser)  # flags that trainer modules write by hand: 64-bit integers, finite floats
     return parser
 
 
@@ -134,14 +140,15 @@ def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
         p.add_argument("--names-weight", type=unit_interval, default=None, metavar="W",
                        help="the names' share of the fused score, 0..1 (search: default the tuned weight; similar: "
                             "default 0 = sound only, more adds how alike the names and tags are)")
-        p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS")
-        p.add_argument("--max-duration", type=float, default=None, metavar="SECONDS")
+        p.add_argument("--min-duration", type=number(float, low=0), default=None, metavar="SECONDS")
+        p.add_argument("--max-duration", type=number(float, low=0), default=None, metavar="SECONDS")
         p.add_argument("--folder", default=None, help="only this folder (relative to the library) and below")
         p.add_argument("--format", dest="formats", action="append", default=None, metavar="EXT",
                        help="only files of this format (extension, e.g. wav, flac); repeatable")
-        p.add_argument("--min-sample-rate", type=int, default=None, metavar="HZ")
-        p.add_argument("--max-sample-rate", type=int, default=None, metavar="HZ")
-        p.add_argument("--channels", type=int, default=None, metavar="N", help="only files with N channels")
+        p.add_argument("--min-sample-rate", type=number(int, low=1, high=MAX_FILTER_RATE), default=None, metavar="HZ")
+        p.add_argument("--max-sample-rate", type=number(int, low=1, high=MAX_FILTER_RATE), default=None, metavar="HZ")
+        p.add_argument("--channels", type=number(int, low=1, high=MAX_CHANNELS), default=None, metavar="N",
+                       help="only files with N channels")
         p.add_argument("--favourites", action="store_true", help="only files marked as favourites")
         p.add_argument("--json", action="store_true", help="print JSON (see below for file names)")
         p.set_defaults(handler=cmd_search if name == "search" else cmd_similar)
@@ -188,7 +195,7 @@ def result_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number of results, got {text!r}") from None
     if k < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {k}")
-    return k
+    return number(int, low=1)(text)  # and fits 64 bits (more than the library holds gives all)
 
 
 def unit_interval(text: str) -> float:
@@ -430,7 +437,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
 
 def _add_record_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--record", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--record", type=number(float, low=0, low_exclusive=True), default=None, metavar="SECONDS",
                    help="record SECONDS (0.2 to 30) from the default microphone, trim the silence around "
                         "the sound, and find what sounds like it")
     p.add_argument("--save", type=Path, default=None, metavar="FILE",

@@ -54,3 +54,64 @@ def test_a_bad_user_model_is_listed_by_models_and_info_and_search_still_works(tm
     root = tagged_library(tmp_path / "lib")
     assert main(["search", "dog bark", "--library", str(root), "--json"]) == 0  # the default model, listed
     assert json.loads(capsys.readouterr().out) == []  # indexed with another model: no results, no traceback
+
+
+# ------------------------------------------------------------------ item 8: numbers checked at parse time
+
+BIG = "99999999999999999999"  # > 2**63 - 1: SQLite's integers overflow
+
+
+def parse_error(argv: list[str], capsys) -> str:
+    """The argparse usage error `argv` gets (exit code 2) before anything runs."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, reason", [
+    ("--min-sample-rate", BIG, "above the maximum"), ("--max-sample-rate", BIG, "above the maximum"),
+    ("--channels", BIG, "above the maximum"), ("--channels", "0", "below the minimum 1"),
+    ("--min-sample-rate", "-8000", "below the minimum 1"), ("-k", BIG, "above the maximum"),
+    ("--min-duration", "nan", "not a finite number"), ("--max-duration", "-1", "below the minimum 0"),
+    ("--max-duration", "1e400", "not a finite number"), ("--channels", "2.5", "expected an integer"),
+])
+@pytest.mark.parametrize("command", ["search", "similar"])
+def test_numeric_filters_are_range_checked_when_parsed(tmp_path: Path, capsys, command: str, flag: str, value: str,
+                                                       reason: str) -> None:
+    what = "door" if command == "search" else str(tmp_path / "x.wav")
+    err = parse_error([command, what, "--library", str(tmp_path), flag, value], capsys)
+    assert f"argument {flag}" in err and reason in err and "Traceback" not in err
+
+
+def test_filter_too_big_for_sqlite_on_an_indexed_library_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    """Item 8: `search door --min-sample-rate 99999999999999999999` was an OverflowError traceback."""
+    from tests.test_search_service import make_library, write_tiny_checkpoint
+
+    root = make_library(tmp_path / "lib")
+    ckpt = str(write_tiny_checkpoint(tmp_path / "models"))
+    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
+    capsys.readouterr()
+    args = ["--library", str(root), "--model", ckpt, "--json"]
+    assert "above the maximum" in parse_error(["search", "door", "--min-sample-rate", BIG, *args], capsys)
+    assert "above the maximum" in parse_error(["similar", str(root / "birds/chirp_b.wav"), "--channels", BIG,
+                                               *args], capsys)
+    assert main(["search", "door", "--min-sample-rate", "8000", "--channels", "1", *args]) == 0
+
+
+def test_probe_sample_rate_is_range_checked(tmp_path: Path, capsys) -> None:
+    """`probe --sample-rate 99999999999999999999` was a MemoryError from the resampler."""
+    for value, reason in ((BIG, "above the maximum"), ("-5", "below the minimum"), ("0", "below the minimum")):
+        assert reason in parse_error(["probe", str(tmp_path / "x.wav"), "--sample-rate", value], capsys)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["train", "words", "--batch-size", BIG], "--batch-size"),  # a generated flag (core.config)
+    (["train", "words", "--seed", BIG], "--seed"),
+    (["eval", "words", "x.safetensors", "--seed", BIG], "--seed"),  # a trainer's own hand-written flags
+    (["eval", "units", "x.safetensors", "--threads", BIG], "--threads"),
+    (["eval", "words", "x.safetensors", "--max-items", "inf"], "--max-items"),
+])
+def test_training_and_evaluation_numbers_fit_64_bits(capsys, argv: list[str], flag: str) -> None:
+    err = parse_error(argv, capsys)
+    assert f"argument {flag}" in err and ("above the maximum" in err or "expected an integer" in err)
