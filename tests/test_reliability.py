@@ -18,6 +18,18 @@ def nested_checkpoint(path: Path, depth: int = 20_000) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A small library indexed with a tiny retrieval checkpoint: (library folder, checkpoint path)."""
+    from tests.test_search_service import make_library, write_tiny_checkpoint
+
+    tmp = tmp_path_factory.mktemp("indexed")
+    root = make_library(tmp / "lib")
+    ckpt = str(write_tiny_checkpoint(tmp / "models"))
+    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
+    return root, ckpt
+
+
 # ------------------------------------------------------------------------ items 3 and 4: hostile checkpoints
 
 
@@ -84,14 +96,10 @@ def test_numeric_filters_are_range_checked_when_parsed(tmp_path: Path, capsys, c
     assert f"argument {flag}" in err and reason in err and "Traceback" not in err
 
 
-def test_filter_too_big_for_sqlite_on_an_indexed_library_is_a_usage_error(tmp_path: Path, capsys) -> None:
+def test_filter_too_big_for_sqlite_on_an_indexed_library_is_a_usage_error(indexed: tuple[Path, str], capsys
+                                                                          ) -> None:
     """Item 8: `search door --min-sample-rate 99999999999999999999` was an OverflowError traceback."""
-    from tests.test_search_service import make_library, write_tiny_checkpoint
-
-    root = make_library(tmp_path / "lib")
-    ckpt = str(write_tiny_checkpoint(tmp_path / "models"))
-    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
-    capsys.readouterr()
+    root, ckpt = indexed
     args = ["--library", str(root), "--model", ckpt, "--json"]
     assert "above the maximum" in parse_error(["search", "door", "--min-sample-rate", BIG, *args], capsys)
     assert "above the maximum" in parse_error(["similar", str(root / "birds/chirp_b.wav"), "--channels", BIG,
@@ -115,3 +123,22 @@ def test_probe_sample_rate_is_range_checked(tmp_path: Path, capsys) -> None:
 def test_training_and_evaluation_numbers_fit_64_bits(capsys, argv: list[str], flag: str) -> None:
     err = parse_error(argv, capsys)
     assert f"argument {flag}" in err and ("above the maximum" in err or "expected an integer" in err)
+
+
+# ---------------------------------------------------------------------- item 9: control characters in queries
+
+
+def test_a_nul_byte_in_a_query_is_a_space(indexed: tuple[Path, str], capsys, monkeypatch) -> None:
+    """Item 9: `printf 'door\\x00\\n' | earshot search --library LIB` was sqlite3 "unterminated string"."""
+    import io
+
+    root, ckpt = indexed
+    args = ["--library", str(root), "--model", ckpt, "--mode", "names"]
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"chirp\x00\nengine\x1b[0m\n")))
+    assert main(["search", *args]) == 0
+    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [a["line"] for a in answers] == [1, 2]
+    assert all(a["results"] for a in answers) and "chirp" in answers[0]["results"][0]["path"]
+    assert main(["search", "chirp\x00", *args, "--json"]) == 0
+    assert "chirp" in json.loads(capsys.readouterr().out)[0]["path"]
