@@ -142,3 +142,91 @@ def test_a_nul_byte_in_a_query_is_a_space(indexed: tuple[Path, str], capsys, mon
     assert all(a["results"] for a in answers) and "chirp" in answers[0]["results"][0]["path"]
     assert main(["search", "chirp\x00", *args, "--json"]) == 0
     assert "chirp" in json.loads(capsys.readouterr().out)[0]["path"]
+
+
+# ------------------------------------------------------------- item 14: invalid UTF-8 in tags is listed
+
+BAD = b"\xff\xfe Caf\xe9 door"  # invalid UTF-8; as Latin-1: "ÿþ Café door"
+
+
+def _patched(path: Path, placeholder: bytes) -> Path:
+    """Replace `placeholder` (written through mutagen) by BAD, byte for byte in place."""
+    data = path.read_bytes()
+    assert data.count(placeholder) == 1 and len(placeholder) == len(BAD)
+    path.write_bytes(data.replace(placeholder, BAD))
+    return path
+
+
+def _fix_ogg_crcs(path: Path) -> None:
+    """Rewrite every Ogg page so its checksum fits the patched bytes (mutagen computes it)."""
+    import io
+
+    from mutagen.ogg import OggPage
+
+    src, out = io.BytesIO(path.read_bytes()), bytearray()
+    while src.tell() < len(src.getbuffer()):
+        out += OggPage(src).write()
+    path.write_bytes(bytes(out))
+
+
+def bad_utf8_tagged(folder: Path) -> dict[str, str]:
+    """A FLAC and an Ogg Vorbis file with an invalid UTF-8 Vorbis TITLE, a WAV with an invalid UTF-8 ID3 title;
+    name -> what the problem must name."""
+    import mutagen.flac
+    import mutagen.oggvorbis
+    import mutagen.wave
+    import soundfile as sf
+    from mutagen.id3 import TIT2
+
+    from tests.test_library import SR, tone, write
+
+    placeholder = b"Q" * len(BAD)
+    flac = folder / "bad_vorbis.flac"
+    folder.mkdir(parents=True, exist_ok=True)
+    sf.write(flac, tone(880, 0.6), SR, format="FLAC")
+    f = mutagen.flac.FLAC(flac)
+    f["title"], f["description"] = placeholder.decode(), "fine words"
+    f.save()
+    _patched(flac, placeholder)
+    ogg = folder / "bad_vorbis.ogg"
+    sf.write(ogg, tone(660, 0.6), SR, format="OGG", subtype="VORBIS")
+    f = mutagen.oggvorbis.OggVorbis(ogg)
+    f["title"] = placeholder.decode()
+    f.save()
+    _fix_ogg_crcs(_patched(ogg, placeholder))
+    wav = write(folder / "bad_id3.wav", tone(440, 0.6))
+    f = mutagen.wave.WAVE(wav)
+    f.add_tags()
+    f.tags.add(TIT2(encoding=3, text=[placeholder.decode()]))
+    f.save()
+    _patched(wav, placeholder)
+    return {"bad_vorbis.flac": "Vorbis comment TITLE", "bad_vorbis.ogg": "Vorbis comment TITLE",
+            "bad_id3.wav": "ID3 TIT2"}
+
+
+def test_invalid_utf8_in_vorbis_comments_and_id3_titles_is_a_tag_problem(tmp_path: Path) -> None:
+    """Item 14: Vorbis text was stored with U+FFFD and the ID3 title dropped, neither reported."""
+    from app.services.library.tags import read_tags
+
+    expected = bad_utf8_tagged(tmp_path)
+    for name, where in expected.items():
+        t = read_tags(tmp_path / name)
+        assert t.problem == f"{where}: not valid UTF-8 (read as Latin-1)", (name, t.problems)
+        assert "ÿþ Café door" in t.fields["title"] and "\ufffd" not in t.text, (name, t.fields)
+    assert read_tags(tmp_path / "bad_vorbis.flac").fields["description"] == ["fine words"]
+
+
+def test_invalid_utf8_tags_are_listed_after_indexing(tmp_path: Path) -> None:
+    from app.services.jobs import drain
+    from app.services.library import Library, index_library
+    from tests.test_library import ToneEmbedder
+
+    root = tmp_path / "lib"
+    expected = bad_utf8_tagged(root)
+    report = drain(index_library(root, ToneEmbedder()))
+    assert report.failed == [] and len(report.embedded) == 3
+    assert {p.path: p.error for p in report.tag_problems} == {
+        name: f"{where}: not valid UTF-8 (read as Latin-1)" for name, where in expected.items()}
+    with Library.open(root) as lib:
+        assert {p.path for p in lib.tag_problems()} == set(expected)
+        assert {f for f, _ in lib.keyword_search('"café"', 5)} == {lib.file_id(n) for n in expected}
