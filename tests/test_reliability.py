@@ -230,3 +230,84 @@ def test_invalid_utf8_tags_are_listed_after_indexing(tmp_path: Path) -> None:
     with Library.open(root) as lib:
         assert {p.path for p in lib.tag_problems()} == set(expected)
         assert {f for f, _ in lib.keyword_search('"café"', 5)} == {lib.file_id(n) for n in expected}
+
+
+# ------------------------------------------------------------------ item 15: one schema upgrade at a time
+
+V2_FIXTURE = Path(__file__).parent / "data" / "v2_library"
+
+
+def _open_at_once(root: Path, n: int) -> list[BaseException | int]:
+    """Open `root`'s catalog from `n` threads released together; each gives its schema version or its error."""
+    import threading
+
+    from app.services.library import catalog
+
+    start = threading.Barrier(n)
+    results: list[BaseException | int] = [0] * n
+
+    def one(i: int) -> None:
+        start.wait()
+        try:
+            db = catalog.connect(root / ".earshot" / "catalog.sqlite")
+            results[i] = db.execute("PRAGMA user_version").fetchone()[0]
+            db.close()
+        except BaseException as e:  # noqa: BLE001 - the test reports every failure
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+@pytest.mark.parametrize("start", ["v2", "v2 rollback journal", "new"])
+def test_two_processes_upgrading_an_old_catalog_at_once_both_succeed(tmp_path: Path, start: str) -> None:
+    """Item 15: two processes opening a v2 catalog at once: 'duplicate column name: format' in 2 of 9 trials
+    (and two creating a new catalog at once: 'table files already exists')."""
+    import shutil
+    import sqlite3
+
+    from app.services.library import SCHEMA_VERSION, catalog
+
+    for trial in range(5):
+        root = tmp_path / f"lib{trial}"
+        if start == "new":
+            (root / ".earshot").mkdir(parents=True)
+        else:
+            shutil.copytree(V2_FIXTURE, root)
+        if start == "v2 rollback journal":
+            db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
+            db.execute("PRAGMA journal_mode = DELETE")
+            db.close()
+        assert _open_at_once(root, 4) == [SCHEMA_VERSION] * 4
+        db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
+        assert [r[1] for r in db.execute("PRAGMA table_info(files)")].count("format") == 1
+        assert db.execute("SELECT count(*) FROM text_fts_config WHERE k = 'rank'").fetchone()[0] == 1
+        db.close()
+    db = catalog.connect(root / ".earshot" / "catalog.sqlite")  # and an upgraded catalog opens as it is
+    db.close()
+
+
+def test_processes_opening_a_v2_library_at_once(tmp_path: Path) -> None:
+    """The same with real processes through Library.open, as `earshot search` and the GUI would."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "lib"
+    shutil.copytree(V2_FIXTURE, root)
+    go = time.time() + 3
+    code = ("import sys, time; from app.services.library import Library; time.sleep(max(0, float(sys.argv[2]) - "
+            "time.time())); lib = Library.open(sys.argv[1]); print(lib.db.execute('PRAGMA user_version')"
+            ".fetchone()[0]); lib.close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(root), str(go)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-500:] for o in outs]
+    from app.services.library import SCHEMA_VERSION
+
+    assert [o[0].strip() for o in outs] == [str(SCHEMA_VERSION)] * 3

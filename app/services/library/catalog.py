@@ -251,25 +251,37 @@ def connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed: salvage cannot bring them back
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise LibraryError(f"{display_name(path)}: catalog version {version} was written by a newer "
-                               f"Earshot (this one reads up to {SCHEMA_VERSION})")
-        has_files = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files'"
-                               ).fetchone()
-        if version < SCHEMA_VERSION:
-            with transaction(db):
-                if not has_files:
-                    create_v1(db)
-                    version = 1
-                for v in range(version, SCHEMA_VERSION):
-                    MIGRATIONS[v](db)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if _schema_version(db, path) < SCHEMA_VERSION:
+            upgrade(db, path)
         db.execute("SELECT count(*) FROM files").fetchone()  # a damaged file fails here at the latest
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _schema_version(db: sqlite3.Connection, path: Path) -> int:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise LibraryError(f"{display_name(path)}: catalog version {version} was written by a newer "
+                           f"Earshot (this one reads up to {SCHEMA_VERSION})")
+    return version
+
+
+def upgrade(db: sqlite3.Connection, path: Path) -> None:
+    """Bring the catalog to SCHEMA_VERSION in one write transaction. The version is read again once the write
+    lock is held: a second process that opened the old catalog at the same moment waits for the first and
+    then finds nothing left to do (every migration runs exactly once)."""
+    with transaction(db):
+        version = _schema_version(db, path)
+        if version >= SCHEMA_VERSION:
+            return
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files'").fetchone():
+            create_v1(db)
+            version = 1
+        for v in range(version, SCHEMA_VERSION):
+            MIGRATIONS[v](db)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 @contextlib.contextmanager
