@@ -339,8 +339,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash),
                                      desc="index", disable=True if args.json else None)
         finally:
-            for event in session.library.events:  # repairs on opening (damaged catalog or index), write failures
-                print(f"library: {event}", file=sys.stderr)
+            print_events(session.library.events)
             session.close()
     except LibraryError as e:  # a broken model, a full disk, a damaged catalog: a message, not a traceback
         raise ValueError(str(e)) from None
@@ -492,6 +491,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.library}: not a folder")
     try:
         with Library.open(args.library) as lib:
+            print_events(lib.events)
             editor = TagEditor(lib)
             return _tags_action(args, editor)
     except LibraryError as e:
@@ -591,6 +591,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
         try:
             hits = run(session, filters)
         finally:
+            print_events(session.library.events)
             session.close()
     except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
@@ -622,12 +623,20 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
                                                             names_weight=args.names_weight)]
                 print(json.dumps({"query": query, "line": line, "results": hits}), flush=True)
         finally:
+            print_events(session.library.events)
             session.close()
     except LibraryError as e:
         raise ValueError(str(e)) from None
     except BrokenPipeError:  # the reader went away (`| head -3`): stop quietly, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
     return 0
+
+
+def print_events(events: list[Any]) -> None:
+    """What opening a library had to repair (a damaged catalog: what was kept and lost; a rebuilt index) and
+    failed writes, on standard error: a repair is never silent."""
+    for event in events:
+        print(f"library: {event}", file=sys.stderr)
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -311,3 +311,133 @@ def test_processes_opening_a_v2_library_at_once(tmp_path: Path) -> None:
     from app.services.library import SCHEMA_VERSION
 
     assert [o[0].strip() for o in outs] == [str(SCHEMA_VERSION)] * 3
+
+
+# ------------------------------------------- items 1 and 2 (catalog side): a repair says exactly what it lost
+
+
+@pytest.fixture(scope="module")
+def tagged60(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """60 indexed files, every one tagged "haunted house" and "keeper", the first 10 favourites (the sweep's LIB)."""
+    import sqlite3
+
+    from app.services.jobs import drain
+    from app.services.library import Library, index_library
+    from tests.test_library import ToneEmbedder, many_tones
+
+    root = tmp_path_factory.mktemp("tagged60") / "lib"
+    many_tones(root, n=60, seconds=1.0)
+    drain(index_library(root, ToneEmbedder()))
+    with Library.open(root) as lib:
+        ids = [r[0] for r in lib.db.execute("SELECT id FROM files ORDER BY id")]
+        lib.add_tags(ids, ["haunted house", "keeper"])
+        lib.set_favourite(ids[:10], True)
+    db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    return root
+
+
+def damage(src: Path, dst: Path, table: str) -> Path:
+    """A copy of library `src` with the last leaf page of `table` overwritten by garbage (the sweep's `dd`)."""
+    import shutil
+    import sqlite3
+
+    shutil.copytree(src, dst)
+    cat = dst / ".earshot" / "catalog.sqlite"
+    db = sqlite3.connect(cat)
+    page = db.execute("SELECT max(pageno) FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)).fetchone()[0]
+    db.close()
+    with open(cat, "r+b") as fh:
+        fh.seek((page - 1) * 4096)
+        fh.write((b"garbage\n" * 512)[:4096])
+    return cat
+
+
+def counts(root: Path) -> dict[str, int]:
+    from app.services.library import Library
+
+    with Library.open(root) as lib:
+        return {t: lib.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("files", "vectors", "user_tags", "favourites")}
+
+
+def test_a_damaged_tags_page_loses_no_tags_and_says_so(tagged60: Path, tmp_path: Path) -> None:
+    """Item 2: with the user_tags page damaged, `index` said "0 file rows and 0 vectors lost" while all 120 tags
+    were gone. The tags index is a second copy of every tag: they come back, and the report counts them."""
+    from app.services.library import catalog
+
+    cat = damage(tagged60, tmp_path / "lib", "user_tags")
+    damaged_bytes = cat.read_bytes()
+    report = catalog.salvage(cat)
+    assert (report.files.before, report.files.kept, report.vectors.before, report.vectors.kept) == (60, 60, 60, 60)
+    assert (report.user_tags.before, report.user_tags.kept) == (120, 120)
+    assert (report.favourites.before, report.favourites.kept) == (10, 10)
+    assert report.lost == {} and report.reread == [] and report.uncounted == []
+    assert report.damaged_copy.read_bytes() == damaged_bytes  # the damaged file is kept as it was
+    assert "kept 60 of 60 files, 60 of 60 vectors, 120 of 120 user tags, 10 of 10 favourites" in str(report)
+    assert "nothing lost" in str(report)
+    assert counts(tmp_path / "lib") == {"files": 60, "vectors": 60, "user_tags": 120, "favourites": 10}
+
+
+def test_a_damaged_favourites_page_is_reported_as_lost(tagged60: Path, tmp_path: Path) -> None:
+    """Item 2: all 10 favourites gone and "0 lost" reported. The favourites table has no second copy, so how many
+    were on the damaged page cannot be counted: the report says which table lost an unknown number of rows."""
+    from app.services.library import catalog
+
+    cat = damage(tagged60, tmp_path / "lib", "favourites")
+    report = catalog.salvage(cat)
+    assert (report.files.kept, report.user_tags.kept, report.favourites.kept) == (60, 120, 0)
+    assert report.uncounted == ["favourites"]
+    assert "favourites: the damaged pages held an unknown number of rows, lost" in str(report)
+    assert "nothing lost" not in str(report)
+
+
+def test_a_damaged_files_page_keeps_the_files_tags_and_favourites_to_read_again(tagged60: Path,
+                                                                                tmp_path: Path) -> None:
+    """Items 1 and 2: a lost `files` leaf said "0 file rows lost" while 27 rows and their 54 tags were gone. The
+    path index still names those files: their rows come back as failed ("read again") and keep their tags."""
+    from app.services.jobs import drain
+    from app.services.library import Library, catalog, index_library
+    from tests.test_library import ToneEmbedder
+
+    root = tmp_path / "lib"
+    cat = damage(tagged60, root, "files")
+    report = catalog.salvage(cat)
+    n = len(report.reread)
+    assert 0 < n < 60 and report.files.before == 60 and report.files.kept == 60 - n
+    assert report.vectors.before == 60 and report.vectors.kept == 60 - n and report.lost == {"vectors": n}
+    assert (report.user_tags.kept, report.favourites.before) == (120, 10) and report.uncounted == []
+    assert all(p.startswith("t") and p.endswith(".wav") for p in report.reread)
+    assert f"{n} files whose rows were damaged are listed as failed until `earshot index` reads them again" \
+        in str(report)
+    assert f"lost: {n} vectors" in str(report)
+    with Library.open(root) as lib:
+        assert {f.path for f in lib.failed_files()} == set(report.reread)
+        assert lib.db.execute("SELECT count(*) FROM files WHERE format IS NULL").fetchone()[0] == 0
+    again = drain(index_library(root, ToneEmbedder()))
+    assert sorted(again.embedded) == sorted(report.reread) and again.failed == []
+    assert counts(root) == {"files": 60, "vectors": 60, "user_tags": 120, "favourites": 10}
+
+
+def test_repairs_in_the_same_second_keep_every_damaged_copy(tagged60: Path, tmp_path: Path) -> None:
+    from app.services.library import catalog
+
+    cat = damage(tagged60, tmp_path / "lib", "user_tags")
+    first = catalog.salvage(cat).damaged_copy
+    (tmp_path / "lib" / ".earshot" / "catalog.sqlite").write_bytes(b"not a database" * 400)
+    second = catalog.salvage(cat).damaged_copy
+    assert first != second and first.exists() and second.read_bytes() == b"not a database" * 400
+
+
+def test_search_and_tags_say_what_a_repair_on_opening_kept_and_lost(tagged60: Path, tmp_path: Path, capsys) -> None:
+    """Item 1: `search` on a damaged catalog repaired it and said nothing (rc 0, empty stderr)."""
+    root = tmp_path / "lib"
+    damage(tagged60, root, "favourites")
+    assert main(["tags", "export", "--library", str(root), "-o", str(tmp_path / "t.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "library: damaged catalog moved to catalog.sqlite.damaged-" in err
+    assert "favourites: the damaged pages held an unknown number of rows, lost" in err
+    damage(tagged60, tmp_path / "lib2", "favourites")
+    assert main(["search", "tone", "--library", str(tmp_path / "lib2"), "--mode", "names"]) == 0
+    assert "library: damaged catalog moved to" in capsys.readouterr().err
