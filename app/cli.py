@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from app import __version__
+from app.cli_library import add_library_parsers
+from core.config import bound_numbers, number
 
 Handler = Callable[[argparse.Namespace], int]
+MAX_RATE = 768_000  # Hz: probe resamples to at most this (the highest rate audio interfaces record at)
 
 
 def _trainer_override(argv: Sequence[str]) -> str | None:
@@ -85,121 +88,16 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="decode audio files and report what Earshot sees (or why it can't)")
     p.add_argument("files", nargs="+", type=Path)
-    p.add_argument("--sample-rate", type=int, default=None, help="resample to this rate (Hz)")
+    p.add_argument("--sample-rate", type=number(int, low=1, high=MAX_RATE), default=None,
+                   help=f"resample to this rate (Hz, 1 to {MAX_RATE})")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_probe)
 
-    _add_search_parsers(sub)
+    add_library_parsers(sub)
     _add_task_parsers(sub, "train", argv)
     _add_task_parsers(sub, "eval", argv)
+    bound_numbers(parser)  # flags that trainer modules write by hand: 64-bit integers, finite floats
     return parser
-
-
-def _add_search_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
-    model_help = "retrieval model: a registry name or a .safetensors path (default: the default retrieval model)"
-    p = sub.add_parser("index", help="index a sound library folder for search (only new and changed files)")
-    p.add_argument("folder", type=Path)
-    p.add_argument("--model", default=None, help=model_help)
-    p.add_argument("--retry-failed", action="store_true", help="read files that failed before again")
-    p.add_argument("--rehash", action="store_true",
-                   help="hash every file again, not only those whose size or modification time changed "
-                        "(finds edits that kept both)")
-    p.add_argument("--device", default="auto", help="under torchrun: each process embeds on its own GPU")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(handler=cmd_index)
-
-    for name, what in (("search", "find sounds in a library by a description"),
-                       ("similar", "find sounds in a library that sound like a file")):
-        p = sub.add_parser(name, help=what, description=what + ".", epilog=OUTPUT_HELP,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        if name == "search":
-            p.add_argument("text", nargs="?", default=None,
-                           help="a description, e.g. 'a door creaks open'; '-' (or none, with standard input "
-                                "piped) reads one query per line from standard input")
-            p.add_argument("--queries", metavar="FILE", default=None,
-                           help="answer many queries in one call: one per line of FILE ('-': standard input); "
-                                "prints JSON lines, one object per query")
-        else:
-            p.add_argument("file", type=Path, nargs="?", default=None,
-                           help="an audio file (in the library or not); or --record")
-            _add_record_arguments(p)
-        p.add_argument("--library", type=Path, required=True, help="the (indexed) library folder")
-        p.add_argument("--model", default=None, help=model_help)
-        p.add_argument("-k", type=result_count, default=10,
-                       help="number of results, at least 1 (default 10; more than the library holds gives all)")
-        if name == "search":
-            p.add_argument("--mode", choices=("names", "sound", "both"), default="both",
-                           help="rank by what files are called and tagged (names), by how they sound (sound), or "
-                                "both fused (default)")
-        p.add_argument("--names-weight", type=unit_interval, default=None, metavar="W",
-                       help="the names' share of the fused score, 0..1 (search: default the tuned weight; similar: "
-                            "default 0 = sound only, more adds how alike the names and tags are)")
-        p.add_argument("--min-duration", type=float, default=None, metavar="SECONDS")
-        p.add_argument("--max-duration", type=float, default=None, metavar="SECONDS")
-        p.add_argument("--folder", default=None, help="only this folder (relative to the library) and below")
-        p.add_argument("--format", dest="formats", action="append", default=None, metavar="EXT",
-                       help="only files of this format (extension, e.g. wav, flac); repeatable")
-        p.add_argument("--min-sample-rate", type=int, default=None, metavar="HZ")
-        p.add_argument("--max-sample-rate", type=int, default=None, metavar="HZ")
-        p.add_argument("--channels", type=int, default=None, metavar="N", help="only files with N channels")
-        p.add_argument("--favourites", action="store_true", help="only files marked as favourites")
-        p.add_argument("--json", action="store_true", help="print JSON (see below for file names)")
-        p.set_defaults(handler=cmd_search if name == "search" else cmd_similar)
-
-    p = sub.add_parser("tags", help="add, remove, export or import your own tags and favourites",
-                       description="Your tags and favourites, stored in the library's catalog and searched with "
-                                   "the names. Tags are separated by ';' in the CSV (columns path,tags,favourite).")
-    tag_sub = p.add_subparsers(dest="tags_command", metavar="ACTION", required=True)
-    for action, what in (("add", "add tags to files"), ("remove", "remove tags from files")):
-        t = tag_sub.add_parser(action, help=what, description=what + ".")
-        t.add_argument("files", nargs="+", type=Path, help="files in the library (relative to it, or absolute)")
-        t.add_argument("--tag", "-t", dest="tags", action="append", required=True, help="a tag; repeatable")
-        t.add_argument("--library", type=Path, required=True)
-        t.set_defaults(handler=cmd_tags)
-    for action, what in (("favourite", "mark files as favourites"), ("unfavourite", "unmark favourites")):
-        t = tag_sub.add_parser(action, help=what, description=what + ".")
-        t.add_argument("files", nargs="+", type=Path, help="files in the library (relative to it, or absolute)")
-        t.add_argument("--library", type=Path, required=True)
-        t.set_defaults(handler=cmd_tags)
-    t = tag_sub.add_parser("export", help="write every file's tags and favourite mark as CSV")
-    t.add_argument("--library", type=Path, required=True)
-    t.add_argument("-o", "--output", default="-", help="CSV file to write ('-', the default: standard output)")
-    t.set_defaults(handler=cmd_tags)
-    t = tag_sub.add_parser("import", help="merge tags and favourites from a CSV (path,tags,favourite)")
-    t.add_argument("csv", type=Path)
-    t.add_argument("--library", type=Path, required=True)
-    t.add_argument("--json", action="store_true", help="print JSON")
-    t.set_defaults(handler=cmd_tags)
-
-
-OUTPUT_HELP = """output:
-  plain text: one result per line; characters that would break a line or a terminal in a file name are
-  escaped (\\n, \\t, \\xNN for control characters and for bytes that are not UTF-8, \\\\ for a backslash).
-  --json (and --queries): every string is valid Unicode. "path" is the file's path as text; when the name
-  is not valid UTF-8, "path" shows the undecodable bytes as U+FFFD and "path_bytes" holds the exact bytes
-  in base64: open that one. --queries prints JSON lines {"query", "line", "results": [...]}."""
-
-
-def result_count(text: str) -> int:
-    """-k: a whole number >= 1 (argparse turns the ArgumentTypeError into a usage message, exit code 2)."""
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of results, got {text!r}") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {k}")
-    return k
-
-
-def unit_interval(text: str) -> float:
-    """--names-weight: a number from 0 to 1."""
-    try:
-        w = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}") from None
-    if not 0.0 <= w <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {w}")
-    return w
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -258,13 +156,17 @@ def cmd_info(args: argparse.Namespace) -> int:
         "audio_output": env.audio_output,
         "audio": env.audio_message,
         "models": [e.name for e in env.models],
+        "model_problems": [{"path": str(p.path), "message": p.message} for p in env.model_problems],
         "user_models_dir": str(user_models_dir()),
     }
     if args.json:
         print(json.dumps(info, indent=2))
     else:
         for key, value in info.items():
-            print(f"{key:>16}: {', '.join(value) if isinstance(value, list) else value}")
+            if key != "model_problems":
+                print(f"{key:>16}: {', '.join(value) if isinstance(value, list) else value}")
+        for p in env.model_problems:
+            print(f"problem: {p.path}: {p.message}", file=sys.stderr)
     return 0
 
 
@@ -311,332 +213,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
             else:
                 print(f"error  {r['path']}: {r['error']}")
     return 0 if all(r["ok"] for r in rows) else 1
-
-
-def cmd_index(args: argparse.Namespace) -> int:
-    from app.services.jobs import run_in_terminal
-    from app.services.library import LibraryError
-    from app.services.search import SearchSession, load_embedder, summarize
-    from core import distributed as ddp
-
-    if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
-        return _sharded_index(args)
-    embedder = load_embedder(args.model)
-    try:
-        session = SearchSession.open(args.folder, embedder)
-        try:
-            report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash),
-                                     desc="index", disable=True if args.json else None)
-        finally:
-            for event in session.library.events:  # repairs on opening (damaged catalog or index), write failures
-                print(f"library: {event}", file=sys.stderr)
-            session.close()
-    except LibraryError as e:  # a broken model, a full disk, a damaged catalog: a message, not a traceback
-        raise ValueError(str(e)) from None
-    _print_index_summary(summarize(report) | {"touched": report.touched, "unavailable": report.unavailable},
-                         args.json)
-    return 0
-
-
-def _sharded_index(args: argparse.Namespace) -> int:
-    from app.services.jobs import run_in_terminal
-    from app.services.library import LibraryError
-    from app.services.library.sharded import sharded_index_job
-    from app.services.search import load_embedder, summarize
-    from core import distributed as ddp
-    from core.device import resolve_device
-
-    ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
-    embedder = load_embedder(args.model, device=str(device))
-    from app.services.search import default_text_encoder
-
-    text_encoder = default_text_encoder() if ctx.is_main else None
-    try:
-        out = run_in_terminal(sharded_index_job(args.folder, embedder, ctx, text_encoder=text_encoder),
-                              desc=f"index (rank {ctx.rank})",
-                              disable=True if args.json or not ctx.is_main else None)
-    except LibraryError as e:
-        raise ValueError(str(e)) from None
-    finally:
-        ddp.teardown(ctx)
-    if ctx.is_main:
-        report, shards = out
-        _print_index_summary(summarize(report) | {"sharded": shards}, args.json)
-    return 0
-
-
-def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(summary, indent=2))
-        return
-    print(f"{summary['files']} files: {summary['embedded']} embedded, {summary['moved']} moved, "
-          f"{summary['copied']} copied, {summary['unchanged']} unchanged, {summary['removed']} removed, "
-          f"{summary['failed']} failed")
-    if summary.get("touched"):
-        print(f"{summary['touched']} files had a new modification time or were re-hashed: content unchanged")
-    if summary.get("unavailable"):
-        print(f"{summary['unavailable']} catalogued files are under folders that cannot be listed now: kept, "
-              "hidden from results until the folders are back", file=sys.stderr)
-    print(f"{summary['audio_seconds']:.1f} s of audio in {summary['elapsed_s']:.1f} s "
-          f"({summary['x_realtime']:.1f}x real time) with {summary['model']}")
-    for f in summary["failures"]:
-        print(f"failed: {f['error']}", file=sys.stderr)
-    if summary.get("texts"):
-        print(f"names and tags read for {summary['texts']} files ({summary['text_vectors']} sentences embedded)")
-    for t in summary.get("tag_problems", []):
-        print(f"tags: {printable(t['path'])}: {t['error']} (indexed by name and sound)", file=sys.stderr)
-    for e in summary["scan_errors"]:
-        print(f"scan: {e}", file=sys.stderr)
-    if "sharded" in summary:
-        sh = summary["sharded"]
-        print(f"sharded over {sh['processes']} processes: {sh['planned']} files planned, {sh['merged']} merged "
-              "into the catalog before the final pass")
-        for f in sh["failures"]:
-            print(f"failed: {f['error']}", file=sys.stderr)
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    queries = _queries(args)
-    if queries is None:
-        return _search_command(args, lambda s, f: s.search(args.text, args.k, f, mode=args.mode,
-                                                           names_weight=args.names_weight), text_only=True)
-    return _search_many(args, queries)
-
-
-def cmd_similar(args: argparse.Namespace) -> int:
-    if args.record is None:
-        if args.file is None:
-            raise ValueError("similar: give an audio file, or --record SECONDS to record one")
-        if args.save is not None:
-            raise ValueError("similar: --save keeps a recording: use it with --record")
-        return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f,
-                                                            names_weight=args.names_weight))
-    if args.file is not None:
-        raise ValueError("similar: give an audio file or --record, not both")
-    if not args.library.is_dir():  # before asking anyone to make a sound
-        raise ValueError(f"{args.library}: not a folder")
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="earshot-recording-") as tmp:
-        query = _record_query(args.record, args.save, Path(tmp))
-        return _search_command(args, lambda s, f: s.similar(query, args.k, f, names_weight=args.names_weight))
-
-
-# ---------------------------------------------------------------------------------- similar --record
-
-
-def _add_record_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--record", type=float, default=None, metavar="SECONDS",
-                   help="record SECONDS (0.2 to 30) from the default microphone, trim the silence around "
-                        "the sound, and find what sounds like it")
-    p.add_argument("--save", type=Path, default=None, metavar="FILE",
-                   help="with --record: keep the (trimmed) recording as a WAV file")
-
-
-def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
-    """Record from the microphone (saying on standard error when to make the sound); the trimmed WAV's path."""
-    from app.services.audio import AudioError
-    from app.services.recording import check_seconds, default_name, record_job
-
-    check_seconds(seconds)
-    if save is not None and not save.parent.is_dir():
-        raise ValueError(f"--save {save}: folder {save.parent} does not exist")
-    print(f"earshot: opening the microphone to record {seconds:g} s…", file=sys.stderr, flush=True)
-    job = record_job(seconds)
-    announced = False
-    try:
-        while True:
-            progress = next(job)
-            if progress.get("listening") and not announced:
-                print(f"earshot: recording {seconds:g} s: make the sound now", file=sys.stderr, flush=True)
-                announced = True
-    except StopIteration as done:
-        recording = done.value
-    except AudioError as e:  # no microphone, a device that failed, only silence: a message, exit code 2
-        raise ValueError(f"similar --record: {e}") from None
-    finally:
-        job.close()
-    if recording.problem:
-        print(f"earshot: the recording ended early: {recording.problem}", file=sys.stderr)
-    path = recording.save(save if save is not None else tmp / default_name())
-    kept = f"saved to {path}" if save is not None else "not saved (--save FILE keeps it)"
-    print(f"earshot: recorded {recording.duration:.1f} s of sound ({recording.recorded_seconds:.1f} s before "
-          f"trimming the silence), {kept}", file=sys.stderr)
-    return path
-
-
-def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
-    from app.services.library import SearchFilters
-
-    return SearchFilters(args.min_duration, args.max_duration, args.folder, formats=args.formats,
-                         min_sample_rate=args.min_sample_rate, max_sample_rate=args.max_sample_rate,
-                         channels=args.channels, favourites_only=args.favourites)
-
-
-def cmd_tags(args: argparse.Namespace) -> int:
-    from app.services.library import Library, LibraryError
-    from app.services.search import TagEditor
-
-    if not args.library.is_dir():
-        raise ValueError(f"{args.library}: not a folder")
-    try:
-        with Library.open(args.library) as lib:
-            editor = TagEditor(lib)
-            return _tags_action(args, editor)
-    except LibraryError as e:
-        raise ValueError(str(e)) from None
-
-
-def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 - a TagEditor
-    action = args.tags_command
-    if action == "export":
-        if args.output == "-":
-            n = editor.export_csv(sys.stdout)
-        else:
-            with open(args.output, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-                n = editor.export_csv(fh)
-        print(f"{n} files with tags or favourites", file=sys.stderr)
-        return 0
-    if action == "import":
-        r = editor.import_csv(args.csv)
-        if args.json:
-            print(json.dumps({"rows": r.rows, "files_changed": r.files, "tags_added": r.tags_added,
-                              "unknown": [{"line": ln, "path": printable(p)} for ln, p in r.unknown],
-                              "errors": [{"line": ln, "error": e} for ln, e in r.errors]}, indent=2))
-        else:
-            print(f"{r.rows} rows: {r.files} files changed, {r.tags_added} tags added")
-        for line, path in r.unknown:
-            print(f"{args.csv}:{line}: {printable(path) or '(empty path)'}: not in the library; row not applied",
-                  file=sys.stderr)
-        for line, error in r.errors:
-            print(f"{args.csv}:{line}: {error}; row not applied", file=sys.stderr)
-        return 1 if r.unknown or r.errors else 0
-    ids, unknown = editor.file_ids(args.files)
-    if unknown:
-        raise ValueError(f"not in the library (index it first?): {', '.join(printable(u) for u in unknown)}")
-    if action in ("favourite", "unfavourite"):
-        editor.library.set_favourite(ids, action == "favourite")
-        print(f"{len(ids)} files {'marked' if action == 'favourite' else 'unmarked'}")
-        return 0
-    changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
-    print(f"{len(changed)} of {len(ids)} files changed")
-    return 0
-
-
-def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
-    """(line number, query) pairs for the many-queries mode, or None for one query given as an argument.
-
-    Many queries come from --queries FILE, from '-' as the text, or from standard input when no text is given
-    and standard input is not a terminal. Blank lines are skipped; `line` keeps the place in the input."""
-    source = args.queries
-    piped = sys.stdin is not None and not sys.stdin.isatty()
-    if source is None and (args.text == "-" or (args.text is None and piped)):
-        source = "-"
-    if source is None:
-        if args.text is None:
-            raise ValueError("search: give a description, --queries FILE, or queries on standard input")
-        return None
-    if args.text not in (None, "-"):
-        raise ValueError("search: give either a description or --queries, not both")
-    try:
-        if source == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(source, "rb") as f:
-                raw = f.read()
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        where = "standard input" if source == "-" else source
-        raise ValueError(f"{where}: queries must be UTF-8 text (byte {e.start} is not)") from None
-    queries = [(i, q.strip()) for i, q in enumerate(text.splitlines(), start=1) if q.strip()]
-    if not queries:
-        raise ValueError(f"{'standard input' if source == '-' else source}: no queries (one per line)")
-    return queries
-
-
-def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
-    from app.services.search import SearchSession, load_embedder, load_query_embedder
-
-    if not args.library.is_dir():
-        raise ValueError(f"{args.library}: not a folder")
-    # text queries need only the text tower (NumPy, no torch import): the command starts several times faster
-    embedder = load_query_embedder(args.model) if text_only else load_embedder(args.model)
-    session = SearchSession.open(args.library, embedder)
-    if session.indexed_count() == 0:
-        print(f"earshot: {args.library} has no sounds indexed with {embedder.name}; run `earshot index "
-              f"{args.library}` first", file=sys.stderr)
-    return session
-
-
-def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
-                    ) -> int:
-    from app.services.audio import AudioError
-    from app.services.library import LibraryError
-    from app.services.search import hit_dict
-
-    filters = _filters(args)
-    try:
-        session = _open_search(args, text_only)
-        try:
-            hits = run(session, filters)
-        finally:
-            session.close()
-    except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
-        raise ValueError(str(e)) from None
-    if args.json:
-        print(json.dumps([hit_dict(h) for h in hits], indent=2))
-        return 0
-    if not hits:
-        print("no results")
-    else:
-        print(f"{'score':>7}  {'duration':>8}  path")
-    for h in hits:
-        why = f"  [{', '.join(h.match.matched_terms)}]" if h.match is not None and h.match.matched_terms else ""
-        tags = f"  #{' #'.join(h.user_tags)}" if h.user_tags else ""
-        print(f"{h.score:7.3f}  {h.duration:7.1f}s  {'*' if h.favourite else ''}{printable(h.path)}{why}{tags}")
-    return 0
-
-
-def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
-    """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
-    from app.services.library import LibraryError
-    from app.services.search import hit_dict
-
-    filters = _filters(args)
-    try:
-        session = _open_search(args, text_only=True)
-        try:
-            for line, query in queries:
-                hits = [hit_dict(h) for h in session.search(query, args.k, filters, mode=args.mode,
-                                                            names_weight=args.names_weight)]
-                print(json.dumps({"query": query, "line": line, "results": hits}), flush=True)
-        finally:
-            session.close()
-    except LibraryError as e:
-        raise ValueError(str(e)) from None
-    except BrokenPipeError:  # the reader went away (`| head -3`): stop quietly, as other Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
-    return 0
-
-
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def printable(path: str | os.PathLike[str]) -> str:
-    """A file name on one line, unambiguously: backslash, control characters and non-UTF-8 bytes escaped."""
-    out = []
-    for c in os.fsencode(path).decode("utf-8", "surrogateescape"):
-        if 0xDC80 <= ord(c) <= 0xDCFF:  # an undecodable byte
-            out.append(f"\\x{ord(c) - 0xDC00:02x}")
-        elif c == "\\":
-            out.append("\\\\")
-        elif c in _ESCAPES:
-            out.append(_ESCAPES[c])
-        elif not c.isprintable() and c != " ":
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return "".join(out)
 
 
 def _print_result(result: dict[str, Any], as_json: bool) -> None:

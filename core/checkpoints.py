@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import struct
 import types
 import typing
@@ -44,6 +45,7 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
 EARSHOT_VERSION = "0.1.0"
 KINDS = kinds.NAMES  # the checkpoint `kind` values: core/kinds.py, which also says how to rebuild each
 _MAX_HEADER = 100 * 1024 * 1024  # a safetensors header larger than this is not a checkpoint of ours
+MAX_JSON_DEPTH = 64  # our headers nest 3 deep and configs a few more; deeper is damage or an attack
 
 T = TypeVar("T")
 
@@ -182,33 +184,70 @@ def safetensors_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     return read_header(path).get("__metadata__") or {}
 
 
+def json_depth(text: str) -> int:
+    """How deeply `text`'s JSON arrays and objects nest, counted without recursion (brackets inside strings
+    are not counted). `json.loads` recurses once per level and raises RecursionError past ~1000 levels."""
+    import numpy as np
+
+    bare = _JSON_STRING.sub("", text).encode("utf-8", "surrogatepass")
+    b = np.frombuffer(bare, dtype=np.uint8)
+    steps = (np.isin(b, _OPENERS).astype(np.int64) - np.isin(b, _CLOSERS).astype(np.int64))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_OPENERS, _CLOSERS = (ord("["), ord("{")), (ord("]"), ord("}"))
+
+
+def loads_json(text: str, where: str) -> Any:  # noqa: ANN401 - any JSON value
+    """`json.loads` with a depth bound: a CheckpointError naming `where` instead of a RecursionError."""
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{where} is nested {depth} levels deep (at most {MAX_JSON_DEPTH}): damaged or "
+                              "not written by Earshot")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{where} is not valid JSON ({e})") from e
+    except RecursionError:  # json_depth is the bound; this only guards a very small stack
+        raise CheckpointError(f"{where} is nested too deeply") from None
+
+
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse and validate the safetensors header without reading the weights.
 
-    Catches the usual damage: an empty or foreign file, a header that is not JSON, and a file cut short
-    (the last tensor must end inside the file).
+    Catches the usual damage: an empty, unreadable or foreign file, a header that is not JSON or nests too
+    deeply, a `__metadata__` that is not an object of strings, and a file cut short (the last tensor must end
+    inside the file).
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise CheckpointError(f"{path.name}: not a checkpoint (file is {size} bytes, too short)")
-        (n,) = struct.unpack("<Q", head)
-        if n < 2 or n > _MAX_HEADER or n + 8 > size:
-            raise CheckpointError(
-                f"{path.name}: not a safetensors checkpoint (header length {n} does not fit a {size}-byte"
-                " file; is it a PyTorch .pt file or damaged?)"
-            )
-        raw = f.read(n)
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise CheckpointError(f"{path.name}: not a checkpoint (file is {size} bytes, too short)")
+            (n,) = struct.unpack("<Q", head)
+            if n < 2 or n > _MAX_HEADER or n + 8 > size:
+                raise CheckpointError(
+                    f"{path.name}: not a safetensors checkpoint (header length {n} does not fit a {size}-byte"
+                    " file; is it a PyTorch .pt file or damaged?)"
+                )
+            raw = f.read(n)
+    except OSError as e:
+        raise CheckpointError(f"{path.name}: cannot read the file ({e.strerror or e})") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise CheckpointError(f"{path.name}: damaged checkpoint header ({e})") from e
+    header = loads_json(text, f"{path.name}: the checkpoint header")
     if not isinstance(header, dict):
         raise CheckpointError(f"{path.name}: damaged checkpoint header (not a JSON object)")
+    meta = header.get("__metadata__")
+    if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
+        raise CheckpointError(f"{path.name}: damaged checkpoint header (__metadata__ is not an object of strings)")
     end = 0
     for name, info in header.items():
         if name == "__metadata__":
@@ -236,18 +275,12 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     if meta["kind"] not in KINDS:
         raise CheckpointError(f"{path.name}: unknown checkpoint kind {meta['kind']!r}")
     out: dict[str, Any] = {"kind": meta["kind"], "earshot_version": meta.get("earshot_version", "?")}
-    try:
-        external = json.loads(meta.get("external") or "[]")
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path.name}: metadata field 'external' is not valid JSON ({e})") from e
+    external = loads_json(meta.get("external") or "[]", f"{path.name}: metadata field 'external'")
     if not isinstance(external, list) or not all(isinstance(x, str) and x for x in external):
         raise CheckpointError(f"{path.name}: metadata field 'external' is not a list of name prefixes")
     out["external"] = external
     for key in ("config", "features", "training"):
-        try:
-            value = json.loads(meta.get(key) or "{}")
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{path.name}: metadata field {key!r} is not valid JSON ({e})") from e
+        value = loads_json(meta.get(key) or "{}", f"{path.name}: metadata field {key!r}")
         if not isinstance(value, dict):
             raise CheckpointError(f"{path.name}: metadata field {key!r} is not a JSON object")
         out[key] = value
@@ -352,6 +385,7 @@ def load_foreign_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Ten
     if not path.is_file():
         raise CheckpointError(f"{path}: no such weights file")
     if path.suffix == ".safetensors":
+        read_header(path)  # bounded checks first: the reader below is not ours
         try:
             return load_file(str(path))
         except (SafetensorError, OSError) as e:

@@ -7,7 +7,12 @@ everything that shows or parses settings reads them from there, so nothing guess
 - `add_arguments(parser, Config)` -> one flag per setting (`--field-name`, or the field's `flag`); every flag
   defaults to None ("not given"), so a preset or the dataclass default decides what was not given;
 - `config_from_args(Config, args, base=...)` -> the config, from the given flags over `base`;
-- `check_value` / `check_settings` -> specific messages for values out of range, of the wrong type or choice.
+- `check_value` / `check_settings` -> specific messages for values out of range, of the wrong type or choice;
+- `number(int, low=1)` -> the same converting, range-checking argparse `type` for a hand-written flag, and
+  `bound_numbers(parser)` gives it to every plain `type=int`/`type=float` flag of a parser (a trainer's own).
+
+Every integer is also bounded to 64 bits (what SQLite stores) and every float must be finite, so no flag can
+pass an OverflowError, a NaN or an infinity to the code behind it.
 
 Only fields declared with `setting(...)` (and not `hidden`) are settings. A config whose values come from a
 preset chosen elsewhere (retrieval: `--preset cpu-small` sets the learning rate, epochs, ...) says so with the
@@ -32,6 +37,7 @@ from typing import Any
 
 META_KEY = "earshot"
 TYPES = ("int", "float", "bool", "str", "choice", "list")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # SQLite's INTEGER, NumPy's int64, torch's seeds
 
 
 def setting(
@@ -144,7 +150,7 @@ def settings_of(cls: type) -> list[SettingSpec]:
 
 
 def _number(value: float) -> str:
-    return f"{value:g}"
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def check_value(spec: SettingSpec, value: Any) -> str | None:  # noqa: ANN401 - any setting value
@@ -162,9 +168,12 @@ def check_value(spec: SettingSpec, value: Any) -> str | None:  # noqa: ANN401 - 
         numeric = (int,) if spec.type == "int" else (int, float)
         if isinstance(value, bool) or not isinstance(value, numeric):
             return f"expected {'an integer' if spec.type == 'int' else 'a number'}, got {value!r}"
-        if not math.isfinite(value):
+        if not math.isfinite(value if spec.type == "int" else _as_float(value)):
             return f"{value} is not a finite number"
         low, high = spec.minimum, spec.maximum
+        if spec.type == "int":
+            low = INT64_MIN if low is None else max(low, INT64_MIN)
+            high = INT64_MAX if high is None else min(high, INT64_MAX)
         if low is not None and spec.minimum_exclusive and value <= low:
             return f"{value} must be greater than {_number(low)}"
         if low is not None and value < low:
@@ -173,6 +182,13 @@ def check_value(spec: SettingSpec, value: Any) -> str | None:  # noqa: ANN401 - 
             return f"{value} is above the maximum {_number(high)}"
         return None
     return None if isinstance(value, str) else f"expected text, got {value!r}"
+
+
+def _as_float(value: float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the float range
+        return math.inf
 
 
 def check_settings(classes: Iterable[type], settings: dict[str, Any]) -> list[str]:
@@ -232,6 +248,24 @@ def _parser_for(spec: SettingSpec) -> Callable[[str], Any]:
 
     parse.__name__ = spec.type  # argparse names the type in some messages
     return parse
+
+
+def number(kind: type[int] | type[float], low: float | None = None, high: float | None = None,
+           low_exclusive: bool = False) -> Callable[[str], Any]:
+    """An argparse `type` for a hand-written numeric flag: converts, then checks the range (and 64 bits, and
+    finiteness) exactly as generated flags do, so a bad value is a usage error that says why."""
+    return _parser_for(SettingSpec(name="", flag="", type=kind.__name__, minimum=low, maximum=high,
+                                   minimum_exclusive=low_exclusive))
+
+
+def bound_numbers(parser: argparse.ArgumentParser) -> None:
+    """Give every plain `type=int` / `type=float` flag of `parser` (and of its sub-commands) the checks of
+    `number` without a range of its own: flags written by hand in trainer modules are bounded too."""
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its actions here, documented by use
+        if action.type in (int, float):
+            action.type = number(action.type)
+        for sub in (action.choices or {}).values() if isinstance(action, argparse._SubParsersAction) else ():
+            bound_numbers(sub)
 
 
 def _help(spec: SettingSpec) -> str:

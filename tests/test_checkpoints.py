@@ -201,3 +201,50 @@ def test_external_prefixes_are_left_out_and_rebuilt(tmp_path: Path) -> None:
     other, _ = load_model(path, kind="words", builder=build)
     assert not torch.equal(other.proj.weight, model.proj.weight)
     torch.testing.assert_close(other.out.weight, model.out.weight)
+
+
+def _raw_safetensors(path: Path, header: bytes) -> Path:
+    import struct
+
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+@pytest.mark.parametrize("header", [b"[" * 20_000, b'{"a":' * 20_000, b'{"__metadata__": ' + b"[" * 5000 + b"]" * 5000
+                                    + b"}"])
+def test_deeply_nested_header_is_refused_not_a_recursion_error(tmp_path: Path, header: bytes) -> None:
+    """Issue 27 item 3: `struct.pack('<Q', 20000) + b'[' * 20000` crashed search, index, eval and train --resume."""
+    from core.checkpoints import safetensors_metadata
+
+    path = _raw_safetensors(tmp_path / "x.safetensors", header)
+    for read in (read_metadata, safetensors_metadata, read_checkpoint, load_foreign_state_dict):
+        with pytest.raises(CheckpointError, match="nested"):
+            read(path)
+
+
+def test_nested_metadata_string_is_refused_by_name(tmp_path: Path) -> None:
+    meta = {"kind": "words", "config": "[" * 100_000 + "]" * 100_000}
+    path = _raw_safetensors(tmp_path / "m.safetensors", json.dumps({"__metadata__": meta}).encode())
+    with pytest.raises(CheckpointError, match="'config'.*nested"):
+        read_metadata(path)
+
+
+@pytest.mark.parametrize("metadata", ['["kind", "words"]', '{"kind": 3}', '"words"'])
+def test_metadata_that_is_not_an_object_of_strings_is_refused(tmp_path: Path, metadata: str) -> None:
+    path = _raw_safetensors(tmp_path / "m.safetensors", f'{{"__metadata__": {metadata}}}'.encode())
+    with pytest.raises(CheckpointError, match="__metadata__"):
+        read_metadata(path)
+
+
+def test_unreadable_checkpoint_is_a_checkpoint_error(saved: tuple[Path, Tiny], monkeypatch) -> None:
+    path, _ = saved
+    real_open = open
+
+    def deny(file, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202 - the open() signature
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(file, *a, **kw)
+
+    monkeypatch.setattr("builtins.open", deny)
+    with pytest.raises(CheckpointError, match="cannot read"):
+        read_metadata(path)

@@ -49,6 +49,7 @@ def fts() -> sqlite3.Connection:
     'NEAR(a b)', 'name:door', 'door^', 'AND', 'OR NOT', '"unterminated', 'a*b', '*door', 'door**', '(door)',
     'door AND -', '{name tags}: door', "'single'", 'ü*', '日本語*', 'x' * 2000, '\x00\x01', '-"', 'NOT door',
     'door OR', '"door" "', '\\', '+door', '#$%&', 'door-*', '--door', '"-door"',
+    'door\x00', 'do\x00or', '"door\x00creak"', '-door\x00', 'door\x00*', '\x1b[31mdoor', 'door\udcff', '\ud800*',
 ])
 def test_no_query_is_an_fts5_syntax_error(fts: sqlite3.Connection, text: str):
     q = parse(text)
@@ -68,3 +69,11 @@ def test_matching_semantics(fts: sqlite3.Connection):
     assert rows("AND") == set() and rows("NEAR(door slam)") == {2}  # operators are plain words
     assert rows("日本語") == {4} and rows("дождь") == {5}  # any script, case-folded
     assert rows("window") == {5}  # every column
+
+
+def test_control_characters_are_spaces():
+    """Issue 27 item 9: `printf 'door\\x00\\n' | earshot search` was "unterminated string" from FTS5."""
+    q = parse('door\x00creak\x07 "wooden\x00door" -metal\x1b slam\x7f')
+    assert q.words == ["door", "creak", "slam"] and q.phrases == ["wooden door"] and q.excluded == ["metal"]
+    assert q.free_text == "door creak wooden door slam"
+    assert parse("door\udcff").words == ["door"]  # an undecodable byte of the command line (surrogateescape)

@@ -77,3 +77,28 @@ def test_unavailable_device_is_refused_by_name(folders: tuple[Path, Path]) -> No
         pytest.skip("this machine has MPS")
     with pytest.raises(ValueError, match="'mps' is not available"):
         reg.load("words-default")
+
+
+def test_a_hostile_or_unreadable_file_is_a_problem_and_the_others_are_listed(folders: tuple[Path, Path],
+                                                                             monkeypatch) -> None:
+    """Issue 27 item 4: one nested-JSON header in the user's folder broke the whole list (RecursionError)."""
+    import struct
+
+    shipped, user = folders
+    (user / "nested.safetensors").write_bytes(struct.pack("<Q", 20000) + b"[" * 20000)
+    locked = user / "locked.safetensors"
+    locked.write_bytes((shipped / "words-default.safetensors").read_bytes())
+    real_open = open
+
+    def deny(file, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202 - the open() signature
+        if str(file) == str(locked):
+            raise PermissionError(13, "Permission denied", str(locked))
+        return real_open(file, *a, **kw)
+
+    monkeypatch.setattr("builtins.open", deny)
+    reg = ModelRegistry(folders=[(shipped, "default"), (user, "user")])
+    assert {e.name for e in reg.scan()} == {"words-default", "my-words", "units-a"}
+    problems = {p.path.name: p.message for p in reg.problems}
+    assert set(problems) == {"broken.safetensors", "nested.safetensors", "locked.safetensors"}
+    assert "nested 20000 levels deep" in problems["nested.safetensors"]
+    assert "Permission denied" in problems["locked.safetensors"]

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
 _HAS_WORD = re.compile(r"[^\W_]")  # at least one letter or digit (any script)
 MAX_QUERY_CHARS = 1000  # a pasted novel is cut, not refused
+# control characters (FTS5 ends a string at NUL) and lone surrogates (undecodable command-line bytes, which
+# SQLite cannot be given) separate words, as a space would
+_NOT_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 @dataclass
@@ -71,8 +74,9 @@ def quote(text: str) -> str:
 
 def parse(text: str) -> Query:
     """Split a query into words, "phrases", prefix* and -exclusions. Tokens without a letter or digit (a lone
-    '-', '*' or quote, punctuation) are dropped; a stray quote opens a phrase to the end."""
-    text = (text or "")[:MAX_QUERY_CHARS]
+    '-', '*' or quote, punctuation) are dropped; a stray quote opens a phrase to the end; control characters
+    are spaces."""
+    text = _NOT_TEXT.sub(" ", (text or "")[:MAX_QUERY_CHARS])
     q = Query(text)
     for m in _TOKEN.finditer(text):
         if m.group(2) is not None:  # "phrase" or -"phrase"

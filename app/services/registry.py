@@ -75,7 +75,7 @@ class ModelRegistry:
             for path in sorted(folder.glob("*.safetensors")):
                 try:
                     meta = read_metadata(path)
-                except CheckpointError as e:
+                except (CheckpointError, OSError) as e:  # one bad file is listed, never breaks the others
                     problems.append(RegistryProblem(path, str(e)))
                     continue
                 entries[path.stem] = ModelEntry(

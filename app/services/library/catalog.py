@@ -14,17 +14,18 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-import struct
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from platformdirs import user_data_dir
 
 from app.services.audio import display_name
+from app.services.library.pages import raw_rows
 from app.services.library.records import LibraryError, PathLike
 from app.services.library.scan import CATALOG_DIR
 
@@ -251,25 +252,37 @@ def connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed: salvage cannot bring them back
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise LibraryError(f"{display_name(path)}: catalog version {version} was written by a newer "
-                               f"Earshot (this one reads up to {SCHEMA_VERSION})")
-        has_files = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files'"
-                               ).fetchone()
-        if version < SCHEMA_VERSION:
-            with transaction(db):
-                if not has_files:
-                    create_v1(db)
-                    version = 1
-                for v in range(version, SCHEMA_VERSION):
-                    MIGRATIONS[v](db)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if _schema_version(db, path) < SCHEMA_VERSION:
+            upgrade(db, path)
         db.execute("SELECT count(*) FROM files").fetchone()  # a damaged file fails here at the latest
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _schema_version(db: sqlite3.Connection, path: Path) -> int:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise LibraryError(f"{display_name(path)}: catalog version {version} was written by a newer "
+                           f"Earshot (this one reads up to {SCHEMA_VERSION})")
+    return version
+
+
+def upgrade(db: sqlite3.Connection, path: Path) -> None:
+    """Bring the catalog to SCHEMA_VERSION in one write transaction. The version is read again once the write
+    lock is held: a second process that opened the old catalog at the same moment waits for the first and
+    then finds nothing left to do (every migration runs exactly once)."""
+    with transaction(db):
+        version = _schema_version(db, path)
+        if version >= SCHEMA_VERSION:
+            return
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files'").fetchone():
+            create_v1(db)
+            version = 1
+        for v in range(version, SCHEMA_VERSION):
+            MIGRATIONS[v](db)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 @contextlib.contextmanager
@@ -310,12 +323,118 @@ def quick_check(db: sqlite3.Connection) -> list[str]:
     return [] if rows == ["ok"] else rows
 
 
+@dataclass
+class TableCount:
+    """One table's rows before and after a salvage. `before` counts every row any copy still names (the table,
+    its indexes, the rows of other tables that point at it); `reread`: file rows kept to be read again."""
+
+    before: int = 0
+    kept: int = 0
+    reread: int = 0
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.before - self.kept - self.reread)
+
+
+@dataclass
+class SalvageReport:
+    """What rebuilding a damaged catalog set aside, kept and lost. `str()` is the one-line message for the
+    library's events (CLI standard error, GUI status); `as_dict()` the same for JSON."""
+
+    damaged_copy: Path  # the damaged file, moved aside as it was (its WAL beside it)
+    files: TableCount
+    vectors: TableCount
+    user_tags: TableCount
+    favourites: TableCount
+    reread: list[str] = field(default_factory=list)  # files whose rows were damaged: failed until indexed again
+    uncounted: list[str] = field(default_factory=list)  # tables damaged with no second copy: losses not countable
+
+    LABELS = {"files": "files", "vectors": "vectors", "user_tags": "user tags", "favourites": "favourites"}
+
+    def tables(self) -> dict[str, TableCount]:
+        return {"files": self.files, "vectors": self.vectors, "user_tags": self.user_tags,
+                "favourites": self.favourites}
+
+    @property
+    def lost(self) -> dict[str, int]:
+        """Rows known to be lost, per table (tables that lost none are left out)."""
+        return {name: t.lost for name, t in self.tables().items() if t.lost}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"damaged_copy": str(self.damaged_copy), "reread": self.reread, "uncounted": self.uncounted,
+                "lost": self.lost, **{name: {"before": t.before, "kept": t.kept, "reread": t.reread}
+                                      for name, t in self.tables().items()}}
+
+    def __str__(self) -> str:
+        kept = ", ".join(f"{t.kept} {self.LABELS[n]}" if n in self.uncounted else f"{t.kept} of {t.before} "
+                         f"{self.LABELS[n]}" for n, t in self.tables().items())
+        out = [f"damaged catalog moved to {self.damaged_copy.name}; rebuilt from what was intact: kept {kept}"]
+        if self.reread:
+            out.append(f"{len(self.reread)} files whose rows were damaged are listed as failed until `earshot index` "
+                       "reads them again")
+        lost = self.lost
+        if lost:
+            out.append("lost: " + ", ".join(f"{n} {self.LABELS[t]}" for t, n in lost.items())
+                       + (" (`earshot index` reads those files again)" if set(lost) & {"files", "vectors"} else ""))
+        for name in self.uncounted:
+            out.append(f"{self.LABELS[name]}: the damaged pages held an unknown number of rows, lost")
+        if not lost and not self.uncounted:
+            out.append("nothing lost")
+        return "; ".join(out)
+
+
+REREAD = "its catalog row was damaged and rebuilt: index again to read it"
+
 # the version-1 columns every later version still has: what salvage copies
 _SALVAGE = {
     "models": "model_id, dim, sample_rate, window_seconds",
     "files": "id, path, size, mtime_ns, hash, duration, sample_rate, channels, status, error, indexed_at",
     "vectors": "id, model_id, file_id, vector, n_windows, windows",
 }
+# second copies of rows, read through a covering index alone: a damaged table page does not take these along
+_COPIES = {
+    "files": ("SELECT id, path FROM files INDEXED BY sqlite_autoindex_files_1",
+              "SELECT id, NULL FROM files INDEXED BY files_hash"),
+    "vectors": ("SELECT id, file_id FROM vectors INDEXED BY vectors_file",
+                "SELECT id, file_id FROM vectors INDEXED BY sqlite_autoindex_vectors_1"),
+    "user_tags": ("SELECT file_id, tag, NULL FROM user_tags INDEXED BY user_tags_tag",),
+}
+
+
+class _Reader:
+    """Reads what it can of the damaged catalog, noting which tables had rows it could not reach."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.damaged: set[str] = set()  # tables with at least one damaged read
+        self.complete: set[str] = set()  # tables of which one full copy (table or index) was read
+
+    def rows(self, table: str, sql: str, args: tuple = ()) -> list[tuple]:
+        """The rows `sql` yields before any damage stops it; a missing table (an older catalog) gives []."""
+        out: list[tuple] = []
+        try:
+            cur = self.db.execute(sql, args)
+            while (row := cur.fetchone()) is not None:
+                out.append(row)
+        except sqlite3.DatabaseError as e:
+            if not str(e).startswith(("no such table", "no such index", "no such column")):
+                self.damaged.add(table)
+            return out
+        self.complete.add(table)
+        return out
+
+    def table(self, table: str) -> Iterator[tuple]:
+        """_readable_rows (damaged pages stepped over), or nothing when the table cannot be read at all."""
+        try:
+            yield from _readable_rows(self.db, table, self.damaged)
+        except sqlite3.DatabaseError:
+            self.damaged.add(table)
+        if table not in self.damaged:
+            self.complete.add(table)
+
+    def uncounted(self, table: str) -> bool:
+        return table in self.damaged and table not in self.complete
 
 
 def _upper_rowid(db: sqlite3.Connection, table: str) -> int:
@@ -328,8 +447,9 @@ def _upper_rowid(db: sqlite3.Connection, table: str) -> int:
     return best
 
 
-def _readable_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple]:
-    """Every row of `table` that can still be read, in rowid order; damaged pages are stepped over."""
+def _readable_rows(db: sqlite3.Connection, table: str, damaged: set[str]) -> Iterator[tuple]:
+    """Every row of `table` that can still be read, in rowid order; damaged pages are stepped over (and the
+    table is added to `damaged`)."""
     cols, last = _SALVAGE[table], 0
     upper = _upper_rowid(db, table)
     while True:
@@ -337,6 +457,7 @@ def _readable_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple]:
             r = db.execute(f"SELECT rowid, {cols} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 1",
                            (last,)).fetchone()
         except sqlite3.DatabaseError:
+            damaged.add(table)
             r = False  # the b-tree below `last` is damaged: probe rowid by rowid
         if r is None:
             return
@@ -353,145 +474,6 @@ def _readable_rows(db: sqlite3.Connection, table: str) -> Iterator[tuple]:
         yield r[1:]
 
 
-# ----------------------------------------------------------- reading records off the pages themselves
-# When a table's root or interior page is damaged, SQL cannot reach its intact leaf pages. SQLite's file
-# format is documented (https://www.sqlite.org/fileformat2.html) and stable: walk every page, parse the live
-# cells of table-leaf pages (skipping the freelist, which holds deleted rows), and recognise our rows by shape.
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    """(value, next offset) of the SQLite varint at buf[i]."""
-    v = 0
-    for k in range(8):
-        b = buf[i + k]
-        v = (v << 7) | (b & 0x7F)
-        if b < 0x80:
-            return v, i + k + 1
-    return (v << 8) | buf[i + 8], i + 9
-
-
-def _decode_record(payload: bytes) -> tuple:
-    header_size, i = _varint(payload, 0)
-    types = []
-    while i < header_size:
-        t, i = _varint(payload, i)
-        types.append(t)
-    out, pos = [], header_size
-    for t in types:
-        if t == 0:
-            out.append(None)
-        elif 1 <= t <= 6:
-            n = (1, 2, 3, 4, 6, 8)[t - 1]
-            out.append(int.from_bytes(payload[pos:pos + n], "big", signed=True))
-            pos += n
-        elif t == 7:
-            out.append(struct.unpack(">d", payload[pos:pos + 8])[0])
-            pos += 8
-        elif t in (8, 9):
-            out.append(t - 8)
-        elif t >= 12:
-            n = (t - 12) // 2
-            raw = payload[pos:pos + n]
-            out.append(raw if t % 2 == 0 else raw.decode("utf-8"))
-            pos += n
-        else:
-            raise ValueError("reserved serial type")
-    if pos > len(payload):
-        raise ValueError("record runs past its payload")
-    return tuple(out)
-
-
-def _page_records(path: Path) -> Iterator[tuple[int, tuple]]:
-    """(rowid, record) of every live cell on every table-leaf page that parses; damaged ones are skipped."""
-    data = path.read_bytes()
-    if len(data) < 100:
-        return
-    trunk = 0
-    if data.startswith(b"SQLite format 3\0"):
-        ps = int.from_bytes(data[16:18], "big")
-        ps = 65536 if ps == 1 else ps
-        usable, trunk = ps - data[20], int.from_bytes(data[32:36], "big")
-    else:  # the header page itself is damaged: the page size we create catalogs with, freelist unknown
-        ps = usable = 4096
-    n_pages = len(data) // ps
-    page = lambda n: data[(n - 1) * ps:n * ps]  # noqa: E731 - 1-based page numbers, as in the format
-    free: set[int] = set()
-    budget = n_pages
-    while 0 < trunk <= n_pages and trunk not in free and budget > 0:  # the freelist: deleted rows live there
-        free.add(trunk)
-        t = page(trunk)
-        count = min(int.from_bytes(t[4:8], "big"), (usable - 8) // 4)
-        free.update(int.from_bytes(t[8 + 4 * k:12 + 4 * k], "big") for k in range(count))
-        trunk, budget = int.from_bytes(t[0:4], "big"), budget - 1
-    max_local = usable - 35
-    min_local = (usable - 12) * 32 // 255 - 23
-    for n in range(1, n_pages + 1):
-        if n in free:
-            continue
-        p = page(n)
-        base = 100 if n == 1 else 0
-        if p[base] != 0x0D:  # table leaf
-            continue
-        n_cells = int.from_bytes(p[base + 3:base + 5], "big")
-        for c in range(n_cells):
-            try:
-                off = int.from_bytes(p[base + 8 + 2 * c:base + 10 + 2 * c], "big")
-                size, i = _varint(p, off)
-                rowid, i = _varint(p, i)
-                if size <= max_local:
-                    payload = p[i:i + size]
-                else:
-                    k = min_local + (size - min_local) % (usable - 4)
-                    local = k if k <= max_local else min_local
-                    chunks, nxt = [p[i:i + local]], int.from_bytes(p[i + local:i + local + 4], "big")
-                    got, seen = local, set()
-                    while got < size and 0 < nxt <= n_pages and nxt not in seen:
-                        seen.add(nxt)
-                        o = page(nxt)
-                        chunks.append(o[4:usable][:size - got])
-                        got += len(chunks[-1])
-                        nxt = int.from_bytes(o[0:4], "big")
-                    payload = b"".join(chunks)
-                if len(payload) != size:
-                    continue
-                yield rowid, _decode_record(payload)
-            except (IndexError, ValueError, struct.error, UnicodeDecodeError):
-                continue
-
-
-def _recognise(record: tuple) -> str | None:
-    """Which of our tables a raw record belongs to, by its shape (None: another table, or garbage)."""
-    n = len(record)
-    if n in (11, 12, 13) and isinstance(record[1], bytes) and record[8] in ("ok", "error") and all(
-            isinstance(record[k], int) for k in (2, 3)):
-        return "files"
-    if n == 6 and isinstance(record[1], str) and isinstance(record[2], int) and isinstance(record[3], bytes) \
-            and isinstance(record[4], int) and isinstance(record[5], bytes):
-        return "vectors"
-    if n in (4, 5) and isinstance(record[0], str) and isinstance(record[1], int) and isinstance(record[2], int) \
-            and isinstance(record[3], float | int):
-        return "models"
-    return None
-
-
-def _raw_rows(path: Path) -> dict[str, list[tuple]]:
-    """Rows of files/vectors/models found on the pages, in the column order of _SALVAGE."""
-    found: dict[str, list[tuple]] = {"files": [], "vectors": [], "models": []}
-    try:
-        records = list(_page_records(path))
-    except OSError:
-        return found
-    for rowid, rec in sorted(records, key=lambda r: -r[0]):  # newest first: it wins any UNIQUE conflict
-        kind = _recognise(rec)
-        if kind == "files":
-            found["files"].append((rowid, *rec[1:11]))
-        elif kind == "vectors":
-            found["vectors"].append((rowid, *rec[1:6]))
-        elif kind == "models":
-            found["models"].append(rec[:4])
-    return found
-
-
 def _good_vector(row: tuple, dims: dict[str, int]) -> bool:
     _, model_id, _, vector, n_windows, windows = row
     dim = dims.get(model_id)
@@ -504,43 +486,23 @@ def _good_vector(row: tuple, dims: dict[str, int]) -> bool:
     return bool(np.isfinite(v).all() and np.isfinite(w).all() and abs(float(np.linalg.norm(v)) - 1) < 1e-3)
 
 
-def salvage(path: Path) -> str:
-    """Rebuild a damaged catalog from every row that can still be read and checks out; the damaged file is
-    kept next to it as `catalog.sqlite.damaged-<time>`. Returns what happened, for the library's events."""
+def salvage(path: Path) -> SalvageReport:
+    """Rebuild a damaged catalog from every row that can still be read and checks out, and say exactly what was
+    kept and lost, table by table. Rows are read through SQL (stepping over damaged pages), off the pages
+    themselves, and through the indexes that hold a second copy of them: a file whose row was damaged but whose
+    path is still known is kept as a failed row to read again, with its tags and favourite mark. The damaged file
+    is kept next to the catalog as `catalog.sqlite.damaged-<time>` (its WAL beside it)."""
     fresh = path.with_name(f"{CATALOG_NAME}.salvage")
     for p in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
         p.unlink(missing_ok=True)
-    kept = {"models": 0, "files": 0, "vectors": 0}
-    seen = {"files": 0, "vectors": 0}
     new = connect(fresh)
     try:
         old = sqlite3.connect(os.fsencode(path), isolation_level=None)
         with contextlib.suppress(sqlite3.DatabaseError):
             old.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the pages read below must be the latest
-        raw = _raw_rows(path)
         try:
             with transaction(new):
-                dims: dict[str, int] = {}
-                for row in _merged(_salvage_table(old, "models"), raw["models"], key=0):
-                    with contextlib.suppress(sqlite3.Error):
-                        new.execute(f"INSERT INTO models({_SALVAGE['models']}) VALUES (?, ?, ?, ?)", row)
-                        dims[row[0]] = int(row[1])
-                        kept["models"] += 1
-                file_ids = set()
-                for row in _merged(_salvage_table(old, "files"), raw["files"]):
-                    seen["files"] += 1
-                    with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
-                        new.execute(f"INSERT INTO files({_SALVAGE['files']}) VALUES ({','.join('?' * 11)})", row)
-                        file_ids.add(row[0])
-                        kept["files"] += 1
-                for row in _merged(_salvage_table(old, "vectors"), raw["vectors"]):
-                    seen["vectors"] += 1
-                    if row[2] in file_ids and _good_vector(row, dims):
-                        with contextlib.suppress(sqlite3.Error):
-                            new.execute(f"INSERT INTO vectors({_SALVAGE['vectors']}) VALUES (?, ?, ?, ?, ?, ?)", row)
-                            kept["vectors"] += 1
-                for table, cols in (("user_tags", "file_id, tag, added_at"), ("favourites", "file_id, added_at")):
-                    _copy_user_rows(old, new, table, cols, file_ids)  # the user's own work: keep what reads
+                counts, reread, uncounted = _rebuild(_Reader(old), new, raw_rows(path))
                 for table in ("files", "vectors"):  # ids stay never-reused
                     new.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?",
                                 (_upper_rowid(old, table), table))
@@ -548,28 +510,104 @@ def salvage(path: Path) -> str:
             old.close()
     finally:
         new.close()
-    aside = path.with_name(f"{CATALOG_NAME}.damaged-{int(time.time())}")
+    aside = _aside_name(path)
     os.replace(path, aside)
-    for suffix in ("-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-        Path(f"{fresh}{suffix}").unlink(missing_ok=True)
+    if Path(f"{path}-wal").exists():  # frames the checkpoint could not move: part of the damaged copy
+        os.replace(f"{path}-wal", f"{aside}-wal")
+    for p in (Path(f"{path}-shm"), Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
+        p.unlink(missing_ok=True)
     os.replace(fresh, path)
-    return (f"damaged catalog moved to {aside.name}; rebuilt from what was intact: kept {kept['files']} files "
-            f"and {kept['vectors']} vectors ({seen['files'] - kept['files']} file rows and "
-            f"{seen['vectors'] - kept['vectors']} vectors lost: index again to read those files)")
+    return SalvageReport(aside, **counts, reread=reread, uncounted=uncounted)
 
 
-def _copy_user_rows(old: sqlite3.Connection, new: sqlite3.Connection, table: str, cols: str, file_ids: set[int]
-                    ) -> None:
-    """Rows of a user table (tags, favourites) of kept files, as far as SQL can still read them."""
-    try:
-        rows = old.execute(f"SELECT {cols} FROM {table}").fetchall()
-    except sqlite3.DatabaseError:
-        return  # an older catalog without the table, or the table itself is damaged
+def _aside_name(path: Path) -> Path:
+    """`catalog.sqlite.damaged-<time>`, never one an earlier repair left."""
+    stem = f"{CATALOG_NAME}.damaged-{int(time.time())}"
+    aside, n = path.with_name(stem), 1
+    while aside.exists():
+        aside, n = path.with_name(f"{stem}-{n}"), n + 1
+    return aside
+
+
+def _rebuild(old: _Reader, new: sqlite3.Connection, raw: dict[str, list[tuple]]
+             ) -> tuple[dict[str, TableCount], list[str], list[str]]:
+    """Copy what reads and checks out from `old` into the empty catalog `new`, counting every table's rows."""
+    counts = {name: TableCount() for name in ("files", "vectors", "user_tags", "favourites")}
+    dims: dict[str, int] = {}
+    for row in _merged(old.table("models"), raw["models"], key=0):
+        with contextlib.suppress(sqlite3.Error):
+            new.execute(f"INSERT INTO models({_SALVAGE['models']}) VALUES (?, ?, ?, ?)", row)
+            dims[row[0]] = int(row[1])
+
+    # files: the rows, then the ids and paths their indexes, texts and the rows that point at them still name
+    rows = list(_merged(old.table("files"), raw["files"]))
+    paths: dict[int, bytes | None] = {}
+    for fid, key in [r for q in _COPIES["files"] for r in old.rows("files", q)] + old.rows(
+            "texts", "SELECT file_id, path FROM texts"):  # texts: the path each file's name words came from
+        if isinstance(fid, int) and paths.get(fid) is None:
+            paths[fid] = key
+    vectors = list(_merged(old.table("vectors"), raw["vectors"]))
+    vector_ids = {r[0]: r[2] for r in vectors} | {r[0]: r[1] for q in _COPIES["vectors"]
+                                                  for r in old.rows("vectors", q)}
+    tags = {(r[0], r[1]): r[2] for q in (*_COPIES["user_tags"], "SELECT file_id, tag, added_at FROM user_tags")
+            for r in old.rows("user_tags", q)}
+    favourites = _favourites(old, raw["favourites"], {r[0] for r in rows} | set(paths))
+    known = {r[0] for r in rows} | set(paths) | set(vector_ids.values()) | {f for f, _ in tags} | set(favourites)
+    counts["files"].before = len(known)
+    file_ids: set[int] = set()
     for row in rows:
-        if row[0] in file_ids:
+        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
+            new.execute(f"INSERT INTO files({_SALVAGE['files']}, format) VALUES ({','.join('?' * 12)})",
+                        (*row, file_format(bytes(row[1]))))
+            file_ids.add(row[0])
+    reread = []
+    for fid in sorted(known - file_ids):
+        key = paths.get(fid)
+        if isinstance(key, bytes) and key:
             with contextlib.suppress(sqlite3.Error):
-                new.execute(f"INSERT OR IGNORE INTO {table}({cols}) VALUES ({','.join('?' * len(row))})", row)
+                new.execute("INSERT INTO files(id, path, size, mtime_ns, status, error, indexed_at, format)"
+                            " VALUES (?, ?, -1, 0, 'error', ?, ?, ?)", (fid, key, REREAD, time.time(),
+                                                                         file_format(key)))
+                reread.append(os.fsdecode(key))
+    counts["files"].kept, counts["files"].reread = len(file_ids), len(reread)
+
+    counts["vectors"].before = len(vector_ids)
+    for row in vectors:
+        if row[2] in file_ids and _good_vector(row, dims):
+            with contextlib.suppress(sqlite3.Error):
+                new.execute(f"INSERT INTO vectors({_SALVAGE['vectors']}) VALUES (?, ?, ?, ?, ?, ?)", row)
+                counts["vectors"].kept += 1
+    # the user's own work: kept for every file that still has a row, rows to read again included
+    with_rows = {r[0] for r in new.execute("SELECT id FROM files")}
+    counts["user_tags"].before, counts["favourites"].before = len(tags), len(favourites)
+    for (fid, tag), added in tags.items():
+        if fid in with_rows:
+            with contextlib.suppress(sqlite3.Error):
+                new.execute("INSERT INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
+                            (fid, tag, added if added is not None else time.time()))
+                counts["user_tags"].kept += 1
+    for fid, added in favourites.items():
+        if fid in with_rows:
+            with contextlib.suppress(sqlite3.Error):
+                new.execute("INSERT INTO favourites(file_id, added_at) VALUES (?, ?)", (fid, added))
+                counts["favourites"].kept += 1
+    uncounted = [name for name in counts if old.uncounted(name)]
+    return counts, reread, uncounted
+
+
+def _favourites(old: _Reader, on_pages: list[tuple], file_ids: set[int]) -> dict[int, float]:
+    """file id -> when marked, for every favourite still readable: the table, then each known file id looked up
+    by itself (past a damaged interior page), then the rows found on the pages."""
+    found = {r[0]: r[1] for r in old.rows("favourites", "SELECT file_id, added_at FROM favourites")}
+    if "favourites" in old.damaged:
+        for fid in sorted(file_ids - set(found)):
+            with contextlib.suppress(sqlite3.DatabaseError):
+                row = old.db.execute("SELECT added_at FROM favourites WHERE file_id = ?", (fid,)).fetchone()
+                if row is not None:
+                    found[fid] = row[0]
+        for fid, added in on_pages:
+            found.setdefault(fid, added)
+    return found
 
 
 def _merged(through_sql: Iterator[tuple], on_pages: list[tuple], key: int = 0) -> Iterator[tuple]:
@@ -582,11 +620,3 @@ def _merged(through_sql: Iterator[tuple], on_pages: list[tuple], key: int = 0) -
         if row[key] not in have:
             have.add(row[key])
             yield row
-
-
-def _salvage_table(db: sqlite3.Connection, table: str) -> Iterator[tuple]:
-    """_readable_rows, or nothing when the table cannot be read at all (e.g. not a database)."""
-    try:
-        yield from _readable_rows(db, table)
-    except sqlite3.DatabaseError:
-        return
