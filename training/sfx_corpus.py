@@ -38,7 +38,6 @@ import argparse
 import csv
 import functools
 import hashlib
-import io
 import json
 import random
 import re
@@ -53,8 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
+from core import audio as audio_path
 from training.espeak_corpus import common_vocabulary
 from training.reserved import RESERVED_PREFIXES, check_not_reserved, is_reserved
 
@@ -159,12 +158,12 @@ def caption_from_path(relpath: str, package: str) -> str:
 
 
 def decode(data: bytes) -> tuple[np.ndarray, int]:
-    """Encoded bytes -> (mono float32 (N,), sample rate). Raises ValueError on anything soundfile cannot read."""
+    """Encoded bytes -> (mono float32 (N,), sample rate). Raises ValueError on anything the audio path cannot read."""
     try:
-        audio, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)  # (N, C)
-    except Exception as e:  # libsndfile's errors come in several types; say which file in the caller
+        decoded = audio_path.decode_bytes(data)
+    except audio_path.AudioError as e:  # the caller says which file
         raise ValueError(f"cannot decode: {e}") from e
-    return audio.mean(axis=1), int(sr)
+    return decoded.audio, decoded.sample_rate
 
 
 def audio_hash(wave: np.ndarray, sample_rate: int) -> str:
@@ -556,7 +555,7 @@ def _load_state(out_dir: Path, source: str) -> tuple[list[Row], dict[str, Any]] 
 def _write_wav(out_dir: Path, package: str, name: str, wave: np.ndarray, sr: int) -> str:
     dest = Path("audio") / package / f"{name}.wav"
     (out_dir / dest).parent.mkdir(parents=True, exist_ok=True)
-    sf.write(out_dir / dest, wave, sr, subtype="PCM_16")
+    audio_path.save_wav(out_dir / dest, wave, sr)
     return dest.as_posix()
 
 

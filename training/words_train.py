@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 import torch
 
 from core import audio as audio_path
@@ -400,7 +399,7 @@ def _featurise(
         path = folder / row["path"]
         try:
             feats = cache.features(path)
-        except (OSError, RuntimeError, ValueError, sf.LibsndfileError) as e:
+        except (OSError, RuntimeError, ValueError) as e:  # AudioError is a ValueError
             problems.add("unreadable", f"{row['path']} ({str(e)[:60]})")
             continue
         if feats is None:
