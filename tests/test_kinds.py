@@ -43,7 +43,8 @@ def test_every_row_resolves_to_real_code(name: str) -> None:
 
 def test_the_table_is_the_one_list() -> None:
     from app.services import training_runs
-    from core import checkpoints, validate
+    from core import checkpoints
+    from training import validate
 
     assert kinds.NAMES == ("words", "units", "retrieval")
     assert checkpoints.KINDS == validate.KINDS == kinds.NAMES and list(training_runs.KINDS) == list(kinds.NAMES)
