@@ -30,7 +30,8 @@ import torch
 from core.checkpoints import load_model
 from core.frontends import units_frontend
 from models.frontends import MFCC
-from models.vqvae import SpeechUnitsFrontend, UnitsModel
+from models.units import UnitsModel
+from models.units_frontend import SpeechUnitsFrontend
 from training.units_train import units_config
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "units-default.safetensors"

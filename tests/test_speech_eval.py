@@ -16,7 +16,7 @@ from app.cli import main
 from core.checkpoints import save_checkpoint
 from models.awe import MultiViewAWE
 from models.frontends import MFCC, frontend_to_dict
-from models.vqvae import UnitsModel
+from models.units import UnitsModel
 from training import abx
 from training.metrics import average_precision, dtw_pairwise_ap
 from training.speech_eval import Selection, list_eval_clips, per_speaker_table

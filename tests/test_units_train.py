@@ -15,7 +15,7 @@ from app.services.jobs import drain
 from core.checkpoints import CheckpointError, load_model, save_checkpoint
 from core.config import settings_of
 from models.frontends import MFCC
-from models.vqvae import UnitsModel
+from models.units import UnitsModel
 from tests.test_augment import SWITCHES
 from training.speech_eval import add_units_eval_arguments as add_eval_arguments
 from training.speech_eval import evaluate_units_command as evaluate

@@ -196,7 +196,7 @@ def _abx_block(result: dict[str, Any], per_speaker: dict[str, dict[str, Any]], n
 
 
 def evaluate_units(
-    model: Any,  # noqa: ANN401 - models.vqvae.UnitsModel
+    model: Any,  # noqa: ANN401 - models.units.UnitsModel
     clips: Sequence[EvalClip],
     max_per_cell: int | None = None,
     representation: str = "codebook",

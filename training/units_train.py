@@ -2,7 +2,7 @@
 
     audio folders -> decode (any rate / channels -> 16 kHz mono) -> checks -> MFCC+Δ+ΔΔ, or MFCC+Δ+ΔΔ with the
       frozen pretrained speech_embedding frame of each unit appended (`--frontend mfcc+speech_embedding`,
-      models.vqvae.SpeechUnitsFrontend) -> held in memory, and on disk with `--cache-dir` (computed once)
+      models.units_frontend.SpeechUnitsFrontend) -> held in memory, and on disk with `--cache-dir` (computed once)
       stage 1: random crops -> VQVAE (reconstruction + commitment + smoothing, jitter) -> Adam
       stage 2: frozen VQ-VAE units of whole utterances -> codebook vectors -> CodebookInverter -> linear
                magnitude spectrogram target (LinearSpectrogram, same 10-ms hop) -> Adam
@@ -46,7 +46,9 @@ from core.config import add_arguments, config_from_args, setting
 from core.frontends import UNITS_FRONTENDS, units_frontend, units_frontend_dict
 from models.frontends import MFCC, LinearSpectrogram
 from models.inverter import InverterConfig
-from models.vqvae import SPEECH_FRONTEND_KIND, STRIDE, SpeechUnitsFrontend, UnitsConfig, UnitsModel, VQVAEConfig
+from models.units import UnitsConfig, UnitsModel
+from models.units_frontend import SPEECH_FRONTEND_KIND, SpeechUnitsFrontend
+from models.vqvae import STRIDE, VQVAEConfig
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
 from training.reserved import is_held_out
 from training.trainer import Hooks, Stage, Trainer, TrainerConfig
@@ -66,7 +68,7 @@ CLIP_FRACTION = 0.01  # more than this share of samples at full scale: reported 
 
 # ---------------------------------------------------------------------------------------------- configs
 
-FRONTEND_CHOICES = UNITS_FRONTENDS  # encoder inputs (models.vqvae.SpeechUnitsFrontend)
+FRONTEND_CHOICES = UNITS_FRONTENDS  # encoder inputs (models.units_frontend.SpeechUnitsFrontend)
 
 
 @dataclass
