@@ -54,7 +54,7 @@ def test_audio(seconds: float, sr: int = 16000) -> torch.Tensor:
     root = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd" / "recordings"
     files = sorted(root.glob("*_theo_*.wav"))[:60] if root.is_dir() else []
     if files:
-        from training.units_train import read_audio
+        from training.units_data import read_audio
 
         waves = [read_audio(f)[0] for f in files]
         wave = torch.cat(waves)

@@ -20,20 +20,17 @@ from tests.test_augment import SWITCHES
 from training.speech_eval import add_units_eval_arguments as add_eval_arguments
 from training.speech_eval import evaluate_units_command as evaluate
 from training.trainer import resume_path
-from training.units_train import (
+from training.units_data import (
     TRAIN_CSV_NAMES,
     Corpus,
-    UnitsTrainConfig,
     augmented_crop,
     list_clips,
     load_corpus,
     prepare_wave,
     read_audio,
-    train_units,
-    units_config,
-    vq_step,
     wave_features,
 )
+from training.units_train import UnitsTrainConfig, train_units, units_config, vq_step
 
 
 def fsdd_subset(root: Path, out: Path, speakers: tuple[str, ...], words: tuple[str, ...], split: str,
@@ -410,15 +407,15 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
         -(-len(f) // 4) for f in drain(load_corpus(list_clips([data]), frontend=_speech_frontend(),
                                                    cache_dir=tmp_path / "cache")).feats)
     # a second run reads the cache (no audio decoded) and trains on the same numbers
-    from training import units_train
+    from training import units_data
 
     calls = []
-    real = units_train.read_audio
-    units_train.read_audio = lambda *a, **k: (calls.append(a), real(*a, **k))[1]  # type: ignore[assignment]
+    real = units_data.read_audio
+    units_data.read_audio = lambda *a, **k: (calls.append(a), real(*a, **k))[1]  # type: ignore[assignment]
     try:
         corpus = drain(load_corpus(list_clips([data]), frontend=_speech_frontend(), cache_dir=tmp_path / "cache"))
     finally:
-        units_train.read_audio = real  # type: ignore[assignment]
+        units_data.read_audio = real  # type: ignore[assignment]
     assert not calls and len(corpus.feats) == 24 and corpus.feats[0].shape[1] == 135
     with pytest.raises(ValueError, match="augmentation"):
         tiny_cfg(frontend="mfcc+speech_embedding", gain_prob=0.5)

@@ -119,7 +119,7 @@ def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
 
     Word tokens come from words.csv or metadata.csv; utterances from utterances.csv (rows whose file is also
     a word token are not repeated); a folder without tables gives every audio file as an utterance."""
-    from training.units_train import AUDIO_EXTENSIONS
+    from training.units_data import AUDIO_EXTENSIONS
 
     words: list[EvalClip] = []
     utterances: list[EvalClip] = []
@@ -211,7 +211,7 @@ def evaluate_units(
     resynthesis. `resampler`: the model's (`audio_path.resampler_from_training`); `features`: its front end
     (checkpoint metadata; default MFCC)."""
     from models.frontends import MFCC, LinearSpectrogram
-    from training.units_train import (
+    from training.units_data import (
         SAMPLE_RATE,
         AudioProblem,
         pad_for_frontend,
