@@ -177,8 +177,9 @@ def test_words_heldout_per_speaker_ap_uses_the_pairs_of_that_speaker(
             assert 0.0 < per[s][key] <= 1.0, (s, key)
     # the DTW baseline is the same code as training.metrics.dtw_pairwise_ap, overall and on a speaker's pairs
     from app.services.jobs import drain
+    from training.words_data import load_words
     from training.words_train import MFCC as WordsMFCC
-    from training.words_train import TrimConfig, load_words
+    from training.words_train import TrimConfig
 
     data = drain(load_words([corpus], WordsMFCC(), ("heldout",), TrimConfig(), 300))
     feats = [dtw_features(t.feats) for t in data.tokens]

@@ -89,7 +89,7 @@ def _synthetic(row: dict[str, str]) -> bool:
 def _read_rows(table: Path, word_column: bool, sel: Selection) -> tuple[list[EvalClip], bool]:
     """Rows of one CSV table kept by `sel`, and whether the table has a split column. Words are grouped as the
     words model groups them (`word_key`: "Seven!", "seven" and "7" are one word)."""
-    from training.words_train import word_key
+    from training.words_data import word_key
 
     clips: list[EvalClip] = []
     with open(table, newline="", encoding="utf-8", errors="replace") as f:
@@ -433,14 +433,8 @@ def evaluate_words(
     from core.device import resolve_device
     from models.frontends import MFCC
     from training.metrics import average_precision, dtw_distance, word_discrimination_ap
-    from training.words_train import (
-        DEV_SPLITS,
-        dtw_features,
-        embed_tokens,
-        embed_words,
-        has_split_column,
-        load_words,
-    )
+    from training.words_data import DEV_SPLITS, has_split_column, load_words
+    from training.words_train import dtw_features, embed_tokens, embed_words
 
     model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
     frontend = words_frontend(ckpt.features)  # MFCC, or the pretrained speech_embedding frames
