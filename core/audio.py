@@ -11,16 +11,15 @@ Decisions:
   and says what is wrong; it is a ValueError, so callers that already treat bad values as "skip and
   report" do so for bad audio too. Non-regular files (FIFOs, devices, sockets) are refused from `stat`
   alone, before anything opens them: opening a FIFO for reading blocks until a writer appears.
-- Resampling is libsoxr (`soxr`, "HQ": 20-bit, passband to ~91% of the lower Nyquist) at any rate ratio:
-  its cost does not depend on the ratio (torchaudio's sinc kernel grows with the reduced ratio, so
-  11,127 -> 16,000 Hz took seconds per file). Output length is round(N * new / orig). Long files stream
-  through `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
-- The resampler is part of a speech model's preprocessing contract, like its trim settings: the words and
-  units trainers record `training.preprocessing.resampler` ("soxr") in their checkpoints, and whatever turns
-  audio into features for such a model uses the recorded one. Checkpoints without the field (every one
-  written before soxr, the shipped words/units defaults included) were trained on torchaudio's sinc
-  resampler, whose imperfect stop band leaves content above the source's Nyquist that their MFCC front
-  end (log(mel + 1e-6)) learned to expect; `resampler_from_training` reads them as "torchaudio-sinc".
+- Resampling is libsoxr (`soxr`, "HQ": 20-bit, passband to ~91% of the lower Nyquist): its cost does not
+  depend on the rate ratio, where torchaudio's sinc kernel grows with the reduced ratio (seconds per file
+  at 11,127 -> 16,000 Hz). Output length is round(N * new / orig). Long files stream through
+  `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
+- The resampler is part of a speech model's preprocessing contract, like its trim settings: trainers record
+  `training.preprocessing.resampler` in their checkpoints and feature extraction uses the recorded one. A
+  checkpoint without the field (the shipped words/units defaults among them) is read as "torchaudio-sinc":
+  its MFCC front end learned the content that resampler's stop band leaves above the source's Nyquist
+  (docs/history.md, "Resampling").
 - Silence trimming is the energy trim the words model was trained with (25-ms windows, 10-ms hop,
   `TrimConfig`); trainers and the Words tab both call `trim_silence`.
 """
