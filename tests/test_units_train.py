@@ -76,6 +76,7 @@ def run_job(job):  # noqa: ANN001, ANN201 - a trainer's generator -> (its progre
             return progress, stop.value
 
 
+@pytest.mark.slow
 def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tuple[Path, dict, Path]) -> None:
     path, result, _ = trained
     vq = [h for h in result["steps_seen"] if h["stage"] == "vqvae"]
@@ -123,6 +124,7 @@ def _first_wav(folder: Path) -> Path:
         return Path(next(csv.DictReader(f))["path"])
 
 
+@pytest.mark.slow
 def test_resume_continues_in_the_saved_stage_and_step(tmp_path: Path, trained: tuple[Path, dict, Path]) -> None:
     _, _, root = trained
     data = fsdd_subset(root, tmp_path / "d", ("george",), ("zero", "one"), "train", 4)
@@ -169,6 +171,7 @@ def eval_args(model: Path, data: Path, **kw: object) -> argparse.Namespace:
     return args
 
 
+@pytest.mark.slow
 def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, trained: tuple[Path, dict, Path]
                                                               ) -> None:
     path, _, root = trained
@@ -377,6 +380,7 @@ def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_pa
     assert [c.speaker for c in list_clips([folder], "all", tables=TRAIN_CSV_NAMES)] == ["a", "b", "d"]
 
 
+@pytest.mark.slow
 def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp_path: Path, fsdd: Path) -> None:
     """`--frontend mfcc+speech_embedding`: the encoder reads MFCC + the frozen pretrained embedding (135-d),
     the decoder rebuilds the MFCCs; the loss falls; features are computed once into `--cache-dir` and read back

@@ -296,6 +296,7 @@ def test_jitter_only_in_training(monkeypatch):
 # ---------------------------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 def test_training_on_fsdd_lowers_loss_and_uses_codebook(fsdd):
     torch.manual_seed(0)
     speakers = ("george", "jackson", "lucas")
