@@ -18,13 +18,17 @@ PYTEST_ARGS ?=
 # only its checkpoint file is used, so it is installed without dependencies
 AISFX_WHEEL ?= aisfx==0.1.2
 
-.PHONY: run test bench lint system-deps test-system-deps clean
+.PHONY: run test test-fast bench lint system-deps test-system-deps clean
 
 run: $(VENV)/.installed
 	$(VENV)/bin/earshot
 
 test: $(VENV)/.installed-test test-system-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the suite without the tests marked slow (training runs, real models, subprocesses): see README, Testing
+test-fast: $(VENV)/.installed-test test-system-deps
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m bench

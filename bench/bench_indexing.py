@@ -20,7 +20,7 @@ What is measured, exactly (the JSON says the same in `notes`):
 - Peak memory: ru_maxrss of the process (whole process: model + library) after the library is built and after
   indexing; and the tracemalloc peak (Python + numpy allocations) while decoding the whole library.
 - Before/after: decoding the 11,127 Hz and 22,254 Hz clips to the model's rate with the old path
-  (soundfile + torchaudio.functional.resample, whose kernel is built from the exact rate ratio) against the
+  (libsndfile + torchaudio.functional.resample, whose kernel is built from the exact rate ratio) against the
   one audio path (`core.audio.decode`, libsoxr). The old path is run on OLD_PATH_CLIPS clips per rate.
 """
 
@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 import torch
 
 from app.services.jobs import drain
@@ -48,7 +47,7 @@ from app.services.search import (
     summarize,
     trunk_threads,
 )
-from core.audio import decode, iter_blocks, resample
+from core.audio import audio_info, decode, iter_blocks, resample, write_audio
 
 ROOT = Path(__file__).resolve().parents[1]
 SFX = ROOT.parent / "shared" / "data" / "sfx" / "audio"
@@ -76,7 +75,7 @@ def build_library(folder: Path) -> dict[int, list[Path]]:
         x = np.clip(resample(d.audio, d.sample_rate, rate), -1.0, 1.0)
         ogg = (i // len(RATES)) % 2 == 1
         out = folder / f"{rate}_{i:03d}_{src.stem}.{'ogg' if ogg else 'wav'}"
-        sf.write(out, x, rate, **({"format": "OGG", "subtype": "VORBIS"} if ogg else {"subtype": "PCM_16"}))
+        write_audio(out, x, rate)  # Ogg Vorbis or 16-bit WAV, from the extension
         by_rate[rate].append(out)
     return by_rate
 
@@ -96,18 +95,18 @@ def decode_throughput(by_rate: dict[int, list[Path]], sr: int, window_s: float) 
 
 
 def old_decode(path: Path, sr: int) -> np.ndarray:
-    """The decoder before the one audio path: soundfile + torchaudio's exact-ratio sinc resampler."""
+    """The decoder before the one audio path: libsndfile + torchaudio's exact-ratio sinc resampler."""
     import torchaudio.functional as AF
 
-    data, rate = sf.read(path, dtype="float32", always_2d=True)
-    return AF.resample(torch.from_numpy(np.ascontiguousarray(data.mean(axis=1))), rate, sr).numpy()
+    d = decode(path)  # mono at the file's rate: the read without the resampler
+    return AF.resample(torch.from_numpy(d.audio), d.sample_rate, sr).numpy()
 
 
 def before_after(by_rate: dict[int, list[Path]], sr: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rate in (11127, 22254):
         files = by_rate[rate][:OLD_PATH_CLIPS]
-        seconds = sum(sf.info(f).duration for f in files)
+        seconds = sum(audio_info(f).duration for f in files)
         t0 = time.perf_counter()
         for f in files:
             old_decode(f, sr)

@@ -30,7 +30,8 @@ import torch
 from core.checkpoints import load_model
 from core.frontends import units_frontend
 from models.frontends import MFCC
-from models.vqvae import SpeechUnitsFrontend, UnitsModel
+from models.units import UnitsModel
+from models.units_frontend import SpeechUnitsFrontend
 from training.units_train import units_config
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "units-default.safetensors"
@@ -53,7 +54,7 @@ def test_audio(seconds: float, sr: int = 16000) -> torch.Tensor:
     root = Path(__file__).resolve().parents[2] / "shared" / "data" / "fsdd" / "recordings"
     files = sorted(root.glob("*_theo_*.wav"))[:60] if root.is_dir() else []
     if files:
-        from training.units_train import read_audio
+        from training.units_data import read_audio
 
         waves = [read_audio(f)[0] for f in files]
         wave = torch.cat(waves)

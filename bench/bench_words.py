@@ -23,12 +23,12 @@ from core.checkpoints import load_model
 from core.frontends import words_frontend
 from models.awe import MultiViewAWE
 from training.metrics import dtw_pairwise_ap, word_discrimination_ap
+from training.words_data import load_words
 from training.words_train import (
     MFCC,
     TrimConfig,
     dtw_features,
     embed_tokens,
-    load_words,
     model_config,
 )
 

@@ -8,7 +8,7 @@ What is measured, exactly (the JSON says the same in `notes`):
   `usr/share/scratch/Media/Sounds/Animal/Bird.wav` -> `scratch/Animal/Bird.wav`. The package is the top folder
   (without `-data` and version suffixes), install prefixes, archive members' containers (`public.zip!`) and
   generic folders (`Media`, `Sounds`, `data`, `core`, ...) are dropped, the rest of the path is kept. The file
-  keeps its source's format when soundfile writes it (.wav, .ogg; .oga -> .ogg), else it becomes .wav.
+  keeps its source's format when core.audio writes it (.wav, .ogg; .oga -> .ogg), else it becomes .wav.
 - The same audio a second time, with hash-like names (`a3f9c1e2.wav`) and no folders: a library whose names say
   nothing. Fused search should rank there like sound-only.
 - Only the held-out split, because the default retrieval model was trained on the corpus's train split: its
@@ -62,8 +62,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
+from core.audio import decode, write_audio
 from training.ranking import retrieval_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ RANDOM_SEEDS = 200
 # folders that say where a package keeps its files, not what a sound is
 GENERIC = {"usr", "share", "games", "media", "sounds", "sound", "data", "core", "audio", "sfx", "mods", "public",
            "baseoa", "missionpack", "base", "default", "snd_classic", "stereo", "techs", "commondata"}
-WRITABLE = {".wav": ".wav", ".ogg": ".ogg", ".oga": ".ogg"}  # source extension -> what soundfile writes here
+WRITABLE = {".wav": ".wav", ".ogg": ".ogg", ".oga": ".ogg"}  # source extension -> what core.audio.write_audio writes
 
 
 @dataclass
@@ -139,11 +139,8 @@ def write_library(clips: list[Clip], root: Path, which: str) -> int:
         if dest.is_file():
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
-        audio, sr = sf.read(c.audio, dtype="float32", always_2d=False)
-        tmp = dest.with_name(dest.name + ".part")
-        fmt = "OGG" if dest.suffix == ".ogg" else "WAV"
-        sf.write(tmp, audio, sr, format=fmt, subtype="VORBIS" if fmt == "OGG" else "PCM_16")
-        tmp.replace(dest)  # a run killed half-way leaves no half-written file that looks complete
+        d = decode(c.audio, mono=False, max_seconds=None)  # (N, C) at the clip's own rate
+        write_audio(dest, d.audio, d.sample_rate)  # atomic: a killed run leaves no half-written file
         written += 1
     return written
 

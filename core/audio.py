@@ -1,7 +1,8 @@
 """The one audio path of Earshot (no Qt): decode, mono, resample, sanitize, trim, stream in blocks.
 
-Every reader of audio goes through here: the library indexer, the Search/Units/Words services, `earshot
-probe`, and every trainer and corpus builder. One place means one behaviour: a file that `earshot probe`
+Every reader and writer of audio goes through here: the library indexer, the Search/Units/Words services,
+`earshot probe`, every trainer, corpus builder and benchmark; it is the only module that imports soundfile
+(tests/test_audio.py checks). One place means one behaviour: a file that `earshot probe`
 accepts is read the same way by training and by the app, and a words model trimmed in training is trimmed
 the same way in the Words tab.
 
@@ -10,16 +11,15 @@ Decisions:
   and says what is wrong; it is a ValueError, so callers that already treat bad values as "skip and
   report" do so for bad audio too. Non-regular files (FIFOs, devices, sockets) are refused from `stat`
   alone, before anything opens them: opening a FIFO for reading blocks until a writer appears.
-- Resampling is libsoxr (`soxr`, "HQ": 20-bit, passband to ~91% of the lower Nyquist) at any rate ratio:
-  its cost does not depend on the ratio (torchaudio's sinc kernel grows with the reduced ratio, so
-  11,127 -> 16,000 Hz took seconds per file). Output length is round(N * new / orig). Long files stream
-  through `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
-- The resampler is part of a speech model's preprocessing contract, like its trim settings: the words and
-  units trainers record `training.preprocessing.resampler` ("soxr") in their checkpoints, and whatever turns
-  audio into features for such a model uses the recorded one. Checkpoints without the field (every one
-  written before soxr, the shipped words/units defaults included) were trained on torchaudio's sinc
-  resampler, whose imperfect stop band leaves content above the source's Nyquist that their MFCC front
-  end (log(mel + 1e-6)) learned to expect; `resampler_from_training` reads them as "torchaudio-sinc".
+- Resampling is libsoxr (`soxr`, "HQ": 20-bit, passband to ~91% of the lower Nyquist): its cost does not
+  depend on the rate ratio, where torchaudio's sinc kernel grows with the reduced ratio (seconds per file
+  at 11,127 -> 16,000 Hz). Output length is round(N * new / orig). Long files stream through
+  `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
+- The resampler is part of a speech model's preprocessing contract, like its trim settings: trainers record
+  `training.preprocessing.resampler` in their checkpoints and feature extraction uses the recorded one. A
+  checkpoint without the field (the shipped words/units defaults among them) is read as "torchaudio-sinc":
+  its MFCC front end learned the content that resampler's stop band leaves above the source's Nyquist
+  (docs/history.md, "Resampling").
 - Silence trimming is the energy trim the words model was trained with (25-ms windows, 10-ms hop,
   `TrimConfig`); trainers and the Words tab both call `trim_silence`.
 """
@@ -373,6 +373,21 @@ def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True,
     return _finish(audio, sr, channels, sample_rate, mono, resampler=resampler)
 
 
+def decode_raw(path: PathLike, sample_rate: int, subtype: str, channels: int = 1) -> Decoded:
+    """`decode` (mono, at the file's rate) for a headerless file whose format the caller knows, e.g.
+    Asterisk's .gsm prompts: `decode_raw(path, 8000, "GSM610")`."""
+    name = display_name(path)
+    _check_file(path)
+    try:
+        data, _ = sf.read(_sf_path(path), format="RAW", subtype=subtype, samplerate=sample_rate,
+                          channels=channels, dtype="float32", always_2d=True)  # (N, C)
+    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as e:
+        raise UnreadableAudioError(f"{name}: not readable as raw {subtype} ({_sf_reason(e)})") from None
+    if len(data) == 0:
+        raise EmptyAudioError(f"{name}: no audio frames")
+    return _finish(data, sample_rate, channels, None, mono=True)
+
+
 # --------------------------------------------------------------------------------------------- streaming
 
 
@@ -442,18 +457,38 @@ def iter_blocks(
         yield np.pad(buf, (0, size - len(buf))) if pad_last else buf.copy()
 
 
-def save_wav(path: PathLike, audio: np.ndarray, sample_rate: int, subtype: str = "PCM_16") -> Path:
-    """Write (N,) or (N, C) audio as WAV atomically (temp file in the same folder + os.replace).
+# what `write_audio` writes for each file extension: (libsndfile format, default subtype)
+WRITE_FORMATS: dict[str, tuple[str, str]] = {
+    ".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS"), ".oga": ("OGG", "VORBIS"),
+}
 
-    subtype "PCM_16" clips to [-1, 1]; "FLOAT" keeps the values. NaN/inf are written as 0.
+
+def write_audio(path: PathLike, audio: np.ndarray, sample_rate: int, subtype: str | None = None) -> Path:
+    """Write (N,) or (N, C) audio atomically (temp file in the same folder + os.replace), in the format its
+    extension names (`WRITE_FORMATS`: .wav, .flac, .ogg/.oga) with that format's default subtype unless given.
+
+    PCM subtypes clip to [-1, 1]; "FLOAT" and the compressed ones keep the values. NaN/inf are written as 0.
     """
     path = Path(path)
+    known = WRITE_FORMATS.get(path.suffix.lower())
+    if known is None:
+        raise ValueError(f"{display_name(path)}: cannot write {path.suffix or 'files without an extension'}; "
+                         f"use one of {', '.join(WRITE_FORMATS)}")
+    return _write(path, audio, sample_rate, known[0], subtype or known[1])
+
+
+def save_wav(path: PathLike, audio: np.ndarray, sample_rate: int, subtype: str = "PCM_16") -> Path:
+    """`write_audio` as WAV whatever the extension; subtype "PCM_16" clips to [-1, 1], "FLOAT" keeps values."""
+    return _write(Path(path), audio, sample_rate, "WAV", subtype)
+
+
+def _write(path: Path, audio: np.ndarray, sample_rate: int, format: str, subtype: str) -> Path:
     x = np.array(audio, dtype=np.float32)  # a copy we may modify
     sanitize(x)
     if subtype.startswith("PCM"):
         np.clip(x, -1.0, 1.0, out=x)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a handle: soundfile wants names as UTF-8
-        sf.write(fh, x, sample_rate, subtype=subtype, format="WAV")
+        sf.write(fh, x, sample_rate, subtype=subtype, format=format)
     return path
 
 

@@ -24,7 +24,8 @@ from models.speech_embedding import (
     SpeechFramesConfig,
     config_from_dict,
 )
-from models.vqvae import SPEECH_FRONTEND_KIND, STRIDE, SpeechUnitsFrontend
+from models.units_frontend import SPEECH_FRONTEND_KIND, SpeechUnitsFrontend
+from models.vqvae import STRIDE
 
 UNITS_FRONTENDS = ("mfcc", SPEECH_FRONTEND_KIND)  # a units model's encoder inputs
 FRAMES_PER_UNIT = STRIDE  # the VQ-VAE's time stride: one unit every FRAMES_PER_UNIT front-end frames

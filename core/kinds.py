@@ -102,7 +102,7 @@ KINDS: dict[str, Kind] = {
             tab_label="Units — speech units, Transformer VQ-VAE (folder of speech)",
             trainer="training.units_train",
             settings=("training.units_train:UnitsTrainConfig",),
-            builder="models.vqvae:from_config_dict",
+            builder="models.units:from_config_dict",
             validator="training.validate:check_units",
             evaluator=("training.speech_eval:add_units_eval_arguments", "training.speech_eval:evaluate_units_command"),
         ),

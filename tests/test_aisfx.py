@@ -178,6 +178,7 @@ def test_both_paths_ignore_padding_and_batch(fully_convolutional):
             torch.testing.assert_close(both[i], enc(c[None])[0], atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 @needs_weights
 def test_fully_convolutional_is_equivalent_to_blockwise_on_real_clips(sfx):
     """Tolerance: a clip of at most one block gives the same vector (1e-5); for longer clips, where blocks now see

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import threading
@@ -352,6 +353,67 @@ def test_save_wav_pcm_float_and_atomic(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.wav"]  # no temp files left
 
 
+def test_write_audio_picks_the_format_from_the_extension(tmp_path):
+    x = tone(440, 0.5, 16000)
+    for name, fmt, subtype in (("a.wav", "WAV", "PCM_16"), ("a.flac", "FLAC", "PCM_16"), ("a.ogg", "OGG", "VORBIS"),
+                               ("a.oga", "OGG", "VORBIS")):
+        audio_path.write_audio(tmp_path / name, x, 16000)
+        info = sf.info(tmp_path / name)
+        assert (info.format, info.subtype, info.samplerate) == (fmt, subtype, 16000), name
+        assert peak_hz(decode(tmp_path / name).audio, 16000) == pytest.approx(440, abs=3)
+    audio_path.write_audio(tmp_path / "f.wav", np.stack([x, -x], axis=1), 16000, subtype="FLOAT")
+    np.testing.assert_array_equal(sf.read(tmp_path / "f.wav", dtype="float32")[0][:, 1], -x)
+    with pytest.raises(ValueError, match=r"cannot write \.mp4; use one of \.wav"):
+        audio_path.write_audio(tmp_path / "a.mp4", x, 16000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.flac", "a.oga", "a.ogg", "a.wav", "f.wav"]
+
+
+def test_decode_raw_reads_headerless_gsm(tmp_path):
+    path = tmp_path / "prompt.gsm"  # Asterisk's prompts: GSM 6.10 at 8 kHz, no header
+    sf.write(path, tone(300, 1.0, 8000), 8000, format="RAW", subtype="GSM610")
+    d = audio_path.decode_raw(path, 8000, "GSM610")
+    assert d.sample_rate == 8000 and d.audio.ndim == 1 and abs(d.duration - 1.0) < 0.03
+    assert peak_hz(d.audio, 8000) == pytest.approx(300, abs=10)
+    with pytest.raises(UnreadableAudioError, match="not readable as raw NOT_A_SUBTYPE"):
+        audio_path.decode_raw(path, 8000, "NOT_A_SUBTYPE")
+    (tmp_path / "empty.gsm").write_bytes(b"")
+    with pytest.raises(EmptyAudioError):
+        audio_path.decode_raw(tmp_path / "empty.gsm", 8000, "GSM610")
+
+
+# ---------------------------------------------------------------------------------------- one audio path
+
+AUDIO_IMPORTERS_SCANNED = ("app", "core", "models", "training", "bench")
+
+
+def soundfile_importers(root: Path) -> set[str]:
+    """Files under `root`'s code folders that import soundfile, at any depth of the module (ast, not grep)."""
+    found = set()
+    for folder in AUDIO_IMPORTERS_SCANNED:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                else:
+                    continue
+                if any(n.split(".")[0] == "soundfile" for n in names):
+                    found.add(path.relative_to(root).as_posix())
+    return found
+
+
+def test_only_core_audio_imports_soundfile(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    assert soundfile_importers(root) == {"core/audio.py"}
+    # the scan sees imports inside functions and `from soundfile import ...` as well
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "sneaky.py").write_text("def f():\n    from soundfile import read\n    return read\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "plain.py").write_text("import numpy, soundfile as sf\n")
+    assert soundfile_importers(tmp_path) == {"bench/sneaky.py", "app/plain.py"}
+
+
 # ------------------------------------------------------------------------------------------- ring buffer
 
 
@@ -466,8 +528,27 @@ def test_device_status_with_and_without_devices(monkeypatch):
     s = device_status()
     assert not s.input_ok and "audio backend error" in s.message
 
+
+def test_audio_devices_asks_portaudio_once_until_refresh(monkeypatch):
+    mic = {"name": "USB mic", "max_input_channels": 1, "max_output_channels": 0}
+    spk = {"name": "Speakers", "max_input_channels": 0, "max_output_channels": 2}
+    plugged = [mic, spk]
+    asked = []
+
+    def query():
+        asked.append(len(plugged))
+        return fake_sounddevice(list(plugged), 0 if mic in plugged else None, plugged.index(spk))
+
+    monkeypatch.setattr(audio, "_import_sounddevice", query)
     devices = audio.AudioDevices()
-    assert devices.status is devices.status and devices.refresh() is not None
+    assert asked == []  # nothing is asked before the first look
+    first = devices.status
+    calls = len(asked)
+    assert first.input_ok and calls >= 1
+    plugged.remove(mic)  # the microphone is unplugged: the cached status does not notice ...
+    assert devices.status is first and len(asked) == calls
+    fresh = devices.refresh()  # ... until refresh asks again
+    assert not fresh.input_ok and len(asked) > calls and devices.status is fresh
 
 
 def test_device_status_on_this_machine_never_raises():

@@ -215,6 +215,7 @@ def test_tags_refuses_bad_input_with_a_message(tmp_path: Path, capsys) -> None:
     assert "must be from 0 to 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_search_modes_filters_and_why_in_json(tmp_path: Path, capsys) -> None:
     from tests.test_search_service import make_library, write_tiny_checkpoint
 

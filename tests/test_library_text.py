@@ -171,6 +171,7 @@ class CountingEncoder:
         return self.enc.embed_text(texts)
 
 
+@pytest.mark.slow
 def test_v2_library_is_upgraded_in_place_without_reembedding_audio(tmp_path: Path):
     root = tmp_path / "lib"
     shutil.copytree(FIXTURE, root)
@@ -214,6 +215,7 @@ def test_rename_rederives_the_name_without_reembedding_audio(tmp_path: Path):
         session.close()
 
 
+@pytest.mark.slow
 def test_user_tags_and_favourites(tmp_path: Path):
     root = tmp_path / "lib"
     for i, f in enumerate([220, 440, 880]):
@@ -253,6 +255,7 @@ def test_user_tags_and_favourites(tmp_path: Path):
         session.close()
 
 
+@pytest.mark.slow
 def test_keyword_search_reads_on_its_own_connection(tmp_path: Path):
     """Keywords are ranked on a read-only connection, outside the library's lock, so a search ranks them while
     it encodes the query on the other core (SearchSession.search); it sees every committed change."""

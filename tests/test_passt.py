@@ -60,6 +60,7 @@ def random_state(layout: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str,
 # ------------------------------------------------------------------------------------------ full size
 
 
+@pytest.mark.slow
 def test_official_layout_loads_into_passt_s_without_missing_or_unexpected_keys() -> None:
     torch.manual_seed(0)
     model = PaSST(passt_s())
@@ -80,6 +81,7 @@ def test_official_layout_loads_into_passt_s_without_missing_or_unexpected_keys()
     assert torch.isfinite(feats).all()
 
 
+@pytest.mark.slow
 def test_official_layout_loads_into_passt_n_and_tolerates_wrapper_prefix_and_extra_keys() -> None:
     model = PaSST(passt_n())
     layout = official_layout(grid=(8, 62))

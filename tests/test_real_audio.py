@@ -63,6 +63,7 @@ def units_session():  # the shipped units model, as the Units tab loads it
         return done.value
 
 
+@pytest.mark.slow
 def test_speech_played_into_the_sink_is_recorded_and_encoded_into_units(pulse: PulseStack, fsdd: Path) -> None:
     pulse.add_sink("speakers", rate=16000)
     status = device_status()

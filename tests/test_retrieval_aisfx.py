@@ -226,6 +226,7 @@ def _train_aisfx(data: Path, out: Path):
     import json
 
     from app.services.jobs import drain
+    from training import retrieval_features
     from training import retrieval_train as rt
 
     p = argparse.ArgumentParser()
@@ -234,7 +235,7 @@ def _train_aisfx(data: Path, out: Path):
             "epochs": 3, "batch_size": 8, "warmup_epochs": 0.0}
     args = p.parse_args(["--data", str(data), "--out", str(out), "--preset", "aisfx", "--config", json.dumps(tiny),
                          "--threads", "1", "--device", "cpu"])
-    rt.clear_memory_cache()
+    retrieval_features.clear_memory_cache()
     return drain(rt.train(args))
 
 

@@ -12,6 +12,7 @@ import torch
 
 from app.services.jobs import drain
 from core.checkpoints import load_model, read_checkpoint
+from training import retrieval_features as features
 from training import retrieval_train as rt
 
 TINY = {
@@ -56,7 +57,7 @@ def train_args(data: Path, out: Path, **overrides: object) -> argparse.Namespace
 
 def test_train_lowers_loss_and_writes_a_loadable_checkpoint(subset: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     out = tmp_path / "r.safetensors"
     progress = []
     job = rt.train(train_args(subset, out, config={"epochs": 6}))
@@ -83,7 +84,7 @@ def test_train_lowers_loss_and_writes_a_loadable_checkpoint(subset: Path, tmp_pa
 
 
 def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> None:
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     full_out = tmp_path / "full" / "r.safetensors"
     full = drain(rt.train(train_args(subset, full_out, config={"epochs": 3})))
 
@@ -104,7 +105,7 @@ def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> 
 
 
 def test_evaluate_metrics_ensemble_and_baselines(subset: Path, tmp_path: Path) -> None:
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     out = tmp_path / "r.safetensors"
     drain(rt.train(train_args(subset, out, config={"epochs": 1})))
     p = argparse.ArgumentParser()
@@ -122,7 +123,7 @@ def test_evaluate_metrics_ensemble_and_baselines(subset: Path, tmp_path: Path) -
 
 
 def test_evaluate_without_a_split_column_scores_every_clip(subset: Path, tmp_path: Path) -> None:
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     out = tmp_path / "r.safetensors"
     result = drain(rt.train(train_args(subset, out, config={"epochs": 1})))
     from training.trainer import TrainResult
@@ -142,9 +143,9 @@ def test_evaluate_without_a_split_column_scores_every_clip(subset: Path, tmp_pat
 
 
 def test_feature_caches_are_reused(subset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     calls = {"mels": 0, "text": 0}
-    mels, text = rt.compute_mels, rt.compute_text_features
+    mels, text = features.compute_mels, features.compute_text_features
 
     def count_mels(*a: object, **k: object) -> object:
         calls["mels"] += 1
@@ -154,13 +155,13 @@ def test_feature_caches_are_reused(subset: Path, tmp_path: Path, monkeypatch: py
         calls["text"] += 1
         return text(*a, **k)
 
-    monkeypatch.setattr(rt, "compute_mels", count_mels)
-    monkeypatch.setattr(rt, "compute_text_features", count_text)
+    monkeypatch.setattr(features, "compute_mels", count_mels)
+    monkeypatch.setattr(features, "compute_text_features", count_text)
     out = tmp_path / "r.safetensors"
     drain(rt.train(train_args(subset, out, config={"epochs": 1})))
     assert calls == {"mels": 2, "text": 1}  # train + val log-mels, one pass over all captions
     drain(rt.train(train_args(subset, out, config={"epochs": 1})))  # same process: memory cache
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     drain(rt.train(train_args(subset, out, config={"epochs": 1})))  # fresh process: disk cache
     assert calls == {"mels": 2, "text": 1}
     assert len(list((tmp_path / ".r.cache").glob("mels-*.safetensors"))) == 2
@@ -186,7 +187,7 @@ def test_frozen_audio_with_foreign_weights_trains_only_projections(subset: Path,
     from core.checkpoints import config_from_dict as dc_from_dict
     from models.passt import PaSST, passt_tiny
 
-    rt.clear_memory_cache()
+    features.clear_memory_cache()
     torch.manual_seed(1)
     audio_cfg = dc_from_dict(type(passt_tiny()), {**passt_tiny().__dict__, **TINY["model"]["audio"],
                                                   "num_classes": 1})

@@ -320,6 +320,7 @@ def test_encoders_it_cannot_reproduce_fall_back_to_torch(tmp_path: Path) -> None
     assert _encoder_source({"name_or_path": str(tmp_path / "missing"), "tiny": False}) is None
 
 
+@pytest.mark.slow
 def test_search_command_does_not_import_torch(tmp_path: Path) -> None:
     """The cold start: a text search loads neither torch nor transformers (and no Qt)."""
     root = make_library(tmp_path / "lib")
@@ -371,6 +372,7 @@ def nan_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path, capsys) -> None:
     """Issue 14 item 3: a NaN model is a broken model with a message, never a score."""
     from core.finite import NonFiniteError
@@ -715,6 +717,7 @@ def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
     assert named[0].match is not None and named[0].match.name_score > 0
 
 
+@pytest.mark.slow
 def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
     """The default model's text tower is the frozen MiniLM that makes the sentence vectors: one pass, two
     vectors, equal to the two encoders run separately (half the query-encoding time of a fused search)."""

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from training import sfx_captions as captions
 from training import sfx_corpus as sc
+from training import sfx_synthetic as synthetic
 
 SR = 22050
 DEP5 = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nLicense: CC-BY-SA-3.0\n"
@@ -173,7 +175,7 @@ def test_caption_rules():
         ("usr/share/games/bar/snd/aimedh.ogg", "bar"): "aimedh",  # no split covers it: kept whole
     }
     for (path, package), want in cases.items():
-        assert sc.caption_from_path(path, package) == want
+        assert captions.caption_from_path(path, package) == want
 
 
 def test_license_summary():
@@ -194,7 +196,7 @@ def test_audio_hash_sees_through_encoding(tmp_path):
 
 
 def test_midi_plan_and_render():
-    plan = sc.midi_plan()
+    plan = synthetic.midi_plan()
     assert len(plan) == 128 * 4 + 47 * 2
     captions = {c.caption for c in plan}
     assert "a trumpet playing a high note" in captions and "a loud crash cymbal hit" in captions
@@ -202,12 +204,12 @@ def test_midi_plan_and_render():
     soundfont = Path("/usr/share/sounds/sf2/FluidR3_GM.sf2")
     if not soundfont.is_file() or not shutil.which("fluidsynth"):
         pytest.skip("fluidsynth / fluid-soundfont-gm not installed")
-    wave = sc.render_midi(plan[56 * 4 + 1].midi, soundfont)  # a trumpet note, 1 s held
+    wave = synthetic.render_midi(plan[56 * 4 + 1].midi, soundfont)  # a trumpet note, 1 s held
     assert 0.9 < len(wave) / 44100 < 4.0 and np.abs(wave).max() > 0.01
 
 
 def test_tts_captions_say_who_speaks():
-    plan = sc.tts_plan()
+    plan = synthetic.tts_plan()
     assert {c.caption.split(" says ")[0] for c in plan} == {"a man", "a woman"}
     assert {c.package for c in plan} == {"flite", "espeak-ng"}
     assert sc.split_for_package("flite", 0.5, 0.5, 0) == "train"  # synthetic sources always train

@@ -16,7 +16,7 @@ from app.cli import main
 from core.checkpoints import save_checkpoint
 from models.awe import MultiViewAWE
 from models.frontends import MFCC, frontend_to_dict
-from models.vqvae import UnitsModel
+from models.units import UnitsModel
 from training import abx
 from training.metrics import average_precision, dtw_pairwise_ap
 from training.speech_eval import Selection, list_eval_clips, per_speaker_table
@@ -177,8 +177,9 @@ def test_words_heldout_per_speaker_ap_uses_the_pairs_of_that_speaker(
             assert 0.0 < per[s][key] <= 1.0, (s, key)
     # the DTW baseline is the same code as training.metrics.dtw_pairwise_ap, overall and on a speaker's pairs
     from app.services.jobs import drain
+    from training.words_data import load_words
     from training.words_train import MFCC as WordsMFCC
-    from training.words_train import TrimConfig, load_words
+    from training.words_train import TrimConfig
 
     data = drain(load_words([corpus], WordsMFCC(), ("heldout",), TrimConfig(), 300))
     feats = [dtw_features(t.feats) for t in data.tokens]

@@ -45,17 +45,40 @@ def test_real_minilm_loads_offline_from_the_wheel(minilm: TextEncoder) -> None:
     torch.testing.assert_close(out, again)
 
 
-def test_first_token_output_matches_sentence_transformers(minilm: TextEncoder, monkeypatch) -> None:
-    st = pytest.importorskip("sentence_transformers")
+def sentence_transformers_reference(captions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """What sentence-transformers computes for the shipped model, from the model folder's own
+    sentence-transformers config, with `transformers` alone: its Transformer module (tokenizer, max_seq_length,
+    AutoModel) -> token embeddings (B, L, H) -> its Pooling module (mean over real tokens) -> (B, H)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = default_model_dir()
+    modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((folder / "modules.json").read_text())]
+    assert modules == ["Transformer", "Pooling", "Normalize"]
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode_mean_tokens"] and not pooling["pooling_mode_cls_token"]
+    max_length = json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"]
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModel.from_pretrained(folder, local_files_only=True).eval()
+    batch = tokenizer(captions, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    with torch.no_grad():
+        tokens = model(**batch).last_hidden_state  # (B, L, H)
+    mask = batch["attention_mask"].unsqueeze(-1).float()  # (B, L, 1)
+    return tokens, (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+def test_first_token_and_mean_pooling_match_sentence_transformers(minilm: TextEncoder, monkeypatch) -> None:
     import tqdm
 
-    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)  # no tqdm monitor thread left behind
-    ref = st.SentenceTransformer(str(default_model_dir()), device="cpu")
-    caption = "a car engine starts and idles"
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)  # no tqdm monitor thread left behind (weights loading)
+    captions = ["a car engine starts and idles", "rain"]  # different lengths: padding must not count
+    tokens, mean = sentence_transformers_reference(captions)
     with torch.no_grad():
-        tokens = ref.encode([caption], output_value="token_embeddings", convert_to_numpy=False)[0]
-        ours = minilm([caption])[0]
-    torch.testing.assert_close(ours, tokens[0].float(), rtol=1e-4, atol=1e-4)
+        first = minilm(captions)
+    torch.testing.assert_close(first, tokens[:, 0], rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(minilm.config, "pooling", "mean")  # how all-MiniLM-L6-v2 was trained
+    with torch.no_grad():
+        pooled = minilm(captions)
+    torch.testing.assert_close(pooled, mean, rtol=1e-4, atol=1e-4)
 
 
 def test_truncation_at_32_tokens_and_padding_to_batch_max(minilm: TextEncoder) -> None:

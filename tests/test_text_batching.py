@@ -20,6 +20,7 @@ def encoder():  # noqa: ANN201
     return enc
 
 
+@pytest.mark.slow
 def test_batched_vectors_equal_single_ones(encoder) -> None:  # noqa: ANN001
     many = SENTENCES * 10  # 80 sentences of mixed lengths: two padded batches of 64 and 16
     batched = encoder.embed_batch(many)  # (80, 384)
@@ -31,6 +32,7 @@ def test_batched_vectors_equal_single_ones(encoder) -> None:  # noqa: ANN001
     np.testing.assert_allclose(encoder.embed_batch(SENTENCES, batch=3), single, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_embed_text_batches_and_caches(encoder) -> None:  # noqa: ANN001
     encoder._cache.clear()
     out = encoder.embed_text(SENTENCES + SENTENCES[:2])  # repeats embedded once

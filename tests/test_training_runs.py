@@ -242,6 +242,7 @@ def write_fsdd_subset(fsdd: Path, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_real_words_training_in_a_subprocess(fsdd: Path, tmp_path: Path) -> None:
     subset = write_fsdd_subset(fsdd, tmp_path / "subset")
     from training.validate import validate_data

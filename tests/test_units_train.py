@@ -15,25 +15,22 @@ from app.services.jobs import drain
 from core.checkpoints import CheckpointError, load_model, save_checkpoint
 from core.config import settings_of
 from models.frontends import MFCC
-from models.vqvae import UnitsModel
+from models.units import UnitsModel
 from tests.test_augment import SWITCHES
 from training.speech_eval import add_units_eval_arguments as add_eval_arguments
 from training.speech_eval import evaluate_units_command as evaluate
 from training.trainer import resume_path
-from training.units_train import (
+from training.units_data import (
     TRAIN_CSV_NAMES,
     Corpus,
-    UnitsTrainConfig,
     augmented_crop,
     list_clips,
     load_corpus,
     prepare_wave,
     read_audio,
-    train_units,
-    units_config,
-    vq_step,
     wave_features,
 )
+from training.units_train import UnitsTrainConfig, train_units, units_config, vq_step
 
 
 def fsdd_subset(root: Path, out: Path, speakers: tuple[str, ...], words: tuple[str, ...], split: str,
@@ -79,6 +76,7 @@ def run_job(job):  # noqa: ANN001, ANN201 - a trainer's generator -> (its progre
             return progress, stop.value
 
 
+@pytest.mark.slow
 def test_training_lowers_loss_uses_codebook_and_writes_a_checkpoint(trained: tuple[Path, dict, Path]) -> None:
     path, result, _ = trained
     vq = [h for h in result["steps_seen"] if h["stage"] == "vqvae"]
@@ -126,6 +124,7 @@ def _first_wav(folder: Path) -> Path:
         return Path(next(csv.DictReader(f))["path"])
 
 
+@pytest.mark.slow
 def test_resume_continues_in_the_saved_stage_and_step(tmp_path: Path, trained: tuple[Path, dict, Path]) -> None:
     _, _, root = trained
     data = fsdd_subset(root, tmp_path / "d", ("george",), ("zero", "one"), "train", 4)
@@ -172,6 +171,7 @@ def eval_args(model: Path, data: Path, **kw: object) -> argparse.Namespace:
     return args
 
 
+@pytest.mark.slow
 def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, trained: tuple[Path, dict, Path]
                                                               ) -> None:
     path, _, root = trained
@@ -380,6 +380,7 @@ def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_pa
     assert [c.speaker for c in list_clips([folder], "all", tables=TRAIN_CSV_NAMES)] == ["a", "b", "d"]
 
 
+@pytest.mark.slow
 def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp_path: Path, fsdd: Path) -> None:
     """`--frontend mfcc+speech_embedding`: the encoder reads MFCC + the frozen pretrained embedding (135-d),
     the decoder rebuilds the MFCCs; the loss falls; features are computed once into `--cache-dir` and read back
@@ -410,15 +411,15 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
         -(-len(f) // 4) for f in drain(load_corpus(list_clips([data]), frontend=_speech_frontend(),
                                                    cache_dir=tmp_path / "cache")).feats)
     # a second run reads the cache (no audio decoded) and trains on the same numbers
-    from training import units_train
+    from training import units_data
 
     calls = []
-    real = units_train.read_audio
-    units_train.read_audio = lambda *a, **k: (calls.append(a), real(*a, **k))[1]  # type: ignore[assignment]
+    real = units_data.read_audio
+    units_data.read_audio = lambda *a, **k: (calls.append(a), real(*a, **k))[1]  # type: ignore[assignment]
     try:
         corpus = drain(load_corpus(list_clips([data]), frontend=_speech_frontend(), cache_dir=tmp_path / "cache"))
     finally:
-        units_train.read_audio = real  # type: ignore[assignment]
+        units_data.read_audio = real  # type: ignore[assignment]
     assert not calls and len(corpus.feats) == 24 and corpus.feats[0].shape[1] == 135
     with pytest.raises(ValueError, match="augmentation"):
         tiny_cfg(frontend="mfcc+speech_embedding", gain_prob=0.5)

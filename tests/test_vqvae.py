@@ -11,16 +11,10 @@ import torch
 import torchaudio
 
 import models.vqvae as vqvae_module
+import models.vqvae_stream as stream_module
 from models.inverter import InverterConfig
-from models.vqvae import (
-    VQVAE,
-    EMACodebook,
-    UnitsConfig,
-    UnitsModel,
-    VQVAEConfig,
-    from_config_dict,
-    time_jitter,
-)
+from models.units import UnitsConfig, UnitsModel, from_config_dict
+from models.vqvae import VQVAE, EMACodebook, VQVAEConfig, time_jitter
 
 
 @pytest.fixture(autouse=True)
@@ -174,7 +168,7 @@ def test_cached_streaming_with_odd_blocks_equals_whole_file(n_frames, right):
         got.append(stream.push(feats[:0]))  # an empty push emits nothing new
         assert stream.n_emitted == max(0, (start - 1 - rf_right) // 4 + 1)
         for stage in stream._stages:
-            if isinstance(stage, vqvae_module._LayerStream) and stage.kv is not None:
+            if isinstance(stage, stream_module._LayerStream) and stage.kv is not None:
                 assert stage.kv.shape[2] <= config.attn_left + config.attn_right + 11  # the window + one block
     got.append(stream.flush())
     assert torch.equal(torch.cat(got), whole)
@@ -302,6 +296,7 @@ def test_jitter_only_in_training(monkeypatch):
 # ---------------------------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 def test_training_on_fsdd_lowers_loss_and_uses_codebook(fsdd):
     torch.manual_seed(0)
     speakers = ("george", "jackson", "lucas")

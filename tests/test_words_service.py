@@ -86,7 +86,7 @@ def test_app_trims_a_recording_exactly_as_the_trainer_does(tmp_path: Path, fsdd:
     """The Words tab prepares a recording with the trainer's trim and the settings stored in the checkpoint."""
     import soundfile as sf
 
-    from training import words_train
+    from training import words_data, words_train
 
     torch.manual_seed(0)
     trim = words_train.TrimConfig(threshold_db=25.0, margin_frames=1, min_frames=12)
@@ -102,10 +102,10 @@ def test_app_trims_a_recording_exactly_as_the_trainer_does(tmp_path: Path, fsdd:
     buf = tmp_path / "rec.wav"
     sf.write(buf, rec, 8000, subtype="FLOAT")
     # no recorded resampler: the checkpoint predates it, so torchaudio's, as its trainer used
-    trainer = words_train.trim_silence(words_train.decode_16k(buf.read_bytes(), space.resampler), trim)
+    trainer = words_data.trim_silence(words_data.decode_16k(buf.read_bytes(), space.resampler), trim)
     app = space.prepare_audio(rec, 8000)
     np.testing.assert_array_equal(app, trainer)
-    default_cut = words_train.trim_silence(words_train.decode_16k(buf.read_bytes(), space.resampler))
+    default_cut = words_data.trim_silence(words_data.decode_16k(buf.read_bytes(), space.resampler))
     assert len(default_cut) != len(trainer)  # the settings matter, so the equality above is not luck
     # a checkpoint without trim settings (older ones): the defaults, which words-default was trained with
     assert WordSpace(model, MFCC()).trim == words_train.TrimConfig()
@@ -127,7 +127,7 @@ def test_too_long_word_is_refused_with_advice(space: WordSpace) -> None:
 def test_space_resamples_with_the_checkpoints_resampler(space: WordSpace, tmp_path: Path, fsdd: Path) -> None:
     """8-kHz words are resampled as the model's trainer did: torchaudio for checkpoints without the field."""
     from core import audio as audio_path
-    from training.words_train import decode_16k
+    from training.words_data import decode_16k
 
     assert space.resampler == "torchaudio-sinc"  # the fixture's checkpoint records no resampler
     model = MultiViewAWE(AWEConfig.tiny())

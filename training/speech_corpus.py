@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 from core import audio as audio_path
 from core.files import atomic_path
@@ -320,8 +319,8 @@ def _safe(name: str) -> str:
 def read_origin(path: str) -> tuple[np.ndarray, int]:
     """A package's audio file -> (float32 mono, rate); Asterisk's .gsm files are headerless 8-kHz GSM 6.10."""
     if path.lower().endswith(".gsm"):  # no header: the one audio path cannot know its format
-        data, sr = sf.read(path, format="RAW", subtype="GSM610", samplerate=8000, channels=1, dtype="float32")
-        return np.asarray(data, dtype=np.float32), int(sr)
+        decoded = audio_path.decode_raw(path, 8000, "GSM610")
+        return decoded.audio, decoded.sample_rate
     return read_mono(path)
 
 
@@ -390,8 +389,8 @@ def keep_usable(items: Iterable[Item], out_dir: Path) -> list[Item]:
     out = []
     for it in items:
         path = out_dir / it.path
-        if path.is_file() and MIN_SECONDS <= sf.info(path).duration <= MAX_SECONDS:
-            wave, _ = sf.read(path, dtype="float32")
+        if path.is_file() and MIN_SECONDS <= audio_path.audio_info(path).duration <= MAX_SECONDS:
+            wave, _ = read_mono(path)
             if 20 * np.log10(np.sqrt(np.mean(np.square(wave, dtype=np.float64))) + 1e-12) > it.min_rms_db:
                 out.append(it)
     return out
@@ -415,7 +414,7 @@ def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]
 def summarize(items: Sequence[Item], out_dir: Path) -> dict[str, Any]:
     """Counts and hours: overall, real vs synthetic, per source and per split."""
     def hours(group: Iterable[Item]) -> float:
-        return round(sum(sf.info(out_dir / it.path).duration for it in group) / 3600, 3)
+        return round(sum(audio_path.audio_info(out_dir / it.path).duration for it in group) / 3600, 3)
 
     by_source: dict[str, list[Item]] = {}
     for it in items:

@@ -89,7 +89,7 @@ def _synthetic(row: dict[str, str]) -> bool:
 def _read_rows(table: Path, word_column: bool, sel: Selection) -> tuple[list[EvalClip], bool]:
     """Rows of one CSV table kept by `sel`, and whether the table has a split column. Words are grouped as the
     words model groups them (`word_key`: "Seven!", "seven" and "7" are one word)."""
-    from training.words_train import word_key
+    from training.words_data import word_key
 
     clips: list[EvalClip] = []
     with open(table, newline="", encoding="utf-8", errors="replace") as f:
@@ -119,7 +119,7 @@ def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
 
     Word tokens come from words.csv or metadata.csv; utterances from utterances.csv (rows whose file is also
     a word token are not repeated); a folder without tables gives every audio file as an utterance."""
-    from training.units_train import AUDIO_EXTENSIONS
+    from training.units_data import AUDIO_EXTENSIONS
 
     words: list[EvalClip] = []
     utterances: list[EvalClip] = []
@@ -196,7 +196,7 @@ def _abx_block(result: dict[str, Any], per_speaker: dict[str, dict[str, Any]], n
 
 
 def evaluate_units(
-    model: Any,  # noqa: ANN401 - models.vqvae.UnitsModel
+    model: Any,  # noqa: ANN401 - models.units.UnitsModel
     clips: Sequence[EvalClip],
     max_per_cell: int | None = None,
     representation: str = "codebook",
@@ -211,7 +211,7 @@ def evaluate_units(
     resynthesis. `resampler`: the model's (`audio_path.resampler_from_training`); `features`: its front end
     (checkpoint metadata; default MFCC)."""
     from models.frontends import MFCC, LinearSpectrogram
-    from training.units_train import (
+    from training.units_data import (
         SAMPLE_RATE,
         AudioProblem,
         pad_for_frontend,
@@ -433,14 +433,8 @@ def evaluate_words(
     from core.device import resolve_device
     from models.frontends import MFCC
     from training.metrics import average_precision, dtw_distance, word_discrimination_ap
-    from training.words_train import (
-        DEV_SPLITS,
-        dtw_features,
-        embed_tokens,
-        embed_words,
-        has_split_column,
-        load_words,
-    )
+    from training.words_data import DEV_SPLITS, has_split_column, load_words
+    from training.words_train import dtw_features, embed_tokens, embed_words
 
     model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
     frontend = words_frontend(ckpt.features)  # MFCC, or the pretrained speech_embedding frames

@@ -3,7 +3,7 @@
 `validate_data(kind, folder)` returns a `DataReport`: counts (files, audio files, total duration, speakers,
 words, captions, clips per split), problems (unreadable or empty files by name, words missing from CMUdict,
 missing CSV columns, listed paths that do not exist, an empty folder) and warnings (extra columns, no dev
-split, little audio). It is cheap: CSVs are read once, audio headers only (`soundfile.info`), and at most
+split, little audio). It is cheap: CSVs are read once, audio headers only (`core.audio.audio_info`), and at most
 `max_checked` audio files are opened (an even sample of the rest; totals are extrapolated and marked so).
 `validate_job` is the same check as a job that yields progress, for big folders and the GUI.
 
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import soundfile as sf
-
+from core import audio as audio_path
 from core import kinds
 
 Job = Generator[dict[str, Any], None, Any]
@@ -117,14 +116,15 @@ def _check_audio(paths: list[Path], root: Path, max_checked: int, report: DataRe
             if p.stat().st_size == 0:
                 result.bad[name] = "empty file"
             else:
-                info = sf.info(str(p))
+                info = audio_path.audio_info(p)
                 if info.frames <= 0:
                     result.bad[name] = "no audio in it"
                 else:
-                    result.seconds += info.frames / info.samplerate
-                    result.rates.add(int(info.samplerate))
-        except (RuntimeError, OSError, sf.LibsndfileError) as e:
-            result.bad[name] = f"unreadable: {str(e).splitlines()[0][:80]}"
+                    result.seconds += info.frames / info.sample_rate
+                    result.rates.add(info.sample_rate)
+        except (audio_path.AudioError, OSError) as e:
+            why = str(e).removeprefix(f"{audio_path.display_name(p)}: ")  # the report names the file already
+            result.bad[name] = f"unreadable: {why.splitlines()[0][:80]}"
         result.checked += 1
         if (i + 1) % 50 == 0 or i + 1 == len(sample):
             yield {"step": i + 1, "total": len(sample), "message": f"checking audio {i + 1}/{len(sample)}"}

@@ -92,7 +92,7 @@ class UnitsSession:
         already built (then `features` is not read)."""
         from core.frontends import units_frontend
         from models.frontends import LinearSpecConfig, LinearSpectrogram
-        from models.vqvae import SpeechUnitsFrontend
+        from models.units_frontend import SpeechUnitsFrontend
 
         self.model = model.eval()
         self.device = next(model.parameters()).device  # front ends run on the CPU, the model wherever it is

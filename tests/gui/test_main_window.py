@@ -117,6 +117,7 @@ def test_dialogs_open(qtbot, window: MainWindow) -> None:
     assert about.windowTitle() == "About Earshot"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("close_after_ms", [300])
 def test_closing_while_starting_up_exits_cleanly(tmp_path: Path, close_after_ms: int) -> None:
     """Closing the window while it still probes devices, opens the library or loads a model must not abort

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtGui import QImage
 
 from app.ui import screenshots
@@ -14,6 +15,7 @@ def snapshot(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")}
 
 
+@pytest.mark.slow
 def test_grab_tabs_writes_four_pictures_of_tabs_at_work(qapp, tmp_path: Path, capfd, fsdd: Path) -> None:
     assert screenshots.FSDD == fsdd  # the screenshots read the same copy the fixture found
     demo_before = snapshot(demo_library())

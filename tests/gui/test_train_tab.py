@@ -69,6 +69,7 @@ def test_validation_gates_start(qtbot, tab: TrainTab, tmp_path: Path) -> None:
     assert tab.start_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_run_curves_cancel_resume_and_use(qtbot, tab: TrainTab, tmp_path: Path) -> None:
     with qtbot.waitSignal(tab.validated, timeout=10_000):
         tab.set_data_folder(words_folder(tmp_path / "data"))

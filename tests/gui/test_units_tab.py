@@ -23,7 +23,8 @@ from app.ui.units_tab import UnitsTab
 from core.checkpoints import save_checkpoint
 from models.frontends import MFCC, frontend_to_dict
 from models.inverter import InverterConfig
-from models.vqvae import UnitsConfig, UnitsModel, VQVAEConfig
+from models.units import UnitsConfig, UnitsModel
+from models.vqvae import VQVAEConfig
 
 MIC_ONLY = DeviceStatus(True, False, "input: fake mic; no audio output device found", ["fake mic"], [])
 MIC_AND_SPEAKERS = DeviceStatus(True, True, "input: fake mic; output: fake speakers", ["fake mic"], ["fake"])
