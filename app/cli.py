@@ -316,7 +316,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
     from app.services.library import LibraryError
-    from app.services.search import SearchSession, load_embedder, summarize
+    from app.services.search.embedder import load_embedder
+    from app.services.search.jobs import summarize
+    from app.services.search.session import SearchSession
     from core import distributed as ddp
 
     if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
@@ -342,13 +344,14 @@ def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
     from app.services.library import LibraryError
     from app.services.library.sharded import sharded_index_job
-    from app.services.search import load_embedder, summarize
+    from app.services.search.embedder import load_embedder
+    from app.services.search.jobs import summarize
     from core import distributed as ddp
     from core.device import resolve_device
 
     ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
     embedder = load_embedder(args.model, device=str(device))
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
 
     text_encoder = default_text_encoder() if ctx.is_main else None
     try:
@@ -475,7 +478,7 @@ def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
 
 def cmd_tags(args: argparse.Namespace) -> int:
     from app.services.library import Library, LibraryError
-    from app.services.search import TagEditor
+    from app.services.search.tags import TagEditor
 
     if not args.library.is_dir():
         raise ValueError(f"{args.library}: not a folder")
@@ -555,7 +558,8 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
 
 
 def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
-    from app.services.search import SearchSession, load_embedder, load_query_embedder
+    from app.services.search.embedder import load_embedder, load_query_embedder
+    from app.services.search.session import SearchSession
 
     if not args.library.is_dir():
         raise ValueError(f"{args.library}: not a folder")
@@ -572,7 +576,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
                     ) -> int:
     from app.services.audio import AudioError
     from app.services.library import LibraryError
-    from app.services.search import hit_dict
+    from app.services.search.jobs import hit_dict
 
     filters = _filters(args)
     try:
@@ -600,7 +604,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
     """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
     from app.services.library import LibraryError
-    from app.services.search import hit_dict
+    from app.services.search.jobs import hit_dict
 
     filters = _filters(args)
     try:

@@ -40,14 +40,9 @@ import soundfile as sf
 import torch
 
 from app.services.jobs import drain
-from app.services.search import (
-    RetrievalEmbedder,
-    SearchSession,
-    search_threads,
-    sentence_encoder_for,
-    summarize,
-    trunk_threads,
-)
+from app.services.search.embedder import RetrievalEmbedder, search_threads, sentence_encoder_for, trunk_threads
+from app.services.search.jobs import summarize
+from app.services.search.session import SearchSession
 from core.audio import decode, iter_blocks, resample
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -65,7 +65,9 @@ import numpy as np
 import torch
 
 from app.services.jobs import drain
-from app.services.search import RetrievalEmbedder, SearchSession, resolve_model, search_threads, summarize
+from app.services.search.embedder import RetrievalEmbedder, resolve_model, search_threads
+from app.services.search.jobs import summarize
+from app.services.search.session import SearchSession
 from app.services.vector_index import IndexConfig, VectorIndex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,7 +242,9 @@ CLI = PEAK + "import sys\nfrom app.cli import main\nsys.exit(main(sys.argv[1:]))
 # the replaced path: load the whole model (torch + transformers) to embed one text query
 TORCH_SEARCH = PEAK + """
 import sys
-from app.services.search import SearchSession, hit_dict, load_embedder
+from app.services.search.embedder import load_embedder
+from app.services.search.jobs import hit_dict
+from app.services.search.session import SearchSession
 session = SearchSession.open(sys.argv[1], load_embedder(None))
 print([hit_dict(h)["path"] for h in session.search(sys.argv[2], 10)])
 """
@@ -471,7 +475,7 @@ def bench_hybrid(embedder: RetrievalEmbedder, sizes: tuple[int, ...] = HYBRID_SI
     """Query encode (retrieval text tower + MiniLM) + keyword (FTS5 BM25) + semantic and sound nearest
     neighbours (FAISS) + fusion + the hits' catalog rows and why-matched, through SearchSession.search, at each
     size. The synthetic catalogs are cached (several GB at 1M) and reused."""
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
 
     text = default_text_encoder()
     if text is None:

@@ -26,7 +26,8 @@ import numpy as np
 
 from app.services.library import Library
 from app.services.library import catalog as C
-from app.services.search import SearchSession, cap_threads, default_text_encoder, load_query_embedder
+from app.services.search.embedder import cap_threads, default_text_encoder, load_query_embedder
+from app.services.search.session import SearchSession
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 20_000

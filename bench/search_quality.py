@@ -30,7 +30,7 @@ What is measured, exactly (the JSON says the same in `notes`):
   which rewards finding all of them. Random ranking: the mean over 200 seeded permutations.
 - Honest fusion tuning (`cross_validation` in the JSON): every query's raw channel scores (BM25, sentence cosine,
   sound cosine) are read once and each candidate fusion rule is replayed on them offline with the service's own
-  fusion code (`app.services.search.fuse_arrays`, the same candidate sets; `replica_check` says the replay of the
+  fusion code (`app.services.search.fusion.fuse_arrays`, the same candidate sets; `replica_check` says the replay of the
   shipped rule gives the service's fused mAP@10). The names score keeps the service's constants (they define
   names-only search, the baseline); the rules differ in how the sound channel joins it: the weighted sum
   w * names + (1 - w) * sound with the raw sound cosine (`sum_cosine`) or the cosine min-max scaled over the
@@ -218,7 +218,8 @@ def cache_dir() -> Path:
 
 def open_indexed(root: Path, embedder: Any) -> Any:  # noqa: ANN401
     from app.services.jobs import drain
-    from app.services.search import SearchSession, summarize
+    from app.services.search.jobs import summarize
+    from app.services.search.session import SearchSession
 
     session = SearchSession.open(root, embedder)
     report = summarize(drain(session.index_job()))
@@ -276,7 +277,7 @@ class Channels:
 def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels:  # noqa: ANN401
     """Each channel's raw scores for each query over the whole library, read the way the service reads them."""
     from app.services.query import parse
-    from app.services.search import CANDIDATES
+    from app.services.search.fusion import CANDIDATES
 
     lib, enc = session.library, session.text_encoder
     ids = [lib.file_id(p) for p in paths]
@@ -324,7 +325,7 @@ def fused_sim(ch: Channels, rule: tuple) -> np.ndarray:
     weighted sum (sound "cosine" or "minmax"); ("rrf", w, k) = reciprocal-rank fusion. The names score keeps
     the service's constants (they define names-only search). Candidates only (the rest -inf, like files the
     service does not return)."""
-    from app.services.search import FusionRule, fuse_arrays
+    from app.services.search.fusion import FusionRule, fuse_arrays
 
     fusion = FusionRule(kind="sum", sound_scale=rule[2]) if rule[0] == "sum" else FusionRule(kind="rrf",
                                                                                              rrf_k=rule[2])
@@ -347,7 +348,7 @@ def rules() -> dict[str, list[tuple]]:
 
 
 def shipped_rule() -> tuple:
-    from app.services.search import FUSION, NAMES_WEIGHT, RRF_K, SOUND_SCALE
+    from app.services.search.fusion import FUSION, NAMES_WEIGHT, RRF_K, SOUND_SCALE
 
     return (FUSION, NAMES_WEIGHT, SOUND_SCALE if FUSION == "sum" else RRF_K)
 
@@ -410,7 +411,7 @@ def first_relevant_rr(sim: np.ndarray, rel: np.ndarray) -> np.ndarray:
 
 
 def run(weights: list[float] | None = None, sfx: Path = SFX, model: str | None = None) -> dict[str, Any]:
-    from app.services.search import cap_threads, load_embedder, resolve_model
+    from app.services.search.embedder import cap_threads, load_embedder, resolve_model
 
     cap_threads()
     clips = load_clips(sfx)

@@ -31,7 +31,8 @@ def test_queries_are_distinct_and_use_the_syntax() -> None:
 
 
 def test_synthetic_catalog_is_searched_by_both_channels(tmp_path: Path) -> None:
-    from app.services.search import SearchSession, default_text_encoder
+    from app.services.search.embedder import default_text_encoder
+    from app.services.search.session import SearchSession
 
     text = default_text_encoder()
     if text is None:

@@ -17,7 +17,8 @@ from app.services.jobs import drain
 from app.services.library import Library, LibraryError, index_library
 from app.services.library import names as N
 from app.services.library.tags import MAX_CHUNK_BYTES, read_tags
-from app.services.search import SearchSession, default_text_encoder
+from app.services.search.embedder import default_text_encoder
+from app.services.search.session import SearchSession
 from tests.test_library import SR, ToneEmbedder, tone, write
 
 FIXTURE = Path(__file__).parent / "data" / "v2_library"

@@ -18,17 +18,16 @@ from app.cli import main
 from app.services.jobs import drain
 from app.services.library import Library, SearchFilters, embed_file
 from app.services.registry import ModelRegistry
-from app.services.search import (
+from app.services.search.embedder import (
     ModelNotFoundError,
     RetrievalEmbedder,
-    SearchSession,
-    load_preview,
     load_query_embedder,
     model_id_for,
     real_lengths,
     resolve_model,
-    spectrogram_db,
 )
+from app.services.search.preview import load_preview, spectrogram_db
+from app.services.search.session import SearchSession
 from app.services.text_tower import TextTower, _encoder_source, load_text_tower
 from core.checkpoints import load_model, save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
@@ -523,7 +522,7 @@ def named_tones(root: Path) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def fusion_session(tmp_path_factory) -> SearchSession:
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
     from tests.test_library import ToneEmbedder
 
     if default_text_encoder() is None:
@@ -562,7 +561,7 @@ def test_fusion_rule_is_the_weighted_sum_of_names_and_sound_cosine() -> None:
     """The shipped rule (chosen by cross-validation, bench/search_quality.py): fused = w * names + (1 - w) *
     the raw sound cosine, names = 0.2 * BM25 relative to the best + 0.8 * the MiniLM cosine mapped from [0.2,
     0.6]; a file without a sound vector counts as the lowest candidate."""
-    from app.services.search import FusionRule, fuse_arrays
+    from app.services.search.fusion import FusionRule, fuse_arrays
 
     kw = np.array([4.0, 2.0, 0.0, 0.0])
     sem = np.array([0.6, 0.4, 0.1, 0.3])
@@ -577,7 +576,7 @@ def test_fusion_rule_is_the_weighted_sum_of_names_and_sound_cosine() -> None:
 def test_a_strong_name_match_keeps_its_lead_and_sound_leads_where_names_say_little() -> None:
     """What rank fusion got wrong ("creaky door": the one file named DoorCreak fell behind a fence gate that
     sounds more like the query's words) and what fusion is for (names that say little: sound decides)."""
-    from app.services.search import NAMES_WEIGHT, FusionRule, fuse_arrays
+    from app.services.search.fusion import NAMES_WEIGHT, FusionRule, fuse_arrays
 
     def order(kw: list[float], sem: list[float], snd: list[float], w: float = NAMES_WEIGHT) -> list[int]:
         fused = fuse_arrays(np.array(kw), np.array(sem), np.array(snd), w, FusionRule())[0]
@@ -597,7 +596,7 @@ def test_a_strong_name_match_keeps_its_lead_and_sound_leads_where_names_say_litt
 def test_names_weight_moves_the_ranking_from_sound_to_names_monotonically() -> None:
     """--names-weight / the names <-> sound slider: raising it never moves the best-named file down nor the
     best-sounding file up; at 1 the order is the names', at 0 the sound's."""
-    from app.services.search import FusionRule, fuse_arrays
+    from app.services.search.fusion import FusionRule, fuse_arrays
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -639,7 +638,7 @@ def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> N
 
 
 def test_why_it_matched(fusion_session: SearchSession) -> None:
-    from app.services.search import hit_dict
+    from app.services.search.jobs import hit_dict
 
     hit = fusion_session.search("creaking doors", 1, mode="both")[0]
     m = hit.match
@@ -657,7 +656,7 @@ def test_fused_ranks_like_sound_when_names_say_nothing(tmp_path: Path) -> None:
     """Issue 11: on a library of hash-like names, 'both' must rank exactly like 'sound'."""
     import hashlib
 
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
     from tests.test_library import ToneEmbedder, tone, write
 
     if default_text_encoder() is None:
@@ -718,7 +717,7 @@ def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
 def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
     """The default model's text tower is the frozen MiniLM that makes the sentence vectors: one pass, two
     vectors, equal to the two encoders run separately (half the query-encoding time of a fused search)."""
-    from app.services.search import default_text_encoder, sentence_encoder_for
+    from app.services.search.embedder import default_text_encoder, sentence_encoder_for
 
     tower, sentences = load_query_embedder(str(DEFAULT)), default_text_encoder()
     if sentences is None or not isinstance(tower, TextTower):
@@ -752,15 +751,15 @@ def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_sessi
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """BM25 is computed for every file a keyword query matches; a word matching a large share of the library
     is dropped when another word is more specific (and kept when it is all there is)."""
-    import app.services.search as search_mod
     from app.services.query import parse
+    from app.services.search import fusion
 
     s = fusion_session
-    monkeypatch.setattr(search_mod, "COMMON_MIN", 2)
-    monkeypatch.setattr(search_mod, "COMMON_SHARE", 0.0)  # cap = 2 files: "doors" (2 files) counts as common
+    monkeypatch.setattr(fusion, "COMMON_MIN", 2)
+    monkeypatch.setattr(fusion, "COMMON_SHARE", 0.0)  # cap = 2 files: "doors" (2 files) counts as common
     assert s.library.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
     assert s._keyword_match(parse("doors dog")) == '"dog"'
     assert s._keyword_match(parse("doors")) == '"doors"'  # the only word: kept
     assert s._keyword_match(parse("doors -dog")) == '"doors"'
-    monkeypatch.setattr(search_mod, "COMMON_MIN", 2000)
+    monkeypatch.setattr(fusion, "COMMON_MIN", 2000)
     assert s._keyword_match(parse("doors dog")) == '"doors" OR "dog"'

@@ -58,22 +58,20 @@ from app.services.audio import DeviceStatus, Player, device_status, display_name
 from app.services.jobs import Job
 from app.services.library import FailedFile, Hit, SearchFilters
 from app.services.registry import ModelEntry, ModelRegistry
-from app.services.search import (
-    NAMES_WEIGHT,
+from app.services.search.embedder import RetrievalEmbedder, load_embedder_job
+from app.services.search.fusion import NAMES_WEIGHT
+from app.services.search.jobs import (
     IndexOutcome,
-    Preview,
     Results,
-    RetrievalEmbedder,
-    SearchSession,
     catalog_job,
     index_session_job,
-    load_embedder_job,
     open_session_job,
-    preview_job,
     search_job,
     similar_job,
     summarize,
 )
+from app.services.search.preview import Preview, preview_job
+from app.services.search.session import SearchSession
 from app.ui.record_query import RecordQuery
 from app.ui.tab_base import ModelTab
 from app.ui.widgets import MarkedSlider, RichTextDelegate, SpectrogramView, WaveformPlot, envelope

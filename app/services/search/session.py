@@ -1,0 +1,364 @@
+"""`SearchSession`: one open `Library` and one retrieval model, and every search over them.
+
+Text search runs two channels and fuses them (fusion.py): what files are called and tagged (keywords with BM25,
+MiniLM sentence vectors; the library's text channel) and what they sound like (the retrieval model's text
+tower against the library's audio vectors). "Find similar" starts from a file's stored vector. Each hit says
+why it matched (the query words found in its name, folder and tags, and each channel's score).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.services.jobs import Job
+from app.services.library import names
+from app.services.library.core import Library
+from app.services.library.indexer import index_library
+from app.services.library.records import FailedFile, Hit, IndexReport, LibraryStats, MatchInfo, SearchFilters
+from app.services.library.textchannel import sentence
+from app.services.query import Query, parse
+from app.services.search import fusion
+from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
+from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.tags import TagEditor
+from app.services.text_tower import TextTower as TextTowerType
+
+if TYPE_CHECKING:
+    from app.services.text_tower import SentenceEncoder
+    from app.services.vector_index import IndexConfig
+
+
+@dataclass
+class WindowScores:
+    """Similarity of each window of a file to a query: where in a long file the match is."""
+
+    starts: np.ndarray  # (W,) seconds where each window starts
+    scores: np.ndarray  # (W,) cosine similarity
+    window_seconds: float
+
+    @property
+    def best_start(self) -> float:
+        return float(self.starts[int(np.argmax(self.scores))]) if len(self.scores) else 0.0
+
+
+class SearchSession:
+    """An open library and the retrieval model whose index it searches."""
+
+    def __init__(self, library: Library, embedder: RetrievalEmbedder,
+                 text_encoder: SentenceEncoder | None | object = DEFAULT_ENCODER) -> None:
+        self.library = library
+        self.embedder = embedder
+        self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
+             index_config: IndexConfig | None = None) -> SearchSession:
+        return cls(Library.open(path, index_config), embedder)
+
+    def close(self) -> None:
+        self.library.close()
+
+    @property
+    def root(self) -> Path:
+        return self.library.root
+
+    @property
+    def closed(self) -> bool:
+        return self.library.db is None
+
+    # -- indexing
+
+    def index_job(self, workers: int | None = None, **kwargs: Any) -> Job[IndexReport]:
+        """The library's incremental indexing job, with threads capped so that a core stays free."""
+        cap_threads()
+        readers = workers or (1 if (os.cpu_count() or 2) <= 2 else 2)
+        return index_library(self.library, self.embedder, workers=readers, text_encoder=self.text_encoder, **kwargs)
+
+    # -- searching
+
+    def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
+               names_weight: float | None = None) -> list[Hit]:
+        """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
+        like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
+        of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix."""
+        check_mode(mode)
+        w = fusion_weight(mode, names_weight)
+        query = parse(text)
+        if query.empty:
+            return []
+        k = self.capped_k(k)
+        # the keywords are ranked (SQLite FTS5, on its own connection) on one core while the query is encoded on
+        # the other: the slowest part of a names search no longer adds up. Leaving the block joins the thread.
+        keywords: Future | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
+            if k and w > 0:
+                keywords = pool.submit(self._keyword_candidates, query, max(k, CANDIDATES))
+            # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+            sound_q, text_q = self._encode_query(query.free_text, w)
+        found = keywords.result() if keywords is not None else None
+        return self._ranked(query, k, filters, w, mode, sound_q, text_q, found) if k else []
+
+    def _keyword_candidates(self, query: Query, n: int, matches: bool = True
+                            ) -> tuple[set[int], list[tuple[int, float]]]:
+        """The files the query excludes, and (unless `matches` is False: sound only) the best keyword matches
+        (file id, BM25) beyond them."""
+        lib = self.library
+        excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
+        match = self._keyword_match(query) if matches else None
+        return excluded, (lib.keyword_search(match, n + len(excluded)) if match else [])
+
+    def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The query's sound-space vector (unless names only) and sentence vector (when the library has text
+        vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
+        makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
+        enc = self.text_encoder
+        need_text = w > 0 and enc is not None and self.library.indexed_vectors(enc.model_id) > 0
+        need_sound = w < 1
+        tower = self.embedder
+        if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
+                and tower.shares_encoder_with(enc):
+            return tower.embed_with_mean(text)
+        sound_q = self.embedder.embed_text([text])[0] if need_sound else None
+        text_q = enc.embed_text([text])[0] if need_text else None  # type: ignore[union-attr]
+        return sound_q, text_q
+
+    def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
+                filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
+        """Files that sound like a file (sound channel); names_weight > 0 adds how alike their names and tags
+        are (the MiniLM sentence vectors), fused with the same rule as text search."""
+        k = self.capped_k(k)
+        if k == 0:
+            return []
+        if not names_weight:
+            return self.library.similar(path_or_file_id, self.embedder, k, filters)
+        sound = self.library.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
+        w = fusion_weight("both", names_weight)
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else self.library.file_id(path_or_file_id)
+        text_q = self._file_sentence_vector(path_or_file_id, fid)
+        snd, sem = {h.file_id: h.score for h in sound}, {}
+        enc = self.text_encoder
+        if text_q is not None and enc is not None:
+            exclude = [fid] if fid is not None else []
+            sem = dict(self.library.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters, exclude))
+            self._fill(sem, [*snd, *sem], enc.model_id, text_q)
+        sound_q = None if fid is None else self.library.file_vectors(self.embedder.model_id, [fid]).get(fid)
+        if sound_q is not None:
+            self._fill(snd, [*snd, *sem], self.embedder.model_id, sound_q)
+        return self._hits(fused_ranking({}, sem, snd, w), k, sound_q, None, {h.file_id: h for h in sound})
+
+    # -- the two channels and their fusion
+
+    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str,
+                sound_q: np.ndarray | None, text_q: np.ndarray | None,
+                keywords: tuple[set[int], list[tuple[int, float]]] | None = None) -> list[Hit]:
+        lib, n = self.library, max(k, CANDIDATES)
+        excluded, found = keywords if keywords is not None else self._keyword_candidates(query, n, w > 0)
+        if w == 0:  # sound only: today's ranking, minus excluded files
+            return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
+                                 query)
+        kw: dict[int, float] = {}
+        sem: dict[int, float] = {}
+        snd: dict[int, float] = {}
+        if found:
+            allowed = lib.allowed_files([f for f, _ in found], filters)
+            kw = {f: s for f, s in found if f in allowed and f not in excluded}
+        enc = self.text_encoder
+        if text_q is not None and enc is not None:
+            sem = dict(lib.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
+        if sound_q is not None:
+            snd = dict(lib.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
+            self._fill(snd, [*kw, *sem, *snd], self.embedder.model_id, sound_q)
+        if text_q is not None and enc is not None:
+            self._fill(sem, [*kw, *sem, *snd], enc.model_id, text_q)
+        ranked = fused_ranking(kw, sem, snd, w)
+        if mode == "names":
+            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
+        return self._hits(ranked, k, sound_q, query)
+
+    def _keyword_match(self, query: Query) -> str | None:
+        """The query's FTS5 expression without the parts that match a large share of the library (when another
+        part is more specific): BM25 is computed for every file a query matches, so one common word ("water" in
+        a library with a water folder of 100k files) would cost more than the rest of the search; such a word
+        also weighs next to nothing in BM25 (low IDF), and the sentence vectors still read it."""
+        parts = query.fts_parts()
+        if len(parts) < 2:
+            return query.fts_match()
+        enc = self.text_encoder
+        indexed = max(self.library.indexed_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
+                      self.library.indexed_vectors(enc.model_id) if enc is not None else 0)
+        cap = max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * indexed))
+        counts = self.library.keyword_counts(parts, cap)
+        keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
+        return " OR ".join(keep or parts)
+
+    def _fill(self, scores: dict[int, float], ids: list[int], model_id: str, q: np.ndarray) -> None:
+        """Score the other channels' candidates exactly (their vectors from the index), so the fused ranking of
+        the union does not depend on which channel found a file."""
+        missing = [f for f in dict.fromkeys(ids) if f not in scores]
+        if missing:
+            qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
+            scores.update(self.library.file_scores(model_id, missing, qn))
+
+    def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
+              known: dict[int, Hit] | None = None) -> list[Hit]:
+        top = ranked[:k]
+        known = known or {}
+        missing = [f for f, _ in top if f not in known]
+        hits = {**known, **self.library.hits_for(missing, self.embedder.model_id, sound_q)} if missing else known
+        out = []
+        for fid, sc in top:
+            h = hits.get(fid)
+            if h is None:
+                continue
+            h.score = sc.fused
+            h.match = MatchInfo(name_score=sc.name, keyword_score=sc.keyword, semantic_score=sc.semantic_raw,
+                                sound_score=sc.sound_raw, sound_norm=sc.sound)
+            out.append(h)
+        return self._explain(out, query)
+
+    def _explain(self, hits: list[Hit], query: Query | None) -> list[Hit]:
+        """Fill in why each hit matched (query words in its name, folder, tags, user tags), its tags and
+        favourite mark (three catalog queries for all the hits)."""
+        lib = self.library
+        ids = [h.file_id for h in hits]
+        fields, user, favs = lib.text_fields(ids), lib.user_tags_for(ids), lib.favourite_ids(ids)
+        for hit in hits:
+            path, tags = fields.get(hit.file_id, (hit.rel_path, ""))
+            hit.user_tags = user.get(hit.file_id, [])
+            hit.favourite = hit.file_id in favs
+            info = hit.match or MatchInfo(sound_score=hit.score)
+            folder, _, name = path.rpartition("/")
+            info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
+            if query is not None:
+                info.spans, info.matched_terms = highlight(info.fields, query)
+            hit.match = info
+        return hits
+
+    def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
+                              ) -> np.ndarray | None:
+        """The text vector of a catalogued file, or of an outside file's name and folder words."""
+        enc = self.text_encoder
+        if enc is None:
+            return None
+        if fid is not None:
+            return self.library.file_vectors(enc.model_id, [fid]).get(fid)
+        p = Path(os.fspath(path_or_file_id))
+        text = sentence(" ".join(names.name_words(p.stem)), " ".join(names.folder_words(p.parent.name)), "", [])
+        return enc.embed_text([text])[0] if text else None
+
+    # -- the user's tags and favourites (the Search tab's tag editing; `earshot tags`)
+
+    @property
+    def tags(self) -> TagEditor:
+        return TagEditor(self.library, self.text_encoder)
+
+    def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        """Tag files (several at once); only the changed files' sentence vectors are embedded again. Returns the
+        files whose tags changed; ValueError for a bad tag, LibraryError for an unknown file id (nothing changed)."""
+        return self.tags.add_tags(file_ids, tags)
+
+    def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        return self.tags.remove_tags(file_ids, tags)
+
+    def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
+        self.library.set_favourite(file_ids, on)
+
+    def tags_of(self, file_id: int) -> list[str]:
+        return self.library.tags_of(file_id)
+
+    def all_tags(self) -> list[str]:
+        return self.library.all_tags()
+
+    @property
+    def text_encoder(self) -> SentenceEncoder | None:
+        """The MiniLM sentence encoder of the text channel (NumPy), loaded once; None when not installed."""
+        if self._text_encoder is DEFAULT_ENCODER:
+            self._text_encoder = sentence_encoder_for(self.embedder)
+        return self._text_encoder  # type: ignore[return-value]
+
+    def capped_k(self, k: int) -> int:
+        """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
+        results must not allocate a billion result slots."""
+        k = check_k(k)
+        return min(k, self.library.indexed_vectors(self.embedder.model_id))  # in memory: runs on every keystroke
+
+    def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
+        """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
+        step = self.embedder.window_seconds
+        if query is None:
+            scores = np.asarray(hit.window_scores, dtype=np.float32)
+        else:
+            q = self.embedder.embed_text([query])[0] if isinstance(query, str) else np.asarray(query, np.float32)
+            q = q / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
+            scores = self._windows(hit.file_id) @ q  # (W,)
+        return WindowScores(np.arange(len(scores), dtype=np.float32) * step, scores, step)
+
+    def _windows(self, file_id: int) -> np.ndarray:
+        lib = self.library
+        with lib.lock:
+            row = lib.db.execute("SELECT windows FROM vectors WHERE file_id = ? AND model_id = ?",
+                                 (file_id, self.embedder.model_id)).fetchone()
+        if row is None:
+            return np.zeros((0, self.embedder.dim), np.float32)
+        return np.frombuffer(row[0], dtype=np.float32).reshape(-1, self.embedder.dim)  # (W, D)
+
+    # -- catalog views
+
+    def failed_files(self) -> list[FailedFile]:
+        return self.library.failed_files()
+
+    def stats(self) -> LibraryStats:
+        return self.library.stats()
+
+    def indexed_count(self) -> int:
+        return int(self.stats().vectors.get(self.embedder.model_id, 0))
+
+    def folders(self) -> list[str]:
+        """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
+        lib = self.library
+        with lib.lock:
+            rows = lib.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
+        found: set[str] = set()
+        for (p,) in rows:
+            parts = os.fsdecode(bytes(p)).split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                found.add("/".join(parts[:i]))
+        return sorted(found)
+
+
+
+
+def check_k(k: int) -> int:
+    """The number of results asked for, refused with a clear message unless it is a whole number >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"the number of results (-k) must be a whole number of at least 1, got {k!r}")
+    return int(k)
+
+
+
+
+def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
+    """Spans of the query's words (plurals and -ing/-ed forms alike; prefixes by their start) in each field,
+    and the query words found."""
+    wanted = {names.stem(t): t for t in query.terms if t not in {p.lower() for p in query.prefixes}}
+    prefixes = [p.lower() for p in query.prefixes]
+    spans: dict[str, list[tuple[int, int]]] = {}
+    found: list[str] = []
+    for key, text in fields.items():
+        for a, b, word in names.word_spans(text):
+            term = wanted.get(names.stem(word))
+            if term is None:
+                term = next((p for p in prefixes if word.startswith(p)), None)
+            if term is not None:
+                spans.setdefault(key, []).append((a, b))
+                found.append(term)
+    return spans, list(dict.fromkeys(found))
+
+
