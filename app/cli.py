@@ -315,7 +315,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
-    from app.services.library import LibraryError
+    from app.services.library.records import LibraryError
     from app.services.search.embedder import load_embedder
     from app.services.search.jobs import summarize
     from app.services.search.session import SearchSession
@@ -342,7 +342,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
-    from app.services.library import LibraryError
+    from app.services.library.records import LibraryError
     from app.services.library.sharded import sharded_index_job
     from app.services.search.embedder import load_embedder
     from app.services.search.jobs import summarize
@@ -469,7 +469,7 @@ def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
 
 
 def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
-    from app.services.library import SearchFilters
+    from app.services.library.records import SearchFilters
 
     return SearchFilters(args.min_duration, args.max_duration, args.folder, formats=args.formats,
                          min_sample_rate=args.min_sample_rate, max_sample_rate=args.max_sample_rate,
@@ -477,7 +477,8 @@ def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    from app.services.library import Library, LibraryError
+    from app.services.library.library import Library
+    from app.services.library.records import LibraryError
     from app.services.search.tags import TagEditor
 
     if not args.library.is_dir():
@@ -518,7 +519,7 @@ def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 
     if unknown:
         raise ValueError(f"not in the library (index it first?): {', '.join(printable(u) for u in unknown)}")
     if action in ("favourite", "unfavourite"):
-        editor.library.set_favourite(ids, action == "favourite")
+        editor.library.user_tags.set_favourite(ids, action == "favourite")
         print(f"{len(ids)} files {'marked' if action == 'favourite' else 'unmarked'}")
         return 0
     changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
@@ -575,7 +576,7 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
 def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
                     ) -> int:
     from app.services.audio import AudioError
-    from app.services.library import LibraryError
+    from app.services.library.records import LibraryError
     from app.services.search.jobs import hit_dict
 
     filters = _filters(args)
@@ -603,7 +604,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
 
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
     """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
-    from app.services.library import LibraryError
+    from app.services.library.records import LibraryError
     from app.services.search.jobs import hit_dict
 
     filters = _filters(args)

@@ -280,12 +280,12 @@ def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels
     from app.services.search.fusion import CANDIDATES
 
     lib, enc = session.library, session.text_encoder
-    ids = [lib.file_id(p) for p in paths]
+    ids = [lib.files.id_of(p) for p in paths]
     col = {fid: j for j, fid in enumerate(ids) if fid is not None}
     n = len(paths)
 
     def matrix(model_id: str) -> np.ndarray | None:  # (N, D) vectors in clip order, NaN rows where missing
-        vecs = lib.file_vectors(model_id, [f for f in ids if f is not None])
+        vecs = lib.vectors.of_files(model_id, [f for f in ids if f is not None])
         if not vecs:
             return None  # e.g. no sentence vectors in a library whose names say nothing
         dim = len(next(iter(vecs.values())))
@@ -302,7 +302,7 @@ def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels
         query = parse(text)
         sound_q, text_q = session._encode_query(query.free_text, 0.5)
         match = query.fts_match()
-        for fid, score in lib.keyword_search(match, CANDIDATES) if match else []:
+        for fid, score in lib.text.keyword_search(match, CANDIDATES) if match else []:
             if fid in col:
                 kw[i, col[fid]], cand[i, col[fid]] = score, True
         snd[i] = snd_m @ (sound_q / np.linalg.norm(sound_q))

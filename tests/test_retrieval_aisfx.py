@@ -89,7 +89,7 @@ def _sound(kind: str, seconds: float, sr: int) -> np.ndarray:
 
 def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: Path, monkeypatch):
     from app.services.jobs import drain
-    from app.services.library import embed_file
+    from app.services.library.embedding import embed_file
     from app.services.search.embedder import RetrievalEmbedder
     from app.services.search.session import SearchSession
     from core.checkpoints import save_checkpoint

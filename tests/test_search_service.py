@@ -16,7 +16,9 @@ import torch
 
 from app.cli import main
 from app.services.jobs import drain
-from app.services.library import Library, SearchFilters, embed_file
+from app.services.library.embedding import embed_file
+from app.services.library.library import Library
+from app.services.library.records import SearchFilters
 from app.services.registry import ModelRegistry
 from app.services.search.embedder import (
     ModelNotFoundError,
@@ -548,7 +550,7 @@ def test_modes_rank_by_names_sound_or_both(fusion_session: SearchSession) -> Non
     # sound: exactly the audio ranking (ToneEmbedder hears "a 660 Hz tone" as that pitch)
     q = s.embedder.embed_text(["a 660 Hz tone"])[0]
     assert rels(s.search("a 660 Hz tone", 6, mode="sound")) == rels(
-        s.library.search_vector(q, s.embedder.model_id, 6))
+        s.library.search.by_vector(q, s.embedder.model_id, 6))
     assert rels(s.search("a 660 Hz tone", 1, mode="sound")) == ["weather/rain_on_window.wav"]
     # both: names lead, sound fills in: the file whose name says "dog" stays first, its folder-mate next
     assert rels(s.search("dog", 2)) == ["animals/dog_bark.wav", "animals/birds/lark_song.wav"]
@@ -623,8 +625,8 @@ def test_excluded_words_remove_hits_in_every_mode(fusion_session: SearchSession)
         assert "doors/metal_gate_slam.wav" not in hits, mode
         assert len(s.search("a 440 Hz tone -gate", 6, mode=mode)) <= 5
     assert rels(s.search('"gate slam"', 6, mode="names"))[0] == "doors/metal_gate_slam.wav"  # an exact phrase
-    assert [f for f, _ in s.library.keyword_search('"gate slam"', 6)] == [s.library.file_id(
-        "doors/metal_gate_slam.wav")] and s.library.keyword_search('"slam gate"', 6) == []
+    assert [f for f, _ in s.library.text.keyword_search('"gate slam"', 6)] == [s.library.files.id_of(
+        "doors/metal_gate_slam.wav")] and s.library.text.keyword_search('"slam gate"', 6) == []
     assert rels(s.search("thund*", 6, mode="names"))[0] == "weather/thunder_clap.wav"  # a prefix
     assert s.search("-dog", 5) == [] and s.search('"', 5) == []  # nothing positive to rank by
 
@@ -695,7 +697,7 @@ def test_filters_by_format_rate_channels_and_favourites(tmp_path: Path) -> None:
         assert found(min_sample_rate=16000) == {"stereo_16k.flac", "mono_16k.ogg"}
         assert found(max_sample_rate=8000, channels=2) == {"stereo_8k.WAV"}
         assert found(favourites_only=True) == set()
-        session.set_favourite([session.library.file_id("mono_16k.ogg")], True)
+        session.set_favourite([session.library.files.id_of("mono_16k.ogg")], True)
         assert found(favourites_only=True) == {"mono_16k.ogg"}
         hit = session.search("mono", 5, SearchFilters(favourites_only=True), mode="names")[0]
         assert hit.favourite and hit.rel_path == "mono_16k.ogg"
@@ -706,7 +708,7 @@ def test_filters_by_format_rate_channels_and_favourites(tmp_path: Path) -> None:
 
 def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
     s = fusion_session
-    door = s.library.file_id("doors/DOORWood_Creak Slow_01.wav")
+    door = s.library.files.id_of("doors/DOORWood_Creak Slow_01.wav")
     sound_only = rels(s.similar(door, 5))
     assert "doors/DOORWood_Creak Slow_01.wav" not in sound_only
     named = s.similar(door, 5, names_weight=0.9)
@@ -739,9 +741,9 @@ def test_cross_channel_scores_come_from_the_index_exactly(fusion_session: Search
     lib, enc = fusion_session.library, fusion_session.text_encoder
     ids = [f for f, *_ in lib.db.execute("SELECT id FROM files ORDER BY id").fetchall()] + [10_000]
     for model_id in (enc.model_id, fusion_session.embedder.model_id):
-        vecs = lib.file_vectors(model_id, ids)
+        vecs = lib.vectors.of_files(model_id, ids)
         q = next(iter(vecs.values()))
-        got = lib.file_scores(model_id, ids, q)
+        got = lib.vectors.scores(model_id, ids, q)
         assert set(got) == set(vecs)
         for fid, v in vecs.items():
             assert got[fid] == pytest.approx(float(v @ q), abs=1e-6)
@@ -757,7 +759,7 @@ def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_sessi
     s = fusion_session
     monkeypatch.setattr(fusion, "COMMON_MIN", 2)
     monkeypatch.setattr(fusion, "COMMON_SHARE", 0.0)  # cap = 2 files: "doors" (2 files) counts as common
-    assert s.library.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
+    assert s.library.text.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
     assert s._keyword_match(parse("doors dog")) == '"dog"'
     assert s._keyword_match(parse("doors")) == '"doors"'  # the only word: kept
     assert s._keyword_match(parse("doors -dog")) == '"doors"'

@@ -56,7 +56,7 @@ from PySide6.QtWidgets import (
 
 from app.services.audio import DeviceStatus, Player, device_status, display_name
 from app.services.jobs import Job
-from app.services.library import FailedFile, Hit, SearchFilters
+from app.services.library.records import FailedFile, Hit, SearchFilters
 from app.services.registry import ModelEntry, ModelRegistry
 from app.services.search.embedder import RetrievalEmbedder, load_embedder_job
 from app.services.search.fusion import NAMES_WEIGHT

@@ -24,11 +24,11 @@ import numpy as np
 from app.services.audio import AudioError, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
-from app.services.library.core import Library
 from app.services.library.embedding import embed, pool, windows_of
+from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
 from app.services.library.scan import ScannedFile
-from app.services.library.textchannel import TEXT_BATCH, derive_text, embed_sentences
+from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
 
 
 @dataclass
@@ -152,14 +152,14 @@ class _IndexRun:
         found = scan.scan_folder(lib.root, self.include_hidden)
         r.files_seen, r.scan_errors = len(found.files), found.errors
         lib.register_model(self.embedder)
-        lib.vector_index(self.model_id)  # load and repair before changing anything
-        rows = lib.rows(self.model_id)
+        lib.vectors.index(self.model_id)  # load and repair before changing anything
+        rows = lib.files.rows(self.model_id)
         self.seen = {f.key for f in found.files}
         # rows under folders that cannot be listed (a network share briefly away) are kept, hidden, not re-read
         prefixes = [os.fsencode(u) + b"/" if u else b"" for u in found.unreadable]
         away = [w for k, w in rows.items() if k not in self.seen and any(k.startswith(p) for p in prefixes)]
         self.seen |= {w.path for w in away}
-        lib.set_unavailable([w.id for w in away])
+        lib.files.set_unavailable([w.id for w in away])
         r.unavailable = len(away)
         for f in found.files:
             row = rows.get(f.key)
@@ -172,7 +172,7 @@ class _IndexRun:
                 self.tasks.append(_Task(f, row.hash if row.status == "ok" else None))
         # vanished rows whose size matches no file to read cannot have moved: drop them now
         sizes = {t.file.size for t in self.tasks}
-        r.removed += lib.delete_files([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
+        r.removed += lib.files.delete([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
         self.total_bytes = sum(t.file.size for t in self.tasks) or 1
         return frozenset(w.hash for w in rows.values()
                          if w.hash and (w.has_vector or (w.status == "error" and not self.retry_failed)))
@@ -210,12 +210,12 @@ class _IndexRun:
             if self.handle(msg):
                 yield self.progress(display_name(self.tasks[msg[1]].file.rel))
             if time.monotonic() - last_save > self.checkpoint_seconds:
-                self.lib.save_index(self.model_id)
+                self.lib.vectors.save(self.model_id)
                 last_save = time.monotonic()
         # what vanished and was not found elsewhere leaves the catalog and the index
-        rows = self.lib.rows(self.model_id)
-        self.report.removed += self.lib.delete_files([w.id for k, w in rows.items() if k not in self.seen])
-        self.lib.save_index(self.model_id)
+        rows = self.lib.files.rows(self.model_id)
+        self.report.removed += self.lib.files.delete([w.id for k, w in rows.items() if k not in self.seen])
+        self.lib.vectors.save(self.model_id)
         yield from self.text_pass()
         if self.model_id in self.lib.model_errors():
             self.lib.set_model_error(self.model_id, None)  # it works now
@@ -227,10 +227,10 @@ class _IndexRun:
         """Derive the text of new, renamed and changed files (names, folders, tags: no audio is read) and embed
         the sentences that changed; upgraded catalogs get all their text here."""
         lib, r = self.lib, self.report
-        stale = lib.stale_texts()
+        stale = lib.text.stale()
         for n, (fid, key, mtime_ns) in enumerate(stale):
             text = derive_text(lib.root, key)
-            if lib.store_text(fid, key, mtime_ns, text):
+            if lib.text.store(fid, key, mtime_ns, text):
                 r.texts += 1
                 if text.problem:
                     r.tag_problems.append(FailedFile(os.fsdecode(key), text.problem, fid))
@@ -239,18 +239,18 @@ class _IndexRun:
         enc = self.text_encoder
         if enc is None:
             return
-        lib.register_text_model(enc)
-        lib.vector_index(enc.model_id)
-        pending = lib.pending_text_vectors(enc.model_id)
+        lib.text.register_model(enc)
+        lib.vectors.index(enc.model_id)
+        pending = lib.text.pending_vectors(enc.model_id)
         done = 0
         for start in range(0, len(pending), TEXT_BATCH):  # the encoder runs each chunk 64 per forward pass
             chunk = pending[start:start + TEXT_BATCH]
             batch = embed_sentences(enc, chunk)
             r.text_vectors += sum(v is not None for _, _, v in batch)
-            lib.store_text_vectors(enc.model_id, batch)
+            lib.text.store_vectors(enc.model_id, batch)
             done += len(chunk)
             yield {**self.progress(f"embedding names and tags ({done}/{len(pending)})"), "step": len(self.tasks)}
-        lib.save_index(enc.model_id)
+        lib.vectors.save(enc.model_id)
 
     def shutdown(self) -> None:
         self.stop.set()
@@ -262,9 +262,9 @@ class _IndexRun:
             with contextlib.suppress(queue.Empty):
                 while True:
                     self.out.get_nowait()
-        self.lib.save_index(self.model_id)
+        self.lib.vectors.save(self.model_id)
         if self.text_encoder is not None:
-            self.lib.save_index(self.text_encoder.model_id)
+            self.lib.vectors.save(self.text_encoder.model_id)
 
     # ------------------------------------------------------------------------------------------ messages
 
@@ -373,7 +373,7 @@ class _IndexRun:
         vecs, cover = np.concatenate(p.vectors), np.concatenate(p.cover)  # (W, D), (W,)
         meta = {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
                 "status": "ok", "error": None}
-        outcome = self.lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
+        outcome = self.lib.files.record(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
                                        meta=meta, vectors=pool(vecs, cover))
         (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
         self.report.windows += len(vecs)
@@ -383,11 +383,11 @@ class _IndexRun:
     def store_known(self, t: _Task, digest: str, st: os.stat_result) -> bool:
         """Content already catalogued (moved, copied, touched); False if it no longer is."""
         lib, r = self.lib, self.report
-        outcome = lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen, reuse=True)
+        outcome = lib.files.record(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen, reuse=True)
         if outcome == "stale":
             return False
         if outcome == "failed":
-            r.failed.append(FailedFile(t.file.rel, lib.file_error(t.file.key)))
+            r.failed.append(FailedFile(t.file.rel, lib.files.error_of(t.file.key)))
         elif outcome == "touched":
             r.touched += 1
         else:
@@ -397,7 +397,7 @@ class _IndexRun:
     def store_error(self, t: _Task, digest: str | None, message: str, st: os.stat_result | None) -> None:
         size, mtime_ns = (st.st_size, st.st_mtime_ns) if st else (t.file.size, t.file.mtime_ns)
         meta = {"duration": None, "sample_rate": None, "channels": None, "status": "error", "error": message}
-        self.lib.record_file(self.model_id, t.file, size, mtime_ns, digest, self.seen, meta=meta)
+        self.lib.files.record(self.model_id, t.file, size, mtime_ns, digest, self.seen, meta=meta)
         self.report.failed.append(FailedFile(t.file.rel, message))
 
 

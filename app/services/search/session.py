@@ -19,10 +19,10 @@ import numpy as np
 
 from app.services.jobs import Job
 from app.services.library import names
-from app.services.library.core import Library
 from app.services.library.indexer import index_library
+from app.services.library.library import Library
 from app.services.library.records import FailedFile, Hit, IndexReport, LibraryStats, MatchInfo, SearchFilters
-from app.services.library.textchannel import sentence
+from app.services.library.text_channel import sentence
 from app.services.query import Query, parse
 from app.services.search import fusion
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
@@ -71,7 +71,7 @@ class SearchSession:
 
     @property
     def closed(self) -> bool:
-        return self.library.db is None
+        return self.library.closed
 
     # -- indexing
 
@@ -110,16 +110,16 @@ class SearchSession:
         """The files the query excludes, and (unless `matches` is False: sound only) the best keyword matches
         (file id, BM25) beyond them."""
         lib = self.library
-        excluded = lib.keyword_files(query.fts_exclude()) if query.excluded else set()
+        excluded = lib.text.keyword_files(query.fts_exclude()) if query.excluded else set()
         match = self._keyword_match(query) if matches else None
-        return excluded, (lib.keyword_search(match, n + len(excluded)) if match else [])
+        return excluded, (lib.text.keyword_search(match, n + len(excluded)) if match else [])
 
     def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The query's sound-space vector (unless names only) and sentence vector (when the library has text
         vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
         makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
         enc = self.text_encoder
-        need_text = w > 0 and enc is not None and self.library.indexed_vectors(enc.model_id) > 0
+        need_text = w > 0 and enc is not None and self.library.vectors.count(enc.model_id) > 0
         need_sound = w < 1
         tower = self.embedder
         if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
@@ -137,18 +137,18 @@ class SearchSession:
         if k == 0:
             return []
         if not names_weight:
-            return self.library.similar(path_or_file_id, self.embedder, k, filters)
-        sound = self.library.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
+            return self.library.search.similar(path_or_file_id, self.embedder, k, filters)
+        sound = self.library.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
         w = fusion_weight("both", names_weight)
-        fid = path_or_file_id if isinstance(path_or_file_id, int) else self.library.file_id(path_or_file_id)
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else self.library.files.id_of(path_or_file_id)
         text_q = self._file_sentence_vector(path_or_file_id, fid)
         snd, sem = {h.file_id: h.score for h in sound}, {}
         enc = self.text_encoder
         if text_q is not None and enc is not None:
             exclude = [fid] if fid is not None else []
-            sem = dict(self.library.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters, exclude))
+            sem = dict(self.library.search.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters, exclude))
             self._fill(sem, [*snd, *sem], enc.model_id, text_q)
-        sound_q = None if fid is None else self.library.file_vectors(self.embedder.model_id, [fid]).get(fid)
+        sound_q = None if fid is None else self.library.vectors.of_files(self.embedder.model_id, [fid]).get(fid)
         if sound_q is not None:
             self._fill(snd, [*snd, *sem], self.embedder.model_id, sound_q)
         return self._hits(fused_ranking({}, sem, snd, w), k, sound_q, None, {h.file_id: h for h in sound})
@@ -161,19 +161,19 @@ class SearchSession:
         lib, n = self.library, max(k, CANDIDATES)
         excluded, found = keywords if keywords is not None else self._keyword_candidates(query, n, w > 0)
         if w == 0:  # sound only: today's ranking, minus excluded files
-            return self._explain(lib.search_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
+            return self._explain(lib.search.by_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
                                  query)
         kw: dict[int, float] = {}
         sem: dict[int, float] = {}
         snd: dict[int, float] = {}
         if found:
-            allowed = lib.allowed_files([f for f, _ in found], filters)
+            allowed = lib.search.allowed_files([f for f, _ in found], filters)
             kw = {f: s for f, s in found if f in allowed and f not in excluded}
         enc = self.text_encoder
         if text_q is not None and enc is not None:
-            sem = dict(lib.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
+            sem = dict(lib.search.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
         if sound_q is not None:
-            snd = dict(lib.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
+            snd = dict(lib.search.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
             self._fill(snd, [*kw, *sem, *snd], self.embedder.model_id, sound_q)
         if text_q is not None and enc is not None:
             self._fill(sem, [*kw, *sem, *snd], enc.model_id, text_q)
@@ -191,10 +191,10 @@ class SearchSession:
         if len(parts) < 2:
             return query.fts_match()
         enc = self.text_encoder
-        indexed = max(self.library.indexed_vectors(self.embedder.model_id),  # files in the (in-memory) indexes
-                      self.library.indexed_vectors(enc.model_id) if enc is not None else 0)
+        indexed = max(self.library.vectors.count(self.embedder.model_id),  # files in the (in-memory) indexes
+                      self.library.vectors.count(enc.model_id) if enc is not None else 0)
         cap = max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * indexed))
-        counts = self.library.keyword_counts(parts, cap)
+        counts = self.library.text.keyword_counts(parts, cap)
         keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
         return " OR ".join(keep or parts)
 
@@ -204,14 +204,14 @@ class SearchSession:
         missing = [f for f in dict.fromkeys(ids) if f not in scores]
         if missing:
             qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
-            scores.update(self.library.file_scores(model_id, missing, qn))
+            scores.update(self.library.vectors.scores(model_id, missing, qn))
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
               known: dict[int, Hit] | None = None) -> list[Hit]:
         top = ranked[:k]
         known = known or {}
         missing = [f for f, _ in top if f not in known]
-        hits = {**known, **self.library.hits_for(missing, self.embedder.model_id, sound_q)} if missing else known
+        hits = {**known, **self.library.search.hits_for(missing, self.embedder.model_id, sound_q)} if missing else known
         out = []
         for fid, sc in top:
             h = hits.get(fid)
@@ -228,7 +228,7 @@ class SearchSession:
         favourite mark (three catalog queries for all the hits)."""
         lib = self.library
         ids = [h.file_id for h in hits]
-        fields, user, favs = lib.text_fields(ids), lib.user_tags_for(ids), lib.favourite_ids(ids)
+        fields, user, favs = lib.text.fields(ids), lib.user_tags.of_files(ids), lib.user_tags.favourites(ids)
         for hit in hits:
             path, tags = fields.get(hit.file_id, (hit.rel_path, ""))
             hit.user_tags = user.get(hit.file_id, [])
@@ -248,7 +248,7 @@ class SearchSession:
         if enc is None:
             return None
         if fid is not None:
-            return self.library.file_vectors(enc.model_id, [fid]).get(fid)
+            return self.library.vectors.of_files(enc.model_id, [fid]).get(fid)
         p = Path(os.fspath(path_or_file_id))
         text = sentence(" ".join(names.name_words(p.stem)), " ".join(names.folder_words(p.parent.name)), "", [])
         return enc.embed_text([text])[0] if text else None
@@ -268,13 +268,13 @@ class SearchSession:
         return self.tags.remove_tags(file_ids, tags)
 
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
-        self.library.set_favourite(file_ids, on)
+        self.library.user_tags.set_favourite(file_ids, on)
 
     def tags_of(self, file_id: int) -> list[str]:
-        return self.library.tags_of(file_id)
+        return self.library.user_tags.of(file_id)
 
     def all_tags(self) -> list[str]:
-        return self.library.all_tags()
+        return self.library.user_tags.all()
 
     @property
     def text_encoder(self) -> SentenceEncoder | None:
@@ -287,7 +287,7 @@ class SearchSession:
         """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
         results must not allocate a billion result slots."""
         k = check_k(k)
-        return min(k, self.library.indexed_vectors(self.embedder.model_id))  # in memory: runs on every keystroke
+        return min(k, self.library.vectors.count(self.embedder.model_id))  # in memory: runs on every keystroke
 
     def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
         """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
@@ -301,18 +301,14 @@ class SearchSession:
         return WindowScores(np.arange(len(scores), dtype=np.float32) * step, scores, step)
 
     def _windows(self, file_id: int) -> np.ndarray:
-        lib = self.library
-        with lib.lock:
-            row = lib.db.execute("SELECT windows FROM vectors WHERE file_id = ? AND model_id = ?",
-                                 (file_id, self.embedder.model_id)).fetchone()
-        if row is None:
-            return np.zeros((0, self.embedder.dim), np.float32)
-        return np.frombuffer(row[0], dtype=np.float32).reshape(-1, self.embedder.dim)  # (W, D)
+        """A file's window vectors (W, D) for the session's model; (0, D) when it has none."""
+        windows = self.library.vectors.windows(self.embedder.model_id, file_id)
+        return windows if windows is not None else np.zeros((0, self.embedder.dim), np.float32)
 
     # -- catalog views
 
     def failed_files(self) -> list[FailedFile]:
-        return self.library.failed_files()
+        return self.library.files.failed()
 
     def stats(self) -> LibraryStats:
         return self.library.stats()
@@ -322,17 +318,7 @@ class SearchSession:
 
     def folders(self) -> list[str]:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
-        lib = self.library
-        with lib.lock:
-            rows = lib.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
-        found: set[str] = set()
-        for (p,) in rows:
-            parts = os.fsdecode(bytes(p)).split("/")[:-1]
-            for i in range(1, len(parts) + 1):
-                found.add("/".join(parts[:i]))
-        return sorted(found)
-
-
+        return self.library.files.folders()
 
 
 def check_k(k: int) -> int:
@@ -340,8 +326,6 @@ def check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise ValueError(f"the number of results (-k) must be a whole number of at least 1, got {k!r}")
     return int(k)
-
-
 
 
 def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
@@ -360,5 +344,4 @@ def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tupl
                 spans.setdefault(key, []).append((a, b))
                 found.append(term)
     return spans, list(dict.fromkeys(found))
-
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.services.audio import display_name
-from app.services.library.core import Library
-from app.services.library.textchannel import embed_sentences
+from app.services.library.library import Library
+from app.services.library.text_channel import embed_sentences
 from app.services.search.embedder import DEFAULT_ENCODER, default_text_encoder
 
 if TYPE_CHECKING:
@@ -44,12 +44,12 @@ class TagEditor:
         self.text_encoder = default_text_encoder() if text_encoder is DEFAULT_ENCODER else text_encoder
 
     def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        changed = self.library.add_tags(file_ids, tags)
+        changed = self.library.user_tags.add(file_ids, tags)
         self.reembed(changed)
         return changed
 
     def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        changed = self.library.remove_tags(file_ids, tags)
+        changed = self.library.user_tags.remove(file_ids, tags)
         self.reembed(changed)
         return changed
 
@@ -58,18 +58,18 @@ class TagEditor:
         if enc is None or not file_ids:
             return
         lib = self.library
-        lib.register_text_model(enc)  # type: ignore[arg-type]
-        pending = lib.pending_text_vectors(enc.model_id, file_ids)  # type: ignore[union-attr]
+        lib.text.register_model(enc)  # type: ignore[arg-type]
+        pending = lib.text.pending_vectors(enc.model_id, file_ids)  # type: ignore[union-attr]
         items = embed_sentences(enc, pending)  # type: ignore[arg-type]  # one batched pass
         if items:
-            lib.store_text_vectors(enc.model_id, items)  # type: ignore[union-attr]
-            lib.save_index(enc.model_id)  # type: ignore[union-attr]
+            lib.text.store_vectors(enc.model_id, items)  # type: ignore[union-attr]
+            lib.vectors.save(enc.model_id)  # type: ignore[union-attr]
 
     def file_ids(self, paths: Sequence[str | os.PathLike[str]]) -> tuple[list[int], list[str]]:
         """Catalog ids of files given relative to the library or absolute inside it; (ids, unknown paths)."""
         ids, unknown = [], []
         for p in paths:
-            fid = self.library.file_id(p)
+            fid = self.library.files.id_of(p)
             if fid is None:
                 unknown.append(os.fspath(p))
             else:
@@ -84,7 +84,7 @@ class TagEditor:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(TAG_COLUMNS)
         n = 0
-        for path, tags, fav in self.library.tag_table():
+        for path, tags, fav in self.library.user_tags.table():
             w.writerow([path, ";".join(tags), "1" if fav else ""])
             n += 1
         return n
@@ -107,7 +107,7 @@ class TagEditor:
                 out.rows += 1
                 line = reader.line_num
                 rel = (row.get("path") or "").strip()
-                fid = self.library.file_id(rel) if rel else None
+                fid = self.library.files.id_of(rel) if rel else None
                 if fid is None:
                     out.unknown.append((line, rel))
                     continue
@@ -116,13 +116,13 @@ class TagEditor:
                     fav = (row.get("favourite") or "").strip().lower()
                     if fav and fav not in _YES | _NO:
                         raise ValueError(f"favourite must be yes/no or 1/0, got {fav!r}")
-                    before = set(self.library.tags_of(fid))
-                    added = self.library.add_tags([fid], tags) if tags else []
-                    out.tags_added += len(set(self.library.tags_of(fid)) - before)
+                    before = set(self.library.user_tags.of(fid))
+                    added = self.library.user_tags.add([fid], tags) if tags else []
+                    out.tags_added += len(set(self.library.user_tags.of(fid)) - before)
                     changed.update(added)
                     if fav:
-                        was = fid in self.library.favourite_ids([fid])
-                        self.library.set_favourite([fid], fav in _YES)
+                        was = fid in self.library.user_tags.favourites([fid])
+                        self.library.user_tags.set_favourite([fid], fav in _YES)
                         if was != (fav in _YES):
                             changed.add(fid)
                 except ValueError as e:
