@@ -247,7 +247,7 @@ def evaluate_library(session: Any, clips: list[Clip], which: str, queries: list[
             for w in weights}
     out["random"] = random_scores(rel)
     out["per_query_reciprocal_rank"] = {k: [round(float(x), 3) for x in v] for k, v in per_query.items()}
-    if supports_modes(session) and hasattr(session, "_encode_query"):
+    if supports_modes(session) and hasattr(session, "encode_query"):
         ch = channel_scores(session, texts, [getattr(c, which) for c in clips])
         out["cross_validation"] = cross_validate(ch, rel, out["fused"]["mAP@10"], per_query["names_only"])
     if "names_only" in per_query:
@@ -300,7 +300,8 @@ def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels
     cand = np.zeros((q_n, n), bool)
     for i, text in enumerate(texts):
         query = parse(text)
-        sound_q, text_q = session._encode_query(query.free_text, 0.5)
+        vectors = session.encode_query(query.free_text)
+        sound_q, text_q = vectors.sound, vectors.text
         match = query.fts_match()
         for fid, score in lib.text.keyword_search(match, CANDIDATES) if match else []:
             if fid in col:

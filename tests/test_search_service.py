@@ -16,6 +16,7 @@ import torch
 
 from app.cli import main
 from app.services.jobs import drain
+from app.services.library.candidates import CandidateRequest
 from app.services.library.embedding import embed_file
 from app.services.library.library import Library
 from app.services.library.records import SearchFilters
@@ -757,11 +758,61 @@ def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_sessi
     from app.services.search import fusion
 
     s = fusion_session
+    text = s.library.text
+    assert text.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
+    assert text.specific_match(parse("doors dog").fts_parts(), 2) == '"dog"'  # "doors" (2 files) is common
+    assert text.specific_match(parse("doors").fts_parts(), 2) == '"doors"'  # the only word: kept
+    assert text.specific_match(parse("doors -dog").fts_parts(), 2) == '"doors"'
+    assert text.specific_match(parse("doors dog").fts_parts(), 2000) == '"doors" OR "dog"'
+    # the session asks with the cap of the fusion settings: max(COMMON_MIN, COMMON_SHARE * indexed files)
+    asked: list[CandidateRequest] = []
+    real = s.library.candidates
+    monkeypatch.setattr(s.library, "candidates", lambda request, encode: asked.append(request) or real(request,
+                                                                                                       encode))
     monkeypatch.setattr(fusion, "COMMON_MIN", 2)
-    monkeypatch.setattr(fusion, "COMMON_SHARE", 0.0)  # cap = 2 files: "doors" (2 files) counts as common
-    assert s.library.text.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
-    assert s._keyword_match(parse("doors dog")) == '"dog"'
-    assert s._keyword_match(parse("doors")) == '"doors"'  # the only word: kept
-    assert s._keyword_match(parse("doors -dog")) == '"doors"'
+    monkeypatch.setattr(fusion, "COMMON_SHARE", 0.0)
+    s.search("doors dog", 3)
     monkeypatch.setattr(fusion, "COMMON_MIN", 2000)
-    assert s._keyword_match(parse("doors dog")) == '"doors" OR "dog"'
+    s.search("doors dog", 3)
+    assert [r.common_cap for r in asked] == [2, 2000] and asked[0].keyword_parts == ('"doors"', '"dog"')
+
+
+class Counting:
+    """A stand-in for an object that counts the calls into it and into the objects it owns (`library.text`,
+    `library.search`, ...), and passes them on."""
+
+    def __init__(self, target: object, calls: list[str], name: str = "library") -> None:
+        self._target, self._calls, self._name = target, calls, name
+
+    def __getattr__(self, attr: str) -> object:
+        value = getattr(self._target, attr)
+        where = f"{self._name}.{attr}"
+        if callable(value) and not isinstance(value, type):
+            def call(*args: object, **kwargs: object) -> object:
+                self._calls.append(where)
+                return value(*args, **kwargs)
+            return call
+        if type(value).__module__.startswith("app."):  # a part the library owns: count its calls too
+            return Counting(value, self._calls, where)
+        return value
+
+
+def test_a_text_query_makes_at_most_three_calls_into_the_library(fusion_session: SearchSession) -> None:
+    """How much is indexed, the candidates of both channels, the hits of the best: whatever the mode, filters,
+    exclusions or weight (each call used to be a dozen: keyword files, counts and search, allowed files, the
+    nearest files and the scores of each channel, hits, fields, tags, favourites)."""
+    s = fusion_session
+    library = s.library
+    calls: list[str] = []
+    s.library = Counting(library, calls)
+    try:
+        for text, kwargs in [("wooden door", {}), ("doors dog -metal", {"mode": "names"}), ("a 660 Hz tone",
+                             {"mode": "sound"}), ("thund*", {"names_weight": 0.3}),
+                             ("dog", {"filters": SearchFilters(min_duration=0.1, folder="animals")})]:
+            calls.clear()
+            want = [h.rel_path for h in s.search(text, 3, **kwargs)]
+            assert want, text
+            assert len(calls) <= 3, f"{text!r}: {calls}"
+        assert calls == ["library.vectors.counts", "library.candidates", "library.hits"]
+    finally:
+        s.library = library

@@ -10,6 +10,9 @@ public methods:
     library.text       the text channel: names, folders, tags -> keywords (FTS5) and sentence vectors
                        (text_channel.py)
     library.user_tags  the user's tags and favourites (user_tags.py)
+
+A text search asks it two things (candidates.py): `candidates`, each channel's candidates scored over their
+union, and `hits`, the chosen files ready to show.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from app.services.audio import display_name
 from app.services.library import catalog
+from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, explained_hits, gather
 from app.services.library.catalog import CATALOG_NAME
 from app.services.library.file_table import FileTable
-from app.services.library.records import DiskFullError, Embedder, LibraryError, LibraryStats, PathLike
+from app.services.library.records import DiskFullError, Embedder, Hit, LibraryError, LibraryStats, PathLike
 from app.services.library.text_channel import TextChannel, is_text_model
 from app.services.library.user_tags import UserTags
 from app.services.library.vector_search import VectorSearch
@@ -163,6 +169,18 @@ class Library:
         """model_id -> why it was refused, for models refused as broken."""
         with self.lock:
             return dict(self.db.execute("SELECT model_id, error FROM models WHERE error IS NOT NULL").fetchall())
+
+    # ------------------------------------------------------------------------------------ a query, in two calls
+
+    def candidates(self, request: CandidateRequest, encode: Callable[[], QueryVectors]) -> Candidates:
+        """A text query's candidates from both channels, scored over their union (candidates.py); the keywords
+        are ranked on another thread while `encode()` computes the query's vectors on this one."""
+        return gather(self, request, encode)
+
+    def hits(self, file_ids: Sequence[int], model_id: str, query: np.ndarray | None) -> dict[int, Hit]:
+        """The hits of chosen files: per-window scores against `query` (D,), the text to highlight, the user's
+        tags, the favourite mark (candidates.py)."""
+        return explained_hits(self, file_ids, model_id, query)
 
     # -------------------------------------------------------------------------------------------- reading
 

@@ -230,6 +230,16 @@ class TextChannel:
                 raise
         return [(int(r), -float(s)) for r, s in rows]
 
+    def specific_match(self, parts: Sequence[str], cap: int) -> str | None:
+        """The FTS5 expression OR-ing `parts`, without those that match `cap` files or more when another part is
+        more specific: BM25 is computed for every file a query matches, so one common word ("water" in a library
+        with a water folder of 100k files) would cost more than the rest of the search; it also weighs next to
+        nothing in BM25 (low IDF), and the sentence vectors still read it."""
+        if len(parts) < 2:
+            return " OR ".join(parts) or None
+        keep = [p for p, c in zip(parts, self.keyword_counts(parts, cap), strict=True) if c < cap]
+        return " OR ".join(keep or parts)
+
     def keyword_counts(self, parts: Sequence[str], cap: int) -> list[int]:
         """How many files each FTS5 expression matches, counted up to `cap` (rowids only: no BM25, so a common
         word costs at most `cap` steps)."""

@@ -8,9 +8,9 @@ why it matched (the query words found in its name, folder and tags, and each cha
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ import numpy as np
 
 from app.services.jobs import Job
 from app.services.library import names
+from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, fill
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import FailedFile, Hit, IndexReport, LibraryStats, MatchInfo, SearchFilters
@@ -87,47 +88,50 @@ class SearchSession:
                names_weight: float | None = None) -> list[Hit]:
         """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
         like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
-        of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix."""
+        of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix.
+
+        Three calls into the library: how much is indexed, the candidates of both channels (its keyword ranking
+        overlapping the query encoding), and the hits of the best."""
         check_mode(mode)
         w = fusion_weight(mode, names_weight)
         query = parse(text)
         if query.empty:
             return []
-        k = self.capped_k(k)
-        # the keywords are ranked (SQLite FTS5, on its own connection) on one core while the query is encoded on
-        # the other: the slowest part of a names search no longer adds up. Leaving the block joins the thread.
-        keywords: Future | None = None
-        with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
-            if k and w > 0:
-                keywords = pool.submit(self._keyword_candidates, query, max(k, CANDIDATES))
-            # embedded first, even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            sound_q, text_q = self._encode_query(query.free_text, w)
-        found = keywords.result() if keywords is not None else None
-        return self._ranked(query, k, filters, w, mode, sound_q, text_q, found) if k else []
-
-    def _keyword_candidates(self, query: Query, n: int, matches: bool = True
-                            ) -> tuple[set[int], list[tuple[int, float]]]:
-        """The files the query excludes, and (unless `matches` is False: sound only) the best keyword matches
-        (file id, BM25) beyond them."""
-        lib = self.library
-        excluded = lib.text.keyword_files(query.fts_exclude()) if query.excluded else set()
-        match = self._keyword_match(query) if matches else None
-        return excluded, (lib.text.keyword_search(match, n + len(excluded)) if match else [])
-
-    def _encode_query(self, text: str, w: float) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The query's sound-space vector (unless names only) and sentence vector (when the library has text
-        vectors and the names count). When the retrieval model's text tower is the frozen MiniLM that also
-        makes the sentence vectors, one forward pass gives both (half the query-encoding time)."""
         enc = self.text_encoder
-        need_text = w > 0 and enc is not None and self.library.vectors.count(enc.model_id) > 0
-        need_sound = w < 1
+        models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
+        indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
+        k = min(check_k(k), indexed[0])
+        names = w > 0 and enc is not None and indexed[-1] > 0
+        encode = functools.partial(self.encode_query, query.free_text, sound=w < 1, names=names)
+        if not k:
+            encode()  # even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+            return []
+        request = CandidateRequest(
+            sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
+            n=k if w == 0 else max(k, CANDIDATES), keyword_parts=tuple(query.fts_parts()) if w > 0 else (),
+            exclude=query.fts_exclude(), common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
+            filters=filters, sound_only=w == 0)
+        found = self.library.candidates(request, encode)
+        if w == 0:  # sound only: the sound channel's order and cosines, as they are
+            top = list(found.sound.items())[:k]
+            return self._hits([(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in top], k, found.query.sound,
+                              query, sound_only=True)
+        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
+        if mode == "names":
+            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
+        return self._hits(ranked, k, found.query.sound, query)
+
+    def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
+        """The query's vector in the sound space (the retrieval model's text tower) and its sentence vector (the
+        names' encoder), each when asked. When the text tower is the frozen MiniLM that also makes the sentence
+        vectors, one forward pass gives both (half the query-encoding time)."""
+        enc = self.text_encoder if names else None
         tower = self.embedder
-        if need_text and need_sound and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
+        if sound and enc is not None and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
                 and tower.shares_encoder_with(enc):
-            return tower.embed_with_mean(text)
-        sound_q = self.embedder.embed_text([text])[0] if need_sound else None
-        text_q = enc.embed_text([text])[0] if need_text else None  # type: ignore[union-attr]
-        return sound_q, text_q
+            return QueryVectors(*tower.embed_with_mean(text))
+        return QueryVectors(self.embedder.embed_text([text])[0] if sound else None,
+                            enc.embed_text([text])[0] if enc is not None else None)
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
@@ -136,110 +140,49 @@ class SearchSession:
         k = self.capped_k(k)
         if k == 0:
             return []
+        lib = self.library
         if not names_weight:
-            return self.library.search.similar(path_or_file_id, self.embedder, k, filters)
-        sound = self.library.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
+            return lib.search.similar(path_or_file_id, self.embedder, k, filters)
+        sound = lib.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
         w = fusion_weight("both", names_weight)
-        fid = path_or_file_id if isinstance(path_or_file_id, int) else self.library.files.id_of(path_or_file_id)
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
         text_q = self._file_sentence_vector(path_or_file_id, fid)
-        snd, sem = {h.file_id: h.score for h in sound}, {}
+        found = Candidates({}, {}, {h.file_id: h.score for h in sound}, QueryVectors(None, text_q))
         enc = self.text_encoder
         if text_q is not None and enc is not None:
             exclude = [fid] if fid is not None else []
-            sem = dict(self.library.search.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters, exclude))
-            self._fill(sem, [*snd, *sem], enc.model_id, text_q)
-        sound_q = None if fid is None else self.library.vectors.of_files(self.embedder.model_id, [fid]).get(fid)
+            found.semantic = dict(lib.search.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters,
+                                                           exclude))
+            fill(lib, found.semantic, found.ids(), enc.model_id, text_q)
+        sound_q = None if fid is None else lib.vectors.of_files(self.embedder.model_id, [fid]).get(fid)
         if sound_q is not None:
-            self._fill(snd, [*snd, *sem], self.embedder.model_id, sound_q)
-        return self._hits(fused_ranking({}, sem, snd, w), k, sound_q, None, {h.file_id: h for h in sound})
-
-    # -- the two channels and their fusion
-
-    def _ranked(self, query: Query, k: int, filters: SearchFilters | None, w: float, mode: str,
-                sound_q: np.ndarray | None, text_q: np.ndarray | None,
-                keywords: tuple[set[int], list[tuple[int, float]]] | None = None) -> list[Hit]:
-        lib, n = self.library, max(k, CANDIDATES)
-        excluded, found = keywords if keywords is not None else self._keyword_candidates(query, n, w > 0)
-        if w == 0:  # sound only: today's ranking, minus excluded files
-            return self._explain(lib.search.by_vector(sound_q, self.embedder.model_id, k, filters, sorted(excluded)),
-                                 query)
-        kw: dict[int, float] = {}
-        sem: dict[int, float] = {}
-        snd: dict[int, float] = {}
-        if found:
-            allowed = lib.search.allowed_files([f for f, _ in found], filters)
-            kw = {f: s for f, s in found if f in allowed and f not in excluded}
-        enc = self.text_encoder
-        if text_q is not None and enc is not None:
-            sem = dict(lib.search.nearest_files(text_q, enc.model_id, n, filters, sorted(excluded)))
-        if sound_q is not None:
-            snd = dict(lib.search.nearest_files(sound_q, self.embedder.model_id, n, filters, sorted(excluded)))
-            self._fill(snd, [*kw, *sem, *snd], self.embedder.model_id, sound_q)
-        if text_q is not None and enc is not None:
-            self._fill(sem, [*kw, *sem, *snd], enc.model_id, text_q)
-        ranked = fused_ranking(kw, sem, snd, w)
-        if mode == "names":
-            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
-        return self._hits(ranked, k, sound_q, query)
-
-    def _keyword_match(self, query: Query) -> str | None:
-        """The query's FTS5 expression without the parts that match a large share of the library (when another
-        part is more specific): BM25 is computed for every file a query matches, so one common word ("water" in
-        a library with a water folder of 100k files) would cost more than the rest of the search; such a word
-        also weighs next to nothing in BM25 (low IDF), and the sentence vectors still read it."""
-        parts = query.fts_parts()
-        if len(parts) < 2:
-            return query.fts_match()
-        enc = self.text_encoder
-        indexed = max(self.library.vectors.count(self.embedder.model_id),  # files in the (in-memory) indexes
-                      self.library.vectors.count(enc.model_id) if enc is not None else 0)
-        cap = max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * indexed))
-        counts = self.library.text.keyword_counts(parts, cap)
-        keep = [p for p, c in zip(parts, counts, strict=True) if c < cap]
-        return " OR ".join(keep or parts)
-
-    def _fill(self, scores: dict[int, float], ids: list[int], model_id: str, q: np.ndarray) -> None:
-        """Score the other channels' candidates exactly (their vectors from the index), so the fused ranking of
-        the union does not depend on which channel found a file."""
-        missing = [f for f in dict.fromkeys(ids) if f not in scores]
-        if missing:
-            qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
-            scores.update(self.library.vectors.scores(model_id, missing, qn))
+            fill(lib, found.sound, found.ids(), self.embedder.model_id, sound_q)
+        return self._hits(fused_ranking({}, found.semantic, found.sound, w), k, sound_q, None,
+                          {h.file_id: h for h in sound})
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
-              known: dict[int, Hit] | None = None) -> list[Hit]:
+              known: dict[int, Hit] | None = None, sound_only: bool = False) -> list[Hit]:
+        """The best k of a ranking as hits, with their scores and why they matched (one library call)."""
         top = ranked[:k]
-        known = known or {}
-        missing = [f for f, _ in top if f not in known]
-        hits = {**known, **self.library.search.hits_for(missing, self.embedder.model_id, sound_q)} if missing else known
+        hits = self.library.hits([f for f, _ in top], self.embedder.model_id, sound_q)
         out = []
         for fid, sc in top:
             h = hits.get(fid)
             if h is None:
                 continue
+            if known and fid in known:  # found by the sound channel: its windows were scored against its query
+                h.window_scores, h.best_window_start_s = known[fid].window_scores, known[fid].best_window_start_s
             h.score = sc.fused
-            h.match = MatchInfo(name_score=sc.name, keyword_score=sc.keyword, semantic_score=sc.semantic_raw,
-                                sound_score=sc.sound_raw, sound_norm=sc.sound)
-            out.append(h)
-        return self._explain(out, query)
-
-    def _explain(self, hits: list[Hit], query: Query | None) -> list[Hit]:
-        """Fill in why each hit matched (query words in its name, folder, tags, user tags), its tags and
-        favourite mark (three catalog queries for all the hits)."""
-        lib = self.library
-        ids = [h.file_id for h in hits]
-        fields, user, favs = lib.text.fields(ids), lib.user_tags.of_files(ids), lib.user_tags.favourites(ids)
-        for hit in hits:
-            path, tags = fields.get(hit.file_id, (hit.rel_path, ""))
-            hit.user_tags = user.get(hit.file_id, [])
-            hit.favourite = hit.file_id in favs
-            info = hit.match or MatchInfo(sound_score=hit.score)
-            folder, _, name = path.rpartition("/")
-            info.fields = {"name": name, "folder": folder, "tags": tags, "user_tags": "; ".join(hit.user_tags)}
+            m = h.match or MatchInfo()
+            m.sound_score = sc.sound_raw
+            if not sound_only:
+                m.name_score, m.keyword_score, m.semantic_score, m.sound_norm = sc.name, sc.keyword, \
+                    sc.semantic_raw, sc.sound
             if query is not None:
-                info.spans, info.matched_terms = highlight(info.fields, query)
-            hit.match = info
-        return hits
+                m.spans, m.matched_terms = highlight(m.fields, query)
+            h.match = m
+            out.append(h)
+        return out
 
     def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
                               ) -> np.ndarray | None:
