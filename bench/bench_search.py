@@ -374,7 +374,7 @@ def build_synthetic_library(root: Path, n: int, sound: Any, text: Any, rng: np.r
             rows = [next(names) for _ in range(m)]
             s_vecs = clustered_unit_vectors(m, sound.dim, s_centres, rng)
             t_vecs = clustered_unit_vectors(m, text.dim, t_centres, rng)
-            with lib.transaction() as db:  # bulk rows, as the indexer's record_file writes them one by one
+            with lib.transaction() as db:  # bulk rows, as the indexer's files.record writes them one by one
                 for j, (path, tags, user) in enumerate(rows):
                     key = path.encode()
                     fid = start + j + 1

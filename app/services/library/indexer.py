@@ -2,8 +2,9 @@
 
 Only new and changed files are read. Worker threads hash, decode and (when the embedder has
 `prepare_windows`) run its front end ahead of the model through a bounded queue, so that work overlaps the
-model's runs; the job (a generator) embeds in batches and commits each file in its own transaction through
-`Library.record_file`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
+model's runs, and tell the job what they found in typed messages (Known, Windows, Done, Error, Gone, Changed,
+Fatal); the job (a generator) embeds in batches and commits each file in its own transaction through
+`library.files.record`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
 skipped until they change; files that could not be read at all (no hash) are retried every run.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import AudioError, audio_info, display_name
+from app.services.audio import AudioError, AudioInfo, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.embedding import embed, pool, windows_of
@@ -29,6 +30,72 @@ from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
 from app.services.library.scan import ScannedFile
 from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
+
+# ------------------------------------------------------------------- what the readers tell the job (one queue)
+
+
+@dataclass(frozen=True)
+class Known:
+    """The file's content is already catalogued (moved, copied or touched): nothing to read."""
+
+    task: int
+    digest: str
+    stat: os.stat_result
+
+
+@dataclass(frozen=True)
+class Windows:
+    """A batch of the file's windows: raw (w, S) or what the embedder's front end made of them, and how much of
+    each is real audio (w,)."""
+
+    task: int
+    windows: Any
+    cover: np.ndarray
+
+
+@dataclass(frozen=True)
+class Done:
+    """The file was read to the end, unchanged meanwhile."""
+
+    task: int
+    digest: str
+    info: AudioInfo
+    stat: os.stat_result
+
+
+@dataclass(frozen=True)
+class Error:
+    """The file cannot be indexed (corrupt, empty, unreadable): recorded as failed."""
+
+    task: int
+    digest: str | None
+    message: str
+    stat: os.stat_result | None
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The file disappeared."""
+
+    task: int
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The file changed while it was read: read it again."""
+
+    task: int
+
+
+@dataclass(frozen=True)
+class Fatal:
+    """The model's front end failed on decoded audio: the model's fault, never the file's; the job stops."""
+
+    task: int
+    error: Exception
+
+
+Message = Known | Windows | Done | Error | Gone | Changed | Fatal
 
 
 @dataclass
@@ -45,7 +112,7 @@ class _Pending:
 
     vectors: list[np.ndarray] = field(default_factory=list)  # [(w, D)]
     cover: list[np.ndarray] = field(default_factory=list)  # [(w,)]
-    done: tuple[Any, ...] | None = None  # (digest, info, stat) once the reader finished
+    done: Done | None = None  # once the reader finished
     waiting: int = 0  # windows read but not embedded yet (in the batch or on the embedding thread)
 
 
@@ -56,7 +123,7 @@ class _Reader:
                  stop: threading.Event) -> None:
         self.embedder, self.known, self.batch, self.out, self.stop = embedder, known, batch, out, stop
 
-    def put(self, msg: tuple[Any, ...]) -> bool:
+    def put(self, msg: Message) -> bool:
         while not self.stop.is_set():
             try:
                 self.out.put(msg, timeout=0.1)
@@ -73,7 +140,7 @@ class _Reader:
             if digest is None:
                 return  # stopped
             if digest in self.known and task.reuse:
-                self.put(("known", idx, digest, st0))
+                self.put(Known(idx, digest, st0))
                 return
             info = audio_info(path)
             prepare = getattr(self.embedder, "prepare_windows", None)  # front end here, ahead of the model
@@ -81,21 +148,21 @@ class _Reader:
                 try:
                     payload = windows if prepare is None else prepare(windows)
                 except Exception as e:  # decoded audio that the model's front end cannot take: the model's fault
-                    self.put(("fatal", idx, e))  # (out of memory, a broken front end), never the file's
+                    self.put(Fatal(idx, e))  # (out of memory, a broken front end), never the file's
                     return
-                if self.stop.is_set() or not self.put(("windows", idx, payload, cover)):
+                if self.stop.is_set() or not self.put(Windows(idx, payload, cover)):
                     return
             if self._changed(path, st0):
-                self.put(("changed", idx))
+                self.put(Changed(idx))
                 return
-            self.put(("done", idx, digest, info, st0))
+            self.put(Done(idx, digest, info, st0))
         except FileNotFoundError:
-            self.put(("gone", idx))
+            self.put(Gone(idx))
         except Exception as e:
             if not os.path.lexists(path):
-                self.put(("gone", idx))
+                self.put(Gone(idx))
             elif st0 is not None and self._changed(path, st0):
-                self.put(("changed", idx))
+                self.put(Changed(idx))
             else:
                 if isinstance(e, AudioError):
                     message = str(e)
@@ -105,7 +172,7 @@ class _Reader:
                     message = f"{display_name(path)}: unexpected error ({e!r})"
                 # name the file relative to the library, which may move
                 message = message.replace(display_name(path), display_name(task.file.rel))
-                self.put(("error", idx, digest, message, st0))
+                self.put(Error(idx, digest, message, st0))
 
     @staticmethod
     def _changed(path: str, st0: os.stat_result) -> bool:
@@ -208,7 +275,7 @@ class _IndexRun:
                     yield self.progress("reading files")
                 continue
             if self.handle(msg):
-                yield self.progress(display_name(self.tasks[msg[1]].file.rel))
+                yield self.progress(display_name(self.tasks[msg.task].file.rel))
             if time.monotonic() - last_save > self.checkpoint_seconds:
                 self.lib.vectors.save(self.model_id)
                 last_save = time.monotonic()
@@ -268,48 +335,48 @@ class _IndexRun:
 
     # ------------------------------------------------------------------------------------------ messages
 
-    def handle(self, msg: tuple[Any, ...]) -> bool:
+    def handle(self, msg: Message) -> bool:
         """Act on one reader message; True when there is progress to report."""
-        kind, i = msg[0], msg[1]
-        if kind == "fatal":  # raised here, in the job: it stops, and no file is marked failed
-            raise msg[2]
+        if isinstance(msg, Fatal):  # raised here, in the job: it stops, and no file is marked failed
+            raise msg.error
+        i = msg.task
         t = self.tasks[i]
-        if kind == "windows":
-            new = len(msg[2])
-            flushed = bool(self.batch) and sum(len(w) for _, w, _ in self.batch) + new > self.batch_size
-            if flushed:
-                self.flush()
-            self.state.setdefault(i, _Pending()).waiting += new
-            self.batch.append((i, msg[2], msg[3]))
-            return flushed
-        if kind == "done":
-            self.state.setdefault(i, _Pending()).done = msg[2:]
-            self.outstanding -= 1
-            if sum(len(w) for _, w, _ in self.batch) >= self.batch_size:
-                self.flush()
-                return True
-            return False
+        match msg:
+            case Windows(windows=windows, cover=cover):
+                flushed = bool(self.batch) and sum(len(w) for _, w, _ in self.batch) + len(windows) > self.batch_size
+                if flushed:
+                    self.flush()
+                self.state.setdefault(i, _Pending()).waiting += len(windows)
+                self.batch.append((i, windows, cover))
+                return flushed
+            case Done():
+                self.state.setdefault(i, _Pending()).done = msg
+                self.outstanding -= 1
+                if sum(len(w) for _, w, _ in self.batch) >= self.batch_size:
+                    self.flush()
+                    return True
+                return False
         self.forget(i)
-        if kind == "changed":
+        if isinstance(msg, Changed):
             self.report.requeued += 1
             if t.tries < self.max_requeue:
                 t.tries, t.digest = t.tries + 1, None
                 self.pool.submit(self.reader, i, t)
                 return False
-            msg = ("error", i, None, f"{display_name(t.file.rel)}: the file kept changing while it was being "
-                   "indexed", None)
-            kind = "error"
-        if kind == "known":
-            self.collect()  # files whose windows are all embedded are committed first, as before the model had a
-            self.store_ready()  # thread of its own: a known hash one of them replaced is then stale, not a copy
-            if not self.store_known(t, *msg[2:]):
-                t.reuse = False  # its content was replaced meanwhile: read it after all
-                self.pool.submit(self.reader, i, t)
-                return False
-        elif kind == "error":
-            self.store_error(t, *msg[2:])
-        elif kind == "gone":
-            self.seen.discard(t.file.key)
+            msg = Error(i, None, f"{display_name(t.file.rel)}: the file kept changing while it was being indexed",
+                        None)
+        match msg:
+            case Known(digest=digest, stat=stat):
+                self.collect()  # files whose windows are all embedded are committed first, as before the model
+                self.store_ready()  # had a thread of its own: a known hash one of them replaced is then stale
+                if not self.store_known(t, digest, stat):
+                    t.reuse = False  # its content was replaced meanwhile: read it after all
+                    self.pool.submit(self.reader, i, t)
+                    return False
+            case Error(digest=digest, message=message, stat=stat):
+                self.store_error(t, digest, message, stat)
+            case Gone():
+                self.seen.discard(t.file.key)
         self.outstanding -= 1
         self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
         return True
@@ -369,7 +436,7 @@ class _IndexRun:
 
     def store_embedded(self, i: int) -> None:
         t, p = self.tasks[i], self.state.pop(i)
-        digest, info, st = p.done
+        digest, info, st = p.done.digest, p.done.info, p.done.stat
         vecs, cover = np.concatenate(p.vectors), np.concatenate(p.cover)  # (W, D), (W,)
         meta = {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
                 "status": "ok", "error": None}

@@ -8,7 +8,7 @@ Three phases, each resumable:
    writing a part file every `part_files` files: safetensors with each file's mean and window vectors, and
    its size, mtime, hash and audio facts (or its error) as JSON metadata;
 3. merge (rank 0): commit every part entry whose file is unchanged on disk into the SQLite catalog and the
-   FAISS index through the library's public API (`Library.record_file`), then run the ordinary incremental
+   FAISS index through the library's public API (`library.files.record`), then run the ordinary incremental
    index job, which finds those files up to date and takes care of deletions, moves and anything a part
    missed; finally the shard folder is removed.
 Ranks other than 0 never open the catalog: they read the plan and write their own part files only.
