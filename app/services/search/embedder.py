@@ -13,7 +13,6 @@ imported lazily so that the GUI can import this module without paying for torch 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -27,6 +26,7 @@ import numpy as np
 
 from app.services.audio import display_name
 from app.services.jobs import Job
+from app.services.library.scan import hash_file
 from app.services.text_tower import TextTower as TextTowerType
 from core.finite import require_finite
 
@@ -70,14 +70,6 @@ def cap_threads(threads: int | None = None) -> int:
     torch.set_num_threads(n)
     faiss.omp_set_num_threads(n)
     return n
-
-
-def file_digest(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass
@@ -281,7 +273,7 @@ class RetrievalEmbedder:
 
 def model_id_for(name: str, path: str | os.PathLike[str]) -> str:
     """Checkpoint name + a short hash of its bytes: retrained weights under the same name get a new index."""
-    return f"{name}-{file_digest(path)[:12]}"
+    return f"{name}-{hash_file(path)[:12]}"
 
 
 def real_lengths(windows: np.ndarray, minimum: int = 1) -> np.ndarray:
