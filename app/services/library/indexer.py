@@ -27,7 +27,7 @@ from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.embedding import embed, pool, windows_of
 from app.services.library.library import Library
-from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
+from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
 from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
 
@@ -193,7 +193,7 @@ class _IndexRun:
         self.workers, self.batch_size, self.checkpoint_seconds = max(1, workers), batch_size, checkpoint_seconds
         self.include_hidden, self.retry_failed, self.max_requeue = include_hidden, retry_failed, max_requeue
         self.rehash = rehash
-        self.text_encoder: Embedder | None = None
+        self.text_encoder: TextEncoder | None = None
         self.report = IndexReport(self.model_id)
         self.t0 = time.monotonic()
         self.stop = threading.Event()
@@ -480,7 +480,7 @@ def index_library(
     retry_failed: bool = False,
     max_requeue: int = 2,
     rehash: bool = False,
-    text_encoder: Embedder | None = None,
+    text_encoder: TextEncoder | None = None,
 ) -> Job[IndexReport]:
     """Bring the catalog and `embedder`'s index up to date with the folder; returns an IndexReport.
 

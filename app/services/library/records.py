@@ -46,6 +46,18 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
+class TextEncoder(Protocol):
+    """What the text channel needs from a sentence encoder (app.services.text_tower.SentenceEncoder)."""
+
+    model_id: str  # "text:<encoder>": its vectors are stored like a model's
+    dim: int
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        """N texts -> (N, dim) unit vectors."""
+        ...
+
+
+@runtime_checkable
 class PreparingEmbedder(Embedder, Protocol):
     """An embedder whose front end can run apart from its model (the indexer's reader threads run it)."""
 

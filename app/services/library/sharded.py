@@ -33,7 +33,7 @@ from app.services.audio import AudioError, audio_info
 from app.services.library.embedding import embed_file
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
-from app.services.library.records import BrokenModelError, Embedder, IndexReport
+from app.services.library.records import BrokenModelError, Embedder, IndexReport, TextEncoder
 from app.services.library.scan import ScannedFile, hash_file, scan_folder
 from core import distributed as ddp
 from core.checkpoints import CheckpointError, safetensors_metadata
@@ -173,7 +173,7 @@ def merge_parts(lib: Library, folder: Path, model_id: str) -> Job:
 
 
 def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp.DistContext,
-                      part_files: int = 64, text_encoder: Embedder | None = None) -> Job:
+                      part_files: int = 64, text_encoder: TextEncoder | None = None) -> Job:
     """The whole sharded run on one rank. Rank 0 returns (the final IndexReport, a dict of shard counts);
     the other ranks return None. Rank 0's final pass also brings the text channel up to date (`text_encoder`:
     the sentence encoder; None = keywords only)."""

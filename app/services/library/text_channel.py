@@ -32,7 +32,7 @@ from app.services.library.tags import read_tags
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
-    from app.services.library.records import Embedder
+    from app.services.library.records import TextEncoder
 
 TEXT_PREFIX = "text:"
 TEXT_VERSION = 1  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
@@ -85,7 +85,7 @@ def digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def embed_sentences(encoder: Embedder, pending: Sequence[tuple[int, str]]
+def embed_sentences(encoder: TextEncoder, pending: Sequence[tuple[int, str]]
                     ) -> list[tuple[int, str, np.ndarray | None]]:
     """(file id, sentence) -> (file id, sentence, unit vector, or None for an empty sentence: its vector goes), the
     non-empty sentences in one batched call. A model giving NaN/inf is refused (BrokenModelError)."""
@@ -108,7 +108,7 @@ class TextChannel:
 
     # ----------------------------------------------------------------------------------- deriving, storing
 
-    def register_model(self, encoder: Embedder) -> None:
+    def register_model(self, encoder: TextEncoder) -> None:
         """Record (or check) the sentence encoder's dimension."""
         if not is_text_model(encoder.model_id):
             raise LibraryError(f"{encoder.model_id!r} is not a text model id (they start with {TEXT_PREFIX!r})")

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from app.services.audio import display_name
 from app.services.library.library import Library
+from app.services.library.records import TextEncoder
 from app.services.library.text_channel import embed_sentences
 from app.services.search.embedder import DEFAULT_ENCODER, default_text_encoder
 
@@ -41,7 +42,8 @@ class TagEditor:
 
     def __init__(self, library: Library, text_encoder: SentenceEncoder | None | object = DEFAULT_ENCODER) -> None:
         self.library = library
-        self.text_encoder = default_text_encoder() if text_encoder is DEFAULT_ENCODER else text_encoder
+        self.text_encoder: TextEncoder | None = default_text_encoder() if text_encoder is DEFAULT_ENCODER \
+            else cast("TextEncoder | None", text_encoder)
 
     def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
         changed = self.library.user_tags.add(file_ids, tags)
@@ -58,12 +60,12 @@ class TagEditor:
         if enc is None or not file_ids:
             return
         lib = self.library
-        lib.text.register_model(enc)  # type: ignore[arg-type]
-        pending = lib.text.pending_vectors(enc.model_id, file_ids)  # type: ignore[union-attr]
-        items = embed_sentences(enc, pending)  # type: ignore[arg-type]  # one batched pass
+        lib.text.register_model(enc)
+        pending = lib.text.pending_vectors(enc.model_id, file_ids)
+        items = embed_sentences(enc, pending)  # one batched pass
         if items:
-            lib.text.store_vectors(enc.model_id, items)  # type: ignore[union-attr]
-            lib.vectors.save(enc.model_id)  # type: ignore[union-attr]
+            lib.text.store_vectors(enc.model_id, items)
+            lib.vectors.save(enc.model_id)
 
     def file_ids(self, paths: Sequence[str | os.PathLike[str]]) -> tuple[list[int], list[str]]:
         """Catalog ids of files given relative to the library or absolute inside it; (ids, unknown paths)."""
