@@ -132,8 +132,10 @@ def unit_interval(text: str) -> float:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
-    from app.services.library import LibraryError
-    from app.services.search import SearchSession, load_embedder, summarize
+    from app.services.library.records import LibraryError
+    from app.services.search.embedder import load_embedder
+    from app.services.search.jobs import summarize
+    from app.services.search.session import SearchSession
     from core import distributed as ddp
 
     if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
@@ -156,15 +158,16 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
-    from app.services.library import LibraryError
+    from app.services.library.records import LibraryError
     from app.services.library.sharded import sharded_index_job
-    from app.services.search import load_embedder, summarize
+    from app.services.search.embedder import load_embedder
+    from app.services.search.jobs import summarize
     from core import distributed as ddp
     from core.device import resolve_device
 
     ctx, device = ddp.setup(resolve_device(getattr(args, "device", "auto")))
     embedder = load_embedder(args.model, device=str(device))
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
 
     text_encoder = default_text_encoder() if ctx.is_main else None
     try:
@@ -282,7 +285,7 @@ def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
 
 
 def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
-    from app.services.library import SearchFilters
+    from app.services.library.records import SearchFilters
 
     return SearchFilters(args.min_duration, args.max_duration, args.folder, formats=args.formats,
                          min_sample_rate=args.min_sample_rate, max_sample_rate=args.max_sample_rate,
@@ -290,8 +293,9 @@ def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    from app.services.library import Library, LibraryError
-    from app.services.search import TagEditor
+    from app.services.library.library import Library
+    from app.services.library.records import LibraryError
+    from app.services.search.tags import TagEditor
 
     if not args.library.is_dir():
         raise ValueError(f"{args.library}: not a folder")
@@ -332,7 +336,7 @@ def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 
     if unknown:
         raise ValueError(f"not in the library (index it first?): {', '.join(printable(u) for u in unknown)}")
     if action in ("favourite", "unfavourite"):
-        editor.library.set_favourite(ids, action == "favourite")
+        editor.library.user_tags.set_favourite(ids, action == "favourite")
         print(f"{len(ids)} files {'marked' if action == 'favourite' else 'unmarked'}")
         return 0
     changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
@@ -372,7 +376,8 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
 
 
 def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
-    from app.services.search import SearchSession, load_embedder, load_query_embedder
+    from app.services.search.embedder import load_embedder, load_query_embedder
+    from app.services.search.session import SearchSession
 
     if not args.library.is_dir():
         raise ValueError(f"{args.library}: not a folder")
@@ -388,8 +393,8 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
 def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
                     ) -> int:
     from app.services.audio import AudioError
-    from app.services.library import LibraryError
-    from app.services.search import hit_dict
+    from app.services.library.records import LibraryError
+    from app.services.search.jobs import hit_dict
 
     filters = _filters(args)
     try:
@@ -417,8 +422,8 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
 
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
     """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
-    from app.services.library import LibraryError
-    from app.services.search import hit_dict
+    from app.services.library.records import LibraryError
+    from app.services.search.jobs import hit_dict
 
     filters = _filters(args)
     try:

@@ -39,14 +39,9 @@ import numpy as np
 import torch
 
 from app.services.jobs import drain
-from app.services.search import (
-    RetrievalEmbedder,
-    SearchSession,
-    search_threads,
-    sentence_encoder_for,
-    summarize,
-    trunk_threads,
-)
+from app.services.search.embedder import RetrievalEmbedder, search_threads, sentence_encoder_for, trunk_threads
+from app.services.search.jobs import summarize
+from app.services.search.session import SearchSession
 from core.audio import audio_info, decode, iter_blocks, resample, write_audio
 
 ROOT = Path(__file__).resolve().parents[1]

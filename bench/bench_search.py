@@ -65,7 +65,9 @@ import numpy as np
 import torch
 
 from app.services.jobs import drain
-from app.services.search import RetrievalEmbedder, SearchSession, resolve_model, search_threads, summarize
+from app.services.search.embedder import RetrievalEmbedder, resolve_model, search_threads
+from app.services.search.jobs import summarize
+from app.services.search.session import SearchSession
 from app.services.vector_index import IndexConfig, VectorIndex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,7 +242,9 @@ CLI = PEAK + "import sys\nfrom app.cli import main\nsys.exit(main(sys.argv[1:]))
 # the replaced path: load the whole model (torch + transformers) to embed one text query
 TORCH_SEARCH = PEAK + """
 import sys
-from app.services.search import SearchSession, hit_dict, load_embedder
+from app.services.search.embedder import load_embedder
+from app.services.search.jobs import hit_dict
+from app.services.search.session import SearchSession
 session = SearchSession.open(sys.argv[1], load_embedder(None))
 print([hit_dict(h)["path"] for h in session.search(sys.argv[2], 10)])
 """
@@ -349,16 +353,16 @@ def build_synthetic_library(root: Path, n: int, sound: Any, text: Any, rng: np.r
     indexer writes: files, the sound model's and the text encoder's vectors (clustered synthetic unit vectors),
     derived name/folder/tag text, its FTS5 row, user tags and favourites; then both FAISS indexes are built and
     saved the library's own way (VectorIndex tiers), so later runs load them."""
-    from app.services.library import Library
     from app.services.library.catalog import file_format
+    from app.services.library.library import Library
     from app.services.library.names import folder_words, name_words
-    from app.services.library.textchannel import TEXT_VERSION, digest, keyword_name, sentence
+    from app.services.library.text_channel import TEXT_VERSION, digest, keyword_name, sentence
 
     root.mkdir(parents=True, exist_ok=True)
     lib = Library.open(root)
     try:
         lib.register_model(sound)
-        lib.register_text_model(text)
+        lib.text.register_model(text)
         s_centres = clustered_unit_vectors(2000, sound.dim, np.zeros((1, sound.dim), np.float32), rng,
                                            spread=np.sqrt(sound.dim))
         t_centres = clustered_unit_vectors(2000, text.dim, np.zeros((1, text.dim), np.float32), rng,
@@ -370,7 +374,7 @@ def build_synthetic_library(root: Path, n: int, sound: Any, text: Any, rng: np.r
             rows = [next(names) for _ in range(m)]
             s_vecs = clustered_unit_vectors(m, sound.dim, s_centres, rng)
             t_vecs = clustered_unit_vectors(m, text.dim, t_centres, rng)
-            with lib._tx() as db:  # bulk rows, as the indexer's record_file writes them one by one
+            with lib.transaction() as db:  # bulk rows, as the indexer's files.record writes them one by one
                 for j, (path, tags, user) in enumerate(rows):
                     key = path.encode()
                     fid = start + j + 1
@@ -396,8 +400,8 @@ def build_synthetic_library(root: Path, n: int, sound: Any, text: Any, rng: np.r
                         db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows)"
                                    " VALUES (?, ?, ?, 1, ?)", (model_id, fid, blob, blob))
         for model_id in (sound.model_id, text.model_id):
-            lib.vector_index(model_id)  # built from the catalog and saved with its checksum
-            lib.save_index(model_id)
+            lib.vectors.index(model_id)  # built from the catalog and saved with its checksum
+            lib.vectors.save(model_id)
     finally:
         lib.close()
 
@@ -407,7 +411,7 @@ def current_schema(root: Path) -> bool:
     within one catalog version); False when it lacks a table, so that it must be built again."""
     import sqlite3
 
-    from app.services.library import Library
+    from app.services.library.library import Library
 
     with tempfile.TemporaryDirectory(prefix="earshot-schema-") as tmp:
         Library.open(tmp).close()
@@ -471,7 +475,7 @@ def bench_hybrid(embedder: RetrievalEmbedder, sizes: tuple[int, ...] = HYBRID_SI
     """Query encode (retrieval text tower + MiniLM) + keyword (FTS5 BM25) + semantic and sound nearest
     neighbours (FAISS) + fusion + the hits' catalog rows and why-matched, through SearchSession.search, at each
     size. The synthetic catalogs are cached (several GB at 1M) and reused."""
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
 
     text = default_text_encoder()
     if text is None:
@@ -499,7 +503,7 @@ def bench_hybrid(embedder: RetrievalEmbedder, sizes: tuple[int, ...] = HYBRID_SI
             lib = session.library
             row: dict[str, Any] = {
                 "files": n, "build_s": build_s, "open_and_warm_s": open_s,
-                "sound_index": lib.index_kind(embedder.model_id), "text_index": lib.index_kind(text.model_id),
+                "sound_index": lib.vectors.kind(embedder.model_id), "text_index": lib.vectors.kind(text.model_id),
                 # different texts for each mode: the retrieval embedder caches the texts it has seen
                 "both": time_queries(session, timed[0], "both"),
                 "names": time_queries(session, timed[1], "names"),

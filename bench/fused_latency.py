@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from app.services.library import Library
 from app.services.library import catalog as C
-from app.services.search import SearchSession, cap_threads, default_text_encoder, load_query_embedder
+from app.services.library.library import Library
+from app.services.search.embedder import cap_threads, default_text_encoder, load_query_embedder
+from app.services.search.session import SearchSession
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 20_000
@@ -90,7 +91,7 @@ def build(root: Path, n_files: int, tower: Any, enc: Any) -> None:  # noqa: ANN4
                                [(model_id, start + i + 1, v[i].tobytes(), v[i].tobytes()) for i in range(n)])
             print(f"{start + n} rows", file=sys.stderr)
     for model_id in (tower.model_id, enc.model_id):
-        print(model_id, lib.vector_index(model_id).kind, file=sys.stderr)  # built and saved
+        print(model_id, lib.vectors.index(model_id).kind, file=sys.stderr)  # built and saved
     lib.close()
 
 

@@ -30,7 +30,7 @@ What is measured, exactly (the JSON says the same in `notes`):
   which rewards finding all of them. Random ranking: the mean over 200 seeded permutations.
 - Honest fusion tuning (`cross_validation` in the JSON): every query's raw channel scores (BM25, sentence cosine,
   sound cosine) are read once and each candidate fusion rule is replayed on them offline with the service's own
-  fusion code (`app.services.search.fuse_arrays`, the same candidate sets; `replica_check` says the replay of the
+  fusion code (`app.services.search.fusion.fuse_arrays`, the same candidate sets; `replica_check` says the replay of the
   shipped rule gives the service's fused mAP@10). The names score keeps the service's constants (they define
   names-only search, the baseline); the rules differ in how the sound channel joins it: the weighted sum
   w * names + (1 - w) * sound with the raw sound cosine (`sum_cosine`) or the cosine min-max scaled over the
@@ -215,7 +215,8 @@ def cache_dir() -> Path:
 
 def open_indexed(root: Path, embedder: Any) -> Any:  # noqa: ANN401
     from app.services.jobs import drain
-    from app.services.search import SearchSession, summarize
+    from app.services.search.jobs import summarize
+    from app.services.search.session import SearchSession
 
     session = SearchSession.open(root, embedder)
     report = summarize(drain(session.index_job()))
@@ -243,7 +244,7 @@ def evaluate_library(session: Any, clips: list[Clip], which: str, queries: list[
             for w in weights}
     out["random"] = random_scores(rel)
     out["per_query_reciprocal_rank"] = {k: [round(float(x), 3) for x in v] for k, v in per_query.items()}
-    if supports_modes(session) and hasattr(session, "_encode_query"):
+    if supports_modes(session) and hasattr(session, "encode_query"):
         ch = channel_scores(session, texts, [getattr(c, which) for c in clips])
         out["cross_validation"] = cross_validate(ch, rel, out["fused"]["mAP@10"], per_query["names_only"])
     if "names_only" in per_query:
@@ -273,15 +274,15 @@ class Channels:
 def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels:  # noqa: ANN401
     """Each channel's raw scores for each query over the whole library, read the way the service reads them."""
     from app.services.query import parse
-    from app.services.search import CANDIDATES
+    from app.services.search.fusion import CANDIDATES
 
     lib, enc = session.library, session.text_encoder
-    ids = [lib.file_id(p) for p in paths]
+    ids = [lib.files.id_of(p) for p in paths]
     col = {fid: j for j, fid in enumerate(ids) if fid is not None}
     n = len(paths)
 
     def matrix(model_id: str) -> np.ndarray | None:  # (N, D) vectors in clip order, NaN rows where missing
-        vecs = lib.file_vectors(model_id, [f for f in ids if f is not None])
+        vecs = lib.vectors.of_files(model_id, [f for f in ids if f is not None])
         if not vecs:
             return None  # e.g. no sentence vectors in a library whose names say nothing
         dim = len(next(iter(vecs.values())))
@@ -296,9 +297,10 @@ def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels
     cand = np.zeros((q_n, n), bool)
     for i, text in enumerate(texts):
         query = parse(text)
-        sound_q, text_q = session._encode_query(query.free_text, 0.5)
+        vectors = session.encode_query(query.free_text)
+        sound_q, text_q = vectors.sound, vectors.text
         match = query.fts_match()
-        for fid, score in lib.keyword_search(match, CANDIDATES) if match else []:
+        for fid, score in lib.text.keyword_search(match, CANDIDATES) if match else []:
             if fid in col:
                 kw[i, col[fid]], cand[i, col[fid]] = score, True
         snd[i] = snd_m @ (sound_q / np.linalg.norm(sound_q))
@@ -321,7 +323,7 @@ def fused_sim(ch: Channels, rule: tuple) -> np.ndarray:
     weighted sum (sound "cosine" or "minmax"); ("rrf", w, k) = reciprocal-rank fusion. The names score keeps
     the service's constants (they define names-only search). Candidates only (the rest -inf, like files the
     service does not return)."""
-    from app.services.search import FusionRule, fuse_arrays
+    from app.services.search.fusion import FusionRule, fuse_arrays
 
     fusion = FusionRule(kind="sum", sound_scale=rule[2]) if rule[0] == "sum" else FusionRule(kind="rrf",
                                                                                              rrf_k=rule[2])
@@ -344,7 +346,7 @@ def rules() -> dict[str, list[tuple]]:
 
 
 def shipped_rule() -> tuple:
-    from app.services.search import FUSION, NAMES_WEIGHT, RRF_K, SOUND_SCALE
+    from app.services.search.fusion import FUSION, NAMES_WEIGHT, RRF_K, SOUND_SCALE
 
     return (FUSION, NAMES_WEIGHT, SOUND_SCALE if FUSION == "sum" else RRF_K)
 
@@ -407,7 +409,7 @@ def first_relevant_rr(sim: np.ndarray, rel: np.ndarray) -> np.ndarray:
 
 
 def run(weights: list[float] | None = None, sfx: Path = SFX, model: str | None = None) -> dict[str, Any]:
-    from app.services.search import cap_threads, load_embedder, resolve_model
+    from app.services.search.embedder import cap_threads, load_embedder, resolve_model
 
     cap_threads()
     clips = load_clips(sfx)

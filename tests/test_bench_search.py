@@ -31,7 +31,8 @@ def test_queries_are_distinct_and_use_the_syntax() -> None:
 
 
 def test_synthetic_catalog_is_searched_by_both_channels(tmp_path: Path) -> None:
-    from app.services.search import SearchSession, default_text_encoder
+    from app.services.search.embedder import default_text_encoder
+    from app.services.search.session import SearchSession
 
     text = default_text_encoder()
     if text is None:
@@ -44,7 +45,7 @@ def test_synthetic_catalog_is_searched_by_both_channels(tmp_path: Path) -> None:
     session = SearchSession.open(root, embedder)
     try:
         assert session.library.stats().files == 600
-        assert session.library.index_kind(embedder.model_id) and session.library.index_kind(text.model_id)
+        assert session.library.vectors.kind(embedder.model_id) and session.library.vectors.kind(text.model_id)
         hits = session.search("door creak", 10, mode="names")
         assert hits and all(h.match is not None and h.match.name_score > 0 for h in hits)
         words = [h for h in hits if h.match.matched_terms]

@@ -111,8 +111,8 @@ def synthetic_channels(seed: int = 0, q: int = 20, n: int = 30, names: bool = Tr
 
 def test_replayed_rules_rank_like_the_service() -> None:
     """The offline replay that the cross-validation scores ranks each query's candidates exactly as
-    `Candidates.fused` does (the service's code path)."""
-    from app.services.search import Candidates, FusionRule
+    `fused_ranking` does (the service's code path)."""
+    from app.services.search.fusion import FusionRule, fused_ranking
     from bench.search_quality import fused_sim
 
     ch = synthetic_channels()
@@ -121,12 +121,12 @@ def test_replayed_rules_rank_like_the_service() -> None:
         sim = fused_sim(ch, rule)
         for i in range(len(sim)):
             c = np.flatnonzero(ch.candidate[i])
-            cands = Candidates(keyword={int(j): ch.keyword[i, j] for j in c if ch.keyword[i, j] > 0},
-                               semantic={int(j): ch.semantic[i, j] for j in c},
-                               sound={int(j): ch.sound[i, j] for j in c})
+            keyword = {int(j): ch.keyword[i, j] for j in c if ch.keyword[i, j] > 0}
+            semantic = {int(j): ch.semantic[i, j] for j in c}
+            sound = {int(j): ch.sound[i, j] for j in c}
             how = FusionRule(kind="sum", sound_scale=rule[2]) if rule[0] == "sum" else FusionRule(kind="rrf",
                                                                                                  rrf_k=rule[2])
-            want = [f for f, _ in cands.fused(rule[1], how)]
+            want = [f for f, _ in fused_ranking(keyword, semantic, sound, rule[1], how)]
             got = [int(j) for j in np.argsort(-sim[i], kind="stable")[: len(c)]]
             assert got == want
             assert np.isneginf(sim[i, ~ch.candidate[i]]).all()

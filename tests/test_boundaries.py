@@ -133,10 +133,13 @@ def _imports(path: Path, package: str) -> list[tuple[str, list[str]]]:
 
 
 def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
-    """Module -> the modules of `packages` it imports (statically, through ast; nothing is executed)."""
+    """Module -> the modules of `packages` it imports (statically, through ast; nothing is executed), and the
+    `__init__` of every package above it: importing `a.b.c` runs `a/__init__` and `a/b/__init__` first, so a
+    package `__init__` that imports its own submodules closes a cycle."""
     files = {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
+        graph[name].update(parent for parent in parent_packages(name) if parent in files)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for module, names in _imports(path, package):
             targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in files] or [module]
@@ -146,6 +149,12 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dic
                 if target and target != name:
                     graph[name].add(target)
     return graph
+
+
+def parent_packages(name: str) -> list[str]:
+    """'a.b.c' -> ['a', 'a.b']: the packages whose `__init__` runs before the module does."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -175,6 +184,7 @@ def test_no_import_cycles_among_app_core_models_training() -> None:
     graph = import_graph()
     assert "app.services.training_runs" in graph["app.ui.train_tab"]  # the graph sees `from pkg import module`
     assert "app.ui.main_window" in graph["app.cli"]  # and imports inside functions (they run when called)
+    assert "app.services.library" in graph["app.services.library.library"]  # and the package __init__ above
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
@@ -191,6 +201,20 @@ def test_the_cycle_finder_catches_a_cycle(tmp_path: Path) -> None:
     assert find_cycle(graph) is None  # type-only imports never run
     (pkg / "ui" / "tab.py").write_text("from app.cli import gui\n")
     assert find_cycle(import_graph(tmp_path, ("app",))) == ["app.cli", "app.ui.window", "app.ui.tab", "app.cli"]
+
+
+def test_the_cycle_finder_catches_a_package_init_importing_its_own_submodule(tmp_path: Path) -> None:
+    """`lib/__init__.py` re-exporting `lib.core`: importing `lib.core` runs `lib/__init__` first, which imports
+    `lib.core` again (half-initialised): a package-internal cycle, though no two modules import each other."""
+    pkg = tmp_path / "app" / "lib"
+    pkg.mkdir(parents=True)
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text('"""Only a docstring."""\n')
+    (pkg / "core.py").write_text("from app.lib import records\n")  # a sibling, through the package: fine
+    (pkg / "records.py").write_text("X = 1\n")
+    assert find_cycle(import_graph(tmp_path, ("app",))) is None
+    (pkg / "__init__.py").write_text("from app.lib.core import X\n")
+    assert find_cycle(import_graph(tmp_path, ("app",))) == ["app.lib", "app.lib.core", "app.lib"]
 
 
 @pytest.mark.parametrize("name", ["kinds.py", "events.py", "config.py"])

@@ -149,7 +149,7 @@ def test_printable_keeps_one_result_on_one_line() -> None:
 
 def tagged_library(root: Path) -> Path:
     from app.services.jobs import drain
-    from app.services.library import index_library
+    from app.services.library.indexer import index_library
     from tests.test_library import ToneEmbedder, tone, write
 
     for rel, f in {"doors/door_creak.wav": 220, "animals/dog_bark.wav": 440, "odd name;1.wav": 880}.items():
@@ -161,7 +161,7 @@ def tagged_library(root: Path) -> Path:
 def test_tags_add_remove_export_import(tmp_path: Path, capsys) -> None:
     import csv
 
-    from app.services.library import Library
+    from app.services.library.library import Library
 
     root = tagged_library(tmp_path / "lib")
     lib_args = ["--library", str(root)]
@@ -191,9 +191,9 @@ def test_tags_add_remove_export_import(tmp_path: Path, capsys) -> None:
     assert report["unknown"] == [{"line": 5, "path": "gone/missing.wav"}]
     assert [e["line"] for e in report["errors"]] == [6, 7] and "yes/no" in report["errors"][0]["error"]
     with Library.open(other) as lib:
-        assert lib.tags_of(lib.file_id("doors/door_creak.wav")) == ["keeper", "spooky house"]
-        assert lib.tags_of(lib.file_id("animals/dog_bark.wav")) == ["keeper"]  # the bad rows changed nothing
-        assert lib.favourite_ids() == {lib.file_id("odd name;1.wav")}
+        assert lib.user_tags.of(lib.files.id_of("doors/door_creak.wav")) == ["keeper", "spooky house"]
+        assert lib.user_tags.of(lib.files.id_of("animals/dog_bark.wav")) == ["keeper"]  # the bad rows changed nothing
+        assert lib.user_tags.favourites() == {lib.files.id_of("odd name;1.wav")}
     assert main(["tags", "import", str(out), "--library", str(other)]) == 1  # again: nothing new, same report
     captured = capsys.readouterr()
     assert "6 rows: 0 files changed, 0 tags added" in captured.out

@@ -174,7 +174,7 @@ def test_sharded_indexing_matches_one_process_and_resumes(tmp_path: Path) -> Non
     assert [f["path"] for f in sh["failures"]] == ["broken.wav"]
     assert not any(libs[1].glob(".earshot/shards/*"))  # merged and cleaned up
 
-    from app.services.library import Library
+    from app.services.library.library import Library
 
     vectors = []
     for lib in libs:

@@ -18,11 +18,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app.services import library as L
 from app.services.jobs import drain
-from app.services.library import Library, SearchFilters, index_library, scan_folder
 from app.services.library import catalog as C
 from app.services.library import scan as S
+from app.services.library.indexer import index_library
+from app.services.library.library import Library
+from app.services.library.records import LibraryError, SearchFilters
+from app.services.library.scan import scan_folder
 from app.services.vector_index import IndexConfig, VectorIndex
 
 SR = 8000
@@ -104,7 +106,7 @@ def catalog_ids(lib: Library, model_id: str) -> set[int]:
 
 def assert_consistent(lib: Library, model_id: str) -> None:
     """Index and catalog agree; one vector per ok file; no duplicates."""
-    vi = lib.vector_index(model_id)
+    vi = lib.vectors.index(model_id)
     ids = vi.ids()
     assert len(ids) == len(set(ids.tolist()))
     assert set(ids.tolist()) == catalog_ids(lib, model_id)
@@ -114,7 +116,7 @@ def assert_consistent(lib: Library, model_id: str) -> None:
 
 
 def top(lib: Library, emb: ToneEmbedder, query: str, **kw) -> list[str]:
-    return [h.rel_path for h in lib.search_text(query, emb, **kw)]
+    return [h.rel_path for h in lib.search.by_text(query, emb, **kw)]
 
 
 # ------------------------------------------------------------------------------------------------- basics
@@ -148,14 +150,14 @@ def test_scan_index_search_and_filters(tmp_path):
         assert lib.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         st = lib.stats()
         assert (st.files, st.ok, st.errors) == (6, 6, 0) and st.vectors == {emb.model_id: 6}
-        hit = lib.search_text("1000 Hz", emb, k=1)[0]
+        hit = lib.search.by_text("1000 Hz", emb, k=1)[0]
         assert hit.rel_path == "stereo_1000.flac" and hit.score > 0.95
         for f in FREQS:
-            hits = lib.search_text(f"a {f} Hz tone", emb, k=3)
+            hits = lib.search.by_text(f"a {f} Hz tone", emb, k=3)
             assert hits[0].rel_path in (f"tone_{f}.wav", "sub/deep/long_440.wav")
             assert hits[0].score > 0.95 and hits[0].score > hits[-1].score + 0.5
             assert hits[0].path.is_file()
-        hits = lib.search_text("440 Hz", emb, k=5)
+        hits = lib.search.by_text("440 Hz", emb, k=5)
         assert {h.rel_path for h in hits[:2]} == {"tone_440.wav", "sub/deep/long_440.wav"}
         long_hit = next(h for h in hits if h.rel_path.startswith("sub"))
         assert long_hit.folder == "sub/deep" and abs(long_hit.duration - 3.0) < 1e-6
@@ -168,13 +170,13 @@ def test_scan_index_search_and_filters(tmp_path):
             "sub/deep/long_440.wav"]
         assert top(lib, emb, "220 Hz", k=5, filters=SearchFilters(folder="su")) == []
         # audio-to-audio: the other 440 file, never the file itself
-        sim = lib.similar("tone_440.wav", emb, k=2)
+        sim = lib.search.similar("tone_440.wav", emb, k=2)
         assert sim[0].rel_path == "sub/deep/long_440.wav" and sim[0].score > 0.95
-        assert all(h.rel_path != "tone_440.wav" for h in lib.similar("tone_440.wav", emb, k=10))
-        assert len(lib.similar(lib.file_id("tone_440.wav"), emb, k=10)) == 5
+        assert all(h.rel_path != "tone_440.wav" for h in lib.search.similar("tone_440.wav", emb, k=10))
+        assert len(lib.search.similar(lib.files.id_of("tone_440.wav"), emb, k=10)) == 5
         # a file outside the library is embedded on the fly
         outside = write(tmp_path / "query_880.wav", tone(880, 0.7))
-        assert lib.similar(outside, emb, k=1)[0].rel_path == "tone_880.wav"
+        assert lib.search.similar(outside, emb, k=1)[0].rel_path == "tone_880.wav"
         assert_consistent(lib, emb.model_id)
 
 
@@ -211,7 +213,7 @@ def test_incremental_reindex_embeds_only_changed_and_new(tmp_path):
     with Library.open(root) as lib:
         assert top(lib, emb, "3000 Hz", k=1) == ["tone_220.wav"]
         assert top(lib, emb, "1000 Hz", k=1) == ["new_1000.wav"]
-        assert lib.search_text("220 Hz", emb, k=1)[0].score < 0.5  # the old content is gone
+        assert lib.search.by_text("220 Hz", emb, k=1)[0].score < 0.5  # the old content is gone
         assert_consistent(lib, emb.model_id)
 
 
@@ -223,9 +225,9 @@ def test_deleted_file_leaves_catalog_and_index(tmp_path):
     report = drain(index_library(root, emb))
     assert report.removed == 1
     with Library.open(root) as lib:
-        assert lib.stats().files == 3 and lib.file_id("tone_440.wav") is None
+        assert lib.stats().files == 3 and lib.files.id_of("tone_440.wav") is None
         assert "tone_440.wav" not in top(lib, emb, "440 Hz", k=10)
-        assert len(lib.vector_index(emb.model_id)) == 3
+        assert len(lib.vectors.index(emb.model_id)) == 3
         assert_consistent(lib, emb.model_id)
 
 
@@ -234,7 +236,7 @@ def test_moved_and_copied_files_are_not_reembedded(tmp_path):
     emb = ToneEmbedder()
     drain(index_library(root, emb))
     with Library.open(root) as lib:
-        fid = lib.file_id("tone_440.wav")
+        fid = lib.files.id_of("tone_440.wav")
     (root / "moved" / "deeper").mkdir(parents=True)
     os.replace(root / "tone_440.wav", root / "moved" / "deeper" / "renamed.wav")
     os.replace(root / "tone_220.wav", root / "tone_220_renamed.wav")
@@ -245,7 +247,7 @@ def test_moved_and_copied_files_are_not_reembedded(tmp_path):
     assert sorted(report.moved) == ["moved/deeper/renamed.wav", "tone_220_renamed.wav"]
     assert report.copied == ["copy_880.wav"] and report.removed == 0
     with Library.open(root) as lib:
-        assert lib.file_id("moved/deeper/renamed.wav") == fid  # same row, same vectors
+        assert lib.files.id_of("moved/deeper/renamed.wav") == fid  # same row, same vectors
         assert top(lib, emb, "440 Hz", k=1) == ["moved/deeper/renamed.wav"]
         assert set(top(lib, emb, "880 Hz", k=2)) == {"tone_880.wav", "copy_880.wav"}
         assert lib.stats().files == 5
@@ -272,7 +274,7 @@ def test_one_indexing_job_per_library(tmp_path):
     with Library.open(root) as lib:
         first = index_library(lib, emb)
         next(first)
-        with pytest.raises(L.LibraryError, match="already being indexed"):
+        with pytest.raises(LibraryError, match="already being indexed"):
             next(index_library(lib, emb))
         first.close()
         assert len(drain(index_library(lib, emb)).embedded) == 4
@@ -286,8 +288,8 @@ def test_another_model_gets_its_own_index(tmp_path):
     assert len(report.embedded) == 4 and b.windows == 8
     with Library.open(root) as lib:
         assert lib.stats().vectors == {a.model_id: 4, b.model_id: 4}
-        assert lib.index_path(a.model_id) != lib.index_path(b.model_id)
-        assert lib.index_path(a.model_id).is_file() and lib.index_path(b.model_id).is_file()
+        assert lib.vectors.path(a.model_id) != lib.vectors.path(b.model_id)
+        assert lib.vectors.path(a.model_id).is_file() and lib.vectors.path(b.model_id).is_file()
         for emb in (a, b):
             assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]
             assert_consistent(lib, emb.model_id)
@@ -318,7 +320,7 @@ def test_corrupt_empty_header_only_files_are_reported_and_skipped(tmp_path):
     bad = {"empty.flac", "garbage.wav", "header_only.wav", "truncated.wav"}
     assert {f.path for f in report.failed} == bad and len(report.embedded) == 4
     with Library.open(root) as lib:
-        failed = {f.path: f.error for f in lib.failed_files()}
+        failed = {f.path: f.error for f in lib.files.failed()}
         assert set(failed) == bad
         assert "empty" in failed["empty.flac"] and "truncated" in failed["truncated.wav"]
         assert "no audio frames" in failed["header_only.wav"]
@@ -332,7 +334,7 @@ def test_corrupt_empty_header_only_files_are_reported_and_skipped(tmp_path):
     report = drain(index_library(root, emb))
     assert report.embedded == ["garbage.wav"]
     with Library.open(root) as lib:
-        assert "garbage.wav" not in {f.path for f in lib.failed_files()}
+        assert "garbage.wav" not in {f.path for f in lib.files.failed()}
         assert top(lib, emb, "500 Hz", k=1) == ["garbage.wav"]
 
 
@@ -348,12 +350,12 @@ def test_odd_and_non_utf8_names(tmp_path):
     report = drain(index_library(root, emb))
     assert report.failed == [] and len(report.embedded) == 5
     with Library.open(root) as lib:
-        hit = lib.search_text("150 Hz", emb, k=1)[0]
+        hit = lib.search.by_text("150 Hz", emb, k=1)[0]
         assert os.fsencode(hit.path) == raw and hit.path.is_file()  # exact bytes round trip
         assert "\ufffd" in hit.name  # printable
         assert top(lib, emb, "2400 Hz", k=1) == ["new\nline.WAV"]
         assert top(lib, emb, "1200 Hz", k=1) == ["quote'\"%_.wav"]
-        assert lib.similar(hit.path, emb, k=1)[0].rel_path != hit.rel_path
+        assert lib.search.similar(hit.path, emb, k=1)[0].rel_path != hit.rel_path
     emb.windows = 0
     assert drain(index_library(root, emb)).unchanged == 5 and emb.windows == 0
 
@@ -393,13 +395,13 @@ def test_unreadable_file_is_reported_and_retried(tmp_path, monkeypatch):
     report = drain(index_library(root, emb))
     assert [(f.path, f.error) for f in report.failed] == [("tone_440.wav", "tone_440.wav: permission denied")]
     with Library.open(root) as lib:
-        assert [f.path for f in lib.failed_files()] == ["tone_440.wav"]
+        assert [f.path for f in lib.files.failed()] == ["tone_440.wav"]
     os.chmod(locked, 0o644)  # fixing permissions does not change mtime: unreadable files are retried anyway
     monkeypatch.setattr(S, "hash_file", real_hash)
     report = drain(index_library(root, emb))
     assert report.embedded == ["tone_440.wav"] and report.failed == []
     with Library.open(root) as lib:
-        assert lib.failed_files() == [] and top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
+        assert lib.files.failed() == [] and top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
 
 
 def test_file_changing_while_indexed_is_requeued(tmp_path, monkeypatch):
@@ -450,7 +452,7 @@ def test_windows_of_a_read_that_was_dropped_never_reach_the_reread_file(tmp_path
     assert report.requeued == 1 and report.embedded == ["a.wav"]
     assert report.windows == 3  # three 0.5-s windows, of its second read only
     with Library.open(root) as lib:
-        vector = lib.file_vectors(emb.model_id, [lib.file_id("a.wav")])[lib.file_id("a.wav")]
+        vector = lib.vectors.of_files(emb.model_id, [lib.files.id_of("a.wav")])[lib.files.id_of("a.wav")]
         assert_consistent(lib, emb.model_id)
     want = emb.embed_windows(tone(1760, seconds=0.5)[None])[0]
     assert float(vector @ want / np.linalg.norm(want)) > 0.999  # the new tone's alone: no 440-Hz window in it
@@ -505,7 +507,7 @@ def test_v0_catalog_is_migrated(tmp_path):
         p = root / f"tone_{f}.wav"
         st = p.stat()
         db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?)", (p.name, st.st_size, st.st_mtime,
-                                                                L.hash_file(p), 1.0))
+                                                                S.hash_file(p), 1.0))
         v = emb.embed_windows(tone(f, 0.5)[None])[0]
         db.execute("INSERT INTO embeddings VALUES (?, ?, ?)", (p.name, emb.model_id, v.tobytes()))
     db.execute("INSERT INTO files VALUES ('gone.wav', 10, 1.0, 'abc', 2.0)")
@@ -513,10 +515,10 @@ def test_v0_catalog_is_migrated(tmp_path):
     db.close()
     emb.windows = 0
     with Library.open(root) as lib:
-        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION
         assert lib.stats().files == 5 and lib.stats().vectors == {emb.model_id: 4}
         assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # migrated vectors, index built from them
-        assert any("missing" in e for e in lib.events) or lib.index_path(emb.model_id).is_file()
+        assert any("missing" in e for e in lib.events) or lib.vectors.path(emb.model_id).is_file()
     report = drain(index_library(root, emb))
     assert emb.windows == 0 and report.embedded == [] and report.removed == 1  # mtime in ns: hash decides
     with Library.open(root) as lib:
@@ -530,7 +532,7 @@ def test_newer_catalog_is_refused_with_a_clear_error(tmp_path):
     db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
     db.execute("PRAGMA user_version = 99")
     db.close()
-    with pytest.raises(L.LibraryError, match="newer"):
+    with pytest.raises(LibraryError, match="newer"):
         Library.open(root)
 
 
@@ -558,7 +560,7 @@ def test_missing_damaged_or_stale_index_file_is_rebuilt(tmp_path):
     emb = ToneEmbedder()
     drain(index_library(root, emb))
     with Library.open(root) as lib:
-        path = lib.index_path(emb.model_id)
+        path = lib.vectors.path(emb.model_id)
     old = path.read_bytes()
 
     path.unlink()
@@ -610,7 +612,7 @@ import importlib.util, sys
 spec = importlib.util.spec_from_file_location("tlib", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
-from app.services.library import index_library
+from app.services.library.indexer import index_library
 emb = mod.ToneEmbedder(delay=0.03)
 for p in index_library(sys.argv[2], emb, batch_size=1, checkpoint_seconds=0.2):
     print(p["files_done"], flush=True)
@@ -666,12 +668,12 @@ def test_long_file_is_streamed_and_the_best_window_points_at_the_match(tmp_path,
     report = drain(index_library(root, emb, batch_size=8))
     assert report.windows == 61 and read_whole == []
     with Library.open(root) as lib:
-        hits = {h.rel_path: h for h in lib.search_text("1500 Hz", emb, k=2)}
+        hits = {h.rel_path: h for h in lib.search.by_text("1500 Hz", emb, k=2)}
         long_hit = hits["long.wav"]
         assert len(long_hit.window_scores) == 60
         assert 40.0 <= long_hit.best_window_start_s < 45.0
         assert max(long_hit.window_scores) > 0.9 > long_hit.score
-        assert lib.similar("short_1500.wav", emb, k=1)[0].best_window_start_s in {40.0, 41.0, 42.0, 43.0, 44.0}
+        assert lib.search.similar("short_1500.wav", emb, k=1)[0].best_window_start_s in {40.0, 41.0, 42.0, 43.0, 44.0}
 
 
 def _clustered(n: int, dim: int, seed: int) -> np.ndarray:
@@ -731,7 +733,7 @@ def test_library_search_through_hnsw(tmp_path, one_faiss_thread):
     cfg = IndexConfig(exact_limit=8)
     with Library.open(root, index_config=cfg) as lib:
         drain(index_library(lib, emb))
-        assert lib.index_kind(emb.model_id) == "hnsw"
+        assert lib.vectors.kind(emb.model_id) == "hnsw"
         for i in range(16):
             assert top(lib, emb, f"{60 * 1.25 ** i:.4f} Hz", k=1) == [f"t{i:02d}.wav"]
         (root / "t03.wav").unlink()
@@ -753,7 +755,7 @@ def many_tones(root: Path, n: int = 60, seconds: float = 4.0, base: float = 60.0
 
 
 def best(lib: Library, emb: ToneEmbedder, freq: float) -> tuple[str, float]:
-    hits = lib.search_text(f"{freq:.4f} Hz", emb, k=3)
+    hits = lib.search.by_text(f"{freq:.4f} Hz", emb, k=3)
     return hits[0].rel_path, hits[0].score
 
 
@@ -773,7 +775,7 @@ def test_page_level_catalog_damage_is_repaired_keeping_good_vectors(tmp_path, pa
     with Library.open(root) as lib:  # no traceback: damage found on open, catalog rebuilt from what is intact
         assert any("damaged catalog" in e for e in lib.events), lib.events
         lib.stats()
-        lib.search_text("440 Hz", emb, k=5)
+        lib.search.by_text("440 Hz", emb, k=5)
         kept = lib.stats().vectors.get(emb.model_id, 0)
     assert list(root.glob(".earshot/catalog.sqlite.damaged-*"))
     report = drain(index_library(root, emb))
@@ -822,7 +824,7 @@ def test_index_file_with_right_ids_but_wrong_vectors_is_rebuilt(tmp_path):
     drain(index_library(root, emb))
     drain(index_library(other, emb))
     with Library.open(root) as lib:
-        path = lib.index_path(emb.model_id)
+        path = lib.vectors.path(emb.model_id)
     good = path.read_bytes()
     assert len(good) > 40_000
 
@@ -853,16 +855,16 @@ def test_a_model_that_yields_nan_is_refused_and_other_models_keep_their_vectors(
     root = make_library(tmp_path / "lib")
     emb, nan = ToneEmbedder(), NaNEmbedder(model_id="nan-model")
     drain(index_library(root, emb))
-    with pytest.raises(L.LibraryError, match="broken") as err:
+    with pytest.raises(LibraryError, match="broken") as err:
         drain(index_library(root, nan))
     assert "nan-model" in str(err.value) and "NaN" in str(err.value)
     with Library.open(root) as lib:
-        assert lib.failed_files() == []
+        assert lib.files.failed() == []
         assert lib.stats().vectors[emb.model_id] == len(FREQS)
         assert top(lib, emb, "440 Hz", k=1) == ["tone_440.wav"]
         assert "NaN" in lib.model_errors()["nan-model"]
-        with pytest.raises(L.LibraryError, match="broken"):  # no scores from it either
-            lib.search_text("440 Hz", nan)
+        with pytest.raises(LibraryError, match="broken"):  # no scores from it either
+            lib.search.by_text("440 Hz", nan)
     report = drain(index_library(root, emb))  # plain index with the good model: nothing to redo
     assert report.unchanged == len(FREQS) and report.embedded == [] and report.failed == []
 
@@ -908,7 +910,7 @@ def test_disk_full_while_indexing_is_reported_and_resumable(tmp_path):
     with Library.open(root) as lib:
         pages = lib.db.execute("PRAGMA page_count").fetchone()[0]
         lib.db.execute(f"PRAGMA max_page_count = {pages + 3}")  # the disk fills up a few files in
-        with pytest.raises(L.LibraryError, match="disk holding the catalog is full") as err:
+        with pytest.raises(LibraryError, match="disk holding the catalog is full") as err:
             drain(index_library(lib, emb))
         assert "rollback" not in str(err.value)
         done = lib.stats().vectors[emb.model_id]
@@ -980,12 +982,12 @@ def test_search_k_is_validated_and_capped_at_the_library_size(tmp_path):
     drain(index_library(root, emb))
     with Library.open(root) as lib:
         t0 = time.monotonic()
-        assert len(lib.search_text("440 Hz", emb, k=10**12)) == len(FREQS)
-        assert len(lib.similar("tone_440.wav", emb, k=10**12)) == len(FREQS) - 1
+        assert len(lib.search.by_text("440 Hz", emb, k=10**12)) == len(FREQS)
+        assert len(lib.search.similar("tone_440.wav", emb, k=10**12)) == len(FREQS) - 1
         assert time.monotonic() - t0 < 5
         for bad in (0, -1):
-            with pytest.raises(L.LibraryError, match="at least 1"):
-                lib.search_text("440 Hz", emb, k=bad)
+            with pytest.raises(LibraryError, match="at least 1"):
+                lib.search.by_text("440 Hz", emb, k=bad)
 
 
 def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
@@ -1006,7 +1008,7 @@ def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
     db.commit()
     db.close()
     with Library.open(root) as lib:
-        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == L.SCHEMA_VERSION == 3
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION == 3
         assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # no checksum yet: vectors compared, kept
         assert not any("rebuilding" in e for e in lib.events)
     assert drain(index_library(root, emb)).unchanged == len(FREQS)

@@ -14,10 +14,13 @@ import pytest
 import soundfile as sf
 
 from app.services.jobs import drain
-from app.services.library import Library, LibraryError, index_library
 from app.services.library import names as N
+from app.services.library.indexer import index_library
+from app.services.library.library import Library
+from app.services.library.records import LibraryError
 from app.services.library.tags import MAX_CHUNK_BYTES, read_tags
-from app.services.search import SearchSession, default_text_encoder
+from app.services.search.embedder import default_text_encoder
+from app.services.search.session import SearchSession
 from tests.test_library import SR, ToneEmbedder, tone, write
 
 FIXTURE = Path(__file__).parent / "data" / "v2_library"
@@ -142,11 +145,11 @@ def test_bad_tags_never_fail_a_file_and_are_listed(tmp_path: Path):
     for name, word in expected.items():
         assert word in problems[name], problems[name]
     with Library.open(root) as lib:
-        assert {p.path for p in lib.tag_problems()} == set(expected) and lib.stats().tag_problems == 4
+        assert {p.path for p in lib.text.problems()} == set(expected) and lib.stats().tag_problems == 4
         # ... and by its name: the keyword channel finds every one of them
         for word, name in [("latin1", "latin1_comment.wav"), ("café", "latin1_comment.wav"), ("huge", "huge_tag.wav"),
                            ("broken", "broken_id3.wav"), ("ixml", "bad_ixml.wav"), ("雨の音", "日本語_雨の音.wav")]:
-            found = [lib.file_id(name)] == [f for f, _ in lib.keyword_search(f'"{word}"', 5)]
+            found = [lib.files.id_of(name)] == [f for f, _ in lib.text.keyword_search(f'"{word}"', 5)]
             assert found, word
         big = lib.db.execute("SELECT length(tags) FROM texts").fetchall()
         assert max(n for (n,) in big) < 10_000  # the 10-MB tag was not stored
@@ -225,7 +228,7 @@ def test_user_tags_and_favourites(tmp_path: Path):
     try:
         drain(session.index_job())
         lib = session.library
-        a, b, c = (lib.file_id(f"take_{i}.wav") for i in range(3))
+        a, b, c = (lib.files.id_of(f"take_{i}.wav") for i in range(3))
         before = len(enc.texts)
         assert session.add_tags([a, b], ["  laser   zap ", "sci-fi"]) == [a, b]
         assert len(enc.texts) == before + 2  # only the two tagged files' sentences
@@ -236,10 +239,10 @@ def test_user_tags_and_favourites(tmp_path: Path):
         assert {h.rel_path for h in hits} == {"take_0.wav", "take_1.wav"}
         assert hits[0].user_tags == ["laser zap", "sci-fi"] and hits[0].match.spans["user_tags"] == [(0, 5)]
         assert session.remove_tags([b], ["laser zap"]) == [b]
-        assert [f for f, _ in lib.keyword_search('"laser"', 3)] == [a]
+        assert [f for f, _ in lib.text.keyword_search('"laser"', 3)] == [a]
         session.set_favourite([b, c], True)
         session.set_favourite([c], False)
-        assert lib.favourite_ids() == {b}
+        assert lib.user_tags.favourites() == {b}
         with pytest.raises(ValueError, match="contains ';'"):
             session.add_tags([a], ["one;two"])
         with pytest.raises(ValueError, match="empty tag"):
@@ -250,7 +253,7 @@ def test_user_tags_and_favourites(tmp_path: Path):
         # tags and favourites belong to the file: they survive a re-index and a move
         (root / "take_1.wav").rename(root / "moved.wav")
         drain(session.index_job())
-        assert session.tags_of(lib.file_id("moved.wav")) == ["sci-fi"] and lib.favourite_ids() == {b}
+        assert session.tags_of(lib.files.id_of("moved.wav")) == ["sci-fi"] and lib.user_tags.favourites() == {b}
     finally:
         session.close()
 
@@ -269,7 +272,7 @@ def test_keyword_search_reads_on_its_own_connection(tmp_path: Path):
     lib = session.library
     try:
         drain(session.index_job())
-        door = lib.file_id("door_creak.wav")
+        door = lib.files.id_of("door_creak.wav")
         held, release = threading.Event(), threading.Event()
 
         def hold_the_lock() -> None:
@@ -281,14 +284,14 @@ def test_keyword_search_reads_on_its_own_connection(tmp_path: Path):
         holder.start()
         try:
             held.wait(10)
-            assert [f for f, _ in lib.keyword_search('"creak"', 5)] == [door]  # did not wait for the lock
+            assert [f for f, _ in lib.text.keyword_search('"creak"', 5)] == [door]  # did not wait for the lock
         finally:
             release.set()
             holder.join()
-        reader = lib._read_db
+        reader = lib.text.reader
         assert reader is not lib.db
         session.add_tags([door], ["spooky"])  # committed on the main connection: the reader sees it
-        assert [f for f, _ in lib.keyword_search('"spooky"', 5)] == [door]
+        assert [f for f, _ in lib.text.keyword_search('"spooky"', 5)] == [door]
         assert [h.rel_path for h in session.search("spooky door", 5, mode="both")][0] == "door_creak.wav"
     finally:
         session.close()
@@ -306,7 +309,7 @@ def test_a_failing_keyword_search_is_reported_and_leaves_no_thread(tmp_path: Pat
         def broken(*a, **k):
             raise sqlite3.OperationalError("database disk image is malformed")
 
-        monkeypatch.setattr(session.library, "keyword_search", broken)
+        monkeypatch.setattr(session.library.text, "keyword_search", broken)
         with pytest.raises(sqlite3.OperationalError, match="malformed"):
             session.search("door", 5)
         # sound only never ranks keywords (it would cost a names search's time for nothing)

@@ -218,7 +218,8 @@ def test_invalid_utf8_in_vorbis_comments_and_id3_titles_is_a_tag_problem(tmp_pat
 
 def test_invalid_utf8_tags_are_listed_after_indexing(tmp_path: Path) -> None:
     from app.services.jobs import drain
-    from app.services.library import Library, index_library
+    from app.services.library.indexer import index_library
+    from app.services.library.library import Library
     from tests.test_library import ToneEmbedder
 
     root = tmp_path / "lib"
@@ -228,8 +229,8 @@ def test_invalid_utf8_tags_are_listed_after_indexing(tmp_path: Path) -> None:
     assert {p.path: p.error for p in report.tag_problems} == {
         name: f"{where}: not valid UTF-8 (read as Latin-1)" for name, where in expected.items()}
     with Library.open(root) as lib:
-        assert {p.path for p in lib.tag_problems()} == set(expected)
-        assert {f for f, _ in lib.keyword_search('"café"', 5)} == {lib.file_id(n) for n in expected}
+        assert {p.path for p in lib.text.problems()} == set(expected)
+        assert {f for f, _ in lib.text.keyword_search('"café"', 5)} == {lib.files.id_of(n) for n in expected}
 
 
 # ------------------------------------------------------------------ item 15: one schema upgrade at a time
@@ -270,7 +271,8 @@ def test_two_processes_upgrading_an_old_catalog_at_once_both_succeed(tmp_path: P
     import shutil
     import sqlite3
 
-    from app.services.library import SCHEMA_VERSION, catalog
+    from app.services.library import catalog
+    from app.services.library.catalog import SCHEMA_VERSION
 
     for trial in range(5):
         root = tmp_path / f"lib{trial}"
@@ -301,14 +303,15 @@ def test_processes_opening_a_v2_library_at_once(tmp_path: Path) -> None:
     root = tmp_path / "lib"
     shutil.copytree(V2_FIXTURE, root)
     go = time.time() + 3
-    code = ("import sys, time; from app.services.library import Library; time.sleep(max(0, float(sys.argv[2]) - "
+    code = ("import sys, time; from app.services.library.library import Library; "
+            "time.sleep(max(0, float(sys.argv[2]) - "
             "time.time())); lib = Library.open(sys.argv[1]); print(lib.db.execute('PRAGMA user_version')"
             ".fetchone()[0]); lib.close()")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(root), str(go)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]) for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-500:] for o in outs]
-    from app.services.library import SCHEMA_VERSION
+    from app.services.library.catalog import SCHEMA_VERSION
 
     assert [o[0].strip() for o in outs] == [str(SCHEMA_VERSION)] * 3
 
@@ -322,7 +325,8 @@ def tagged60(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import sqlite3
 
     from app.services.jobs import drain
-    from app.services.library import Library, index_library
+    from app.services.library.indexer import index_library
+    from app.services.library.library import Library
     from tests.test_library import ToneEmbedder, many_tones
 
     root = tmp_path_factory.mktemp("tagged60") / "lib"
@@ -330,8 +334,8 @@ def tagged60(tmp_path_factory: pytest.TempPathFactory) -> Path:
     drain(index_library(root, ToneEmbedder()))
     with Library.open(root) as lib:
         ids = [r[0] for r in lib.db.execute("SELECT id FROM files ORDER BY id")]
-        lib.add_tags(ids, ["haunted house", "keeper"])
-        lib.set_favourite(ids[:10], True)
+        lib.user_tags.add(ids, ["haunted house", "keeper"])
+        lib.user_tags.set_favourite(ids[:10], True)
     db = sqlite3.connect(root / ".earshot" / "catalog.sqlite")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
@@ -355,7 +359,7 @@ def damage(src: Path, dst: Path, table: str) -> Path:
 
 
 def counts(root: Path) -> dict[str, int]:
-    from app.services.library import Library
+    from app.services.library.library import Library
 
     with Library.open(root) as lib:
         return {t: lib.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
@@ -398,7 +402,9 @@ def test_a_damaged_files_page_keeps_the_files_tags_and_favourites_to_read_again(
     """Items 1 and 2: a lost `files` leaf said "0 file rows lost" while 27 rows and their 54 tags were gone. The
     path index still names those files: their rows come back as failed ("read again") and keep their tags."""
     from app.services.jobs import drain
-    from app.services.library import Library, catalog, index_library
+    from app.services.library import catalog
+    from app.services.library.indexer import index_library
+    from app.services.library.library import Library
     from tests.test_library import ToneEmbedder
 
     root = tmp_path / "lib"
@@ -413,7 +419,7 @@ def test_a_damaged_files_page_keeps_the_files_tags_and_favourites_to_read_again(
         in str(report)
     assert f"lost: {n} vectors" in str(report)
     with Library.open(root) as lib:
-        assert {f.path for f in lib.failed_files()} == set(report.reread)
+        assert {f.path for f in lib.files.failed()} == set(report.reread)
         assert lib.db.execute("SELECT count(*) FROM files WHERE format IS NULL").fetchone()[0] == 0
     again = drain(index_library(root, ToneEmbedder()))
     assert sorted(again.embedded) == sorted(report.reread) and again.failed == []

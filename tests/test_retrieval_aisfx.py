@@ -103,8 +103,9 @@ def _sound(kind: str, seconds: float, sr: int) -> np.ndarray:
 
 def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: Path, monkeypatch):
     from app.services.jobs import drain
-    from app.services.library import embed_file
-    from app.services.search import RetrievalEmbedder, SearchSession
+    from app.services.library.embedding import embed_file
+    from app.services.search.embedder import RetrievalEmbedder
+    from app.services.search.session import SearchSession
     from core.checkpoints import save_checkpoint
 
     # the float trunk: this compares with the model's own numbers exactly, and the random tiny tower's features
@@ -153,7 +154,7 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
 def test_short_windows_are_embedded_together_as_each_alone(monkeypatch):
     """Windows shorter than one 100-frame block of different lengths go through the trunk as one batch (each
     padded to a block, as the tower pads it): the same vectors as each one alone, the old way."""
-    from app.services.search import RetrievalEmbedder
+    from app.services.search.embedder import RetrievalEmbedder
 
     monkeypatch.setenv("EARSHOT_AISFX_BACKEND", "torch")
     monkeypatch.setenv("EARSHOT_TRUNK_THREADS", "1")  # one batch at a time: the calls below are the batches
@@ -194,7 +195,7 @@ def test_short_windows_are_embedded_together_as_each_alone(monkeypatch):
 
 
 def test_aisfx_checkpoint_with_a_passt_front_end_is_refused(tmp_path: Path):
-    from app.services.search import RetrievalEmbedder
+    from app.services.search.embedder import RetrievalEmbedder
 
     model = RetrievalModel(_tiny()).eval()
     with pytest.raises(ValueError, match="needs the AisfxMel front end"):
@@ -244,7 +245,7 @@ def _train_aisfx(data: Path, out: Path):
 def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path: Path):
     from safetensors.torch import save_file
 
-    from app.services.search import RetrievalEmbedder
+    from app.services.search.embedder import RetrievalEmbedder
     from core import aisfx_weights
     from core.checkpoints import load_model
 
@@ -356,7 +357,7 @@ def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path:
     bare encoder) says exactly how to get them."""
     from safetensors import safe_open
 
-    from app.services.search import RetrievalEmbedder
+    from app.services.search.embedder import RetrievalEmbedder
     from core import aisfx_weights
     from core.checkpoints import read_metadata, save_checkpoint
     from models.aisfx import AisfxWeightsError

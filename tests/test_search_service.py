@@ -16,19 +16,21 @@ import torch
 
 from app.cli import main
 from app.services.jobs import drain
-from app.services.library import Library, SearchFilters, embed_file
+from app.services.library.candidates import CandidateRequest
+from app.services.library.embedding import embed_file
+from app.services.library.library import Library
+from app.services.library.records import SearchFilters
 from app.services.registry import ModelRegistry
-from app.services.search import (
+from app.services.search.embedder import (
     ModelNotFoundError,
     RetrievalEmbedder,
-    SearchSession,
-    load_preview,
     load_query_embedder,
     model_id_for,
     real_lengths,
     resolve_model,
-    spectrogram_db,
 )
+from app.services.search.preview import load_preview, spectrogram_db
+from app.services.search.session import SearchSession
 from app.services.text_tower import TextTower, _encoder_source, load_text_tower
 from core.checkpoints import load_model, save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
@@ -525,7 +527,7 @@ def named_tones(root: Path) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def fusion_session(tmp_path_factory) -> SearchSession:
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
     from tests.test_library import ToneEmbedder
 
     if default_text_encoder() is None:
@@ -551,7 +553,7 @@ def test_modes_rank_by_names_sound_or_both(fusion_session: SearchSession) -> Non
     # sound: exactly the audio ranking (ToneEmbedder hears "a 660 Hz tone" as that pitch)
     q = s.embedder.embed_text(["a 660 Hz tone"])[0]
     assert rels(s.search("a 660 Hz tone", 6, mode="sound")) == rels(
-        s.library.search_vector(q, s.embedder.model_id, 6))
+        s.library.search.by_vector(q, s.embedder.model_id, 6))
     assert rels(s.search("a 660 Hz tone", 1, mode="sound")) == ["weather/rain_on_window.wav"]
     # both: names lead, sound fills in: the file whose name says "dog" stays first, its folder-mate next
     assert rels(s.search("dog", 2)) == ["animals/dog_bark.wav", "animals/birds/lark_song.wav"]
@@ -564,7 +566,7 @@ def test_fusion_rule_is_the_weighted_sum_of_names_and_sound_cosine() -> None:
     """The shipped rule (chosen by cross-validation, bench/search_quality.py): fused = w * names + (1 - w) *
     the raw sound cosine, names = 0.2 * BM25 relative to the best + 0.8 * the MiniLM cosine mapped from [0.2,
     0.6]; a file without a sound vector counts as the lowest candidate."""
-    from app.services.search import FusionRule, fuse_arrays
+    from app.services.search.fusion import FusionRule, fuse_arrays
 
     kw = np.array([4.0, 2.0, 0.0, 0.0])
     sem = np.array([0.6, 0.4, 0.1, 0.3])
@@ -579,7 +581,7 @@ def test_fusion_rule_is_the_weighted_sum_of_names_and_sound_cosine() -> None:
 def test_a_strong_name_match_keeps_its_lead_and_sound_leads_where_names_say_little() -> None:
     """What rank fusion got wrong ("creaky door": the one file named DoorCreak fell behind a fence gate that
     sounds more like the query's words) and what fusion is for (names that say little: sound decides)."""
-    from app.services.search import NAMES_WEIGHT, FusionRule, fuse_arrays
+    from app.services.search.fusion import NAMES_WEIGHT, FusionRule, fuse_arrays
 
     def order(kw: list[float], sem: list[float], snd: list[float], w: float = NAMES_WEIGHT) -> list[int]:
         fused = fuse_arrays(np.array(kw), np.array(sem), np.array(snd), w, FusionRule())[0]
@@ -599,7 +601,7 @@ def test_a_strong_name_match_keeps_its_lead_and_sound_leads_where_names_say_litt
 def test_names_weight_moves_the_ranking_from_sound_to_names_monotonically() -> None:
     """--names-weight / the names <-> sound slider: raising it never moves the best-named file down nor the
     best-sounding file up; at 1 the order is the names', at 0 the sound's."""
-    from app.services.search import FusionRule, fuse_arrays
+    from app.services.search.fusion import FusionRule, fuse_arrays
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -626,8 +628,8 @@ def test_excluded_words_remove_hits_in_every_mode(fusion_session: SearchSession)
         assert "doors/metal_gate_slam.wav" not in hits, mode
         assert len(s.search("a 440 Hz tone -gate", 6, mode=mode)) <= 5
     assert rels(s.search('"gate slam"', 6, mode="names"))[0] == "doors/metal_gate_slam.wav"  # an exact phrase
-    assert [f for f, _ in s.library.keyword_search('"gate slam"', 6)] == [s.library.file_id(
-        "doors/metal_gate_slam.wav")] and s.library.keyword_search('"slam gate"', 6) == []
+    assert [f for f, _ in s.library.text.keyword_search('"gate slam"', 6)] == [s.library.files.id_of(
+        "doors/metal_gate_slam.wav")] and s.library.text.keyword_search('"slam gate"', 6) == []
     assert rels(s.search("thund*", 6, mode="names"))[0] == "weather/thunder_clap.wav"  # a prefix
     assert s.search("-dog", 5) == [] and s.search('"', 5) == []  # nothing positive to rank by
 
@@ -641,7 +643,7 @@ def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> N
 
 
 def test_why_it_matched(fusion_session: SearchSession) -> None:
-    from app.services.search import hit_dict
+    from app.services.search.jobs import hit_dict
 
     hit = fusion_session.search("creaking doors", 1, mode="both")[0]
     m = hit.match
@@ -659,7 +661,7 @@ def test_fused_ranks_like_sound_when_names_say_nothing(tmp_path: Path) -> None:
     """Issue 11: on a library of hash-like names, 'both' must rank exactly like 'sound'."""
     import hashlib
 
-    from app.services.search import default_text_encoder
+    from app.services.search.embedder import default_text_encoder
     from tests.test_library import ToneEmbedder, tone, write
 
     if default_text_encoder() is None:
@@ -698,7 +700,7 @@ def test_filters_by_format_rate_channels_and_favourites(tmp_path: Path) -> None:
         assert found(min_sample_rate=16000) == {"stereo_16k.flac", "mono_16k.ogg"}
         assert found(max_sample_rate=8000, channels=2) == {"stereo_8k.WAV"}
         assert found(favourites_only=True) == set()
-        session.set_favourite([session.library.file_id("mono_16k.ogg")], True)
+        session.set_favourite([session.library.files.id_of("mono_16k.ogg")], True)
         assert found(favourites_only=True) == {"mono_16k.ogg"}
         hit = session.search("mono", 5, SearchFilters(favourites_only=True), mode="names")[0]
         assert hit.favourite and hit.rel_path == "mono_16k.ogg"
@@ -709,7 +711,7 @@ def test_filters_by_format_rate_channels_and_favourites(tmp_path: Path) -> None:
 
 def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
     s = fusion_session
-    door = s.library.file_id("doors/DOORWood_Creak Slow_01.wav")
+    door = s.library.files.id_of("doors/DOORWood_Creak Slow_01.wav")
     sound_only = rels(s.similar(door, 5))
     assert "doors/DOORWood_Creak Slow_01.wav" not in sound_only
     named = s.similar(door, 5, names_weight=0.9)
@@ -721,7 +723,7 @@ def test_similar_can_add_name_similarity(fusion_session: SearchSession) -> None:
 def test_one_forward_pass_embeds_a_query_for_both_channels() -> None:
     """The default model's text tower is the frozen MiniLM that makes the sentence vectors: one pass, two
     vectors, equal to the two encoders run separately (half the query-encoding time of a fused search)."""
-    from app.services.search import default_text_encoder, sentence_encoder_for
+    from app.services.search.embedder import default_text_encoder, sentence_encoder_for
 
     tower, sentences = load_query_embedder(str(DEFAULT)), default_text_encoder()
     if sentences is None or not isinstance(tower, TextTower):
@@ -743,9 +745,9 @@ def test_cross_channel_scores_come_from_the_index_exactly(fusion_session: Search
     lib, enc = fusion_session.library, fusion_session.text_encoder
     ids = [f for f, *_ in lib.db.execute("SELECT id FROM files ORDER BY id").fetchall()] + [10_000]
     for model_id in (enc.model_id, fusion_session.embedder.model_id):
-        vecs = lib.file_vectors(model_id, ids)
+        vecs = lib.vectors.of_files(model_id, ids)
         q = next(iter(vecs.values()))
-        got = lib.file_scores(model_id, ids, q)
+        got = lib.vectors.scores(model_id, ids, q)
         assert set(got) == set(vecs)
         for fid, v in vecs.items():
             assert got[fid] == pytest.approx(float(v @ q), abs=1e-6)
@@ -755,15 +757,65 @@ def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_sessi
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """BM25 is computed for every file a keyword query matches; a word matching a large share of the library
     is dropped when another word is more specific (and kept when it is all there is)."""
-    import app.services.search as search_mod
     from app.services.query import parse
+    from app.services.search import fusion
 
     s = fusion_session
-    monkeypatch.setattr(search_mod, "COMMON_MIN", 2)
-    monkeypatch.setattr(search_mod, "COMMON_SHARE", 0.0)  # cap = 2 files: "doors" (2 files) counts as common
-    assert s.library.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
-    assert s._keyword_match(parse("doors dog")) == '"dog"'
-    assert s._keyword_match(parse("doors")) == '"doors"'  # the only word: kept
-    assert s._keyword_match(parse("doors -dog")) == '"doors"'
-    monkeypatch.setattr(search_mod, "COMMON_MIN", 2000)
-    assert s._keyword_match(parse("doors dog")) == '"doors" OR "dog"'
+    text = s.library.text
+    assert text.keyword_counts(['"doors"', '"dog"'], 2) == [2, 1]
+    assert text.specific_match(parse("doors dog").fts_parts(), 2) == '"dog"'  # "doors" (2 files) is common
+    assert text.specific_match(parse("doors").fts_parts(), 2) == '"doors"'  # the only word: kept
+    assert text.specific_match(parse("doors -dog").fts_parts(), 2) == '"doors"'
+    assert text.specific_match(parse("doors dog").fts_parts(), 2000) == '"doors" OR "dog"'
+    # the session asks with the cap of the fusion settings: max(COMMON_MIN, COMMON_SHARE * indexed files)
+    asked: list[CandidateRequest] = []
+    real = s.library.candidates
+    monkeypatch.setattr(s.library, "candidates", lambda request, encode: asked.append(request) or real(request,
+                                                                                                       encode))
+    monkeypatch.setattr(fusion, "COMMON_MIN", 2)
+    monkeypatch.setattr(fusion, "COMMON_SHARE", 0.0)
+    s.search("doors dog", 3)
+    monkeypatch.setattr(fusion, "COMMON_MIN", 2000)
+    s.search("doors dog", 3)
+    assert [r.common_cap for r in asked] == [2, 2000] and asked[0].keyword_parts == ('"doors"', '"dog"')
+
+
+class Counting:
+    """A stand-in for an object that counts the calls into it and into the objects it owns (`library.text`,
+    `library.search`, ...), and passes them on."""
+
+    def __init__(self, target: object, calls: list[str], name: str = "library") -> None:
+        self._target, self._calls, self._name = target, calls, name
+
+    def __getattr__(self, attr: str) -> object:
+        value = getattr(self._target, attr)
+        where = f"{self._name}.{attr}"
+        if callable(value) and not isinstance(value, type):
+            def call(*args: object, **kwargs: object) -> object:
+                self._calls.append(where)
+                return value(*args, **kwargs)
+            return call
+        if type(value).__module__.startswith("app."):  # a part the library owns: count its calls too
+            return Counting(value, self._calls, where)
+        return value
+
+
+def test_a_text_query_makes_at_most_three_calls_into_the_library(fusion_session: SearchSession) -> None:
+    """How much is indexed, the candidates of both channels, the hits of the best: whatever the mode, filters,
+    exclusions or weight (each call used to be a dozen: keyword files, counts and search, allowed files, the
+    nearest files and the scores of each channel, hits, fields, tags, favourites)."""
+    s = fusion_session
+    library = s.library
+    calls: list[str] = []
+    s.library = Counting(library, calls)
+    try:
+        for text, kwargs in [("wooden door", {}), ("doors dog -metal", {"mode": "names"}), ("a 660 Hz tone",
+                             {"mode": "sound"}), ("thund*", {"names_weight": 0.3}),
+                             ("dog", {"filters": SearchFilters(min_duration=0.1, folder="animals")})]:
+            calls.clear()
+            want = [h.rel_path for h in s.search(text, 3, **kwargs)]
+            assert want, text
+            assert len(calls) <= 3, f"{text!r}: {calls}"
+        assert calls == ["library.vectors.counts", "library.candidates", "library.hits"]
+    finally:
+        s.library = library

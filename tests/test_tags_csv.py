@@ -19,7 +19,7 @@ HEADER = "path,tags,favourite\n"
 
 
 def library_tags(root: Path) -> dict[str, tuple[list[str], bool]]:
-    from app.services.library import Library
+    from app.services.library.library import Library
 
     with Library.open(root) as lib:
         return {path: (tags, fav) for path, tags, fav in lib.tag_table()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.services.search import default_text_encoder
+from app.services.search.embedder import default_text_encoder
 
 SENTENCES = ["door", "DOORWood creak slow. doors", "rain on a window. weather, rain. ambience",
              "日本語", "a very long tag text about footsteps on gravel " * 30, "x", "glass break. impacts. smash",

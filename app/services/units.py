@@ -49,7 +49,7 @@ import torch
 
 from app.services.audio import decode, save_wav
 from app.services.jobs import Job
-from core.audio import SOXR
+from core.audio import SOXR, sanitize
 from core.frontends import FRAMES_PER_UNIT
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
@@ -57,16 +57,14 @@ FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blo
 MAX_FILE_SECONDS = 600.0
 
 
-def sanitize(audio: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """Mono float32 copy with NaN/inf replaced by 0; returns (audio, nonfinite count, full-scale count)."""
+def checked_mono(audio: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Mono float32 copy with NaN/inf replaced by 0 (core.audio.sanitize); returns (audio, nonfinite count,
+    full-scale count)."""
     x = np.array(audio, dtype=np.float32)
     if x.ndim == 2:  # (n, C): mix down
         x = x.mean(axis=1) if x.shape[1] > 1 else x[:, 0].copy()
     x = x.reshape(-1)  # (n,)
-    bad = ~np.isfinite(x)
-    nonfinite = int(bad.sum())
-    if nonfinite:
-        x[bad] = 0.0
+    nonfinite = sanitize(x)
     clipped = int((np.abs(x) >= 0.999).sum())
     return x, nonfinite, clipped
 
@@ -158,7 +156,7 @@ class UnitsSession:
         """Audio (n,) or (n, C) at `sample_rate` -> (new unit ids, new spectrogram frames (t, F) log10)."""
         if self.finished:
             raise RuntimeError("this utterance is finished; call reset() to start another")
-        x, nonfinite, clipped = sanitize(audio_block)
+        x, nonfinite, clipped = checked_mono(audio_block)
         self.nonfinite += nonfinite
         self.clipped += clipped
         if len(x):

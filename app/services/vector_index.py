@@ -209,6 +209,10 @@ class VectorIndex:
         """All live vectors, in the order of `ids()`. (N, D)"""
         return self._live()[1]
 
+    def reconstruct(self, ids: list[int]) -> np.ndarray:
+        """The stored vectors of `ids`, by id lookup (M, D); FAISS raises RuntimeError for an id it lacks."""
+        return np.stack([self.index.reconstruct(int(i)) for i in ids])
+
     def add(self, ids: np.ndarray | list[int], vectors: np.ndarray) -> None:
         ids = _as_ids(ids)
         if not len(ids):

@@ -13,8 +13,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QDialog, QWidget
 
 from app.services.jobs import Job
-from app.services.library import Hit
-from app.services.search import SearchSession
+from app.services.library.records import Hit
+from app.services.search.session import SearchSession
 from app.ui.search_jobs import favourite_job, tags_job
 from app.ui.search_state import SearchState
 from app.ui.tag_dialog import TagDialog

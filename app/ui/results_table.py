@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.audio import display_name
-from app.services.library import Hit
+from app.services.library.records import Hit
 from app.ui.search_state import SearchState
 from app.ui.search_text import (
     STAR_OFF,

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.services.jobs import Job
-from app.services.search import Results, SearchSession, search_job, similar_job
+from app.services.search.jobs import Results, search_job, similar_job
+from app.services.search.session import SearchSession
 from app.ui.search_state import SearchRequest
 
 

@@ -18,8 +18,8 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus, Player, display_name
-from app.services.library import Hit
-from app.services.search import Preview
+from app.services.library.records import Hit
+from app.services.search.preview import Preview
 from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, format_duration, why_html
 from app.ui.widgets import SpectrogramView, WaveformPlot, envelope

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.services.library import SearchFilters
-from app.services.search import NAMES_WEIGHT
+from app.services.library.records import SearchFilters
+from app.services.search.fusion import NAMES_WEIGHT
 
 if TYPE_CHECKING:
-    from app.services.library import FailedFile, Hit
-    from app.services.search import Preview, Results
+    from app.services.library.records import FailedFile, Hit
+    from app.services.search.jobs import Results
+    from app.services.search.preview import Preview
 
 BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
 RESULTS_K = 50

@@ -25,20 +25,18 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QVBoxLay
 
 from app.services.audio import DeviceStatus, device_status, display_name
 from app.services.jobs import Job
-from app.services.library import Hit
+from app.services.library.records import Hit
 from app.services.registry import ModelEntry, ModelRegistry
-from app.services.search import (
-    NAMES_WEIGHT,
+from app.services.search.embedder import RetrievalEmbedder, load_embedder_job
+from app.services.search.fusion import NAMES_WEIGHT
+from app.services.search.jobs import (
     IndexOutcome,
-    Preview,
-    RetrievalEmbedder,
-    SearchSession,
     catalog_job,
     index_session_job,
-    load_embedder_job,
     open_session_job,
-    preview_job,
 )
+from app.services.search.preview import Preview, preview_job
+from app.services.search.session import SearchSession
 from app.ui.record_query import RecordQuery
 from app.ui.result_marks import ResultMarks
 from app.ui.results_table import ResultsLists

@@ -12,11 +12,11 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.services.search import summarize
+from app.services.search.jobs import summarize
 
 if TYPE_CHECKING:
-    from app.services.library import Hit
-    from app.services.search import IndexOutcome, Results
+    from app.services.library.records import Hit
+    from app.services.search.jobs import IndexOutcome, Results
 
 HIGHLIGHT_STYLE = "background-color:#ffe38a; color:#1a1a1a;"
 STAR_ON, STAR_OFF = "★", "☆"

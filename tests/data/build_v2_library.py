@@ -16,7 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path.cwd()))
 
 from app.services.jobs import drain  # noqa: E402
-from app.services.library import SCHEMA_VERSION, Library, index_library  # noqa: E402
+from app.services.library.catalog import SCHEMA_VERSION  # noqa: E402
+from app.services.library.indexer import index_library
+from app.services.library.library import Library
 from tests.test_library import ToneEmbedder, tone, write  # noqa: E402
 
 NAMES = {"Animals/Birds/lark_01.wav": 880, "Animals/dog-bark.wav": 440, "DOORWood_Creak Slow_01.wav": 220,

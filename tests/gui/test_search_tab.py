@@ -19,8 +19,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
 from app.services.audio import DeviceStatus, Player
-from app.services.library import Hit
-from app.services.library.records import MatchInfo
+from app.services.library.records import Hit, MatchInfo
 from app.services.registry import ModelRegistry
 from app.ui.results_table import ResultsTable
 from app.ui.search_state import BALANCE_STEPS, balance, balance_position

@@ -248,7 +248,7 @@ def connect(path: Path) -> sqlite3.Connection:
     LibraryError for a catalog written by a newer Earshot."""
     db = sqlite3.connect(os.fsencode(path), isolation_level=None, check_same_thread=False, timeout=30)
     try:
-        db.execute("PRAGMA journal_mode = WAL")
+        _use_wal(db)
         db.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed: salvage cannot bring them back
@@ -259,6 +259,20 @@ def connect(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _use_wal(db: sqlite3.Connection, patience_s: float = 30.0) -> None:
+    """Switch to WAL. SQLite answers "database is locked" at once, without its busy handler, when two
+    connections switch a new catalog's journal mode together: retried until `patience_s` has passed."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _schema_version(db: sqlite3.Connection, path: Path) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 
 from app.services.audio import iter_blocks
 from app.services.library.catalog import normalise
-from app.services.library.records import Embedder, PathLike
+from app.services.library.records import Embedder, PathLike, PreparingEmbedder
 
 
 def windows_of(path: PathLike, embedder: Embedder, batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -46,7 +46,9 @@ def embed(embedder: Embedder, batches: np.ndarray | Sequence[Any]) -> np.ndarray
         batches = [batches]
     n = sum(len(b) for b in batches)
     if batches and not isinstance(batches[0], np.ndarray):
-        out = embedder.embed_prepared(batches)  # type: ignore[attr-defined]
+        if not isinstance(embedder, PreparingEmbedder):
+            raise TypeError(f"{type(embedder).__name__} cannot embed prepared windows (no embed_prepared)")
+        out = embedder.embed_prepared(batches)
     else:
         out = embedder.embed_windows(np.concatenate(batches) if len(batches) != 1 else batches[0])
     out = np.asarray(out, dtype=np.float32)

@@ -2,8 +2,9 @@
 
 Only new and changed files are read. Worker threads hash, decode and (when the embedder has
 `prepare_windows`) run its front end ahead of the model through a bounded queue, so that work overlaps the
-model's runs; the job (a generator) embeds in batches and commits each file in its own transaction through
-`Library.record_file`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
+model's runs, and tell the job what they found in typed messages (Known, Windows, Done, Error, Gone, Changed,
+Fatal); the job (a generator) embeds in batches and commits each file in its own transaction through
+`library.files.record`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
 skipped until they change; files that could not be read at all (no hash) are retried every run.
 """
 
@@ -21,14 +22,80 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import AudioError, audio_info, display_name
+from app.services.audio import AudioError, AudioInfo, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
-from app.services.library.core import Library
 from app.services.library.embedding import embed, pool, windows_of
-from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike
+from app.services.library.library import Library
+from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
-from app.services.library.textchannel import TEXT_BATCH, derive_text, embed_sentences
+from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
+
+# ------------------------------------------------------------------- what the readers tell the job (one queue)
+
+
+@dataclass(frozen=True)
+class Known:
+    """The file's content is already catalogued (moved, copied or touched): nothing to read."""
+
+    task: int
+    digest: str
+    stat: os.stat_result
+
+
+@dataclass(frozen=True)
+class Windows:
+    """A batch of the file's windows: raw (w, S) or what the embedder's front end made of them, and how much of
+    each is real audio (w,)."""
+
+    task: int
+    windows: Any
+    cover: np.ndarray
+
+
+@dataclass(frozen=True)
+class Done:
+    """The file was read to the end, unchanged meanwhile."""
+
+    task: int
+    digest: str
+    info: AudioInfo
+    stat: os.stat_result
+
+
+@dataclass(frozen=True)
+class Error:
+    """The file cannot be indexed (corrupt, empty, unreadable): recorded as failed."""
+
+    task: int
+    digest: str | None
+    message: str
+    stat: os.stat_result | None
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The file disappeared."""
+
+    task: int
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The file changed while it was read: read it again."""
+
+    task: int
+
+
+@dataclass(frozen=True)
+class Fatal:
+    """The model's front end failed on decoded audio: the model's fault, never the file's; the job stops."""
+
+    task: int
+    error: Exception
+
+
+Message = Known | Windows | Done | Error | Gone | Changed | Fatal
 
 
 @dataclass
@@ -45,7 +112,7 @@ class _Pending:
 
     vectors: list[np.ndarray] = field(default_factory=list)  # [(w, D)]
     cover: list[np.ndarray] = field(default_factory=list)  # [(w,)]
-    done: tuple[Any, ...] | None = None  # (digest, info, stat) once the reader finished
+    done: Done | None = None  # once the reader finished
     waiting: int = 0  # windows read but not embedded yet (in the batch or on the embedding thread)
 
 
@@ -56,7 +123,7 @@ class _Reader:
                  stop: threading.Event) -> None:
         self.embedder, self.known, self.batch, self.out, self.stop = embedder, known, batch, out, stop
 
-    def put(self, msg: tuple[Any, ...]) -> bool:
+    def put(self, msg: Message) -> bool:
         while not self.stop.is_set():
             try:
                 self.out.put(msg, timeout=0.1)
@@ -73,7 +140,7 @@ class _Reader:
             if digest is None:
                 return  # stopped
             if digest in self.known and task.reuse:
-                self.put(("known", idx, digest, st0))
+                self.put(Known(idx, digest, st0))
                 return
             info = audio_info(path)
             prepare = getattr(self.embedder, "prepare_windows", None)  # front end here, ahead of the model
@@ -81,21 +148,21 @@ class _Reader:
                 try:
                     payload = windows if prepare is None else prepare(windows)
                 except Exception as e:  # decoded audio that the model's front end cannot take: the model's fault
-                    self.put(("fatal", idx, e))  # (out of memory, a broken front end), never the file's
+                    self.put(Fatal(idx, e))  # (out of memory, a broken front end), never the file's
                     return
-                if self.stop.is_set() or not self.put(("windows", idx, payload, cover)):
+                if self.stop.is_set() or not self.put(Windows(idx, payload, cover)):
                     return
             if self._changed(path, st0):
-                self.put(("changed", idx))
+                self.put(Changed(idx))
                 return
-            self.put(("done", idx, digest, info, st0))
+            self.put(Done(idx, digest, info, st0))
         except FileNotFoundError:
-            self.put(("gone", idx))
+            self.put(Gone(idx))
         except Exception as e:
             if not os.path.lexists(path):
-                self.put(("gone", idx))
+                self.put(Gone(idx))
             elif st0 is not None and self._changed(path, st0):
-                self.put(("changed", idx))
+                self.put(Changed(idx))
             else:
                 if isinstance(e, AudioError):
                     message = str(e)
@@ -105,7 +172,7 @@ class _Reader:
                     message = f"{display_name(path)}: unexpected error ({e!r})"
                 # name the file relative to the library, which may move
                 message = message.replace(display_name(path), display_name(task.file.rel))
-                self.put(("error", idx, digest, message, st0))
+                self.put(Error(idx, digest, message, st0))
 
     @staticmethod
     def _changed(path: str, st0: os.stat_result) -> bool:
@@ -126,7 +193,7 @@ class _IndexRun:
         self.workers, self.batch_size, self.checkpoint_seconds = max(1, workers), batch_size, checkpoint_seconds
         self.include_hidden, self.retry_failed, self.max_requeue = include_hidden, retry_failed, max_requeue
         self.rehash = rehash
-        self.text_encoder: Embedder | None = None
+        self.text_encoder: TextEncoder | None = None
         self.report = IndexReport(self.model_id)
         self.t0 = time.monotonic()
         self.stop = threading.Event()
@@ -152,14 +219,14 @@ class _IndexRun:
         found = scan.scan_folder(lib.root, self.include_hidden)
         r.files_seen, r.scan_errors = len(found.files), found.errors
         lib.register_model(self.embedder)
-        lib.vector_index(self.model_id)  # load and repair before changing anything
-        rows = lib.rows(self.model_id)
+        lib.vectors.index(self.model_id)  # load and repair before changing anything
+        rows = lib.files.rows(self.model_id)
         self.seen = {f.key for f in found.files}
         # rows under folders that cannot be listed (a network share briefly away) are kept, hidden, not re-read
         prefixes = [os.fsencode(u) + b"/" if u else b"" for u in found.unreadable]
         away = [w for k, w in rows.items() if k not in self.seen and any(k.startswith(p) for p in prefixes)]
         self.seen |= {w.path for w in away}
-        lib.set_unavailable([w.id for w in away])
+        lib.files.set_unavailable([w.id for w in away])
         r.unavailable = len(away)
         for f in found.files:
             row = rows.get(f.key)
@@ -172,7 +239,7 @@ class _IndexRun:
                 self.tasks.append(_Task(f, row.hash if row.status == "ok" else None))
         # vanished rows whose size matches no file to read cannot have moved: drop them now
         sizes = {t.file.size for t in self.tasks}
-        r.removed += lib.delete_files([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
+        r.removed += lib.files.delete([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
         self.total_bytes = sum(t.file.size for t in self.tasks) or 1
         return frozenset(w.hash for w in rows.values()
                          if w.hash and (w.has_vector or (w.status == "error" and not self.retry_failed)))
@@ -208,14 +275,14 @@ class _IndexRun:
                     yield self.progress("reading files")
                 continue
             if self.handle(msg):
-                yield self.progress(display_name(self.tasks[msg[1]].file.rel))
+                yield self.progress(display_name(self.tasks[msg.task].file.rel))
             if time.monotonic() - last_save > self.checkpoint_seconds:
-                self.lib.save_index(self.model_id)
+                self.lib.vectors.save(self.model_id)
                 last_save = time.monotonic()
         # what vanished and was not found elsewhere leaves the catalog and the index
-        rows = self.lib.rows(self.model_id)
-        self.report.removed += self.lib.delete_files([w.id for k, w in rows.items() if k not in self.seen])
-        self.lib.save_index(self.model_id)
+        rows = self.lib.files.rows(self.model_id)
+        self.report.removed += self.lib.files.delete([w.id for k, w in rows.items() if k not in self.seen])
+        self.lib.vectors.save(self.model_id)
         yield from self.text_pass()
         if self.model_id in self.lib.model_errors():
             self.lib.set_model_error(self.model_id, None)  # it works now
@@ -227,10 +294,10 @@ class _IndexRun:
         """Derive the text of new, renamed and changed files (names, folders, tags: no audio is read) and embed
         the sentences that changed; upgraded catalogs get all their text here."""
         lib, r = self.lib, self.report
-        stale = lib.stale_texts()
+        stale = lib.text.stale()
         for n, (fid, key, mtime_ns) in enumerate(stale):
             text = derive_text(lib.root, key)
-            if lib.store_text(fid, key, mtime_ns, text):
+            if lib.text.store(fid, key, mtime_ns, text):
                 r.texts += 1
                 if text.problem:
                     r.tag_problems.append(FailedFile(os.fsdecode(key), text.problem, fid))
@@ -239,18 +306,18 @@ class _IndexRun:
         enc = self.text_encoder
         if enc is None:
             return
-        lib.register_text_model(enc)
-        lib.vector_index(enc.model_id)
-        pending = lib.pending_text_vectors(enc.model_id)
+        lib.text.register_model(enc)
+        lib.vectors.index(enc.model_id)
+        pending = lib.text.pending_vectors(enc.model_id)
         done = 0
         for start in range(0, len(pending), TEXT_BATCH):  # the encoder runs each chunk 64 per forward pass
             chunk = pending[start:start + TEXT_BATCH]
             batch = embed_sentences(enc, chunk)
             r.text_vectors += sum(v is not None for _, _, v in batch)
-            lib.store_text_vectors(enc.model_id, batch)
+            lib.text.store_vectors(enc.model_id, batch)
             done += len(chunk)
             yield {**self.progress(f"embedding names and tags ({done}/{len(pending)})"), "step": len(self.tasks)}
-        lib.save_index(enc.model_id)
+        lib.vectors.save(enc.model_id)
 
     def shutdown(self) -> None:
         self.stop.set()
@@ -262,54 +329,54 @@ class _IndexRun:
             with contextlib.suppress(queue.Empty):
                 while True:
                     self.out.get_nowait()
-        self.lib.save_index(self.model_id)
+        self.lib.vectors.save(self.model_id)
         if self.text_encoder is not None:
-            self.lib.save_index(self.text_encoder.model_id)
+            self.lib.vectors.save(self.text_encoder.model_id)
 
     # ------------------------------------------------------------------------------------------ messages
 
-    def handle(self, msg: tuple[Any, ...]) -> bool:
+    def handle(self, msg: Message) -> bool:
         """Act on one reader message; True when there is progress to report."""
-        kind, i = msg[0], msg[1]
-        if kind == "fatal":  # raised here, in the job: it stops, and no file is marked failed
-            raise msg[2]
+        if isinstance(msg, Fatal):  # raised here, in the job: it stops, and no file is marked failed
+            raise msg.error
+        i = msg.task
         t = self.tasks[i]
-        if kind == "windows":
-            new = len(msg[2])
-            flushed = bool(self.batch) and sum(len(w) for _, w, _ in self.batch) + new > self.batch_size
-            if flushed:
-                self.flush()
-            self.state.setdefault(i, _Pending()).waiting += new
-            self.batch.append((i, msg[2], msg[3]))
-            return flushed
-        if kind == "done":
-            self.state.setdefault(i, _Pending()).done = msg[2:]
-            self.outstanding -= 1
-            if sum(len(w) for _, w, _ in self.batch) >= self.batch_size:
-                self.flush()
-                return True
-            return False
+        match msg:
+            case Windows(windows=windows, cover=cover):
+                flushed = bool(self.batch) and sum(len(w) for _, w, _ in self.batch) + len(windows) > self.batch_size
+                if flushed:
+                    self.flush()
+                self.state.setdefault(i, _Pending()).waiting += len(windows)
+                self.batch.append((i, windows, cover))
+                return flushed
+            case Done():
+                self.state.setdefault(i, _Pending()).done = msg
+                self.outstanding -= 1
+                if sum(len(w) for _, w, _ in self.batch) >= self.batch_size:
+                    self.flush()
+                    return True
+                return False
         self.forget(i)
-        if kind == "changed":
+        if isinstance(msg, Changed):
             self.report.requeued += 1
             if t.tries < self.max_requeue:
                 t.tries, t.digest = t.tries + 1, None
                 self.pool.submit(self.reader, i, t)
                 return False
-            msg = ("error", i, None, f"{display_name(t.file.rel)}: the file kept changing while it was being "
-                   "indexed", None)
-            kind = "error"
-        if kind == "known":
-            self.collect()  # files whose windows are all embedded are committed first, as before the model had a
-            self.store_ready()  # thread of its own: a known hash one of them replaced is then stale, not a copy
-            if not self.store_known(t, *msg[2:]):
-                t.reuse = False  # its content was replaced meanwhile: read it after all
-                self.pool.submit(self.reader, i, t)
-                return False
-        elif kind == "error":
-            self.store_error(t, *msg[2:])
-        elif kind == "gone":
-            self.seen.discard(t.file.key)
+            msg = Error(i, None, f"{display_name(t.file.rel)}: the file kept changing while it was being indexed",
+                        None)
+        match msg:
+            case Known(digest=digest, stat=stat):
+                self.collect()  # files whose windows are all embedded are committed first, as before the model
+                self.store_ready()  # had a thread of its own: a known hash one of them replaced is then stale
+                if not self.store_known(t, digest, stat):
+                    t.reuse = False  # its content was replaced meanwhile: read it after all
+                    self.pool.submit(self.reader, i, t)
+                    return False
+            case Error(digest=digest, message=message, stat=stat):
+                self.store_error(t, digest, message, stat)
+            case Gone():
+                self.seen.discard(t.file.key)
         self.outstanding -= 1
         self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
         return True
@@ -369,11 +436,11 @@ class _IndexRun:
 
     def store_embedded(self, i: int) -> None:
         t, p = self.tasks[i], self.state.pop(i)
-        digest, info, st = p.done
+        digest, info, st = p.done.digest, p.done.info, p.done.stat
         vecs, cover = np.concatenate(p.vectors), np.concatenate(p.cover)  # (W, D), (W,)
         meta = {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
                 "status": "ok", "error": None}
-        outcome = self.lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
+        outcome = self.lib.files.record(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
                                        meta=meta, vectors=pool(vecs, cover))
         (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
         self.report.windows += len(vecs)
@@ -383,11 +450,11 @@ class _IndexRun:
     def store_known(self, t: _Task, digest: str, st: os.stat_result) -> bool:
         """Content already catalogued (moved, copied, touched); False if it no longer is."""
         lib, r = self.lib, self.report
-        outcome = lib.record_file(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen, reuse=True)
+        outcome = lib.files.record(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen, reuse=True)
         if outcome == "stale":
             return False
         if outcome == "failed":
-            r.failed.append(FailedFile(t.file.rel, lib.file_error(t.file.key)))
+            r.failed.append(FailedFile(t.file.rel, lib.files.error_of(t.file.key)))
         elif outcome == "touched":
             r.touched += 1
         else:
@@ -397,7 +464,7 @@ class _IndexRun:
     def store_error(self, t: _Task, digest: str | None, message: str, st: os.stat_result | None) -> None:
         size, mtime_ns = (st.st_size, st.st_mtime_ns) if st else (t.file.size, t.file.mtime_ns)
         meta = {"duration": None, "sample_rate": None, "channels": None, "status": "error", "error": message}
-        self.lib.record_file(self.model_id, t.file, size, mtime_ns, digest, self.seen, meta=meta)
+        self.lib.files.record(self.model_id, t.file, size, mtime_ns, digest, self.seen, meta=meta)
         self.report.failed.append(FailedFile(t.file.rel, message))
 
 
@@ -413,7 +480,7 @@ def index_library(
     retry_failed: bool = False,
     max_requeue: int = 2,
     rehash: bool = False,
-    text_encoder: Embedder | None = None,
+    text_encoder: TextEncoder | None = None,
 ) -> Job[IndexReport]:
     """Bring the catalog and `embedder`'s index up to date with the folder; returns an IndexReport.
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,6 +42,31 @@ class Embedder(Protocol):
 
     def embed_text(self, texts: list[str]) -> np.ndarray:
         """N texts -> (N, dim) in the same space as the audio vectors."""
+        ...
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    """What the text channel needs from a sentence encoder (app.services.text_tower.SentenceEncoder)."""
+
+    model_id: str  # "text:<encoder>": its vectors are stored like a model's
+    dim: int
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        """N texts -> (N, dim) unit vectors."""
+        ...
+
+
+@runtime_checkable
+class PreparingEmbedder(Embedder, Protocol):
+    """An embedder whose front end can run apart from its model (the indexer's reader threads run it)."""
+
+    def prepare_windows(self, audio_windows: np.ndarray) -> Any:  # noqa: ANN401 - the embedder's own batch type
+        """(W, samples) float32 -> the model's input for them."""
+        ...
+
+    def embed_prepared(self, batches: Sequence[Any]) -> np.ndarray:
+        """Prepared batches (of one or several files) -> (their windows, dim), in order."""
         ...
 
 

@@ -11,6 +11,7 @@ import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import overload
 
 from app.services.audio import SUPPORTED_EXTENSIONS, display_name
 from app.services.library.records import PathLike
@@ -100,8 +101,17 @@ def _entry_error(path: str, e: OSError) -> str:
     return f"{display_name(path)}: cannot look at it ({e.strerror or e}); skipped"
 
 
+@overload
+def hash_file(path: PathLike, stop: None = None, chunk: int = ...) -> str: ...
+
+
+@overload
+def hash_file(path: PathLike, stop: threading.Event, chunk: int = ...) -> str | None: ...
+
+
 def hash_file(path: PathLike, stop: threading.Event | None = None, chunk: int = 1 << 20) -> str | None:
-    """SHA-256 hex of the file's bytes; None if `stop` was set while reading."""
+    """SHA-256 hex of the file's bytes, the one file hasher (library files, index files, checkpoints); None if
+    `stop` was set while reading."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(chunk):

@@ -8,7 +8,7 @@ Three phases, each resumable:
    writing a part file every `part_files` files: safetensors with each file's mean and window vectors, and
    its size, mtime, hash and audio facts (or its error) as JSON metadata;
 3. merge (rank 0): commit every part entry whose file is unchanged on disk into the SQLite catalog and the
-   FAISS index through the library's public API (`Library.record_file`), then run the ordinary incremental
+   FAISS index through the library's public API (`library.files.record`), then run the ordinary incremental
    index job, which finds those files up to date and takes care of deletions, moves and anything a part
    missed; finally the shard folder is removed.
 Ranks other than 0 never open the catalog: they read the plan and write their own part files only.
@@ -30,10 +30,10 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from app.services.audio import AudioError, audio_info
-from app.services.library.core import Library
 from app.services.library.embedding import embed_file
 from app.services.library.indexer import index_library
-from app.services.library.records import BrokenModelError, Embedder, IndexReport
+from app.services.library.library import Library
+from app.services.library.records import BrokenModelError, Embedder, IndexReport, TextEncoder
 from app.services.library.scan import ScannedFile, hash_file, scan_folder
 from core import distributed as ddp
 from core.checkpoints import CheckpointError, safetensors_metadata
@@ -47,7 +47,7 @@ def shard_dir(lib: Library, model_id: str) -> Path:
 
 def plan_files(lib: Library, model_id: str) -> list[ScannedFile]:
     """Files on disk whose catalog row for `model_id` is missing, changed, or has no vector yet."""
-    rows = lib.rows(model_id)
+    rows = lib.files.rows(model_id)
     todo = []
     for f in scan_folder(lib.root).files:
         row = rows.get(f.key)
@@ -160,20 +160,20 @@ def merge_parts(lib: Library, folder: Path, model_id: str) -> Job:
             if "error" in e:
                 meta = {"duration": None, "sample_rate": None, "channels": None, "status": "error",
                         "error": e["error"]}
-                lib.record_file(model_id, f, f.size, f.mtime_ns, e["hash"], seen, meta=meta)
+                lib.files.record(model_id, f, f.size, f.mtime_ns, e["hash"], seen, meta=meta)
             else:
                 meta = {"duration": e["duration"], "sample_rate": e["sample_rate"], "channels": e["channels"],
                         "status": "ok", "error": None}
-                lib.record_file(model_id, f, f.size, f.mtime_ns, e["hash"], seen, meta=meta,
+                lib.files.record(model_id, f, f.size, f.mtime_ns, e["hash"], seen, meta=meta,
                            vectors=(arrays[f"mean.{j}"], arrays[f"windows.{j}"]))
             merged += 1
         yield {"step": k + 1, "total": len(parts), "message": f"merging {part.name}"}
-    lib.save_index(model_id)
+    lib.vectors.save(model_id)
     return merged
 
 
 def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp.DistContext,
-                      part_files: int = 64, text_encoder: Embedder | None = None) -> Job:
+                      part_files: int = 64, text_encoder: TextEncoder | None = None) -> Job:
     """The whole sharded run on one rank. Rank 0 returns (the final IndexReport, a dict of shard counts);
     the other ranks return None. Rank 0's final pass also brings the text channel up to date (`text_encoder`:
     the sentence encoder; None = keywords only)."""
@@ -199,7 +199,7 @@ def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp
         # deletions, moves, leftovers, and the names and tags of every file
         report: IndexReport = yield from index_library(lib, embedder, text_encoder=text_encoder)
         shutil.rmtree(folder, ignore_errors=True)
-        failures = [{"path": f.path, "error": f.error} for f in lib.failed_files()]
+        failures = [{"path": f.path, "error": f.error} for f in lib.files.failed()]
         return report, {"processes": ctx.world_size, "planned": len(files), "merged": merged,
                         "embedded_by_rank0": embedded, "failed_by_rank0": failed, "failures": failures}
     finally:

@@ -1,0 +1,129 @@
+"""A text query's candidates from both channels in one call, and the hits that show the best of them in another.
+
+    CandidateRequest + encode() --Library.candidates--> Candidates   (ids and each channel's raw scores)
+    file ids + query vector     --Library.hits-------> Hits         (windows, the text to highlight, tags)
+
+The keyword channel needs no query vector, so it runs (FTS5 on the catalog's read-only connection, in a thread)
+while `encode` computes the query's vectors on the caller's thread: the slowest part of a names search and the
+query encoding overlap instead of adding up. Then the nearest files of each vector channel; every candidate of
+one channel is scored exactly by the others (their vectors from the loaded indexes), so the fused ranking of the
+union does not depend on which channel found a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.services.library.records import Hit, MatchInfo, SearchFilters
+
+if TYPE_CHECKING:
+    from app.services.library.library import Library
+
+
+@dataclass(frozen=True)
+class QueryVectors:
+    """A query in each vector channel's space; None where that channel is not asked."""
+
+    sound: np.ndarray | None  # (D,) the retrieval model's text tower: compared with the audio vectors
+    text: np.ndarray | None  # (D',) the sentence encoder's: compared with the names' sentence vectors
+
+
+@dataclass(frozen=True)
+class CandidateRequest:
+    """What one text query asks of the library."""
+
+    sound_model: str  # the retrieval model's id (its audio vectors)
+    text_model: str | None  # the sentence encoder's id; None: no sentence vectors (keywords only)
+    n: int  # candidates per channel (sound only: the files returned)
+    keyword_parts: tuple[str, ...] = ()  # the query's FTS5 parts, OR-ed; none: no keyword channel
+    exclude: str | None = None  # FTS5 expression of the excluded words: their files never come back
+    common_cap: int = 0  # a part matching this many files or more is left out of the BM25 ranking, when another
+    # part is more specific (BM25 costs a step per matching file; such a word weighs next to nothing in it)
+    filters: SearchFilters | None = None
+    sound_only: bool = False  # the sound channel alone: its n nearest files, best first, nothing else scored
+
+
+@dataclass
+class Candidates:
+    """Each channel's raw scores over the union of the candidates (file id -> score); a file missing from one
+    has no score there (no keyword match, no vector)."""
+
+    keyword: dict[int, float]  # BM25, higher is better
+    semantic: dict[int, float]  # cosine of the names' sentence vector
+    sound: dict[int, float]  # cosine of the audio vector (sound only: best first)
+    query: QueryVectors  # the vectors they were scored with
+
+    def ids(self) -> list[int]:
+        return list(dict.fromkeys([*self.keyword, *self.semantic, *self.sound]))
+
+
+def gather(library: Library, request: CandidateRequest, encode: Callable[[], QueryVectors]) -> Candidates:
+    """`Library.candidates`: the request's candidates from both channels, scored over their union."""
+    search, filters = library.search, request.filters
+    with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
+        keywords = pool.submit(_keyword_candidates, library, request)
+        query = encode()  # leaving the block joins the keyword thread (its error, if any, is raised below)
+    excluded, found = keywords.result()
+    skip = sorted(excluded)
+    if request.sound_only:
+        sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip)
+                     ) if query.sound is not None else {}
+        return Candidates({}, {}, sound, query)
+    keyword: dict[int, float] = {}
+    if found:
+        allowed = search.allowed_files([f for f, _ in found], filters)
+        keyword = {f: s for f, s in found if f in allowed and f not in excluded}
+    semantic: dict[int, float] = {}
+    sound: dict[int, float] = {}
+    if query.text is not None and request.text_model is not None:
+        semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip))
+    if query.sound is not None:
+        sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip))
+    out = Candidates(keyword, semantic, sound, query)
+    if query.sound is not None:
+        fill(library, out.sound, out.ids(), request.sound_model, query.sound)
+    if query.text is not None and request.text_model is not None:
+        fill(library, out.semantic, out.ids(), request.text_model, query.text)
+    return out
+
+
+def fill(library: Library, scores: dict[int, float], ids: Sequence[int], model_id: str, q: np.ndarray) -> None:
+    """Add the cosine to q of every file among `ids` that `scores` lacks (files without a vector stay out)."""
+    missing = [f for f in ids if f not in scores]
+    if missing:
+        qn = np.asarray(q, np.float32) / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
+        scores.update(library.vectors.scores(model_id, missing, qn))
+
+
+def explained_hits(library: Library, file_ids: Sequence[int], model_id: str, query: np.ndarray | None
+                   ) -> dict[int, Hit]:
+    """`Library.hits`: hits of the given files with their per-window similarity to `query` (see
+    VectorSearch.hits_for), the text the why-matched display highlights (`match.fields`: name, folder, embedded
+    tags, user tags), the user's tags and the favourite mark. Scores are the caller's (0 here)."""
+    hits = library.search.hits_for(file_ids, model_id, query)
+    ids = list(hits)
+    fields, tags, favourites = library.text.fields(ids), library.user_tags.of_files(ids), \
+        library.user_tags.favourites(ids)
+    for fid, hit in hits.items():
+        path, tag_text = fields.get(fid, (hit.rel_path, ""))
+        hit.user_tags = tags.get(fid, [])
+        hit.favourite = fid in favourites
+        folder, _, name = path.rpartition("/")
+        hit.match = MatchInfo(fields={"name": name, "folder": folder, "tags": tag_text,
+                                      "user_tags": "; ".join(hit.user_tags)})
+    return hits
+
+
+def _keyword_candidates(library: Library, request: CandidateRequest) -> tuple[set[int], list[tuple[int, float]]]:
+    """The files the request excludes, and the best keyword matches (file id, BM25) beyond them."""
+    text = library.text
+    excluded = text.keyword_files(request.exclude) if request.exclude else set()
+    if request.sound_only or not request.keyword_parts:
+        return excluded, []
+    match = text.specific_match(request.keyword_parts, request.common_cap)
+    return excluded, (text.keyword_search(match, request.n + len(excluded)) if match else [])

@@ -1,0 +1,176 @@
+"""`FileTable`: the catalog's rows of files, as the indexer records them and the views read them.
+
+Paths are stored relative to the library root, '/'-separated, as BLOBs of the raw file-system bytes
+(`os.fsencode`): non-UTF-8 names round-trip exactly; in Python they are `os.fsdecode` strings (surrogate-escaped),
+and `audio.display_name` makes them printable. Moved or renamed files are recognised by hash and keep their row
+and vectors; a copy of a known file gets a copy of its vector (`record`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.services.library import catalog
+from app.services.library.catalog import KNOWN_CONTENT, CatalogRow, id_chunks
+from app.services.library.records import FailedFile, PathLike
+from app.services.library.scan import ScannedFile
+
+if TYPE_CHECKING:
+    from app.services.library.library import Library
+
+_ROW = ("SELECT id, path, size, mtime_ns, hash, status,"
+        " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id = ?) FROM files f")
+
+
+class FileTable:
+    """The files of a library's catalog (`library.files`)."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+
+    # -------------------------------------------------------------------------------------------- reading
+
+    def rows(self, model_id: str) -> dict[bytes, CatalogRow]:
+        """Every file row by relative path key; has_vector says whether `model_id` has its vector."""
+        with self.library.lock:
+            rows = self.library.db.execute(_ROW, (model_id,)).fetchall()
+        return {bytes(r[1]): CatalogRow(r[0], bytes(r[1]), *r[2:6], bool(r[6])) for r in rows}
+
+    def id_of(self, path: PathLike) -> int | None:
+        """Catalog id of a file given relative to the root or as an absolute path inside it."""
+        with self.library.lock:
+            r = self.library.db.execute("SELECT id FROM files WHERE path = ?", (self.key(path),)).fetchone()
+        return r[0] if r else None
+
+    def key(self, path: PathLike) -> bytes:
+        """The catalog's key of a path relative to the root or absolute inside it: '/'-separated bytes."""
+        p = os.fspath(path)
+        if os.path.isabs(p):
+            p = os.path.relpath(p, self.library.root)
+        return os.fsencode(p.replace(os.sep, "/")).strip(b"/")
+
+    def error_of(self, key: bytes) -> str:
+        """The recorded error of the file at relative path key ('' if none)."""
+        with self.library.lock:
+            r = self.library.db.execute("SELECT error FROM files WHERE path = ?", (key,)).fetchone()
+        return (r[0] or "") if r else ""
+
+    def failed(self) -> list[FailedFile]:
+        """Files that could not be read, by path."""
+        with self.library.lock:
+            rows = self.library.db.execute("SELECT id, path, error FROM files WHERE status = 'error' ORDER BY path"
+                                           ).fetchall()
+        return [FailedFile(os.fsdecode(bytes(p)), e or "", i) for i, p, e in rows]
+
+    def folders(self) -> list[str]:
+        """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
+        with self.library.lock:
+            rows = self.library.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
+        found: set[str] = set()
+        for (p,) in rows:
+            parts = os.fsdecode(bytes(p)).split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                found.add("/".join(parts[:i]))
+        return sorted(found)
+
+    # -------------------------------------------------------------------------------------------- writing
+
+    def record(self, model_id: str, f: ScannedFile, size: int, mtime_ns: int, digest: str | None,
+               seen: set[bytes], *, meta: dict[str, Any] | None = None,
+               vectors: tuple[np.ndarray, np.ndarray] | None = None, reuse: bool = False) -> str:
+        """Record one file's outcome in one transaction; returns embedded|moved|copied|touched|failed|stale.
+
+        seen: relative path keys present in the folder (a row whose path is not seen may be adopted as a
+        move). meta: duration, sample_rate, channels, status, error of newly read content. vectors: (mean (D,),
+        windows (W, D)) for `model_id`, L2-normalised. reuse: the content (digest) is already in the catalog:
+        take metadata and vector from there ('stale' when it no longer is). The in-memory index follows;
+        its file is written by `library.vectors.save`.
+        """
+        store = self.library.vectors
+        key = f.key
+        outcome = "failed" if meta and meta["status"] == "error" else "embedded"
+        with self.library.transaction() as db:
+            if reuse and db.execute(KNOWN_CONTENT + " LIMIT 1", (digest, model_id, -1)).fetchone() is None:
+                return "stale"  # the content was replaced during this run: the caller reads the file after all
+            removed: list[int] = []
+            target = self._row_at(key, model_id)
+            if target is None and digest is not None:
+                for r in db.execute("SELECT id, path FROM files WHERE hash = ? ORDER BY id", (digest,)):
+                    if bytes(r[1]) not in seen:  # its file is gone: this is where it went
+                        db.execute("UPDATE files SET path = ? WHERE id = ?", (key, r[0]))
+                        target = self._row_at(key, model_id)
+                        outcome = "moved"
+                        break
+            if target is not None and target.hash != digest:
+                removed += store.drop(db, target.id)  # new content: every model's vector is stale
+                target.has_vector = False
+            if reuse:
+                src = db.execute(KNOWN_CONTENT + " LIMIT 1", (digest, model_id, target.id if target else -1)
+                                 ).fetchone()
+                meta = dict(zip(("duration", "sample_rate", "channels", "status", "error"), src[1:], strict=True))
+                if target is not None and target.id == src[0]:
+                    outcome = "moved" if outcome == "moved" else "touched"
+                elif outcome != "moved":
+                    outcome = "failed" if meta["status"] == "error" else "copied"
+            now = time.time()
+            if target is None:
+                cur = db.execute(
+                    "INSERT INTO files(path, size, mtime_ns, hash, status, indexed_at) VALUES (?, ?, ?, ?, 'ok', ?)",
+                    (key, size, mtime_ns, digest, now))
+                target = CatalogRow(int(cur.lastrowid), key, size, mtime_ns, digest, "ok", False)
+            db.execute("UPDATE files SET size = ?, mtime_ns = ?, hash = ?, indexed_at = ?, format = ? WHERE id = ?",
+                       (size, mtime_ns, digest, now, catalog.file_format(key), target.id))
+            if meta is not None:
+                db.execute("UPDATE files SET duration = ?, sample_rate = ?, channels = ?, status = ?, error = ?"
+                           " WHERE id = ?", (meta["duration"], meta["sample_rate"], meta["channels"],
+                                             meta["status"], meta["error"], target.id))
+                if meta["status"] == "error":
+                    removed += store.drop(db, target.id)
+            added: tuple[int, np.ndarray] | None = None
+            if vectors is not None or (reuse and meta["status"] == "ok" and not target.has_vector):
+                if vectors is not None:
+                    mean, windows = vectors
+                    blob, wblob, n = mean.tobytes(), windows.tobytes(), len(windows)
+                else:
+                    blob, n, wblob = db.execute(
+                        "SELECT v.vector, v.n_windows, v.windows FROM vectors v JOIN files f ON f.id = v.file_id"
+                        " WHERE f.hash = ? AND v.model_id = ? LIMIT 1", (digest, model_id)).fetchone()
+                removed += store.drop(db, target.id, model_id)
+                cur = db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows)"
+                                 " VALUES (?, ?, ?, ?, ?)", (model_id, target.id, blob, n, wblob))
+                added = (int(cur.lastrowid), np.frombuffer(blob, dtype=np.float32))
+        # the catalog has committed: bring the in-memory index along (the file is written at checkpoints)
+        with self.library.lock:
+            store.unindex(removed)
+            if added is not None:
+                store.add(model_id, [added[0]], added[1][None])
+        return outcome
+
+    def set_unavailable(self, file_ids: Sequence[int]) -> None:
+        """Mark exactly these files unavailable (under a folder that cannot be listed right now): their rows
+        and vectors are kept but hidden from results; every other file is available again."""
+        with self.library.transaction() as db:
+            db.execute("UPDATE files SET available = 1 WHERE available = 0")
+            for part, marks in id_chunks(file_ids):
+                db.execute(f"UPDATE files SET available = 0 WHERE id IN ({marks})", part)
+
+    def delete(self, file_ids: Sequence[int]) -> int:
+        """Remove file rows and all their vectors (one transaction); returns how many."""
+        if not file_ids:
+            return 0
+        removed: list[int] = []
+        with self.library.transaction() as db:
+            for fid in file_ids:
+                removed += self.library.vectors.drop(db, fid)
+                db.execute("DELETE FROM files WHERE id = ?", (fid,))
+        self.library.vectors.unindex(removed)
+        return len(file_ids)
+
+    def _row_at(self, key: bytes, model_id: str) -> CatalogRow | None:
+        r = self.library.db.execute(_ROW + " WHERE path = ?", (model_id, key)).fetchone()
+        return CatalogRow(*r[:6], bool(r[6])) if r else None

@@ -1,0 +1,200 @@
+"""`Library`: a folder of sounds, its catalog, and the parts that work on them.
+
+A `Library` opens (and, when damaged, salvages) the SQLite catalog and owns one connection to it, its lock and
+its transactions; everything else is a part it owns, each with one job, talking to the others through their
+public methods:
+
+    library.files      the files table: what the indexer records, moves, copies, failures (file_table.py)
+    library.vectors    one FAISS index per model, kept in agreement with the catalog (vectors.py)
+    library.search     nearest files by a model's vectors, with filters (vector_search.py)
+    library.text       the text channel: names, folders, tags -> keywords (FTS5) and sentence vectors
+                       (text_channel.py)
+    library.user_tags  the user's tags and favourites (user_tags.py)
+
+A text search asks it two things (candidates.py): `candidates`, each channel's candidates scored over their
+union, and `hits`, the chosen files ready to show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from app.services.audio import display_name
+from app.services.library import catalog
+from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, explained_hits, gather
+from app.services.library.catalog import CATALOG_NAME
+from app.services.library.file_table import FileTable
+from app.services.library.records import DiskFullError, Embedder, Hit, LibraryError, LibraryStats, PathLike
+from app.services.library.text_channel import TextChannel, is_text_model
+from app.services.library.user_tags import UserTags
+from app.services.library.vector_search import VectorSearch
+from app.services.library.vectors import VectorStore
+from app.services.vector_index import IndexConfig
+
+
+class Library:
+    """A folder of sounds with its catalog and per-model vector indexes. Thread-safe (one lock, `lock`)."""
+
+    def __init__(self, root: Path, catalog_dir: Path, db: sqlite3.Connection, index_config: IndexConfig) -> None:
+        self.root = root
+        self.catalog_dir = catalog_dir
+        self.db = db  # read it under `lock`; write only through `transaction`; None once closed
+        self.index_config = index_config
+        self.events: list[str] = []  # what opening had to repair, for logs and tests
+        self.lock = threading.RLock()
+        self._indexing = False
+        self.files = FileTable(self)
+        self.vectors = VectorStore(self)
+        self.search = VectorSearch(self)
+        self.text = TextChannel(self)
+        self.user_tags = UserTags(self)
+
+    # ---------------------------------------------------------------------------------------- open/close
+
+    @classmethod
+    def open(cls, root: PathLike, index_config: IndexConfig | None = None) -> Library:
+        root = Path(os.path.abspath(root))
+        if not root.is_dir():
+            raise LibraryError(f"{display_name(root)}: not a folder")
+        catalog_dir = catalog.catalog_dir_for(root)
+        events = []
+        for stale in catalog_dir.glob(".index-*.tmp"):  # an interrupted index write
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        path = catalog_dir / CATALOG_NAME
+        try:
+            try:
+                db = catalog.connect(path)
+                problems = catalog.quick_check(db)
+            except sqlite3.OperationalError:
+                raise  # locked, disk full, ...: not damage
+            except sqlite3.DatabaseError as e:  # "not a database", "malformed"
+                db, problems = None, [str(e)]
+            if problems:
+                if db is not None:
+                    db.close()
+                events.append(f"{catalog.salvage(path)} [{'; '.join(problems)[:300]}]")
+                for index_file in catalog_dir.glob("index-*.faiss"):  # rebuilt from the kept vectors
+                    with contextlib.suppress(OSError):
+                        index_file.unlink()
+                db = catalog.connect(path)
+        except sqlite3.OperationalError as e:
+            if catalog.is_disk_full(e):
+                raise DiskFullError(catalog.disk_full_message(path)) from None
+            raise LibraryError(f"{display_name(path)}: cannot open the catalog ({e})") from None
+        lib = cls(root, catalog_dir, db, index_config or IndexConfig())
+        lib.events.extend(events)
+        return lib
+
+    def close(self) -> None:
+        with self.lock:
+            if self.db is None:
+                return
+            self.vectors.save_all()
+            self.text.close_reader()
+            self.db.close()
+            self.db = None  # type: ignore[assignment]
+            self.vectors.unload()
+
+    @property
+    def closed(self) -> bool:
+        return self.db is None
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.catalog_dir / CATALOG_NAME
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; a full disk becomes a DiskFullError (nothing committed before is
+        lost)."""
+        with self.lock:
+            if self.db is None:
+                raise LibraryError("the library is closed")
+            try:
+                with catalog.transaction(self.db) as db:
+                    yield db
+            except sqlite3.OperationalError as e:
+                if catalog.is_disk_full(e):
+                    raise DiskFullError(catalog.disk_full_message(self.catalog_path)) from None
+                raise
+
+    @contextlib.contextmanager
+    def indexing(self) -> Iterator[None]:
+        """Held by the one indexing job a library may run at a time; a second one gets a LibraryError."""
+        with self.lock:
+            if self._indexing:
+                raise LibraryError(f"{display_name(self.root)} is already being indexed")
+            self._indexing = True
+        try:
+            yield
+        finally:
+            self._indexing = False
+
+    # ------------------------------------------------------------------------------------------- models
+
+    def register_model(self, e: Embedder) -> None:
+        """Record (or check) the model's dimension, sample rate and window length."""
+        with self.transaction() as db:
+            row = db.execute("SELECT dim, sample_rate, window_seconds FROM models WHERE model_id = ?",
+                             (e.model_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO models(model_id, dim, sample_rate, window_seconds) VALUES (?, ?, ?, ?)",
+                           (e.model_id, int(e.dim), int(e.sample_rate), float(e.window_seconds)))
+            elif row[0] != e.dim:
+                raise LibraryError(f"model {e.model_id!r} has {e.dim}-d vectors but the catalog holds {row[0]}-d")
+            elif row[1] != e.sample_rate or row[2] != e.window_seconds:
+                db.execute("UPDATE models SET sample_rate = ?, window_seconds = ? WHERE model_id = ?",
+                           (int(e.sample_rate), float(e.window_seconds), e.model_id))
+
+    def set_model_error(self, model_id: str, error: str | None) -> None:
+        """Record why a model was refused (None: it works); other models are not touched."""
+        with self.transaction() as db:
+            db.execute("UPDATE models SET error = ? WHERE model_id = ?", (error, model_id))
+
+    def model_errors(self) -> dict[str, str]:
+        """model_id -> why it was refused, for models refused as broken."""
+        with self.lock:
+            return dict(self.db.execute("SELECT model_id, error FROM models WHERE error IS NOT NULL").fetchall())
+
+    # ------------------------------------------------------------------------------------ a query, in two calls
+
+    def candidates(self, request: CandidateRequest, encode: Callable[[], QueryVectors]) -> Candidates:
+        """A text query's candidates from both channels, scored over their union (candidates.py); the keywords
+        are ranked on another thread while `encode()` computes the query's vectors on this one."""
+        return gather(self, request, encode)
+
+    def hits(self, file_ids: Sequence[int], model_id: str, query: np.ndarray | None) -> dict[int, Hit]:
+        """The hits of chosen files: per-window scores against `query` (D,), the text to highlight, the user's
+        tags, the favourite mark (candidates.py)."""
+        return explained_hits(self, file_ids, model_id, query)
+
+    # -------------------------------------------------------------------------------------------- reading
+
+    def stats(self) -> LibraryStats:
+        with self.lock:
+            files, ok, secs = self.db.execute(
+                "SELECT count(*), coalesce(sum(status = 'ok'), 0), coalesce(sum(CASE WHEN status = 'ok'"
+                " THEN duration END), 0) FROM files").fetchone()
+            vectors = dict(self.db.execute(
+                "SELECT m.model_id, count(v.id) FROM models m LEFT JOIN vectors v ON v.model_id = m.model_id"
+                " GROUP BY m.model_id").fetchall())
+            away = self.db.execute("SELECT count(*) FROM files WHERE available = 0").fetchone()[0]
+            problems = self.db.execute("SELECT count(*) FROM texts WHERE problem IS NOT NULL").fetchone()[0]
+        text = sum(n for m, n in vectors.items() if is_text_model(m))
+        audio = {m: n for m, n in vectors.items() if not is_text_model(m)}
+        return LibraryStats(self.root, self.catalog_path, files, ok, files - ok, float(secs), audio, away, text,
+                            problems)

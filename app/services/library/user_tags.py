@@ -1,0 +1,138 @@
+"""`UserTags`: the user's own tags and favourite marks of a library's files.
+
+They live in their own tables and belong to the file row, so they survive re-indexing, renames and moves. A tag
+change rewrites the file's keyword row at once (the text channel's `write_keywords`); re-embedding its sentence
+is the caller's (search/tags.py: `TagEditor`), which holds the sentence encoder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from app.services.library.catalog import id_chunks
+from app.services.library.records import LibraryError
+
+if TYPE_CHECKING:
+    from app.services.library.library import Library
+
+MAX_TAG_CHARS = 64
+TAG_SEPARATOR = ";"  # between tags in the CSV export/import and on the command line
+_BAD_TAG = re.compile(r"[\x00-\x1f\x7f;]")
+
+
+def normalise_tag(tag: str) -> str:
+    """A user tag as stored: whitespace collapsed; refused (ValueError, saying why) when empty, too long, or
+    containing ';' (the export's separator) or control characters."""
+    if not isinstance(tag, str):
+        raise ValueError(f"a tag must be text, got {tag!r}")
+    t = " ".join(tag.split())
+    if not t:
+        raise ValueError("empty tag")
+    if len(t) > MAX_TAG_CHARS:
+        raise ValueError(f"tag {t[:20]!r}… is {len(t)} characters long (at most {MAX_TAG_CHARS})")
+    if _BAD_TAG.search(t):
+        raise ValueError(f"tag {t!r} contains ';' or a control character")
+    return t
+
+
+class UserTags:
+    """The user's tags and favourites of a library (`library.user_tags`)."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+
+    # -------------------------------------------------------------------------------------------- editing
+
+    def add(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        """Add tags to files (several at once); returns the files whose tags changed. Unknown ids: LibraryError."""
+        clean = list(dict.fromkeys(normalise_tag(t) for t in tags))
+        return self._edit(file_ids, lambda db, fid: sum(
+            db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
+                       (fid, t, time.time())).rowcount for t in clean))
+
+    def remove(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        """Remove tags from files; returns the files whose tags changed."""
+        clean = list(dict.fromkeys(" ".join(str(t).split()) for t in tags))
+        return self._edit(file_ids, lambda db, fid: sum(
+            db.execute("DELETE FROM user_tags WHERE file_id = ? AND tag = ?", (fid, t)).rowcount for t in clean))
+
+    def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
+        with self.library.transaction() as db:
+            for fid in self._known_ids(db, file_ids):
+                if on:
+                    db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) VALUES (?, ?)", (fid, time.time()))
+                else:
+                    db.execute("DELETE FROM favourites WHERE file_id = ?", (fid,))
+
+    # -------------------------------------------------------------------------------------------- reading
+
+    def of(self, file_id: int) -> list[str]:
+        """One file's tags, sorted."""
+        return self.of_files([file_id]).get(int(file_id), [])
+
+    def of_files(self, file_ids: Sequence[int]) -> dict[int, list[str]]:
+        """file id -> its tags, sorted (files without tags left out)."""
+        out: dict[int, list[str]] = {}
+        with self.library.lock:
+            for part, marks in id_chunks(file_ids):
+                for fid, tag in self.library.db.execute(
+                        f"SELECT file_id, tag FROM user_tags WHERE file_id IN ({marks}) ORDER BY tag", part):
+                    out.setdefault(fid, []).append(tag)
+        return out
+
+    def favourites(self, file_ids: Sequence[int] | None = None) -> set[int]:
+        """The favourite files (among `file_ids`, when given)."""
+        db = self.library.db
+        with self.library.lock:
+            if file_ids is None:
+                return {r[0] for r in db.execute("SELECT file_id FROM favourites")}
+            out = set()
+            for part, marks in id_chunks(file_ids):
+                out.update(r[0] for r in db.execute(f"SELECT file_id FROM favourites WHERE file_id IN ({marks})",
+                                                    part))
+            return out
+
+    def all(self) -> list[str]:
+        """Every tag in use, sorted without regard to case."""
+        with self.library.lock:
+            return [r[0] for r in self.library.db.execute(
+                "SELECT DISTINCT tag FROM user_tags ORDER BY tag COLLATE NOCASE")]
+
+    def table(self) -> Iterator[tuple[str, list[str], bool]]:
+        """(relative path, tags, favourite) of every file with tags or a favourite mark, by path: the export."""
+        with self.library.lock:
+            rows = self.library.db.execute(
+                "SELECT f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
+                " WHERE u.file_id = f.id ORDER BY tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
+                " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
+                " OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.path").fetchall()
+        for path, tags, fav in rows:
+            yield os.fsdecode(bytes(path)), tags.split("\x1f") if tags else [], bool(fav)
+
+    # ---------------------------------------------------------------------------------------------- inside
+
+    def _edit(self, file_ids: Sequence[int], edit: Callable[[sqlite3.Connection, int], int]) -> list[int]:
+        changed = []
+        with self.library.transaction() as db:
+            for fid in self._known_ids(db, file_ids):
+                if edit(db, fid):
+                    self.library.text.write_keywords(db, fid)
+                    changed.append(fid)
+        return changed
+
+    @staticmethod
+    def _known_ids(db: sqlite3.Connection, file_ids: Sequence[int]) -> list[int]:
+        ids = list(dict.fromkeys(int(i) for i in file_ids))
+        known = set()
+        for part, marks in id_chunks(ids):
+            known.update(r[0] for r in db.execute(f"SELECT id FROM files WHERE id IN ({marks})", part))
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise LibraryError(f"no such file in the library: id {', '.join(map(str, missing[:5]))}"
+                               f"{' …' if len(missing) > 5 else ''}")
+        return ids

@@ -1,0 +1,243 @@
+"""`VectorStore`: the library's vectors, one FAISS index per model, kept in agreement with the catalog.
+
+The catalog (SQLite) is the source of truth; each FAISS file next to it is a cache, repaired or rebuilt from the
+vectors in SQLite when it is missing, damaged or out of date. Vector ids come from an AUTOINCREMENT column and are
+never reused (across models too), so "the same set of ids" means "the same vectors". An index changed in memory
+is written at checkpoints (`save`), with its SHA-256 recorded so that the next open can trust it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.services.library.catalog import id_chunks
+from app.services.library.records import LibraryError
+from app.services.library.scan import hash_file
+from app.services.vector_index import IndexFileError, VectorIndex
+
+if TYPE_CHECKING:
+    from app.services.library.library import Library
+
+
+class VectorStore:
+    """The per-model vector indexes of a library (`library.vectors`); thread-safe under the library's lock."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+        self._indexes: dict[str, VectorIndex] = {}
+        self._dirty: set[str] = set()  # models whose in-memory index differs from its file
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self.library.lock
+
+    # ----------------------------------------------------------------------------------------- the indexes
+
+    def path(self, model_id: str) -> Path:
+        """The model's FAISS file."""
+        return self.library.catalog_dir / f"index-{hashlib.sha256(model_id.encode()).hexdigest()[:16]}.faiss"
+
+    def index(self, model_id: str) -> VectorIndex | None:
+        """The model's index, loaded once and made to agree with the catalog; None for an unknown model.
+
+        The file is trusted when its SHA-256 is the one recorded when it was written. Otherwise (damaged in
+        place, copied from another library, written before checksums, or left stale by a crash) its
+        vectors are compared with the catalog's: any that differ -> rebuilt from the catalog; all agree ->
+        only the ids missing or extra are repaired.
+        """
+        db, events = self.library.db, self.library.events
+        with self.lock:
+            if model_id in self._indexes:
+                return self._indexes[model_id]
+            row = db.execute("SELECT dim FROM models WHERE model_id = ?", (model_id,)).fetchone()
+            if row is None:
+                return None
+            dim = int(row[0])
+            path = self.path(model_id)
+            catalog_ids = np.array([r[0] for r in db.execute(
+                "SELECT id FROM vectors WHERE model_id = ?", (model_id,))], dtype=np.int64)
+            vi: VectorIndex | None = None
+            if path.exists():
+                try:
+                    vi = VectorIndex.load(path, dim, self.library.index_config)
+                except IndexFileError as e:
+                    events.append(f"rebuilding index: {e}")
+                if vi is not None and len(np.unique(vi.ids())) != len(vi):
+                    events.append(f"rebuilding index: {path.name} holds duplicate ids")
+                    vi = None
+                if vi is not None and not self._checksum_matches(model_id, path) and self._differs(model_id, vi):
+                    events.append(f"rebuilding index: {path.name} holds vectors that differ from the catalog")
+                    vi = None
+            elif len(catalog_ids):
+                events.append(f"rebuilding index: {path.name} is missing")
+            if vi is None:
+                ids, vecs = self._fetch(model_id)
+                vi = VectorIndex.build(dim, ids, vecs if vecs is not None else np.zeros((0, dim)),
+                                       self.library.index_config)
+                changed = True
+            else:
+                have = vi.ids()
+                extra, missing = np.setdiff1d(have, catalog_ids), np.setdiff1d(catalog_ids, have)
+                if len(extra):
+                    vi.remove(extra)
+                if len(missing):
+                    vi.add(*self._fetch(model_id, missing))
+                changed = bool(len(extra) or len(missing))
+                if changed:
+                    events.append(f"repaired index {path.name}: +{len(missing)} -{len(extra)} vectors")
+            self._indexes[model_id] = vi
+            if changed:
+                self._dirty.add(model_id)
+                self.save(model_id)
+            return vi
+
+    def kind(self, model_id: str) -> str | None:
+        """The FAISS tier of the model's index (flat, ivf, ...); None for an unknown model."""
+        vi = self.index(model_id)
+        return None if vi is None else vi.kind
+
+    def count(self, model_id: str) -> int:
+        """How many vectors a model's (in-memory) index holds: files searchable by it (0: it has nothing to say)."""
+        vi = self.index(model_id)
+        return len(vi) if vi is not None else 0
+
+    def counts(self, model_ids: Sequence[str]) -> list[int]:
+        """`count` of several models at once."""
+        return [self.count(m) for m in model_ids]
+
+    def save(self, model_id: str) -> None:
+        """Write the model's index atomically if it changed, and record its checksum in the catalog; a failure
+        (full disk, ...) only costs a repair next time."""
+        with self.lock:
+            vi = self._indexes.get(model_id)
+            if vi is None or model_id not in self._dirty:
+                return
+            path = self.path(model_id)
+            try:
+                vi.save(path)
+                self._dirty.discard(model_id)
+                digest = hash_file(path)
+                with self.library.transaction() as db:
+                    db.execute("INSERT OR REPLACE INTO index_files(model_id, sha256, vectors) VALUES (?, ?, ?)",
+                               (model_id, digest, len(vi)))
+            except (OSError, RuntimeError, sqlite3.Error, LibraryError) as e:  # faiss raises RuntimeError
+                self.library.events.append(f"could not write index: {e}")
+
+    def save_all(self) -> None:
+        """Write every index that changed (closing the library)."""
+        with self.lock:
+            for model_id in list(self._dirty):
+                self.save(model_id)
+
+    def unload(self) -> None:
+        """Forget the loaded indexes (after `save_all`, when the library closes)."""
+        with self.lock:
+            self._indexes.clear()
+            self._dirty.clear()
+
+    # ------------------------------------------------------------------------------------- keeping in step
+
+    def add(self, model_id: str, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Add committed catalog vectors (N, D) to the model's loaded index; the file follows at `save`."""
+        with self.lock:
+            vi = self.index(model_id)
+            if vi is not None and len(vector_ids):
+                vi.add(list(vector_ids), vectors)
+                self._dirty.add(model_id)
+
+    def unindex(self, vector_ids: Sequence[int]) -> None:
+        """Take vectors out of the loaded indexes (any model; ids are unique across models)."""
+        if not vector_ids:
+            return
+        with self.lock:
+            for model_id, vi in self._indexes.items():
+                if vi.remove(list(vector_ids)):
+                    self._dirty.add(model_id)
+
+    @staticmethod
+    def drop(db: sqlite3.Connection, file_id: int, model_id: str | None = None) -> list[int]:
+        """Delete a file's vectors (of one model or all) inside the caller's transaction; returns their ids, to
+        `unindex` once it has committed."""
+        q = "SELECT id, model_id FROM vectors WHERE file_id = ?" + (" AND model_id = ?" if model_id else "")
+        args: tuple[Any, ...] = (file_id, model_id) if model_id else (file_id,)
+        rows = db.execute(q, args).fetchall()
+        db.execute("DELETE FROM vectors WHERE file_id = ?" + (" AND model_id = ?" if model_id else ""), args)
+        return [r[0] for r in rows]
+
+    # -------------------------------------------------------------------------------------------- reading
+
+    def of_files(self, model_id: str, file_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """file id -> its vector for `model_id` (files without one are left out). (D,) each"""
+        out = {}
+        with self.lock:
+            for part, marks in id_chunks(file_ids):
+                for fid, blob in self.library.db.execute(
+                        f"SELECT file_id, vector FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
+                        (model_id, *part)):
+                    out[fid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def windows(self, model_id: str, file_id: int) -> np.ndarray | None:
+        """A file's per-window vectors for `model_id`, (W, D); None when it has none."""
+        with self.lock:
+            row = self.library.db.execute("SELECT windows, length(vector) FROM vectors WHERE file_id = ? AND"
+                                          " model_id = ?", (file_id, model_id)).fetchone()
+        if row is None:
+            return None
+        return np.frombuffer(row[0], dtype=np.float32).reshape(-1, row[1] // 4)
+
+    def scores(self, model_id: str, file_ids: Sequence[int], q: np.ndarray) -> dict[int, float]:
+        """file id -> cosine of its `model_id` vector to the unit query q (D,), the vectors read from the loaded
+        FAISS index by id (a few hundred index lookups, no vector blobs read from SQLite); files without a
+        vector are left out. Same values as `of_files(...) @ q`."""
+        ids = [int(i) for i in file_ids]
+        pairs: list[tuple[int, int]] = []
+        with self.lock:
+            for part, marks in id_chunks(ids):
+                pairs += self.library.db.execute(
+                    f"SELECT file_id, id FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
+                    (model_id, *part)).fetchall()
+            vi = self.index(model_id)
+            try:
+                vecs = vi.reconstruct([v for _, v in pairs]) if vi is not None and pairs else None  # (M, D)
+            except RuntimeError:  # a vector not (yet) in the index: read them all from the catalog
+                vecs = None
+        if vecs is None or vecs.shape[1] != len(q):
+            return {f: float(v @ q) for f, v in self.of_files(model_id, ids).items() if len(v) == len(q)}
+        return dict(zip([f for f, _ in pairs], (vecs @ q).tolist(), strict=True))
+
+    # ------------------------------------------------------------------------------------------- repairing
+
+    def _fetch(self, model_id: str, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(ids, vectors) from the catalog: all of a model's, or just `ids`. (N,), (N, D)"""
+        db = self.library.db
+        if ids is None:
+            rows = db.execute("SELECT id, vector FROM vectors WHERE model_id = ? ORDER BY id", (model_id,)).fetchall()
+        else:
+            rows = []
+            for part, marks in id_chunks(ids):
+                rows += db.execute(f"SELECT id, vector FROM vectors WHERE id IN ({marks})", part).fetchall()
+        out_ids = np.array([r[0] for r in rows], dtype=np.int64)
+        vecs = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]) if rows else None
+        return out_ids, vecs
+
+    def _checksum_matches(self, model_id: str, path: Path) -> bool:
+        r = self.library.db.execute("SELECT sha256 FROM index_files WHERE model_id = ?", (model_id,)).fetchone()
+        return r is not None and r[0] == hash_file(path)
+
+    def _differs(self, model_id: str, vi: VectorIndex) -> bool:
+        """Does any vector in the index differ from the catalog's vector with the same id?"""
+        have, vecs = vi.ids(), vi.vectors()  # (N,), (N, D)
+        ids, ref = self._fetch(model_id, have)
+        if not len(ids):
+            return False
+        pos = {int(i): k for k, i in enumerate(have.tolist())}
+        mine = vecs[[pos[int(i)] for i in ids]]
+        return not bool(np.all(np.abs(mine - ref) <= 1e-5))  # NaN compares False: differs

@@ -1,0 +1,11 @@
+"""Search over a sound library (no Qt), one job per module:
+
+- embedder.py  the retrieval model as the library's `Embedder`; finding and loading it; thread caps;
+- fusion.py    the fusion of the names and sound channels (pure NumPy: what the benchmarks replay);
+- session.py   `SearchSession`: a library + a model: indexing, text search, find similar, why it matched;
+- tags.py      `TagEditor`: the user's tags and favourites, the tags CSV;
+- preview.py   a file's audio and spectrogram for the Search tab;
+- jobs.py      the GUI's search jobs and the CLI's JSON.
+
+Import from the submodules; this package re-exports nothing.
+"""

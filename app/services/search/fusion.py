@@ -1,0 +1,133 @@
+"""Fusing the two channels' scores into one ranking: pure NumPy, no torch and no library.
+
+The rule: over the union of the channels' candidates,
+    fused = w * names + (1 - w) * sound cosine
+    names = KEYWORD_SHARE * BM25 relative to the query's best keyword match
+            + (1 - KEYWORD_SHARE) * the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1]
+How the constants were chosen, and what the earlier rules got wrong: docs/search-fusion.md. The benchmarks
+(bench/search_quality.py, bench/fused_latency.py) replay and cross-validate rules with this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+SEARCH_MODES = ("names", "sound", "both")
+NAMES_WEIGHT = 0.7  # the names' share of the fused score (the GUI slider and --names-weight override it)
+KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
+SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+FUSION = "sum"  # "sum" (the rule above), or "rrf": reciprocal-rank fusion, kept to compare
+SOUND_SCALE = "cosine"  # the sum's sound score: "cosine" (raw) or "minmax" (rescaled over the candidates)
+RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
+CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
+COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
+NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
+# the floor are mostly noise)
+
+
+def check_mode(mode: str) -> str:
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"search mode must be one of {', '.join(SEARCH_MODES)} (got {mode!r})")
+    return mode
+
+
+def fusion_weight(mode: str, names_weight: float | None) -> float:
+    """The names' weight for a mode: sound 0, names 1, both the given weight (checked) or the tuned default."""
+    if names_weight is not None:
+        if isinstance(names_weight, bool) or not isinstance(names_weight, int | float | np.floating) \
+                or not 0.0 <= float(names_weight) <= 1.0:
+            raise ValueError(f"names weight must be a number from 0 to 1 (got {names_weight!r})")
+    if mode == "sound":
+        return 0.0
+    if mode == "names":
+        return 1.0
+    return float(NAMES_WEIGHT if names_weight is None else names_weight)
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """The constants that turn the channels' raw scores into one."""
+
+    keyword_share: float = KEYWORD_SHARE
+    sem_floor: float = SEM_FLOOR
+    sem_ceil: float = SEM_CEIL
+    kind: str = FUSION  # "sum" | "rrf"
+    sound_scale: str = SOUND_SCALE  # "cosine" | "minmax" (the sum's sound score)
+    rrf_k: float = RRF_K
+
+
+@dataclass
+class Scores:
+    """One candidate's scores after fusion (what MatchInfo shows)."""
+
+    fused: float  # the rule's score (sum: w * names + (1 - w) * sound cosine; can be below 0)
+    name: float  # 0..1
+    keyword: float  # 0..1, BM25 / the best BM25 of the query
+    semantic_raw: float  # cosine (0 when the file has no text vector)
+    sound: float  # 0..1, min-max over the candidates
+    sound_raw: float  # cosine
+
+
+def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],
+                  w: float, rule: FusionRule | None = None) -> list[tuple[int, Scores]]:
+    """(file id, scores) of the union of the channels' candidates, best first, fused by `rule` (default: the
+    shipped one) with the names' weight w; ties broken by the sound cosine, then the file id. Each mapping is
+    file id -> raw score (BM25; sentence cosine; sound cosine); a file missing from one has no score there."""
+    ids = list(dict.fromkeys([*keyword, *semantic, *sound]))
+    if not ids:
+        return []
+    snd = np.array([sound.get(f, np.nan) for f in ids], dtype=np.float64)  # (N,)
+    kw = np.array([keyword.get(f, 0.0) for f in ids])
+    sem = np.array([semantic.get(f, 0.0) for f in ids])
+    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule())
+    have = np.isfinite(snd)
+    raw = np.where(have, snd, -np.inf)
+    order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
+    return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
+                            float(snd[i]) if have[i] else 0.0)) for i in order]
+
+
+def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fusion of N candidates' raw scores, vectorised: BM25 (N,) (0: no keyword match), sentence cosine (N,)
+    (0: no text vector), sound cosine (N,) (NaN: none). Returns fused, names (0..1), keyword (0..1) and min-max
+    sound (0..1, what the result list draws) scores, (N,)."""
+    have = np.isfinite(snd)
+    snd_norm = np.zeros(len(snd))
+    if have.any():
+        lo, hi = snd[have].min(), snd[have].max()
+        snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
+    name = names_score(kw, sem, rule)
+    kw_norm = relative_keyword(kw)
+    if rule.kind == "rrf":
+        k = rule.rrf_k
+        fused = np.where(name > 0, w / (k + ranks(name)), 0.0) \
+            + np.where(have, (1 - w) / (k + ranks(np.where(have, snd, -np.inf))), 0.0)
+        return (k + 1) * fused, name, kw_norm, snd_norm
+    if rule.sound_scale == "minmax":
+        sound = snd_norm
+    else:  # the raw cosine; a file without a sound vector counts as the lowest candidate
+        sound = np.where(have, snd, snd[have].min() if have.any() else 0.0)
+    return w * name + (1 - w) * sound, name, kw_norm, snd_norm
+
+
+def relative_keyword(kw: np.ndarray) -> np.ndarray:
+    """BM25 (N,) relative to the query's best keyword match, 0..1 (all 0 without a match)."""
+    best = float(kw.max(initial=0.0))
+    return kw / best if best > 0 else np.zeros(len(kw))
+
+
+def names_score(kw: np.ndarray, sem: np.ndarray, rule: FusionRule) -> np.ndarray:
+    """What the names and tags say about N candidates, 0..1 (N,): relative BM25 and the MiniLM cosine mapped from
+    [floor, ceil] (absolute: names that say nothing score 0, however the other candidates score)."""
+    sem_map = np.clip((sem - rule.sem_floor) / (rule.sem_ceil - rule.sem_floor), 0.0, 1.0)
+    return rule.keyword_share * relative_keyword(kw) + (1 - rule.keyword_share) * sem_map
+
+
+def ranks(x: np.ndarray) -> np.ndarray:
+    """1-based rank of each value, highest first; equal values share the best rank (so the fusion does not
+    depend on the order in which the channels listed their candidates). (N,)"""
+    return np.searchsorted(np.sort(-x), -x, side="left") + 1.0

@@ -1,0 +1,290 @@
+"""`SearchSession`: one open `Library` and one retrieval model, and every search over them.
+
+Text search runs two channels and fuses them (fusion.py): what files are called and tagged (keywords with BM25,
+MiniLM sentence vectors; the library's text channel) and what they sound like (the retrieval model's text
+tower against the library's audio vectors). "Find similar" starts from a file's stored vector. Each hit says
+why it matched (the query words found in its name, folder and tags, and each channel's score).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.services.jobs import Job
+from app.services.library import names
+from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, fill
+from app.services.library.indexer import index_library
+from app.services.library.library import Library
+from app.services.library.records import FailedFile, Hit, IndexReport, LibraryStats, MatchInfo, SearchFilters
+from app.services.library.text_channel import sentence
+from app.services.query import Query, parse
+from app.services.search import fusion
+from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
+from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.tags import TagEditor
+from app.services.text_tower import TextTower as TextTowerType
+
+if TYPE_CHECKING:
+    from app.services.text_tower import SentenceEncoder
+    from app.services.vector_index import IndexConfig
+
+
+@dataclass
+class WindowScores:
+    """Similarity of each window of a file to a query: where in a long file the match is."""
+
+    starts: np.ndarray  # (W,) seconds where each window starts
+    scores: np.ndarray  # (W,) cosine similarity
+    window_seconds: float
+
+    @property
+    def best_start(self) -> float:
+        return float(self.starts[int(np.argmax(self.scores))]) if len(self.scores) else 0.0
+
+
+class SearchSession:
+    """An open library and the retrieval model whose index it searches."""
+
+    def __init__(self, library: Library, embedder: RetrievalEmbedder,
+                 text_encoder: SentenceEncoder | None | object = DEFAULT_ENCODER) -> None:
+        self.library = library
+        self.embedder = embedder
+        self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
+             index_config: IndexConfig | None = None) -> SearchSession:
+        return cls(Library.open(path, index_config), embedder)
+
+    def close(self) -> None:
+        self.library.close()
+
+    @property
+    def root(self) -> Path:
+        return self.library.root
+
+    @property
+    def closed(self) -> bool:
+        return self.library.closed
+
+    # -- indexing
+
+    def index_job(self, workers: int | None = None, **kwargs: Any) -> Job[IndexReport]:
+        """The library's incremental indexing job, with threads capped so that a core stays free."""
+        cap_threads()
+        readers = workers or (1 if (os.cpu_count() or 2) <= 2 else 2)
+        return index_library(self.library, self.embedder, workers=readers, text_encoder=self.text_encoder, **kwargs)
+
+    # -- searching
+
+    def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
+               names_weight: float | None = None) -> list[Hit]:
+        """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
+        like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
+        of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix.
+
+        Three calls into the library: how much is indexed, the candidates of both channels (its keyword ranking
+        overlapping the query encoding), and the hits of the best."""
+        check_mode(mode)
+        w = fusion_weight(mode, names_weight)
+        query = parse(text)
+        if query.empty:
+            return []
+        enc = self.text_encoder
+        models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
+        indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
+        k = min(check_k(k), indexed[0])
+        names = w > 0 and enc is not None and indexed[-1] > 0
+        encode = functools.partial(self.encode_query, query.free_text, sound=w < 1, names=names)
+        if not k:
+            encode()  # even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
+            return []
+        request = CandidateRequest(
+            sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
+            n=k if w == 0 else max(k, CANDIDATES), keyword_parts=tuple(query.fts_parts()) if w > 0 else (),
+            exclude=query.fts_exclude(), common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
+            filters=filters, sound_only=w == 0)
+        found = self.library.candidates(request, encode)
+        if w == 0:  # sound only: the sound channel's order and cosines, as they are
+            top = list(found.sound.items())[:k]
+            return self._hits([(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in top], k, found.query.sound,
+                              query, sound_only=True)
+        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
+        if mode == "names":
+            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
+        return self._hits(ranked, k, found.query.sound, query)
+
+    def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
+        """The query's vector in the sound space (the retrieval model's text tower) and its sentence vector (the
+        names' encoder), each when asked. When the text tower is the frozen MiniLM that also makes the sentence
+        vectors, one forward pass gives both (half the query-encoding time)."""
+        enc = self.text_encoder if names else None
+        tower = self.embedder
+        if sound and enc is not None and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
+                and tower.shares_encoder_with(enc):
+            return QueryVectors(*tower.embed_with_mean(text))
+        return QueryVectors(self.embedder.embed_text([text])[0] if sound else None,
+                            enc.embed_text([text])[0] if enc is not None else None)
+
+    def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
+                filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
+        """Files that sound like a file (sound channel); names_weight > 0 adds how alike their names and tags
+        are (the MiniLM sentence vectors), fused with the same rule as text search."""
+        k = self.capped_k(k)
+        if k == 0:
+            return []
+        lib = self.library
+        if not names_weight:
+            return lib.search.similar(path_or_file_id, self.embedder, k, filters)
+        sound = lib.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
+        w = fusion_weight("both", names_weight)
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
+        text_q = self._file_sentence_vector(path_or_file_id, fid)
+        found = Candidates({}, {}, {h.file_id: h.score for h in sound}, QueryVectors(None, text_q))
+        enc = self.text_encoder
+        if text_q is not None and enc is not None:
+            exclude = [fid] if fid is not None else []
+            found.semantic = dict(lib.search.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters,
+                                                           exclude))
+            fill(lib, found.semantic, found.ids(), enc.model_id, text_q)
+        sound_q = None if fid is None else lib.vectors.of_files(self.embedder.model_id, [fid]).get(fid)
+        if sound_q is not None:
+            fill(lib, found.sound, found.ids(), self.embedder.model_id, sound_q)
+        return self._hits(fused_ranking({}, found.semantic, found.sound, w), k, sound_q, None,
+                          {h.file_id: h for h in sound})
+
+    def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
+              known: dict[int, Hit] | None = None, sound_only: bool = False) -> list[Hit]:
+        """The best k of a ranking as hits, with their scores and why they matched (one library call)."""
+        top = ranked[:k]
+        hits = self.library.hits([f for f, _ in top], self.embedder.model_id, sound_q)
+        out = []
+        for fid, sc in top:
+            h = hits.get(fid)
+            if h is None:
+                continue
+            if known and fid in known:  # found by the sound channel: its windows were scored against its query
+                h.window_scores, h.best_window_start_s = known[fid].window_scores, known[fid].best_window_start_s
+            h.score = sc.fused
+            m = h.match or MatchInfo()
+            m.sound_score = sc.sound_raw
+            if not sound_only:
+                m.name_score, m.keyword_score, m.semantic_score, m.sound_norm = sc.name, sc.keyword, \
+                    sc.semantic_raw, sc.sound
+            if query is not None:
+                m.spans, m.matched_terms = highlight(m.fields, query)
+            h.match = m
+            out.append(h)
+        return out
+
+    def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
+                              ) -> np.ndarray | None:
+        """The text vector of a catalogued file, or of an outside file's name and folder words."""
+        enc = self.text_encoder
+        if enc is None:
+            return None
+        if fid is not None:
+            return self.library.vectors.of_files(enc.model_id, [fid]).get(fid)
+        p = Path(os.fspath(path_or_file_id))
+        text = sentence(" ".join(names.name_words(p.stem)), " ".join(names.folder_words(p.parent.name)), "", [])
+        return enc.embed_text([text])[0] if text else None
+
+    # -- the user's tags and favourites (the Search tab's tag editing; `earshot tags`)
+
+    @property
+    def tags(self) -> TagEditor:
+        return TagEditor(self.library, self.text_encoder)
+
+    def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        """Tag files (several at once); only the changed files' sentence vectors are embedded again. Returns the
+        files whose tags changed; ValueError for a bad tag, LibraryError for an unknown file id (nothing changed)."""
+        return self.tags.add_tags(file_ids, tags)
+
+    def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
+        return self.tags.remove_tags(file_ids, tags)
+
+    def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
+        self.library.user_tags.set_favourite(file_ids, on)
+
+    def tags_of(self, file_id: int) -> list[str]:
+        return self.library.user_tags.of(file_id)
+
+    def all_tags(self) -> list[str]:
+        return self.library.user_tags.all()
+
+    @property
+    def text_encoder(self) -> SentenceEncoder | None:
+        """The MiniLM sentence encoder of the text channel (NumPy), loaded once; None when not installed."""
+        if self._text_encoder is DEFAULT_ENCODER:
+            self._text_encoder = sentence_encoder_for(self.embedder)
+        return self._text_encoder  # type: ignore[return-value]
+
+    def capped_k(self, k: int) -> int:
+        """k validated (a whole number >= 1) and capped at the number of indexed files: asking for a billion
+        results must not allocate a billion result slots."""
+        k = check_k(k)
+        return min(k, self.library.vectors.count(self.embedder.model_id))  # in memory: runs on every keystroke
+
+    def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
+        """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
+        step = self.embedder.window_seconds
+        if query is None:
+            scores = np.asarray(hit.window_scores, dtype=np.float32)
+        else:
+            q = self.embedder.embed_text([query])[0] if isinstance(query, str) else np.asarray(query, np.float32)
+            q = q / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
+            scores = self._windows(hit.file_id) @ q  # (W,)
+        return WindowScores(np.arange(len(scores), dtype=np.float32) * step, scores, step)
+
+    def _windows(self, file_id: int) -> np.ndarray:
+        """A file's window vectors (W, D) for the session's model; (0, D) when it has none."""
+        windows = self.library.vectors.windows(self.embedder.model_id, file_id)
+        return windows if windows is not None else np.zeros((0, self.embedder.dim), np.float32)
+
+    # -- catalog views
+
+    def failed_files(self) -> list[FailedFile]:
+        return self.library.files.failed()
+
+    def stats(self) -> LibraryStats:
+        return self.library.stats()
+
+    def indexed_count(self) -> int:
+        return int(self.stats().vectors.get(self.embedder.model_id, 0))
+
+    def folders(self) -> list[str]:
+        """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
+        return self.library.files.folders()
+
+
+def check_k(k: int) -> int:
+    """The number of results asked for, refused with a clear message unless it is a whole number >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"the number of results (-k) must be a whole number of at least 1, got {k!r}")
+    return int(k)
+
+
+def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
+    """Spans of the query's words (plurals and -ing/-ed forms alike; prefixes by their start) in each field,
+    and the query words found."""
+    wanted = {names.stem(t): t for t in query.terms if t not in {p.lower() for p in query.prefixes}}
+    prefixes = [p.lower() for p in query.prefixes]
+    spans: dict[str, list[tuple[int, int]]] = {}
+    found: list[str] = []
+    for key, text in fields.items():
+        for a, b, word in names.word_spans(text):
+            term = wanted.get(names.stem(word))
+            if term is None:
+                term = next((p for p in prefixes if word.startswith(p)), None)
+            if term is not None:
+                spans.setdefault(key, []).append((a, b))
+                found.append(term)
+    return spans, list(dict.fromkeys(found))
+
