@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("docs/ARCHITECTURE.md", "README.md")
+DOCS = ("docs/ARCHITECTURE.md", "docs/training.md", "README.md")
 TOP_LEVEL = ("app/", "core/", "models/", "training/", "tests/", "bench/", "docs/", "resources/")  # the repository's own
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)  # command examples: paths there are the user's, not ours
 INLINE = re.compile(r"`([^`\s]+)`")
@@ -46,3 +46,10 @@ def test_docs_cite_only_existing_files(doc: str) -> None:
     base = (ROOT / doc).parent
     missing = sorted({p for p in cited if not exists(p, base)})
     assert not missing, f"{doc} names files that do not exist: {missing}"
+
+
+def test_the_architecture_map_stays_short() -> None:
+    """A newcomer reads it in one sitting: details belong in the docs it links to."""
+    lines = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"docs/ARCHITECTURE.md has {len(lines)} lines (at most 150)"
+

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.services.library import Hit, SearchFilters
-from app.services.library.records import MatchInfo
-from app.services.search import NAMES_WEIGHT, Results
+from app.services.library.records import Hit, MatchInfo, SearchFilters
+from app.services.search.fusion import NAMES_WEIGHT
+from app.services.search.jobs import Results
 from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, SearchState, balance_position
 from app.ui.search_text import no_results_message, results_header, why_html
 
