@@ -6,6 +6,7 @@ Subcommands mirror the tabs; each long one drives the same job generator the GUI
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -104,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     listen_for_interrupt()
     parser = build_parser(argv)
+    problem = unknown_command(argv, subcommands(parser))
+    if problem:
+        print(f"earshot: error: {problem}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     handler: Handler = getattr(args, "handler", cmd_gui)
     if not hasattr(args, "library"):
@@ -120,6 +125,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, LookupError) as e:  # user-facing problems: a message, not a traceback
         print(f"earshot: error: {e}", file=sys.stderr)
         return 2
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    return [name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices]
+
+
+def unknown_command(argv: Sequence[str], commands: Sequence[str]) -> str | None:
+    """A mistyped subcommand gets the closest one (argparse only lists them all)."""
+    if not argv or argv[0].startswith("-") or argv[0] in commands:
+        return None
+    close = difflib.get_close_matches(argv[0], commands, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(commands)}"
+    return f"unknown command {argv[0]!r}; {hint}"
 
 
 def listen_for_interrupt() -> None:
@@ -175,9 +193,10 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     registry = ModelRegistry()
     entries = registry.scan()
+    defaults = {e.kind: e.name for e in map(registry.default_for, {e.kind for e in entries}) if e is not None}
     rows = [
-        {"name": e.name, "kind": e.kind, "source": e.source, "path": str(e.path),
-         "metrics": e.training.get("metrics", {})}
+        {"name": e.name, "kind": e.kind, "source": e.source, "default": defaults.get(e.kind) == e.name,
+         "path": str(e.path), "metrics": e.training.get("metrics", {})}
         for e in entries
     ]
     if args.json:
@@ -186,8 +205,10 @@ def cmd_models(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no models yet; train one with the Train tab or `earshot train`")
-    for r in rows:
-        print(f"{r['name']:<28} {r['kind']:<10} {r['source']:<8} {r['path']}")
+    for r in rows:  # source: shipped with Earshot or the user's own; the default is what a tab uses unless told
+        source = "shipped" if r["source"] == "default" else r["source"]
+        mark = f"default {r['kind']}" if r["default"] else ""
+        print(f"{r['name']:<28} {r['kind']:<10} {source:<8} {mark:<18} {r['path']}")
     for p in registry.problems:
         print(f"problem: {p.path}: {p.message}", file=sys.stderr)
     return 0

@@ -67,7 +67,8 @@ class AboutDialog(QDialog):
         tabs = QTabWidget()
         about = QLabel(
             f"<h2>Earshot {__version__}</h2>"
-            "<p>Explore audio with research models: text-to-audio search (PaSST + text encoder), "
+            "<p>Explore audio with research models: search a sound library by what names, folders and tags say and "
+            "by what the sounds are (aiSFX sound encoder + MiniLM text encoder), "
             "speech-unit discovery with resynthesis (Transformer VQ-VAE), and multi-view acoustic "
             "word embeddings.</p>"
             f"<p>Shipped models: <code>{default_models_dir()}</code><br>"

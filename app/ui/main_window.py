@@ -143,7 +143,7 @@ class MainWindow(QMainWindow):
             self.settings.setValue("library", str(path))
         self.search_tab.set_library(path)
         label = "demo library" if path == demo_library() else str(path)
-        self.setWindowTitle(f"Earshot — {label}")
+        self.setWindowTitle(label)  # Qt appends " — Earshot", the application's display name
         self.statusBar().showMessage(f"Library: {label}", 5000)
         return True
 

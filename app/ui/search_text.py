@@ -24,6 +24,8 @@ Span = tuple[int, int]
 
 
 def format_duration(seconds: float) -> str:
+    if seconds < 0.1:  # a click or a blip: "0.0 s" would say it has no length
+        return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
         return f"{seconds:.1f} s"
     m, s = divmod(int(round(seconds)), 60)
@@ -68,7 +70,8 @@ def results_header(results: Results | None, shown_mode: str) -> str:
     what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
-    return f"{len(results.hits)} results for {what}" + (" (filtered)" if results.filtered else "")
+    n = len(results.hits)
+    return f"{n} result{'' if n == 1 else 's'} for {what}" + (" (filtered)" if results.filtered else "")
 
 
 def no_results_message(results: Results | None, indexing: bool, favourites_only: bool) -> str:

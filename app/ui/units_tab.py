@@ -250,8 +250,10 @@ class UnitsTab(ModelTab):
         self.speaker_combo.blockSignals(False)
         self.resynthesis = None  # the previous model's: its views are cleared below
         self._clear_views()  # nothing encoded with this model yet; the histogram spans its codebook
+        can_record = self.audio_status is not None and self.audio_status.input_ok
+        how = "Press Space to record or load a file." if can_record else "Load a file (recording is unavailable)."
         self._say(f"{name}: {session.codebook_size} units, one every {session.unit_seconds * 1000:.0f} ms; "
-                  f"look-ahead {session.lookahead_ms:.0f} ms. Press Space to record or load a file.")
+                  f"look-ahead {session.lookahead_ms:.0f} ms. {how}")
         self.models_loaded.emit()
 
     # ------------------------------------------------------------------------------------------ devices

@@ -54,6 +54,7 @@ def test_tabs_explain_missing_models(window: MainWindow) -> None:
 
 def test_demo_library_opens_by_default_and_has_clips(window: MainWindow) -> None:
     assert window.library == demo_library()
+    assert window.windowTitle() == "demo library"  # the platform adds " — Earshot" (the display name) once
     assert len(list(demo_library().rglob("*.wav"))) >= 30
     assert (demo_library() / "ATTRIBUTION.md").is_file()
 

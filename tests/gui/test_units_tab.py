@@ -307,3 +307,8 @@ def test_empty_views_show_their_frames(make_tab) -> None:
     assert x[0] <= 0 and x[1] >= k - 1 and x[1] - x[0] == pytest.approx(k, rel=0.05)  # every id of the codebook
     assert y[0] <= 0 and y[1] == pytest.approx(1.0, abs=0.1)
     assert tab.histogram.counts.sum() == 0 and len(tab.histogram.counts) == k
+
+
+def test_the_loaded_model_message_offers_recording_only_when_it_is_available(make_tab) -> None:
+    assert "Load a file (recording is unavailable)" in make_tab(NO_DEVICE).status_label.text()
+    assert "Press Space to record" in make_tab(MIC_ONLY).status_label.text()

@@ -1,0 +1,29 @@
+"""The command line's paper cuts (issue 24): mistyped subcommands, which model is the default."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+
+
+@pytest.mark.parametrize(("typed", "hint"), [("serach", "did you mean 'search'?"), ("indx", "did you mean 'index'?"),
+                                             ("frobnicate", "choose from gui, info, models")])
+def test_a_mistyped_subcommand_gets_the_closest_one(typed: str, hint: str, capsys) -> None:
+    assert main([typed, "x"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown command '{typed}'" in err and hint in err and "Traceback" not in err
+
+
+def test_models_says_which_is_the_default_of_each_kind(capsys) -> None:
+    assert main(["models", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["models"]
+    defaults = {r["kind"]: r["name"] for r in rows if r["default"]}
+    assert defaults == {"retrieval": "retrieval-default", "units": "units-default", "words": "words-default"}
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("default retrieval" in line for line in lines) == 1
+    passt = next(line for line in lines if line.startswith("retrieval-passt-small"))
+    assert "shipped" in passt and "default retrieval" not in passt

@@ -1,0 +1,26 @@
+"""The Search tab's texts (Qt-free, app/ui/search_text.py): durations people can read, counts in good English."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.services.library.records import Hit
+from app.services.search.jobs import Results
+from app.ui.search_text import format_duration, results_header
+
+
+def test_a_click_shorter_than_a_tenth_of_a_second_is_shown_in_milliseconds() -> None:
+    assert format_duration(0.026) == "26 ms"  # was "0.0 s": as if the file had no length
+    assert format_duration(0.25) == "0.2 s" and format_duration(75) == "1:15"
+
+
+def _hit(i: int) -> Hit:
+    return Hit(path=Path(f"/lib/{i}.wav"), score=0.5, duration=1.0, folder="", best_window_start_s=0.0,
+               window_scores=[0.5], file_id=i, rel_path=f"{i}.wav")
+
+
+def test_one_result_is_singular() -> None:
+    one = Results([_hit(1)], "door", "text", indexed=3)
+    assert results_header(one, "both") == "1 result for “door”"
+    two = Results([_hit(1), _hit(2)], "door", "text", indexed=3)
+    assert results_header(two, "both").startswith("2 results for")
