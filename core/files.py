@@ -1,4 +1,5 @@
-"""Atomic file writes, the one copy: write a temp file beside the target, fsync, rename over it.
+"""Atomic file writes, the one copy: write a temp file beside the target, fsync, rename over it; and the one
+file hasher (`hash_file`, SHA-256 of the bytes).
 
 A crash, a cancel or a full disk mid-write leaves the previous file intact and no half file behind. Used by
 checkpoints and resume states, WAV writing, the FAISS index files and the training-run service. Standard
@@ -8,10 +9,13 @@ library only, so app/ can import it without pulling in torch.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import overload
 
 
 @contextlib.contextmanager
@@ -30,3 +34,23 @@ def atomic_path(target: str | os.PathLike[str], fsync: bool = True) -> Iterator[
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@overload
+def hash_file(path: str | os.PathLike[str], stop: None = None, chunk: int = ...) -> str: ...
+
+
+@overload
+def hash_file(path: str | os.PathLike[str], stop: threading.Event, chunk: int = ...) -> str | None: ...
+
+
+def hash_file(path: str | os.PathLike[str], stop: threading.Event | None = None, chunk: int = 1 << 20) -> str | None:
+    """SHA-256 hex of the file's bytes, the one file hasher (library files, index files, checkpoints); None if
+    `stop` was set while reading."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+            if stop is not None and stop.is_set():
+                return None
+    return h.hexdigest()

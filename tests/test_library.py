@@ -20,12 +20,14 @@ import soundfile as sf
 
 from app.services.jobs import drain
 from app.services.library import catalog as C
+from app.services.library import indexer
 from app.services.library import scan as S
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import LibraryError, SearchFilters
 from app.services.library.scan import scan_folder
 from app.services.vector_index import IndexConfig, VectorIndex
+from core.files import hash_file
 
 SR = 8000
 
@@ -383,21 +385,21 @@ def test_unreadable_file_is_reported_and_retried(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     locked = root / "tone_440.wav"
     os.chmod(locked, 0)
-    real_hash = S.hash_file
+    real_hash = hash_file
 
     def deny(path, stop=None, chunk=1 << 20):
         if Path(path) == locked:
             raise PermissionError(13, "Permission denied", str(path))  # chmod does not stop root
         return real_hash(path, stop, chunk)
 
-    monkeypatch.setattr(S, "hash_file", deny)
+    monkeypatch.setattr(indexer, "hash_file", deny)  # what the indexer's readers call
     emb = ToneEmbedder()
     report = drain(index_library(root, emb))
     assert [(f.path, f.error) for f in report.failed] == [("tone_440.wav", "tone_440.wav: permission denied")]
     with Library.open(root) as lib:
         assert [f.path for f in lib.files.failed()] == ["tone_440.wav"]
     os.chmod(locked, 0o644)  # fixing permissions does not change mtime: unreadable files are retried anyway
-    monkeypatch.setattr(S, "hash_file", real_hash)
+    monkeypatch.setattr(indexer, "hash_file", real_hash)
     report = drain(index_library(root, emb))
     assert report.embedded == ["tone_440.wav"] and report.failed == []
     with Library.open(root) as lib:
@@ -507,7 +509,7 @@ def test_v0_catalog_is_migrated(tmp_path):
         p = root / f"tone_{f}.wav"
         st = p.stat()
         db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?)", (p.name, st.st_size, st.st_mtime,
-                                                                S.hash_file(p), 1.0))
+                                                                hash_file(p), 1.0))
         v = emb.embed_windows(tone(f, 0.5)[None])[0]
         db.execute("INSERT INTO embeddings VALUES (?, ?, ?)", (p.name, emb.model_id, v.tobytes()))
     db.execute("INSERT INTO files VALUES ('gone.wav', 10, 1.0, 'abc', 2.0)")

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from core.checkpoints import safetensors_metadata, write_safetensors
+from core.files import hash_file
 from models.frontends import AisfxMel, PasstMel, PasstMelConfig
 from models.retrieval import RetrievalModel
 from training.caption_data import CaptionItem, SkipReport, load_items_audio, pad_batch
@@ -33,11 +34,8 @@ def clear_memory_cache() -> None:
 
 
 def file_hash(path: Path) -> str:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """A feature cache's key for a file's bytes: the one file hasher."""
+    return hash_file(path)
 
 
 def _key(*parts: Any) -> str:

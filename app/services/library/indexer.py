@@ -30,6 +30,7 @@ from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
 from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
+from core.files import hash_file
 
 # ------------------------------------------------------------------- what the readers tell the job (one queue)
 
@@ -136,7 +137,7 @@ class _Reader:
         path, digest, st0 = task.file.path, task.digest, None
         try:
             st0 = scan.stat_file(path)
-            digest = digest or scan.hash_file(path, self.stop)
+            digest = digest or hash_file(path, self.stop)
             if digest is None:
                 return  # stopped
             if digest in self.known and task.reuse:

@@ -7,11 +7,8 @@ Change detection: a file is read again when its size or mtime differ from its ca
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import overload
 
 from app.services.audio import SUPPORTED_EXTENSIONS, display_name
 from app.services.library.records import PathLike
@@ -99,26 +96,6 @@ def _entry_error(path: str, e: OSError) -> str:
         shown = shown if len(shown) <= 160 else f"{shown[:60]}…{shown[-90:]}"
         return f"{shown}: path is {len(os.fsencode(path))} bytes, longer than the system allows ({limit}); skipped"
     return f"{display_name(path)}: cannot look at it ({e.strerror or e}); skipped"
-
-
-@overload
-def hash_file(path: PathLike, stop: None = None, chunk: int = ...) -> str: ...
-
-
-@overload
-def hash_file(path: PathLike, stop: threading.Event, chunk: int = ...) -> str | None: ...
-
-
-def hash_file(path: PathLike, stop: threading.Event | None = None, chunk: int = 1 << 20) -> str | None:
-    """SHA-256 hex of the file's bytes, the one file hasher (library files, index files, checkpoints); None if
-    `stop` was set while reading."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-            if stop is not None and stop.is_set():
-                return None
-    return h.hexdigest()
 
 
 def stat_file(path: PathLike) -> os.stat_result:

@@ -34,9 +34,10 @@ from app.services.library.embedding import embed_file
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, IndexReport, TextEncoder
-from app.services.library.scan import ScannedFile, hash_file, scan_folder
+from app.services.library.scan import ScannedFile, scan_folder
 from core import distributed as ddp
 from core.checkpoints import CheckpointError, safetensors_metadata
+from core.files import hash_file
 
 Job = Generator[dict[str, Any], None, Any]
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from app.services.library.catalog import id_chunks
 from app.services.library.records import LibraryError
-from app.services.library.scan import hash_file
 from app.services.vector_index import IndexFileError, VectorIndex
+from core.files import hash_file
 
 if TYPE_CHECKING:
     from app.services.library.library import Library

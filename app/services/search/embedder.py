@@ -26,8 +26,8 @@ import numpy as np
 
 from app.services.audio import display_name
 from app.services.jobs import Job
-from app.services.library.scan import hash_file
 from app.services.text_tower import TextTower as TextTowerType
+from core.files import hash_file
 from core.finite import require_finite
 
 if TYPE_CHECKING:
