@@ -447,3 +447,29 @@ def test_search_and_tags_say_what_a_repair_on_opening_kept_and_lost(tagged60: Pa
     damage(tagged60, tmp_path / "lib2", "favourites")
     assert main(["search", "tone", "--library", str(tmp_path / "lib2"), "--mode", "names"]) == 0
     assert "library: damaged catalog moved to" in capsys.readouterr().err
+
+
+# --------------------------------------------------------- item 13: one FAISS add per sentence vector
+
+
+def test_tags_in_a_fresh_process_add_each_sentence_vector_once(tmp_path: Path, capsys) -> None:
+    """Item 13: every `tags add/remove/import` in a fresh process added the new sentence vector to the text index
+    twice (loading the index brought in the committed vector, then it was added again); the next open found
+    duplicate ids and rebuilt the whole index."""
+    from app.services.library.library import Library
+    from app.services.library.text_channel import TEXT_PREFIX
+
+    root = tagged_library(tmp_path / "lib")
+    lib_args = ["--library", str(root)]
+    assert main(["tags", "add", "animals/dog_bark.wav", "-t", "keeper", *lib_args]) == 0
+    assert main(["tags", "remove", "animals/dog_bark.wav", "-t", "keeper", *lib_args]) == 0
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_text("path,tags,favourite\ndoors/door_creak.wav,spooky,\n", encoding="utf-8")
+    assert main(["tags", "import", str(csv_file), *lib_args]) == 0
+    capsys.readouterr()
+    with Library.open(root) as lib:
+        model = lib.db.execute("SELECT model_id FROM models WHERE model_id LIKE ?", (TEXT_PREFIX + "%",)).fetchone()[0]
+        vi = lib.vectors.index(model)
+        stored = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?", (model,)).fetchone()[0]
+        assert len(vi) == stored == 2 and len(set(vi.ids().tolist())) == 2
+        assert not [e for e in lib.events if "index" in e], lib.events

@@ -61,6 +61,7 @@ class TagEditor:
             return
         lib = self.library
         lib.text.register_model(enc)
+        lib.vectors.index(enc.model_id)  # loaded before the new vectors commit: no repair event for them
         pending = lib.text.pending_vectors(enc.model_id, file_ids)
         items = embed_sentences(enc, pending)  # one batched pass
         if items:
