@@ -473,3 +473,59 @@ def test_tags_in_a_fresh_process_add_each_sentence_vector_once(tmp_path: Path, c
         stored = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?", (model,)).fetchone()[0]
         assert len(vi) == stored == 2 and len(set(vi.ids().tolist())) == 2
         assert not [e for e in lib.events if "index" in e], lib.events
+
+
+# ------------------------------------------------- items 6 and 7: `similar` says why, as `probe` does
+
+
+@pytest.fixture(scope="module")
+def with_failure(indexed: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Two tones and a truncated WAV, indexed with the tiny checkpoint: (library folder, checkpoint path)."""
+    from tests.test_library import tone, write
+
+    root = tmp_path_factory.mktemp("with_failure") / "lib"
+    write(root / "a.wav", tone(300, 1.0))
+    write(root / "b.wav", tone(600, 1.0))
+    write(root / "cut.wav", tone(500, 2.0))
+    data = (root / "cut.wav").read_bytes()
+    (root / "cut.wav").write_bytes(data[: len(data) // 2])
+    assert main(["index", str(root), "--model", indexed[1], "--json"]) == 0
+    return root, indexed[1]
+
+
+def probe_reason(path: Path, capsys) -> str:
+    capsys.readouterr()
+    assert main(["probe", str(path)]) == 1
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"error  {path}: ")
+    return out.removeprefix(f"error  {path}: ")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "missing"])
+def test_similar_on_a_path_that_is_no_audio_file_gives_probes_reason(with_failure: tuple[Path, str], tmp_path: Path,
+                                                                     capsys, kind: str) -> None:
+    """Item 6: `similar` on a FIFO, a folder or a missing file said "not in the library"."""
+    import os
+
+    root, ckpt = with_failure
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    reason = probe_reason(path, capsys)
+    assert main(["similar", str(path), "--library", str(root), "--model", ckpt]) == 2
+    err = capsys.readouterr().err
+    assert reason in err and "not in the library" not in err, err
+
+
+def test_similar_on_a_file_that_failed_to_index_gives_its_recorded_reason(with_failure: tuple[Path, str],
+                                                                          capsys) -> None:
+    """Item 7: `similar` on a library file that failed to index said "file 4 has no vector for model '…' (index the
+    library first)": an internal id and the wrong advice."""
+    root, ckpt = with_failure
+    capsys.readouterr()
+    assert main(["similar", str(root / "cut.wav"), "--library", str(root), "--model", ckpt]) == 2
+    err = capsys.readouterr().err
+    assert "cut.wav" in err and "truncated" in err and "could not be indexed" in err, err
+    assert "index the library first" not in err and "file " not in err.split("cut.wav")[0], err

@@ -60,6 +60,12 @@ class FileTable:
             r = self.library.db.execute("SELECT error FROM files WHERE path = ?", (key,)).fetchone()
         return (r[0] or "") if r else ""
 
+    def row_of(self, file_id: int) -> tuple[str, str, str] | None:
+        """(relative path, status, recorded error or '') of a file, or None when there is no such file."""
+        with self.library.lock:
+            r = self.library.db.execute("SELECT path, status, error FROM files WHERE id = ?", (file_id,)).fetchone()
+        return (os.fsdecode(bytes(r[0])), r[1], r[2] or "") if r else None
+
     def failed(self) -> list[FailedFile]:
         """Files that could not be read, by path."""
         with self.library.lock:
