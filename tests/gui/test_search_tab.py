@@ -605,3 +605,13 @@ def test_format_rate_and_channel_filters(qtbot, named: SearchTab) -> None:
     mono = shown_after(lambda: bar.channels_combo.setCurrentText("Mono"))
     assert len(mono) == 4 and "Vehicles/engine idle.ogg" not in mono
     assert bar.filters().channels == 1 and bar.filters().active
+
+
+def test_a_catalog_repaired_on_opening_is_said_in_the_status_line(qtbot, tab: SearchTab, registry: ModelRegistry,
+                                                                  tmp_path: Path) -> None:
+    """Issue 27 item 1: the GUI opened a damaged catalog, repaired it, and said nothing."""
+    root = make_library(tmp_path / "lib")
+    (root / ".earshot").mkdir()
+    (root / ".earshot" / "catalog.sqlite").write_bytes(b"not a database" * 400)
+    open_and_index(qtbot, tab, registry, root)
+    assert "Catalog repaired: damaged catalog moved to catalog.sqlite.damaged-" in tab.status_label.text()

@@ -157,6 +157,20 @@ class FileTable:
                 store.add(model_id, [added[0]], added[1][None])
         return outcome
 
+    def placeholders(self, files: Sequence[tuple[int, bytes]], reason: str) -> list[str]:
+        """Rows for files known only by id and path (after a salvage): failed with `reason` until the next index
+        run reads them; an id or path that has a row already is left alone. Returns the paths added."""
+        added = []
+        with self.library.transaction() as db:
+            for fid, key in files:
+                if db.execute("SELECT 1 FROM files WHERE id = ? OR path = ?", (fid, key)).fetchone():
+                    continue
+                db.execute("INSERT INTO files(id, path, size, mtime_ns, status, error, indexed_at, format)"
+                           " VALUES (?, ?, -1, 0, 'error', ?, ?, ?)", (fid, key, reason, time.time(),
+                                                                       catalog.file_format(key)))
+                added.append(os.fsdecode(key))
+        return added
+
     def set_unavailable(self, file_ids: Sequence[int]) -> None:
         """Mark exactly these files unavailable (under a folder that cannot be listed right now): their rows
         and vectors are kept but hidden from results; every other file is available again."""

@@ -283,6 +283,8 @@ class _IndexRun:
         rows = self.lib.files.rows(self.model_id)
         self.report.removed += self.lib.files.delete([w.id for k, w in rows.items() if k not in self.seen])
         self.lib.vectors.save(self.model_id)
+        if self.report.moved or self.report.removed:
+            self.lib.user_tags.mirror()  # the tags of moved and removed files: their paths in the mirror
         yield from self.text_pass()
         if self.model_id in self.lib.model_errors():
             self.lib.set_model_error(self.model_id, None)  # it works now

@@ -93,7 +93,8 @@ class TagEditor:
         numbers; every other row is applied."""
         out = TagImport()
         changed: set[int] = set()
-        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh, \
+                self.library.user_tags.deferred():  # one mirror write for the whole file
             records = read_records(fh)
             columns = self._columns(path, next(records, None))
             for rec in records:
