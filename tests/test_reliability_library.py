@@ -147,3 +147,96 @@ def test_every_command_that_opens_a_library_says_what_a_repair_lost_also_as_json
     repair = json.loads(out)["repair"] if command in ("index", "tags") else \
         json.loads(next(line for line in err.splitlines() if line.startswith("{")))["repair"]
     assert repair["files"]["before"] == 60 and repair["reread"] and repair["damaged_copy"].startswith(str(root))
+
+
+# --------------------------------------------------- item 5: a vanished mount or link target is unavailable
+
+
+def _index(root: Path):  # noqa: ANN202 - an IndexReport
+    from app.services.jobs import drain
+    from app.services.library.indexer import index_library
+    from tests.test_library import ToneEmbedder
+
+    return drain(index_library(root, ToneEmbedder()))
+
+
+def _fill(folder: Path) -> None:
+    from tests.test_library import tone, write
+
+    for f in (300, 1200, 4800):
+        write(folder / f"s_{f}.wav", tone(f, 1.0))
+
+
+@pytest.mark.parametrize("how", ["dangling link", "tmpfs mount"])
+def test_a_vanished_mount_or_link_target_is_unavailable_not_deleted(tmp_path: Path, how: str) -> None:
+    """Item 5: `umount LIB2/sub; earshot index LIB2` removed its 20 files (rows, tags, favourites) and re-embedded
+    them all when the mount came back; so did a folder symlink whose target was gone."""
+    import os
+    import shutil
+    import subprocess
+
+    from app.services.library.library import Library
+    from tests.test_library import tone, write
+
+    if how == "tmpfs mount" and os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root; the dangling link covers the same code unprivileged")
+    root = tmp_path / "lib"
+    write(root / "local.wav", tone(600, 1.0))
+    store, sub = tmp_path / "store", root / "sub"
+    _fill(store)
+
+    def attach(files: bool = True) -> None:
+        if how == "dangling link":
+            (tmp_path / "away").rename(store) if not store.exists() else None
+            if not sub.is_symlink():
+                sub.symlink_to(store, target_is_directory=True)
+        else:
+            sub.mkdir(exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(sub)], check=True)
+            if files:
+                for f in store.iterdir():
+                    shutil.copy2(f, sub / f.name)
+
+    def detach() -> None:
+        if how == "dangling link":
+            store.rename(tmp_path / "away")
+        else:
+            subprocess.run(["umount", str(sub)], check=True)
+
+    attach()
+    try:
+        assert len(_index(root).embedded) == 4
+        with Library.open(root) as lib:
+            fid = lib.files.id_of("sub/s_300.wav")
+            lib.user_tags.add([fid], ["keeper"])
+            lib.user_tags.set_favourite([fid], True)
+        detach()
+        report = _index(root)
+        assert report.removed == 0 and report.unavailable == 3, report
+        assert any("sub" in e and "kept" in e for e in report.scan_errors), report.scan_errors
+        with Library.open(root) as lib:
+            assert lib.stats().files == 4 and lib.stats().unavailable == 3
+            assert lib.user_tags.of(fid) == ["keeper"] and lib.user_tags.favourites() == {fid}
+        if how == "tmpfs mount":  # an empty share mounted there: still not deleted
+            attach(files=False)
+            assert _index(root).unavailable == 3
+            detach()
+        attach()
+        report = _index(root)
+        assert report.embedded == [] and report.unavailable == 0 and report.removed == 0
+        with Library.open(root) as lib:
+            assert lib.stats().unavailable == 0 and lib.user_tags.of(fid) == ["keeper"]
+    finally:
+        if how == "tmpfs mount" and os.path.ismount(sub):
+            subprocess.run(["umount", str(sub)], check=False)
+
+
+def test_an_emptied_plain_folder_still_counts_as_deleted(tmp_path: Path) -> None:
+    """Only mount points and links are kept: a folder the user emptied loses its rows as before."""
+    root = tmp_path / "lib"
+    _fill(root / "sub")
+    assert len(_index(root).embedded) == 3
+    for f in (root / "sub").iterdir():
+        f.unlink()
+    report = _index(root)
+    assert report.removed == 3 and report.unavailable == 0

@@ -28,7 +28,8 @@ Modules (tested in tests/test_library.py and tests/test_library_text.py):
 Never silently wrong (issue 14): opening runs SQLite's quick_check and rebuilds a damaged catalog from every
 row that still reads and checks out (salvage.py); an index file whose checksum is not the recorded one
 is compared with the catalog's vectors and rebuilt if any differ; a model yielding NaN/inf is refused as a
-whole (BrokenModelError, recorded in models.error); files under a folder that cannot be listed keep their
-rows, hidden (files.available = 0) until it is back; a full disk is a DiskFullError and the next run
+whole (BrokenModelError, recorded in models.error); files under a folder that cannot be listed, a mount point
+found empty (unmounted) or a link whose target is gone keep their rows, tags and favourites, hidden
+(files.available = 0) until it is back; a full disk is a DiskFullError and the next run
 resumes; over-long paths are scan errors; `index_library(..., rehash=True)` re-hashes every file.
 """

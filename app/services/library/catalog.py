@@ -174,8 +174,15 @@ def file_format(key: bytes) -> str:
     return os.fsdecode(name.rsplit(b".", 1)[-1]).lower() if b"." in name else ""
 
 
+def _migrate_v3(db: sqlite3.Connection) -> None:
+    """v4: the folders that were mount points when last scanned (relative, '/'-separated bytes), so that one found
+    empty later (unmounted) hides its files' rows instead of deleting them."""
+    db.execute("CREATE TABLE mount_points(folder BLOB PRIMARY KEY)")
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2,
+                                                               3: _migrate_v3}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),

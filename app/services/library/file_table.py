@@ -179,6 +179,19 @@ class FileTable:
             for part, marks in id_chunks(file_ids):
                 db.execute(f"UPDATE files SET available = 0 WHERE id IN ({marks})", part)
 
+    def mount_points(self) -> list[str]:
+        """Relative folders that were mount points when the folder was last scanned."""
+        with self.library.lock:
+            return [os.fsdecode(bytes(r[0])) for r in self.library.db.execute("SELECT folder FROM mount_points")]
+
+    def set_mount_points(self, folders: Sequence[str]) -> None:
+        if set(folders) == set(self.mount_points()):
+            return
+        with self.library.transaction() as db:
+            db.execute("DELETE FROM mount_points")
+            db.executemany("INSERT OR IGNORE INTO mount_points(folder) VALUES (?)",
+                           [(os.fsencode(f),) for f in folders])
+
     def delete(self, file_ids: Sequence[int]) -> int:
         """Remove file rows and all their vectors (one transaction); returns how many."""
         if not file_ids:
