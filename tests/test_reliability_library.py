@@ -240,3 +240,86 @@ def test_an_emptied_plain_folder_still_counts_as_deleted(tmp_path: Path) -> None
         f.unlink()
     report = _index(root)
     assert report.removed == 3 and report.unavailable == 0
+
+
+# ------------------------------------------------------------- item 16: a read-only catalog is searched read-only
+
+
+@pytest.fixture(params=["simulated", "read-only mount", "chmod"])
+def read_only_library(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> Path:
+    """A tagged, indexed library whose catalog cannot be written: simulated (the write test says no, for a root
+    run), on a tmpfs remounted read-only (root: EROFS stops root too), or chmod a-w (unprivileged runs only)."""
+    import os
+    import shutil
+    import subprocess
+
+    from app.services.library.library import Library
+    from tests.test_cli import tagged_library
+
+    root = tagged_library(tmp_path / "build" / "lib")
+    with Library.open(root) as lib:
+        lib.user_tags.add([lib.files.id_of("animals/dog_bark.wav")], ["keeper"])
+    monkeypatch.setattr("app.services.library.catalog.user_data_dir", lambda *a, **k: str(tmp_path / "private"))
+    if request.param == "simulated":
+        real = __import__("app.services.library.catalog", fromlist=["can_write"]).can_write
+        monkeypatch.setattr("app.services.library.catalog.can_write",
+                            lambda folder: real(folder) and folder.name != ".earshot")
+        return root
+    if request.param == "chmod":
+        if os.geteuid() == 0:
+            pytest.skip("root ignores permission bits: the simulated and read-only-mount cases cover it")
+        for p in (root / ".earshot", *(root / ".earshot").iterdir()):
+            p.chmod(p.stat().st_mode & ~0o222)
+        request.addfinalizer(lambda: [p.chmod(p.stat().st_mode | 0o200) for p in (root / ".earshot",
+                                                                                 *(root / ".earshot").iterdir())])
+        return root
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mount)], check=True)
+    request.addfinalizer(lambda: subprocess.run(["umount", str(mount)], check=False))
+    shutil.copytree(root, mount / "lib", symlinks=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    return mount / "lib"
+
+
+def test_a_read_only_catalog_is_searched_read_only(read_only_library: Path, tmp_path: Path) -> None:
+    """Item 16: a shared library indexed by someone else was ignored: search said "has no sounds indexed"."""
+    from app.services.library.library import Library
+    from app.services.library.records import LibraryError
+    from tests.test_library import ToneEmbedder
+
+    with Library.open(read_only_library) as lib:
+        assert lib.read_only and lib.catalog_dir == read_only_library / ".earshot"
+        assert "read-only" in lib.notice and "write access" in lib.notice
+        assert lib.stats().files == 3 and lib.user_tags.all() == ["keeper"]
+        assert lib.search.by_text("440 Hz", ToneEmbedder(), k=1)[0].rel_path == "animals/dog_bark.wav"
+        fid = lib.files.id_of("doors/door_creak.wav")
+        with pytest.raises(LibraryError, match="write access"):
+            lib.user_tags.add([fid], ["spooky"])
+    assert not (tmp_path / "private").exists()  # no private catalog made beside it
+
+
+def test_index_and_tags_on_a_read_only_catalog_say_so_and_fail(read_only_library: Path, tmp_path: Path, capsys,
+                                                               monkeypatch) -> None:
+    """Item 16: `index` re-embedded everything into a private catalog."""
+    from tests.test_library import ToneEmbedder
+
+    class Tone(ToneEmbedder):
+        name = "tone"
+
+    monkeypatch.setattr("app.services.search.embedder.load_embedder", lambda *a, **k: Tone())
+    monkeypatch.setattr("app.services.search.embedder.load_query_embedder", lambda *a, **k: Tone())
+    lib = ["--library", str(read_only_library)]
+    assert main(["search", "dog", *lib, "--mode", "names", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [h["path"] for h in json.loads(out)][:1] == [str(read_only_library / "animals/dog_bark.wav")]
+    assert "read-only" in err and "no sounds indexed" not in err
+    assert main(["index", str(read_only_library)]) == 2
+    err = capsys.readouterr().err
+    assert "read-only" in err and "write access" in err
+    assert main(["tags", "add", "doors/door_creak.wav", "-t", "spooky", *lib]) == 2
+    assert "write access" in capsys.readouterr().err
+    assert main(["tags", "export", *lib]) == 0 and "keeper" in capsys.readouterr().out
+    assert not (tmp_path / "private").exists()

@@ -31,5 +31,8 @@ is compared with the catalog's vectors and rebuilt if any differ; a model yieldi
 whole (BrokenModelError, recorded in models.error); files under a folder that cannot be listed, a mount point
 found empty (unmounted) or a link whose target is gone keep their rows, tags and favourites, hidden
 (files.available = 0) until it is back; a full disk is a DiskFullError and the next run
-resumes; over-long paths are scan errors; `index_library(..., rehash=True)` re-hashes every file.
+resumes; over-long paths are scan errors; `index_library(..., rehash=True)` re-hashes every file. Issue 27: a
+repair is kept (`library.repair`) and said; user tags and favourites are mirrored beside the catalog
+(tag_mirror.py) and restored after a salvage; a catalog without write access is opened read-only
+(`library.read_only`: searched, never written).
 """

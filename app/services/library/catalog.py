@@ -1,11 +1,11 @@
 """The SQLite catalog: where it lives, its schema, versioned migrations, connecting, and the row record.
 
-`<library>/.earshot/catalog.sqlite`, or `<user data dir>/libraries/<sha256(abs path)[:16]>/` when the library
-folder cannot be written. SQLite in WAL mode; every file's result is one transaction, so a crash (even
-kill -9) loses at most the file in flight. The catalog is the source of truth; the FAISS files next to it
-are caches. `PRAGMA user_version` is the schema version: `MIGRATIONS[v]` brings a catalog from version v to
-v + 1 inside one transaction, so adding a table (e.g. a text channel) is one more function and one more
-version.
+`<library>/.earshot/catalog.sqlite` (opened read-only when it exists but cannot be written: a shared library),
+or `<user data dir>/libraries/<sha256(abs path)[:16]>/` when the library folder cannot be written. SQLite in WAL
+mode; every file's result is one transaction, so a crash (even kill -9) loses at most the file in flight. The
+catalog is the source of truth; the FAISS files next to it are caches. `PRAGMA user_version` is the schema
+version: `MIGRATIONS[v]` brings a catalog from version v to v + 1 inside one transaction, so adding a table
+(e.g. a text channel) is one more function and one more version.
 """
 
 from __future__ import annotations
@@ -234,18 +234,54 @@ def can_write(folder: Path) -> bool:
         return False
 
 
-def catalog_dir_for(root: PathLike) -> Path:
-    """Where the catalog of `root` lives: `<root>/.earshot`, or the user data dir when root is read-only."""
+def locate(root: PathLike) -> tuple[Path, bool]:
+    """(where the catalog of `root` lives, whether it is read-only): `<root>/.earshot`; the same, read-only, when
+    a catalog is there that cannot be written (a shared library indexed by someone else); else, when root cannot
+    be written, a private one in the user data dir."""
     root = Path(os.path.abspath(root))
     local = root / CATALOG_DIR
-    if can_write(local):
-        return local
+    existing = local / CATALOG_NAME
+    if can_write(local) and (not existing.exists() or os.access(existing, os.W_OK)):
+        return local, False
+    if existing.is_file():
+        return local, True
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
     fallback = Path(user_data_dir(APP_NAME, appauthor=False)) / "libraries" / digest
     fallback.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         (fallback / "library.txt").write_text(display_name(root) + "\n", encoding="utf-8")
-    return fallback
+    return fallback, False
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open a catalog that cannot be written, read-only: SQLite's `mode=ro`, or `immutable=1` when even its WAL
+    index cannot be made (a read-only folder or file system). Raises sqlite3.DatabaseError for a damaged file,
+    LibraryError for a catalog of another version (upgrading it needs write access)."""
+    uri = Path(os.path.abspath(path)).as_uri()
+    try:
+        db = _connect_uri(f"{uri}?mode=ro")
+    except sqlite3.OperationalError:  # "unable to open database file": no WAL index can be made
+        db = _connect_uri(f"{uri}?immutable=1")
+    try:
+        version = _schema_version(db, path)
+        if version < SCHEMA_VERSION:
+            raise LibraryError(f"{display_name(path)}: catalog version {version} needs upgrading to version "
+                               f"{SCHEMA_VERSION}, which needs write access to its folder")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _connect_uri(uri: str) -> sqlite3.Connection:
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+    try:
+        db.execute("PRAGMA query_only = ON")
+        db.execute("SELECT count(*) FROM files").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -43,11 +43,13 @@ from app.services.vector_index import IndexConfig
 class Library:
     """A folder of sounds with its catalog and per-model vector indexes. Thread-safe (one lock, `lock`)."""
 
-    def __init__(self, root: Path, catalog_dir: Path, db: sqlite3.Connection, index_config: IndexConfig) -> None:
+    def __init__(self, root: Path, catalog_dir: Path, db: sqlite3.Connection, index_config: IndexConfig,
+                 read_only: bool = False) -> None:
         self.root = root
         self.catalog_dir = catalog_dir
         self.db = db  # read it under `lock`; write only through `transaction`; None once closed
         self.index_config = index_config
+        self.read_only = read_only  # a catalog without write access: searched, never written (indexes in memory)
         self.events: list[str] = []  # what opening had to repair, for logs and tests
         self.repair: SalvageReport | None = None  # what opening a damaged catalog kept, restored and lost
         self.lock = threading.RLock()
@@ -67,7 +69,12 @@ class Library:
         root = Path(os.path.abspath(root))
         if not root.is_dir():
             raise LibraryError(f"{display_name(root)}: not a folder")
-        catalog_dir = catalog.catalog_dir_for(root)
+        catalog_dir, read_only = catalog.locate(root)
+        if read_only:
+            lib = cls(root, catalog_dir, _connect_read_only(catalog_dir / CATALOG_NAME), index_config or IndexConfig(),
+                      read_only=True)
+            lib.events.append(lib.read_only_message)
+            return lib
         for stale in catalog_dir.glob(".index-*.tmp"):  # an interrupted index write
             with contextlib.suppress(OSError):
                 stale.unlink()
@@ -94,8 +101,15 @@ class Library:
 
     @property
     def notice(self) -> str:
-        """What opening has to tell the user (a repair), for a status line; '' when nothing."""
+        """What opening has to tell the user (a repair, a read-only catalog), for a status line; '' when nothing."""
+        if self.read_only:
+            return self.read_only_message
         return f"Catalog repaired: {self.repair}" if self.repair is not None else ""
+
+    @property
+    def read_only_message(self) -> str:
+        return (f"{display_name(self.catalog_dir)} is read-only (no write access): searching only; indexing and "
+                "tagging need write access to it")
 
     def close(self) -> None:
         with self.lock:
@@ -128,6 +142,8 @@ class Library:
         with self.lock:
             if self.db is None:
                 raise LibraryError("the library is closed")
+            if self.read_only:
+                raise LibraryError(self.read_only_message)
             try:
                 with catalog.transaction(self.db) as db:
                     yield db
@@ -140,6 +156,8 @@ class Library:
     def indexing(self) -> Iterator[None]:
         """Held by the one indexing job a library may run at a time; a second one gets a LibraryError."""
         with self.lock:
+            if self.read_only:
+                raise LibraryError(f"cannot index: {self.read_only_message}")
             if self._indexing:
                 raise LibraryError(f"{display_name(self.root)} is already being indexed")
             self._indexing = True
@@ -228,3 +246,20 @@ def _connect_or_salvage(path: Path) -> tuple[sqlite3.Connection, tuple[SalvageRe
             raise DiskFullError(catalog.disk_full_message(path)) from None
         raise LibraryError(f"{display_name(path)}: cannot open the catalog ({e})") from None
     return db, damage
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only catalog's connection; a damaged one cannot be repaired without write access: a LibraryError."""
+    try:
+        db = catalog.connect_read_only(path)
+        problems = catalog.quick_check(db)
+    except sqlite3.OperationalError as e:
+        raise LibraryError(f"{display_name(path)}: cannot open the read-only catalog ({e})") from None
+    except sqlite3.DatabaseError as e:
+        problems, db = [str(e)], None
+    if problems:
+        if db is not None:
+            db.close()
+        raise LibraryError(f"{display_name(path)}: the catalog is damaged ({'; '.join(problems)[:200]}) and "
+                           "read-only: repairing it needs write access to its folder")
+    return db

@@ -301,6 +301,9 @@ def _rebuild(old: _Reader, new: sqlite3.Connection, raw: dict[str, list[tuple]]
                 new.execute(f"INSERT INTO vectors({_SALVAGE['vectors']}) VALUES (?, ?, ?, ?, ?, ?)", row)
                 counts["vectors"].kept += 1
     _copy_texts(old, new)
+    for (folder,) in old.rows("mount_points", "SELECT folder FROM mount_points"):  # an unmounted share stays away
+        with contextlib.suppress(sqlite3.Error):
+            new.execute("INSERT OR IGNORE INTO mount_points(folder) VALUES (?)", (folder,))
     # the user's own work: kept for every file that still has a row, rows to read again included
     with_rows = {r[0] for r in new.execute("SELECT id FROM files")}
     counts["user_tags"].before, counts["favourites"].before = len(tags), len(favourites)

@@ -117,8 +117,8 @@ class VectorStore:
         (full disk, ...) only costs a repair next time."""
         with self.lock:
             vi = self._indexes.get(model_id)
-            if vi is None or model_id not in self._dirty:
-                return
+            if vi is None or model_id not in self._dirty or self.library.read_only:
+                return  # a read-only library keeps its repaired indexes in memory
             path = self.path(model_id)
             try:
                 vi.save(path)
