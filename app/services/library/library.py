@@ -33,6 +33,7 @@ from app.services.library.catalog import CATALOG_NAME
 from app.services.library.file_table import FileTable
 from app.services.library.records import DiskFullError, Embedder, Hit, LibraryError, LibraryStats, PathLike
 from app.services.library.salvage import REREAD, SalvageReport, salvage
+from app.services.library.tag_mirror import MIRROR_NAME
 from app.services.library.text_channel import TextChannel, is_text_model
 from app.services.library.user_tags import UserTags
 from app.services.library.vector_search import VectorSearch
@@ -75,8 +76,8 @@ class Library:
                       read_only=True)
             lib.events.append(lib.read_only_message)
             return lib
-        for stale in catalog_dir.glob(".index-*.tmp"):  # an interrupted index write
-            with contextlib.suppress(OSError):
+        for stale in [*catalog_dir.glob(".index-*.tmp"), *catalog_dir.glob(f".{MIRROR_NAME}.*.tmp")]:
+            with contextlib.suppress(OSError):  # an interrupted index or mirror write
                 stale.unlink()
         db, damage = _connect_or_salvage(catalog_dir / CATALOG_NAME)
         lib = cls(root, catalog_dir, db, index_config or IndexConfig())
