@@ -105,7 +105,9 @@ OUTPUT_HELP = """output:
   escaped (\\n, \\t, \\xNN for control characters and for bytes that are not UTF-8, \\\\ for a backslash).
   --json (and --queries): every string is valid Unicode. "path" is the file's path as text; when the name
   is not valid UTF-8, "path" shows the undecodable bytes as U+FFFD and "path_bytes" holds the exact bytes
-  in base64: open that one. --queries prints JSON lines {"query", "line", "results": [...]}."""
+  in base64: open that one. --queries prints JSON lines {"query", "line", "results": [...]}.
+  a damaged catalog repaired on opening: what was set aside, kept, restored and lost is said on standard
+  error ("library: ..."), with --json also as one JSON line {"repair": {...}} there."""
 
 
 def result_count(text: str) -> int:
@@ -147,12 +149,12 @@ def cmd_index(args: argparse.Namespace) -> int:
             report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash),
                                      desc="index", disable=True if args.json else None)
         finally:
-            print_events(session.library.events)
+            print_events(session.library)
             session.close()
     except LibraryError as e:  # a broken model, a full disk, a damaged catalog: a message, not a traceback
         raise ValueError(str(e)) from None
-    _print_index_summary(summarize(report) | {"touched": report.touched, "unavailable": report.unavailable},
-                         args.json)
+    _print_index_summary(summarize(report) | {"touched": report.touched, "unavailable": report.unavailable}
+                         | repair_fields(session.library), args.json)
     return 0
 
 
@@ -301,7 +303,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.library}: not a folder")
     try:
         with Library.open(args.library) as lib:
-            print_events(lib.events)
+            print_events(lib)
             editor = TagEditor(lib)
             return _tags_action(args, editor)
     except LibraryError as e:
@@ -323,7 +325,8 @@ def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 
         if args.json:
             print(json.dumps({"rows": r.rows, "files_changed": r.files, "tags_added": r.tags_added,
                               "unknown": [{"line": ln, "path": printable(p)} for ln, p in r.unknown],
-                              "errors": [{"line": ln, "error": e} for ln, e in r.errors]}, indent=2))
+                              "errors": [{"line": ln, "error": e} for ln, e in r.errors]}
+                             | repair_fields(editor.library), indent=2))
         else:
             print(f"{r.rows} rows: {r.files} files changed, {r.tags_added} tags added")
         for line, path in r.unknown:
@@ -402,7 +405,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
         try:
             hits = run(session, filters)
         finally:
-            print_events(session.library.events)
+            print_events(session.library, as_json=args.json)
             session.close()
     except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
@@ -434,7 +437,7 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
                                                             names_weight=args.names_weight)]
                 print(json.dumps({"query": query, "line": line, "results": hits}), flush=True)
         finally:
-            print_events(session.library.events)
+            print_events(session.library, as_json=True)
             session.close()
     except LibraryError as e:
         raise ValueError(str(e)) from None
@@ -443,11 +446,19 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
     return 0
 
 
-def print_events(events: list[Any]) -> None:
-    """What opening a library had to repair (a damaged catalog: what was kept and lost; a rebuilt index) and
-    failed writes, on standard error: a repair is never silent."""
-    for event in events:
+def print_events(library: Any, as_json: bool = False) -> None:  # noqa: ANN401 - a Library
+    """What opening a library had to repair (a damaged catalog: what was set aside, kept, restored and lost; a
+    rebuilt index) and failed writes, on standard error: a repair is never silent. as_json (search and similar,
+    whose standard output is a list): the repair also as one JSON line {"repair": {...}} (`repair_fields`)."""
+    for event in library.events:
         print(f"library: {event}", file=sys.stderr)
+    if as_json and library.repair is not None:
+        print(json.dumps(repair_fields(library)), file=sys.stderr)
+
+
+def repair_fields(library: Any) -> dict[str, Any]:  # noqa: ANN401 - a Library
+    """{"repair": what salvaging a damaged catalog set aside, kept, restored and lost} for JSON; {} if nothing."""
+    return {"repair": library.repair.as_dict()} if library.repair is not None else {}
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -369,11 +369,11 @@ def counts(root: Path) -> dict[str, int]:
 def test_a_damaged_tags_page_loses_no_tags_and_says_so(tagged60: Path, tmp_path: Path) -> None:
     """Item 2: with the user_tags page damaged, `index` said "0 file rows and 0 vectors lost" while all 120 tags
     were gone. The tags index is a second copy of every tag: they come back, and the report counts them."""
-    from app.services.library import catalog
+    from app.services.library import salvage
 
     cat = damage(tagged60, tmp_path / "lib", "user_tags")
     damaged_bytes = cat.read_bytes()
-    report = catalog.salvage(cat)
+    report = salvage.salvage(cat)
     assert (report.files.before, report.files.kept, report.vectors.before, report.vectors.kept) == (60, 60, 60, 60)
     assert (report.user_tags.before, report.user_tags.kept) == (120, 120)
     assert (report.favourites.before, report.favourites.kept) == (10, 10)
@@ -387,10 +387,10 @@ def test_a_damaged_tags_page_loses_no_tags_and_says_so(tagged60: Path, tmp_path:
 def test_a_damaged_favourites_page_is_reported_as_lost(tagged60: Path, tmp_path: Path) -> None:
     """Item 2: all 10 favourites gone and "0 lost" reported. The favourites table has no second copy, so how many
     were on the damaged page cannot be counted: the report says which table lost an unknown number of rows."""
-    from app.services.library import catalog
+    from app.services.library import salvage
 
     cat = damage(tagged60, tmp_path / "lib", "favourites")
-    report = catalog.salvage(cat)
+    report = salvage.salvage(cat)
     assert (report.files.kept, report.user_tags.kept, report.favourites.kept) == (60, 120, 0)
     assert report.uncounted == ["favourites"]
     assert "favourites: the damaged pages held an unknown number of rows, lost" in str(report)
@@ -402,14 +402,14 @@ def test_a_damaged_files_page_keeps_the_files_tags_and_favourites_to_read_again(
     """Items 1 and 2: a lost `files` leaf said "0 file rows lost" while 27 rows and their 54 tags were gone. The
     path index still names those files: their rows come back as failed ("read again") and keep their tags."""
     from app.services.jobs import drain
-    from app.services.library import catalog
+    from app.services.library import salvage
     from app.services.library.indexer import index_library
     from app.services.library.library import Library
     from tests.test_library import ToneEmbedder
 
     root = tmp_path / "lib"
     cat = damage(tagged60, root, "files")
-    report = catalog.salvage(cat)
+    report = salvage.salvage(cat)
     n = len(report.reread)
     assert 0 < n < 60 and report.files.before == 60 and report.files.kept == 60 - n
     assert report.vectors.before == 60 and report.vectors.kept == 60 - n and report.lost == {"vectors": n}
@@ -427,12 +427,12 @@ def test_a_damaged_files_page_keeps_the_files_tags_and_favourites_to_read_again(
 
 
 def test_repairs_in_the_same_second_keep_every_damaged_copy(tagged60: Path, tmp_path: Path) -> None:
-    from app.services.library import catalog
+    from app.services.library import salvage
 
     cat = damage(tagged60, tmp_path / "lib", "user_tags")
-    first = catalog.salvage(cat).damaged_copy
+    first = salvage.salvage(cat).damaged_copy
     (tmp_path / "lib" / ".earshot" / "catalog.sqlite").write_bytes(b"not a database" * 400)
-    second = catalog.salvage(cat).damaged_copy
+    second = salvage.salvage(cat).damaged_copy
     assert first != second and first.exists() and second.read_bytes() == b"not a database" * 400
 
 
@@ -440,10 +440,94 @@ def test_search_and_tags_say_what_a_repair_on_opening_kept_and_lost(tagged60: Pa
     """Item 1: `search` on a damaged catalog repaired it and said nothing (rc 0, empty stderr)."""
     root = tmp_path / "lib"
     damage(tagged60, root, "favourites")
+    (root / ".earshot" / "user-tags.json").unlink()  # no mirror to restore them from: the loss is said
     assert main(["tags", "export", "--library", str(root), "-o", str(tmp_path / "t.csv")]) == 0
     err = capsys.readouterr().err
     assert "library: damaged catalog moved to catalog.sqlite.damaged-" in err
     assert "favourites: the damaged pages held an unknown number of rows, lost" in err
     damage(tagged60, tmp_path / "lib2", "favourites")
     assert main(["search", "tone", "--library", str(tmp_path / "lib2"), "--mode", "names"]) == 0
-    assert "library: damaged catalog moved to" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "library: damaged catalog moved to" in err and "restored from user-tags.json: 10 favourites" in err
+
+
+# --------------------------------------------------------- item 13: one FAISS add per sentence vector
+
+
+def test_tags_in_a_fresh_process_add_each_sentence_vector_once(tmp_path: Path, capsys) -> None:
+    """Item 13: every `tags add/remove/import` in a fresh process added the new sentence vector to the text index
+    twice (loading the index brought in the committed vector, then it was added again); the next open found
+    duplicate ids and rebuilt the whole index."""
+    from app.services.library.library import Library
+    from app.services.library.text_channel import TEXT_PREFIX
+
+    root = tagged_library(tmp_path / "lib")
+    lib_args = ["--library", str(root)]
+    assert main(["tags", "add", "animals/dog_bark.wav", "-t", "keeper", *lib_args]) == 0
+    assert main(["tags", "remove", "animals/dog_bark.wav", "-t", "keeper", *lib_args]) == 0
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_text("path,tags,favourite\ndoors/door_creak.wav,spooky,\n", encoding="utf-8")
+    assert main(["tags", "import", str(csv_file), *lib_args]) == 0
+    capsys.readouterr()
+    with Library.open(root) as lib:
+        model = lib.db.execute("SELECT model_id FROM models WHERE model_id LIKE ?", (TEXT_PREFIX + "%",)).fetchone()[0]
+        vi = lib.vectors.index(model)
+        stored = lib.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?", (model,)).fetchone()[0]
+        assert len(vi) == stored == 2 and len(set(vi.ids().tolist())) == 2
+        assert not [e for e in lib.events if "index" in e], lib.events
+
+
+# ------------------------------------------------- items 6 and 7: `similar` says why, as `probe` does
+
+
+@pytest.fixture(scope="module")
+def with_failure(indexed: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Two tones and a truncated WAV, indexed with the tiny checkpoint: (library folder, checkpoint path)."""
+    from tests.test_library import tone, write
+
+    root = tmp_path_factory.mktemp("with_failure") / "lib"
+    write(root / "a.wav", tone(300, 1.0))
+    write(root / "b.wav", tone(600, 1.0))
+    write(root / "cut.wav", tone(500, 2.0))
+    data = (root / "cut.wav").read_bytes()
+    (root / "cut.wav").write_bytes(data[: len(data) // 2])
+    assert main(["index", str(root), "--model", indexed[1], "--json"]) == 0
+    return root, indexed[1]
+
+
+def probe_reason(path: Path, capsys) -> str:
+    capsys.readouterr()
+    assert main(["probe", str(path)]) == 1
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"error  {path}: ")
+    return out.removeprefix(f"error  {path}: ")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "missing"])
+def test_similar_on_a_path_that_is_no_audio_file_gives_probes_reason(with_failure: tuple[Path, str], tmp_path: Path,
+                                                                     capsys, kind: str) -> None:
+    """Item 6: `similar` on a FIFO, a folder or a missing file said "not in the library"."""
+    import os
+
+    root, ckpt = with_failure
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    reason = probe_reason(path, capsys)
+    assert main(["similar", str(path), "--library", str(root), "--model", ckpt]) == 2
+    err = capsys.readouterr().err
+    assert reason in err and "not in the library" not in err, err
+
+
+def test_similar_on_a_file_that_failed_to_index_gives_its_recorded_reason(with_failure: tuple[Path, str],
+                                                                          capsys) -> None:
+    """Item 7: `similar` on a library file that failed to index said "file 4 has no vector for model '…' (index the
+    library first)": an internal id and the wrong advice."""
+    root, ckpt = with_failure
+    capsys.readouterr()
+    assert main(["similar", str(root / "cut.wav"), "--library", str(root), "--model", ckpt]) == 2
+    err = capsys.readouterr().err
+    assert "cut.wav" in err and "truncated" in err and "could not be indexed" in err, err
+    assert "index the library first" not in err and "file " not in err.split("cut.wav")[0], err

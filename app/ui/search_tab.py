@@ -233,6 +233,8 @@ class SearchTab(ModelTab):
             return
         self._retire_session()
         self.session = session
+        if session.library.notice:  # a repaired catalog: what was kept, restored and lost
+            self.status(session.library.notice)
         self.state.set_ready(True)
         self.session_ready.emit()
         self._run(session, lambda: catalog_job(session), "catalog",

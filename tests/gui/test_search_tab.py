@@ -605,3 +605,38 @@ def test_format_rate_and_channel_filters(qtbot, named: SearchTab) -> None:
     mono = shown_after(lambda: bar.channels_combo.setCurrentText("Mono"))
     assert len(mono) == 4 and "Vehicles/engine idle.ogg" not in mono
     assert bar.filters().channels == 1 and bar.filters().active
+
+
+def test_a_catalog_repaired_on_opening_is_said_in_the_status_line(qtbot, tab: SearchTab, registry: ModelRegistry,
+                                                                  tmp_path: Path) -> None:
+    """Issue 27 item 1: the GUI opened a damaged catalog, repaired it, and said nothing."""
+    root = make_library(tmp_path / "lib")
+    (root / ".earshot").mkdir()
+    (root / ".earshot" / "catalog.sqlite").write_bytes(b"not a database" * 400)
+    open_and_index(qtbot, tab, registry, root)
+    assert "Catalog repaired: damaged catalog moved to catalog.sqlite.damaged-" in tab.status_label.text()
+
+
+def test_a_read_only_catalog_is_opened_and_says_indexing_needs_write_access(qtbot, tab: SearchTab,
+                                                                             registry: ModelRegistry,
+                                                                             tmp_path: Path, monkeypatch) -> None:
+    """Issue 27 item 16: a shared library indexed by someone else (no write access) is searched, not re-indexed."""
+    from app.services.library import catalog
+
+    root = make_library(tmp_path / "lib")
+    open_and_index(qtbot, tab, registry, root)
+    tab.shutdown()
+    real = catalog.can_write
+    monkeypatch.setattr(catalog, "can_write", lambda folder: real(folder) and folder.name != ".earshot")
+    monkeypatch.setattr(catalog, "user_data_dir", lambda *a, **k: str(tmp_path / "private"))
+    other = SearchTab()
+    qtbot.addWidget(other)
+    other.set_audio_status(NO_AUDIO)
+    other.set_registry(registry)
+    try:
+        assert open_and_index(qtbot, other, registry, root) is None  # indexing refused
+        assert "read-only" in other.status_label.text() and "write access" in other.status_label.text()
+        assert "write access" in other.indexing.index_label.text()
+        assert search(qtbot, other, "tone").hits
+    finally:
+        other.shutdown()

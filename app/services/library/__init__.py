@@ -15,7 +15,9 @@ Modules (tested in tests/test_library.py and tests/test_library_text.py):
 - user_tags.py     `library.user_tags`: the user's tags and favourites;
 - records.py       errors, the `Embedder` protocol, `SearchFilters`, `Hit`, `MatchInfo`, `FailedFile`,
                    `LibraryStats`, `IndexReport`;
-- catalog.py       where the catalog lives, its schema and versioned migrations, connecting, salvage;
+- catalog.py       where the catalog lives, its schema and versioned migrations, connecting;
+- salvage.py       rebuilding a damaged catalog from what still reads (`SalvageReport`: kept, lost, restored);
+- pages.py         catalog rows read off the SQLite pages themselves, for salvage;
 - scan.py          walking the folder (`scan_folder`), hashing (`hash_file`), change detection inputs;
 - embedding.py     windows -> vectors -> pooled file vector (`embed_file`);
 - indexer.py       the threaded, incremental index job (`index_library`);
@@ -24,9 +26,13 @@ Modules (tested in tests/test_library.py and tests/test_library_text.py):
 - tags.py          embedded tags (mutagen + RIFF INFO/bext/iXML) as search text, problems recorded not raised.
 
 Never silently wrong (issue 14): opening runs SQLite's quick_check and rebuilds a damaged catalog from every
-row that still reads and checks out (catalog.salvage); an index file whose checksum is not the recorded one
+row that still reads and checks out (salvage.py); an index file whose checksum is not the recorded one
 is compared with the catalog's vectors and rebuilt if any differ; a model yielding NaN/inf is refused as a
-whole (BrokenModelError, recorded in models.error); files under a folder that cannot be listed keep their
-rows, hidden (files.available = 0) until it is back; a full disk is a DiskFullError and the next run
-resumes; over-long paths are scan errors; `index_library(..., rehash=True)` re-hashes every file.
+whole (BrokenModelError, recorded in models.error); files under a folder that cannot be listed, a mount point
+found empty (unmounted) or a link whose target is gone keep their rows, tags and favourites, hidden
+(files.available = 0) until it is back; a full disk is a DiskFullError and the next run
+resumes; over-long paths are scan errors; `index_library(..., rehash=True)` re-hashes every file. Issue 27: a
+repair is kept (`library.repair`) and said; user tags and favourites are mirrored beside the catalog
+(tag_mirror.py) and restored after a salvage; a catalog without write access is opened read-only
+(`library.read_only`: searched, never written).
 """

@@ -1,11 +1,11 @@
 """The SQLite catalog: where it lives, its schema, versioned migrations, connecting, and the row record.
 
-`<library>/.earshot/catalog.sqlite`, or `<user data dir>/libraries/<sha256(abs path)[:16]>/` when the library
-folder cannot be written. SQLite in WAL mode; every file's result is one transaction, so a crash (even
-kill -9) loses at most the file in flight. The catalog is the source of truth; the FAISS files next to it
-are caches. `PRAGMA user_version` is the schema version: `MIGRATIONS[v]` brings a catalog from version v to
-v + 1 inside one transaction, so adding a table (e.g. a text channel) is one more function and one more
-version.
+`<library>/.earshot/catalog.sqlite` (opened read-only when it exists but cannot be written: a shared library),
+or `<user data dir>/libraries/<sha256(abs path)[:16]>/` when the library folder cannot be written. SQLite in WAL
+mode; every file's result is one transaction, so a crash (even kill -9) loses at most the file in flight. The
+catalog is the source of truth; the FAISS files next to it are caches. `PRAGMA user_version` is the schema
+version: `MIGRATIONS[v]` brings a catalog from version v to v + 1 inside one transaction, so adding a table
+(e.g. a text channel) is one more function and one more version.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from platformdirs import user_data_dir
 
 from app.services.audio import display_name
-from app.services.library.pages import raw_rows
 from app.services.library.records import LibraryError, PathLike
 from app.services.library.scan import CATALOG_DIR
 
@@ -176,8 +174,15 @@ def file_format(key: bytes) -> str:
     return os.fsdecode(name.rsplit(b".", 1)[-1]).lower() if b"." in name else ""
 
 
+def _migrate_v3(db: sqlite3.Connection) -> None:
+    """v4: the folders that were mount points when last scanned (relative, '/'-separated bytes), so that one found
+    empty later (unmounted) hides its files' rows instead of deleting them."""
+    db.execute("CREATE TABLE mount_points(folder BLOB PRIMARY KEY)")
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2,
+                                                               3: _migrate_v3}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),
@@ -229,18 +234,54 @@ def can_write(folder: Path) -> bool:
         return False
 
 
-def catalog_dir_for(root: PathLike) -> Path:
-    """Where the catalog of `root` lives: `<root>/.earshot`, or the user data dir when root is read-only."""
+def locate(root: PathLike) -> tuple[Path, bool]:
+    """(where the catalog of `root` lives, whether it is read-only): `<root>/.earshot`; the same, read-only, when
+    a catalog is there that cannot be written (a shared library indexed by someone else); else, when root cannot
+    be written, a private one in the user data dir."""
     root = Path(os.path.abspath(root))
     local = root / CATALOG_DIR
-    if can_write(local):
-        return local
+    existing = local / CATALOG_NAME
+    if can_write(local) and (not existing.exists() or os.access(existing, os.W_OK)):
+        return local, False
+    if existing.is_file():
+        return local, True
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
     fallback = Path(user_data_dir(APP_NAME, appauthor=False)) / "libraries" / digest
     fallback.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         (fallback / "library.txt").write_text(display_name(root) + "\n", encoding="utf-8")
-    return fallback
+    return fallback, False
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open a catalog that cannot be written, read-only: SQLite's `mode=ro`, or `immutable=1` when even its WAL
+    index cannot be made (a read-only folder or file system). Raises sqlite3.DatabaseError for a damaged file,
+    LibraryError for a catalog of another version (upgrading it needs write access)."""
+    uri = Path(os.path.abspath(path)).as_uri()
+    try:
+        db = _connect_uri(f"{uri}?mode=ro")
+    except sqlite3.OperationalError:  # "unable to open database file": no WAL index can be made
+        db = _connect_uri(f"{uri}?immutable=1")
+    try:
+        version = _schema_version(db, path)
+        if version < SCHEMA_VERSION:
+            raise LibraryError(f"{display_name(path)}: catalog version {version} needs upgrading to version "
+                               f"{SCHEMA_VERSION}, which needs write access to its folder")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _connect_uri(uri: str) -> sqlite3.Connection:
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+    try:
+        db.execute("PRAGMA query_only = ON")
+        db.execute("SELECT count(*) FROM files").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -323,7 +364,7 @@ def disk_full_message(path: Path) -> str:
             "— free some space and index again to resume")
 
 
-# ------------------------------------------------------------------------------------- integrity, salvage
+# ------------------------------------------------------------------------------------------- integrity
 
 
 def quick_check(db: sqlite3.Connection) -> list[str]:
@@ -335,302 +376,3 @@ def quick_check(db: sqlite3.Connection) -> list[str]:
     except sqlite3.DatabaseError as e:
         return [str(e)]
     return [] if rows == ["ok"] else rows
-
-
-@dataclass
-class TableCount:
-    """One table's rows before and after a salvage. `before` counts every row any copy still names (the table,
-    its indexes, the rows of other tables that point at it); `reread`: file rows kept to be read again."""
-
-    before: int = 0
-    kept: int = 0
-    reread: int = 0
-
-    @property
-    def lost(self) -> int:
-        return max(0, self.before - self.kept - self.reread)
-
-
-@dataclass
-class SalvageReport:
-    """What rebuilding a damaged catalog set aside, kept and lost. `str()` is the one-line message for the
-    library's events (CLI standard error, GUI status); `as_dict()` the same for JSON."""
-
-    damaged_copy: Path  # the damaged file, moved aside as it was (its WAL beside it)
-    files: TableCount
-    vectors: TableCount
-    user_tags: TableCount
-    favourites: TableCount
-    reread: list[str] = field(default_factory=list)  # files whose rows were damaged: failed until indexed again
-    uncounted: list[str] = field(default_factory=list)  # tables damaged with no second copy: losses not countable
-
-    LABELS = {"files": "files", "vectors": "vectors", "user_tags": "user tags", "favourites": "favourites"}
-
-    def tables(self) -> dict[str, TableCount]:
-        return {"files": self.files, "vectors": self.vectors, "user_tags": self.user_tags,
-                "favourites": self.favourites}
-
-    @property
-    def lost(self) -> dict[str, int]:
-        """Rows known to be lost, per table (tables that lost none are left out)."""
-        return {name: t.lost for name, t in self.tables().items() if t.lost}
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"damaged_copy": str(self.damaged_copy), "reread": self.reread, "uncounted": self.uncounted,
-                "lost": self.lost, **{name: {"before": t.before, "kept": t.kept, "reread": t.reread}
-                                      for name, t in self.tables().items()}}
-
-    def __str__(self) -> str:
-        kept = ", ".join(f"{t.kept} {self.LABELS[n]}" if n in self.uncounted else f"{t.kept} of {t.before} "
-                         f"{self.LABELS[n]}" for n, t in self.tables().items())
-        out = [f"damaged catalog moved to {self.damaged_copy.name}; rebuilt from what was intact: kept {kept}"]
-        if self.reread:
-            out.append(f"{len(self.reread)} files whose rows were damaged are listed as failed until `earshot index` "
-                       "reads them again")
-        lost = self.lost
-        if lost:
-            out.append("lost: " + ", ".join(f"{n} {self.LABELS[t]}" for t, n in lost.items())
-                       + (" (`earshot index` reads those files again)" if set(lost) & {"files", "vectors"} else ""))
-        for name in self.uncounted:
-            out.append(f"{self.LABELS[name]}: the damaged pages held an unknown number of rows, lost")
-        if not lost and not self.uncounted:
-            out.append("nothing lost")
-        return "; ".join(out)
-
-
-REREAD = "its catalog row was damaged and rebuilt: index again to read it"
-
-# the version-1 columns every later version still has: what salvage copies
-_SALVAGE = {
-    "models": "model_id, dim, sample_rate, window_seconds",
-    "files": "id, path, size, mtime_ns, hash, duration, sample_rate, channels, status, error, indexed_at",
-    "vectors": "id, model_id, file_id, vector, n_windows, windows",
-}
-# second copies of rows, read through a covering index alone: a damaged table page does not take these along
-_COPIES = {
-    "files": ("SELECT id, path FROM files INDEXED BY sqlite_autoindex_files_1",
-              "SELECT id, NULL FROM files INDEXED BY files_hash"),
-    "vectors": ("SELECT id, file_id FROM vectors INDEXED BY vectors_file",
-                "SELECT id, file_id FROM vectors INDEXED BY sqlite_autoindex_vectors_1"),
-    "user_tags": ("SELECT file_id, tag, NULL FROM user_tags INDEXED BY user_tags_tag",),
-}
-
-
-class _Reader:
-    """Reads what it can of the damaged catalog, noting which tables had rows it could not reach."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.damaged: set[str] = set()  # tables with at least one damaged read
-        self.complete: set[str] = set()  # tables of which one full copy (table or index) was read
-
-    def rows(self, table: str, sql: str, args: tuple = ()) -> list[tuple]:
-        """The rows `sql` yields before any damage stops it; a missing table (an older catalog) gives []."""
-        out: list[tuple] = []
-        try:
-            cur = self.db.execute(sql, args)
-            while (row := cur.fetchone()) is not None:
-                out.append(row)
-        except sqlite3.DatabaseError as e:
-            if not str(e).startswith(("no such table", "no such index", "no such column")):
-                self.damaged.add(table)
-            return out
-        self.complete.add(table)
-        return out
-
-    def table(self, table: str) -> Iterator[tuple]:
-        """_readable_rows (damaged pages stepped over), or nothing when the table cannot be read at all."""
-        try:
-            yield from _readable_rows(self.db, table, self.damaged)
-        except sqlite3.DatabaseError:
-            self.damaged.add(table)
-        if table not in self.damaged:
-            self.complete.add(table)
-
-    def uncounted(self, table: str) -> bool:
-        return table in self.damaged and table not in self.complete
-
-
-def _upper_rowid(db: sqlite3.Connection, table: str) -> int:
-    """The highest rowid the damaged table may hold (its AUTOINCREMENT counter or max(rowid))."""
-    best = 0
-    for q in (f"SELECT max(rowid) FROM {table}", "SELECT seq FROM sqlite_sequence WHERE name = ?"):
-        with contextlib.suppress(sqlite3.DatabaseError):
-            r = db.execute(q, (table,) if "?" in q else ()).fetchone()
-            best = max(best, int(r[0] or 0) if r else 0)
-    return best
-
-
-def _readable_rows(db: sqlite3.Connection, table: str, damaged: set[str]) -> Iterator[tuple]:
-    """Every row of `table` that can still be read, in rowid order; damaged pages are stepped over (and the
-    table is added to `damaged`)."""
-    cols, last = _SALVAGE[table], 0
-    upper = _upper_rowid(db, table)
-    while True:
-        try:
-            r = db.execute(f"SELECT rowid, {cols} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 1",
-                           (last,)).fetchone()
-        except sqlite3.DatabaseError:
-            damaged.add(table)
-            r = False  # the b-tree below `last` is damaged: probe rowid by rowid
-        if r is None:
-            return
-        if r is False:
-            if last >= upper:
-                return
-            last += 1
-            with contextlib.suppress(sqlite3.DatabaseError):
-                row = db.execute(f"SELECT rowid, {cols} FROM {table} WHERE rowid = ?", (last,)).fetchone()
-                if row is not None:
-                    yield row[1:]
-            continue
-        last = r[0]
-        yield r[1:]
-
-
-def _good_vector(row: tuple, dims: dict[str, int]) -> bool:
-    _, model_id, _, vector, n_windows, windows = row
-    dim = dims.get(model_id)
-    if dim is None or not isinstance(vector, bytes) or not isinstance(windows, bytes):
-        return False
-    if len(vector) != 4 * dim or len(windows) != 4 * dim * int(n_windows or 0):
-        return False
-    v = np.frombuffer(vector, dtype=np.float32)
-    w = np.frombuffer(windows, dtype=np.float32)
-    return bool(np.isfinite(v).all() and np.isfinite(w).all() and abs(float(np.linalg.norm(v)) - 1) < 1e-3)
-
-
-def salvage(path: Path) -> SalvageReport:
-    """Rebuild a damaged catalog from every row that can still be read and checks out, and say exactly what was
-    kept and lost, table by table. Rows are read through SQL (stepping over damaged pages), off the pages
-    themselves, and through the indexes that hold a second copy of them: a file whose row was damaged but whose
-    path is still known is kept as a failed row to read again, with its tags and favourite mark. The damaged file
-    is kept next to the catalog as `catalog.sqlite.damaged-<time>` (its WAL beside it)."""
-    fresh = path.with_name(f"{CATALOG_NAME}.salvage")
-    for p in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
-        p.unlink(missing_ok=True)
-    new = connect(fresh)
-    try:
-        old = sqlite3.connect(os.fsencode(path), isolation_level=None)
-        with contextlib.suppress(sqlite3.DatabaseError):
-            old.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the pages read below must be the latest
-        try:
-            with transaction(new):
-                counts, reread, uncounted = _rebuild(_Reader(old), new, raw_rows(path))
-                for table in ("files", "vectors"):  # ids stay never-reused
-                    new.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?",
-                                (_upper_rowid(old, table), table))
-        finally:
-            old.close()
-    finally:
-        new.close()
-    aside = _aside_name(path)
-    os.replace(path, aside)
-    if Path(f"{path}-wal").exists():  # frames the checkpoint could not move: part of the damaged copy
-        os.replace(f"{path}-wal", f"{aside}-wal")
-    for p in (Path(f"{path}-shm"), Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
-        p.unlink(missing_ok=True)
-    os.replace(fresh, path)
-    return SalvageReport(aside, **counts, reread=reread, uncounted=uncounted)
-
-
-def _aside_name(path: Path) -> Path:
-    """`catalog.sqlite.damaged-<time>`, never one an earlier repair left."""
-    stem = f"{CATALOG_NAME}.damaged-{int(time.time())}"
-    aside, n = path.with_name(stem), 1
-    while aside.exists():
-        aside, n = path.with_name(f"{stem}-{n}"), n + 1
-    return aside
-
-
-def _rebuild(old: _Reader, new: sqlite3.Connection, raw: dict[str, list[tuple]]
-             ) -> tuple[dict[str, TableCount], list[str], list[str]]:
-    """Copy what reads and checks out from `old` into the empty catalog `new`, counting every table's rows."""
-    counts = {name: TableCount() for name in ("files", "vectors", "user_tags", "favourites")}
-    dims: dict[str, int] = {}
-    for row in _merged(old.table("models"), raw["models"], key=0):
-        with contextlib.suppress(sqlite3.Error):
-            new.execute(f"INSERT INTO models({_SALVAGE['models']}) VALUES (?, ?, ?, ?)", row)
-            dims[row[0]] = int(row[1])
-
-    # files: the rows, then the ids and paths their indexes, texts and the rows that point at them still name
-    rows = list(_merged(old.table("files"), raw["files"]))
-    paths: dict[int, bytes | None] = {}
-    for fid, key in [r for q in _COPIES["files"] for r in old.rows("files", q)] + old.rows(
-            "texts", "SELECT file_id, path FROM texts"):  # texts: the path each file's name words came from
-        if isinstance(fid, int) and paths.get(fid) is None:
-            paths[fid] = key
-    vectors = list(_merged(old.table("vectors"), raw["vectors"]))
-    vector_ids = {r[0]: r[2] for r in vectors} | {r[0]: r[1] for q in _COPIES["vectors"]
-                                                  for r in old.rows("vectors", q)}
-    tags = {(r[0], r[1]): r[2] for q in (*_COPIES["user_tags"], "SELECT file_id, tag, added_at FROM user_tags")
-            for r in old.rows("user_tags", q)}
-    favourites = _favourites(old, raw["favourites"], {r[0] for r in rows} | set(paths))
-    known = {r[0] for r in rows} | set(paths) | set(vector_ids.values()) | {f for f, _ in tags} | set(favourites)
-    counts["files"].before = len(known)
-    file_ids: set[int] = set()
-    for row in rows:
-        with contextlib.suppress(sqlite3.Error, TypeError, ValueError):
-            new.execute(f"INSERT INTO files({_SALVAGE['files']}, format) VALUES ({','.join('?' * 12)})",
-                        (*row, file_format(bytes(row[1]))))
-            file_ids.add(row[0])
-    reread = []
-    for fid in sorted(known - file_ids):
-        key = paths.get(fid)
-        if isinstance(key, bytes) and key:
-            with contextlib.suppress(sqlite3.Error):
-                new.execute("INSERT INTO files(id, path, size, mtime_ns, status, error, indexed_at, format)"
-                            " VALUES (?, ?, -1, 0, 'error', ?, ?, ?)", (fid, key, REREAD, time.time(),
-                                                                         file_format(key)))
-                reread.append(os.fsdecode(key))
-    counts["files"].kept, counts["files"].reread = len(file_ids), len(reread)
-
-    counts["vectors"].before = len(vector_ids)
-    for row in vectors:
-        if row[2] in file_ids and _good_vector(row, dims):
-            with contextlib.suppress(sqlite3.Error):
-                new.execute(f"INSERT INTO vectors({_SALVAGE['vectors']}) VALUES (?, ?, ?, ?, ?, ?)", row)
-                counts["vectors"].kept += 1
-    # the user's own work: kept for every file that still has a row, rows to read again included
-    with_rows = {r[0] for r in new.execute("SELECT id FROM files")}
-    counts["user_tags"].before, counts["favourites"].before = len(tags), len(favourites)
-    for (fid, tag), added in tags.items():
-        if fid in with_rows:
-            with contextlib.suppress(sqlite3.Error):
-                new.execute("INSERT INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
-                            (fid, tag, added if added is not None else time.time()))
-                counts["user_tags"].kept += 1
-    for fid, added in favourites.items():
-        if fid in with_rows:
-            with contextlib.suppress(sqlite3.Error):
-                new.execute("INSERT INTO favourites(file_id, added_at) VALUES (?, ?)", (fid, added))
-                counts["favourites"].kept += 1
-    uncounted = [name for name in counts if old.uncounted(name)]
-    return counts, reread, uncounted
-
-
-def _favourites(old: _Reader, on_pages: list[tuple], file_ids: set[int]) -> dict[int, float]:
-    """file id -> when marked, for every favourite still readable: the table, then each known file id looked up
-    by itself (past a damaged interior page), then the rows found on the pages."""
-    found = {r[0]: r[1] for r in old.rows("favourites", "SELECT file_id, added_at FROM favourites")}
-    if "favourites" in old.damaged:
-        for fid in sorted(file_ids - set(found)):
-            with contextlib.suppress(sqlite3.DatabaseError):
-                row = old.db.execute("SELECT added_at FROM favourites WHERE file_id = ?", (fid,)).fetchone()
-                if row is not None:
-                    found[fid] = row[0]
-        for fid, added in on_pages:
-            found.setdefault(fid, added)
-    return found
-
-
-def _merged(through_sql: Iterator[tuple], on_pages: list[tuple], key: int = 0) -> Iterator[tuple]:
-    """Rows read through SQL, then rows found only on the pages (a damaged interior page hid them)."""
-    have = set()
-    for row in through_sql:
-        have.add(row[key])
-        yield row
-    for row in on_pages:
-        if row[key] not in have:
-            have.add(row[key])
-            yield row

@@ -60,6 +60,12 @@ class FileTable:
             r = self.library.db.execute("SELECT error FROM files WHERE path = ?", (key,)).fetchone()
         return (r[0] or "") if r else ""
 
+    def row_of(self, file_id: int) -> tuple[str, str, str] | None:
+        """(relative path, status, recorded error or '') of a file, or None when there is no such file."""
+        with self.library.lock:
+            r = self.library.db.execute("SELECT path, status, error FROM files WHERE id = ?", (file_id,)).fetchone()
+        return (os.fsdecode(bytes(r[0])), r[1], r[2] or "") if r else None
+
     def failed(self) -> list[FailedFile]:
         """Files that could not be read, by path."""
         with self.library.lock:
@@ -151,6 +157,20 @@ class FileTable:
                 store.add(model_id, [added[0]], added[1][None])
         return outcome
 
+    def placeholders(self, files: Sequence[tuple[int, bytes]], reason: str) -> list[str]:
+        """Rows for files known only by id and path (after a salvage): failed with `reason` until the next index
+        run reads them; an id or path that has a row already is left alone. Returns the paths added."""
+        added = []
+        with self.library.transaction() as db:
+            for fid, key in files:
+                if db.execute("SELECT 1 FROM files WHERE id = ? OR path = ?", (fid, key)).fetchone():
+                    continue
+                db.execute("INSERT INTO files(id, path, size, mtime_ns, status, error, indexed_at, format)"
+                           " VALUES (?, ?, -1, 0, 'error', ?, ?, ?)", (fid, key, reason, time.time(),
+                                                                       catalog.file_format(key)))
+                added.append(os.fsdecode(key))
+        return added
+
     def set_unavailable(self, file_ids: Sequence[int]) -> None:
         """Mark exactly these files unavailable (under a folder that cannot be listed right now): their rows
         and vectors are kept but hidden from results; every other file is available again."""
@@ -158,6 +178,19 @@ class FileTable:
             db.execute("UPDATE files SET available = 1 WHERE available = 0")
             for part, marks in id_chunks(file_ids):
                 db.execute(f"UPDATE files SET available = 0 WHERE id IN ({marks})", part)
+
+    def mount_points(self) -> list[str]:
+        """Relative folders that were mount points when the folder was last scanned."""
+        with self.library.lock:
+            return [os.fsdecode(bytes(r[0])) for r in self.library.db.execute("SELECT folder FROM mount_points")]
+
+    def set_mount_points(self, folders: Sequence[str]) -> None:
+        if set(folders) == set(self.mount_points()):
+            return
+        with self.library.transaction() as db:
+            db.execute("DELETE FROM mount_points")
+            db.executemany("INSERT OR IGNORE INTO mount_points(folder) VALUES (?)",
+                           [(os.fsencode(f),) for f in folders])
 
     def delete(self, file_ids: Sequence[int]) -> int:
         """Remove file rows and all their vectors (one transaction); returns how many."""

@@ -25,6 +25,7 @@ import numpy as np
 from app.services.audio import AudioError, AudioInfo, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
+from app.services.library.catalog import CatalogRow
 from app.services.library.embedding import embed, pool, windows_of
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
@@ -223,12 +224,20 @@ class _IndexRun:
         lib.vectors.index(self.model_id)  # load and repair before changing anything
         rows = lib.files.rows(self.model_id)
         self.seen = {f.key for f in found.files}
-        # rows under folders that cannot be listed (a network share briefly away) are kept, hidden, not re-read
-        prefixes = [os.fsencode(u) + b"/" if u else b"" for u in found.unreadable]
-        away = [w for k, w in rows.items() if k not in self.seen and any(k.startswith(p) for p in prefixes)]
+        # rows under folders that are away (a network share briefly down, a drive not mounted) are kept, hidden,
+        # not re-read
+        away: list[CatalogRow] = []
+        for rel, why in self.away_folders(found).items():
+            key = os.fsencode(rel)
+            under = [w for k, w in rows.items() if k not in self.seen and (
+                not key or k == key or k.startswith(key + b"/"))]
+            if under and why:
+                r.scan_errors.append(f"{display_name(lib.root / rel)}: {why}: {len(under)} catalogued files kept, "
+                                     "hidden until it is back")
+            away += under
         self.seen |= {w.path for w in away}
         lib.files.set_unavailable([w.id for w in away])
-        r.unavailable = len(away)
+        r.unavailable = len({w.id for w in away})
         for f in found.files:
             row = rows.get(f.key)
             if row is None or (row.size, row.mtime_ns) != (f.size, f.mtime_ns) or self.rehash:
@@ -244,6 +253,22 @@ class _IndexRun:
         self.total_bytes = sum(t.file.size for t in self.tasks) or 1
         return frozenset(w.hash for w in rows.values()
                          if w.hash and (w.has_vector or (w.status == "error" and not self.retry_failed)))
+
+    def away_folders(self, found: scan.ScanResult) -> dict[str, str]:
+        """Folders whose catalogued files are away, not deleted -> why ('' when the scan said so already): those
+        that cannot be listed, links whose target is gone, mount points found empty (the share or drive is not
+        mounted: one now, or one when last scanned), and a library folder with nothing in it at all. Remembers
+        the mount points for the next run."""
+        recorded = set(self.lib.files.mount_points())
+        away = dict.fromkeys(found.unreadable, "")
+        away |= dict.fromkeys(found.dangling, "the folder this link points to is gone")
+        for rel in found.empty:
+            if rel == "":
+                away[rel] = "the library folder is empty"
+            elif rel in recorded or rel in found.mounts:
+                away[rel] = "an empty mount point (is the drive or share mounted?)"
+        self.lib.files.set_mount_points([*found.mounts, *(rel for rel in recorded if rel in away)])
+        return away
 
     # -------------------------------------------------------------------------------------------- running
 
@@ -284,6 +309,8 @@ class _IndexRun:
         rows = self.lib.files.rows(self.model_id)
         self.report.removed += self.lib.files.delete([w.id for k, w in rows.items() if k not in self.seen])
         self.lib.vectors.save(self.model_id)
+        if self.report.moved or self.report.removed:
+            self.lib.user_tags.mirror()  # the tags of moved and removed files: their paths in the mirror
         yield from self.text_pass()
         if self.model_id in self.lib.model_errors():
             self.lib.set_model_error(self.model_id, None)  # it works now

@@ -32,6 +32,8 @@ from app.services.library.candidates import CandidateRequest, Candidates, QueryV
 from app.services.library.catalog import CATALOG_NAME
 from app.services.library.file_table import FileTable
 from app.services.library.records import DiskFullError, Embedder, Hit, LibraryError, LibraryStats, PathLike
+from app.services.library.salvage import REREAD, SalvageReport, salvage
+from app.services.library.tag_mirror import MIRROR_NAME
 from app.services.library.text_channel import TextChannel, is_text_model
 from app.services.library.user_tags import UserTags
 from app.services.library.vector_search import VectorSearch
@@ -42,12 +44,15 @@ from app.services.vector_index import IndexConfig
 class Library:
     """A folder of sounds with its catalog and per-model vector indexes. Thread-safe (one lock, `lock`)."""
 
-    def __init__(self, root: Path, catalog_dir: Path, db: sqlite3.Connection, index_config: IndexConfig) -> None:
+    def __init__(self, root: Path, catalog_dir: Path, db: sqlite3.Connection, index_config: IndexConfig,
+                 read_only: bool = False) -> None:
         self.root = root
         self.catalog_dir = catalog_dir
         self.db = db  # read it under `lock`; write only through `transaction`; None once closed
         self.index_config = index_config
+        self.read_only = read_only  # a catalog without write access: searched, never written (indexes in memory)
         self.events: list[str] = []  # what opening had to repair, for logs and tests
+        self.repair: SalvageReport | None = None  # what opening a damaged catalog kept, restored and lost
         self.lock = threading.RLock()
         self._indexing = False
         self.files = FileTable(self)
@@ -60,38 +65,52 @@ class Library:
 
     @classmethod
     def open(cls, root: PathLike, index_config: IndexConfig | None = None) -> Library:
+        """Open the library at `root`, creating its catalog or bringing it up to date; a damaged catalog is
+        salvaged (`repair` says what was kept, restored and lost; `events` and `notice` say it in words)."""
         root = Path(os.path.abspath(root))
         if not root.is_dir():
             raise LibraryError(f"{display_name(root)}: not a folder")
-        catalog_dir = catalog.catalog_dir_for(root)
-        events = []
-        for stale in catalog_dir.glob(".index-*.tmp"):  # an interrupted index write
-            with contextlib.suppress(OSError):
+        catalog_dir, read_only = catalog.locate(root)
+        if read_only:
+            lib = cls(root, catalog_dir, _connect_read_only(catalog_dir / CATALOG_NAME), index_config or IndexConfig(),
+                      read_only=True)
+            lib.events.append(lib.read_only_message)
+            return lib
+        for stale in [*catalog_dir.glob(".index-*.tmp"), *catalog_dir.glob(f".{MIRROR_NAME}.*.tmp")]:
+            with contextlib.suppress(OSError):  # an interrupted index or mirror write
                 stale.unlink()
-        path = catalog_dir / CATALOG_NAME
-        try:
-            try:
-                db = catalog.connect(path)
-                problems = catalog.quick_check(db)
-            except sqlite3.OperationalError:
-                raise  # locked, disk full, ...: not damage
-            except sqlite3.DatabaseError as e:  # "not a database", "malformed"
-                db, problems = None, [str(e)]
-            if problems:
-                if db is not None:
-                    db.close()
-                events.append(f"{catalog.salvage(path)} [{'; '.join(problems)[:300]}]")
-                for index_file in catalog_dir.glob("index-*.faiss"):  # rebuilt from the kept vectors
-                    with contextlib.suppress(OSError):
-                        index_file.unlink()
-                db = catalog.connect(path)
-        except sqlite3.OperationalError as e:
-            if catalog.is_disk_full(e):
-                raise DiskFullError(catalog.disk_full_message(path)) from None
-            raise LibraryError(f"{display_name(path)}: cannot open the catalog ({e})") from None
+        db, damage = _connect_or_salvage(catalog_dir / CATALOG_NAME)
         lib = cls(root, catalog_dir, db, index_config or IndexConfig())
-        lib.events.extend(events)
+        try:
+            if damage is not None:
+                lib._after_salvage(*damage)
+            else:
+                lib.user_tags.mirror_if_missing()
+        except BaseException:
+            lib.close()
+            raise
         return lib
+
+    def _after_salvage(self, report: SalvageReport, problems: list[str]) -> None:
+        """Put back from the user-tags mirror what the salvage lost, derive the text channel again (the keyword
+        index is derived, never salvaged), and say what happened."""
+        self.repair = report
+        self.user_tags.restore(report, REREAD)
+        self.text.rebuild()
+        self.user_tags.mirror()
+        self.events.append(f"{report} [{'; '.join(problems)[:300]}]")
+
+    @property
+    def notice(self) -> str:
+        """What opening has to tell the user (a repair, a read-only catalog), for a status line; '' when nothing."""
+        if self.read_only:
+            return self.read_only_message
+        return f"Catalog repaired: {self.repair}" if self.repair is not None else ""
+
+    @property
+    def read_only_message(self) -> str:
+        return (f"{display_name(self.catalog_dir)} is read-only (no write access): searching only; indexing and "
+                "tagging need write access to it")
 
     def close(self) -> None:
         with self.lock:
@@ -124,6 +143,8 @@ class Library:
         with self.lock:
             if self.db is None:
                 raise LibraryError("the library is closed")
+            if self.read_only:
+                raise LibraryError(self.read_only_message)
             try:
                 with catalog.transaction(self.db) as db:
                     yield db
@@ -136,6 +157,8 @@ class Library:
     def indexing(self) -> Iterator[None]:
         """Held by the one indexing job a library may run at a time; a second one gets a LibraryError."""
         with self.lock:
+            if self.read_only:
+                raise LibraryError(f"cannot index: {self.read_only_message}")
             if self._indexing:
                 raise LibraryError(f"{display_name(self.root)} is already being indexed")
             self._indexing = True
@@ -198,3 +221,46 @@ class Library:
         audio = {m: n for m, n in vectors.items() if not is_text_model(m)}
         return LibraryStats(self.root, self.catalog_path, files, ok, files - ok, float(secs), audio, away, text,
                             problems)
+
+
+def _connect_or_salvage(path: Path) -> tuple[sqlite3.Connection, tuple[SalvageReport, list[str]] | None]:
+    """The catalog's connection, and (what salvaging it did, SQLite's complaints) when it was damaged."""
+    damage = None
+    try:
+        try:
+            db = catalog.connect(path)
+            problems = catalog.quick_check(db)
+        except sqlite3.OperationalError:
+            raise  # locked, disk full, ...: not damage
+        except sqlite3.DatabaseError as e:  # "not a database", "malformed"
+            db, problems = None, [str(e)]
+        if problems:
+            if db is not None:
+                db.close()
+            damage = (salvage(path), problems)
+            for index_file in path.parent.glob("index-*.faiss"):  # rebuilt from the kept vectors
+                with contextlib.suppress(OSError):
+                    index_file.unlink()
+            db = catalog.connect(path)
+    except sqlite3.OperationalError as e:
+        if catalog.is_disk_full(e):
+            raise DiskFullError(catalog.disk_full_message(path)) from None
+        raise LibraryError(f"{display_name(path)}: cannot open the catalog ({e})") from None
+    return db, damage
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only catalog's connection; a damaged one cannot be repaired without write access: a LibraryError."""
+    try:
+        db = catalog.connect_read_only(path)
+        problems = catalog.quick_check(db)
+    except sqlite3.OperationalError as e:
+        raise LibraryError(f"{display_name(path)}: cannot open the read-only catalog ({e})") from None
+    except sqlite3.DatabaseError as e:
+        problems, db = [str(e)], None
+    if problems:
+        if db is not None:
+            db.close()
+        raise LibraryError(f"{display_name(path)}: the catalog is damaged ({'; '.join(problems)[:200]}) and "
+                           "read-only: repairing it needs write access to its folder")
+    return db

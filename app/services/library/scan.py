@@ -33,6 +33,9 @@ class ScanResult:
     files: list[ScannedFile]
     errors: list[str]  # folders that could not be listed, entries that could not be looked at
     unreadable: list[str] = field(default_factory=list)  # relative folders that could not be listed ('' = root)
+    mounts: list[str] = field(default_factory=list)  # relative folders on another device than their parent's
+    empty: list[str] = field(default_factory=list)  # relative folders with nothing in them at all ('' = root)
+    dangling: list[str] = field(default_factory=list)  # relative symlinks whose target is gone
 
 
 def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
@@ -40,27 +43,30 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
 
     Symlinks are followed, but every folder and file is visited once (by device + inode), so symlink loops
     end and a folder linked twice is not listed twice. `.earshot/` is always skipped, other dot-names unless
-    include_hidden. Broken links and link loops are ignored; folders that cannot be listed are reported in
-    `errors` and `unreadable` (their catalog rows are kept), and so are entries that cannot be looked at, such
-    as paths longer than the system allows (PATH_MAX).
+    include_hidden. Broken links and link loops are skipped (broken links listed in `dangling`); folders that
+    cannot be listed are reported in `errors` and `unreadable` (their catalog rows are kept), and so are entries
+    that cannot be looked at, such as paths longer than the system allows (PATH_MAX). Mount points (a folder on
+    another device than its parent) and folders with nothing in them are listed, so that the indexer can tell an
+    unmounted share from deleted files.
     """
     root_s = os.fspath(os.path.abspath(root))
     files: list[ScannedFile] = []
-    errors: list[str] = []
-    unreadable: list[str] = []
+    out = ScanResult(files, [])
     st = os.stat(root_s)
     seen_dirs = {(st.st_dev, st.st_ino)}
     seen_files: set[tuple[int, int]] = set()
-    stack = [(root_s, "")]
+    stack = [(root_s, "", st.st_dev)]
     while stack:
-        folder, rel = stack.pop()
+        folder, rel, device = stack.pop()
         try:
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: os.fsencode(e.name))
         except OSError as e:
-            errors.append(f"{display_name(folder)}: cannot list folder ({e.strerror or e})")
-            unreadable.append(rel)
+            out.errors.append(f"{display_name(folder)}: cannot list folder ({e.strerror or e})")
+            out.unreadable.append(rel)
             continue
+        if not entries:
+            out.empty.append(rel)
         subdirs = []
         for entry in entries:
             name = entry.name
@@ -71,14 +77,18 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
                 st = entry.stat()  # follows symlinks; a broken link raises
                 is_dir = entry.is_dir()
             except OSError as e:
-                if e.errno not in (errno.ENOENT, errno.ELOOP):  # not a broken link or a link loop: say so
-                    errors.append(_entry_error(entry.path, e))
+                if e.errno == errno.ENOENT and entry.is_symlink():
+                    out.dangling.append(entry_rel)
+                elif e.errno not in (errno.ENOENT, errno.ELOOP):  # not a broken link or a link loop: say so
+                    out.errors.append(_entry_error(entry.path, e))
                 continue
             ident = (st.st_dev, st.st_ino)
             if is_dir:
                 if ident not in seen_dirs:
                     seen_dirs.add(ident)
-                    subdirs.append((entry.path, entry_rel))
+                    subdirs.append((entry.path, entry_rel, st.st_dev))
+                    if st.st_dev != device:
+                        out.mounts.append(entry_rel)
             elif entry.is_file() and os.path.splitext(name)[1].lower() in SUPPORTED_EXTENSIONS:
                 if st.st_ino and ident in seen_files:
                     continue
@@ -86,7 +96,7 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
                 files.append(ScannedFile(entry_rel, entry.path, st.st_size, st.st_mtime_ns))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.key)
-    return ScanResult(files, errors, unreadable)
+    return out
 
 
 def _entry_error(path: str, e: OSError) -> str:

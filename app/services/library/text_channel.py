@@ -156,6 +156,15 @@ class TextChannel:
             db.execute("INSERT INTO text_fts(rowid, name, folder, tags, user_tags) VALUES (?, ?, ?, ?, ?)",
                        (file_id, name, folder, tags, " ; ".join(user)))
 
+    def rebuild(self) -> None:
+        """After a salvage: derive the text of files that lost theirs (names, folders, embedded tags: no audio is
+        read) and rewrite every keyword row (the keyword index is derived, never salvaged)."""
+        for fid, key, mtime_ns in self.stale():
+            self.store(fid, key, mtime_ns, derive_text(self.library.root, key))
+        with self.library.transaction() as db:
+            for (fid,) in db.execute("SELECT id FROM files").fetchall():
+                self.write_keywords(db, fid)
+
     def pending_vectors(self, model_id: str, file_ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
         """(file id, sentence) of files whose sentence vector is missing or was made from other words; files whose
         sentence is empty come back with '' (their vector, if any, goes)."""

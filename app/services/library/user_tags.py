@@ -2,23 +2,28 @@
 
 They live in their own tables and belong to the file row, so they survive re-indexing, renames and moves. A tag
 change rewrites the file's keyword row at once (the text channel's `write_keywords`); re-embedding its sentence
-is the caller's (search/tags.py: `TagEditor`), which holds the sentence encoder.
+is the caller's (search/tags.py: `TagEditor`), which holds the sentence encoder. Every change is also mirrored
+into `user-tags.json` beside the catalog (tag_mirror.py), from which a salvage gets back what a damaged page took.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.services.library.catalog import id_chunks
 from app.services.library.records import LibraryError
+from app.services.library.tag_mirror import MIRROR_NAME, MirroredFile, read_mirror, write_mirror
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
+    from app.services.library.salvage import SalvageReport
 
 MAX_TAG_CHARS = 64
 TAG_SEPARATOR = ";"  # between tags in the CSV export/import and on the command line
@@ -45,6 +50,8 @@ class UserTags:
 
     def __init__(self, library: Library) -> None:
         self.library = library
+        self._deferred = 0  # > 0: inside `deferred()`, the mirror is written once at its end
+        self._stale = False  # a change not mirrored yet
 
     # -------------------------------------------------------------------------------------------- editing
 
@@ -62,12 +69,16 @@ class UserTags:
             db.execute("DELETE FROM user_tags WHERE file_id = ? AND tag = ?", (fid, t)).rowcount for t in clean))
 
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
+        changed = 0
         with self.library.transaction() as db:
             for fid in self._known_ids(db, file_ids):
                 if on:
-                    db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) VALUES (?, ?)", (fid, time.time()))
+                    changed += db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) VALUES (?, ?)",
+                                          (fid, time.time())).rowcount
                 else:
-                    db.execute("DELETE FROM favourites WHERE file_id = ?", (fid,))
+                    changed += db.execute("DELETE FROM favourites WHERE file_id = ?", (fid,)).rowcount
+        if changed:
+            self.mirror()
 
     # -------------------------------------------------------------------------------------------- reading
 
@@ -123,6 +134,8 @@ class UserTags:
                 if edit(db, fid):
                     self.library.text.write_keywords(db, fid)
                     changed.append(fid)
+        if changed:
+            self.mirror()
         return changed
 
     @staticmethod
@@ -136,3 +149,87 @@ class UserTags:
             raise LibraryError(f"no such file in the library: id {', '.join(map(str, missing[:5]))}"
                                f"{' …' if len(missing) > 5 else ''}")
         return ids
+
+    # ------------------------------------------------------------------------------------------- the mirror
+
+    @property
+    def mirror_path(self) -> Path:
+        return self.library.catalog_dir / MIRROR_NAME
+
+    def mirror(self) -> None:
+        """Write every tag and favourite mark to the mirror (at the end of `deferred()` when inside one). A failed
+        write is an event, never a failed edit: the catalog holds the change."""
+        if self._deferred:
+            self._stale = True
+            return
+        self._stale = False
+        with self.library.lock:
+            rows = self.library.db.execute(
+                "SELECT f.id, f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
+                " WHERE u.file_id = f.id ORDER BY tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
+                " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
+                " OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.id").fetchall()
+        files = [MirroredFile(fid, os.fsdecode(bytes(p)), tags.split("\x1f") if tags else [], bool(fav))
+                 for fid, p, tags, fav in rows]
+        if not files and not self.mirror_path.exists():
+            return  # never tagged: no file to write
+        try:
+            write_mirror(self.mirror_path, files)
+        except OSError as e:
+            self.library.events.append(f"could not write {MIRROR_NAME} (the catalog has every change): {e}")
+
+    def mirror_if_missing(self) -> None:
+        """Write the mirror of a library tagged before there were mirrors."""
+        if self.mirror_path.exists():
+            return
+        with self.library.lock:
+            tagged = self.library.db.execute("SELECT EXISTS(SELECT 1 FROM user_tags) OR EXISTS(SELECT 1 FROM"
+                                             " favourites)").fetchone()[0]
+        if tagged:
+            self.mirror()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Many edits, one mirror write (an import of thousands of rows)."""
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+            if not self._deferred and self._stale:
+                self.mirror()
+
+    def restore(self, report: SalvageReport, reread_reason: str) -> None:
+        """After a salvage: put back the tags and favourite marks the mirror has and the catalog lost, matched by
+        file id (never reused), else by path; a file with no row left gets one to read again (`reread_reason`).
+        The report counts what came back."""
+        try:
+            files = read_mirror(self.mirror_path)
+        except ValueError as e:
+            self.library.events.append(f"{MIRROR_NAME}: {e}; nothing restored from it")
+            return
+        if files is None:
+            return
+        reread = self.library.files.placeholders([(f.id, os.fsencode(f.path)) for f in files], reread_reason)
+        tags = favs = 0
+        with self.library.transaction() as db:
+            for f in files:
+                fid = self._row_for(db, f)
+                if fid is None:
+                    continue
+                for tag in f.tags:
+                    with contextlib.suppress(ValueError):
+                        tags += db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
+                                           (fid, normalise_tag(tag), time.time())).rowcount
+                if f.favourite:
+                    favs += db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) VALUES (?, ?)",
+                                       (fid, time.time())).rowcount
+        report.restored_from(MIRROR_NAME, "user_tags", sum(len(f.tags) for f in files), tags, reread)
+        report.restored_from(MIRROR_NAME, "favourites", sum(f.favourite for f in files), favs)
+
+    @staticmethod
+    def _row_for(db: sqlite3.Connection, f: MirroredFile) -> int | None:
+        if db.execute("SELECT 1 FROM files WHERE id = ?", (f.id,)).fetchone():
+            return f.id
+        row = db.execute("SELECT id FROM files WHERE path = ?", (os.fsencode(f.path),)).fetchone()
+        return row[0] if row else None

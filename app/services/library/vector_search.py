@@ -43,16 +43,26 @@ class VectorSearch:
         check_k(k)
         lib, model_id = self.library, embedder.model_id
         fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
-        if fid is None:
+        if fid is None:  # a FIFO, a folder, a missing file: the audio path says so, as `earshot probe` does
             path = Path(path_or_file_id if os.path.isabs(path_or_file_id) else lib.root / path_or_file_id)
-            if not path.is_file():
-                raise LibraryError(f"{display_name(path)}: not in the library")
             mean, _ = embed_file(path, embedder)
             return self.by_vector(mean, model_id, k, filters)
         vec = lib.vectors.of_files(model_id, [fid]).get(fid)
         if vec is None:
-            raise LibraryError(f"file {fid} has no vector for model {model_id!r} (index the library first)")
+            raise LibraryError(self._why_no_vector(fid, model_id))
         return self.by_vector(vec, model_id, k, filters, exclude=[fid])
+
+    def _why_no_vector(self, file_id: int, model_id: str) -> str:
+        """Why a catalogued file has no vector for `model_id`: its recorded failure, or that it is not indexed."""
+        row = self.library.files.row_of(file_id)
+        if row is None:
+            return f"no such file in the library: id {file_id}"
+        path, status, error = row
+        name = display_name(path)
+        if status == "error":
+            reason = error.removeprefix(f"{name}: ") if error else "no reason was recorded"
+            return f"{name}: could not be indexed: {reason}"
+        return f"{name}: not indexed with model {model_id!r} yet (index the library first)"
 
     def by_vector(self, query: np.ndarray, model_id: str, k: int = 10, filters: SearchFilters | None = None,
                   exclude: Sequence[int] = (), windows: bool = True) -> list[Hit]:

@@ -117,8 +117,8 @@ class VectorStore:
         (full disk, ...) only costs a repair next time."""
         with self.lock:
             vi = self._indexes.get(model_id)
-            if vi is None or model_id not in self._dirty:
-                return
+            if vi is None or model_id not in self._dirty or self.library.read_only:
+                return  # a read-only library keeps its repaired indexes in memory
             path = self.path(model_id)
             try:
                 vi.save(path)
@@ -145,10 +145,12 @@ class VectorStore:
     # ------------------------------------------------------------------------------------- keeping in step
 
     def add(self, model_id: str, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
-        """Add committed catalog vectors (N, D) to the model's loaded index; the file follows at `save`."""
+        """Add committed catalog vectors (N, D) to the model's loaded index; the file follows at `save`. An index
+        not loaded yet is loaded from the catalog, which holds them already: they are not added twice."""
         with self.lock:
+            loaded = model_id in self._indexes
             vi = self.index(model_id)
-            if vi is not None and len(vector_ids):
+            if loaded and vi is not None and len(vector_ids):
                 vi.add(list(vector_ids), vectors)
                 self._dirty.add(model_id)
 
