@@ -281,3 +281,27 @@ def test_a_file_changed_while_its_copy_is_written_is_not_replaced(tmp_path: Path
     assert r.status == W.REFUSED and "changed while its tags were written" in r.reason
     assert read_tags(path).fields == {} and [digest(path)] == saved
     assert len(list(tmp_path.iterdir())) == 1  # the other program's save stands, no copy is left
+
+
+def test_duplicate_info_keywords_are_merged_into_one(tmp_path: Path):
+    list_info = chunk(b"LIST", b"INFO" + chunk(b"IKEY", b"metal\0") + chunk(b"INAM", b"gate\0")
+                      + chunk(b"IKEY", b"rust\0"))
+    path = wav_with(tmp_path / "gate.wav", list_info)
+    assert W.write_tags(path, ["hinge", "Rust"]).fields == {"IKEY": "metal; rust; hinge"}
+    with open(path, "rb") as fh:
+        entries = riff_writer.info_entries(fh, riff_writer.info_chunk(riff_writer.read_chunks(fh), fh))
+    assert entries == [(b"IKEY", b"metal; rust; hinge\0"), (b"INAM", b"gate\0")]
+
+
+def test_a_full_disk_is_a_refusal_that_keeps_the_file(tmp_path: Path, monkeypatch):
+    path = make(tmp_path / "zap", "mp3")
+    before = digest(path)
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(W.tempfile, "mkstemp", full)
+    r = W.write_tags(path, ["laser"])
+    assert r.status == W.REFUSED and r.reason == ("could not write the copy beside the file (No space left on "
+                                                  "device); file kept")
+    assert digest(path) == before

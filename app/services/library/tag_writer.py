@@ -90,19 +90,20 @@ def _joined(existing: Sequence[str], added: Sequence[str]) -> str:
 def _plan_wav(path: str, keywords: Sequence[str], description: str | None) -> dict[str, list[str]]:
     with open(path, "rb") as fh:
         chunks = riff_writer.read_chunks(fh)
-        entries = dict(riff_writer.info_entries(fh, riff_writer.info_chunk(chunks, fh)))
+        entries = riff_writer.info_entries(fh, riff_writer.info_chunk(chunks, fh))
         bext = next((c for c in chunks if c.cid == b"bext" and c.size >= riff_writer.BEXT_DESCRIPTION_BYTES), None)
         bext_text = ""
         if bext is not None:
             fh.seek(bext.body)
             bext_text = riff_writer.decode_value(fh.read(riff_writer.BEXT_DESCRIPTION_BYTES))
     plan: dict[str, list[str]] = {}
-    old_keys = [riff_writer.decode_value(entries[b"IKEY"])] if b"IKEY" in entries else []
+    old_keys = [riff_writer.decode_value(raw) for cid, raw in entries if cid == b"IKEY"]  # duplicates merged
+    comment = next((riff_writer.decode_value(raw) for cid, raw in entries if cid == b"ICMT"), "")
     added = missing_keywords(old_keys, keywords)
     if added:
         plan["IKEY"] = [_joined(old_keys, added)]
     if description is not None:
-        if riff_writer.decode_value(entries.get(b"ICMT", b"")) != description:
+        if comment != description:
             plan["ICMT"] = [description]
         fits = description.isascii() and len(description) <= riff_writer.BEXT_DESCRIPTION_BYTES
         if bext is not None and fits and bext_text != description:
@@ -360,6 +361,8 @@ def write_tags(path: str | os.PathLike[str], keywords: Sequence[str], descriptio
         return TagWrite(shown, REFUSED, "file not found")
     except PermissionError as e:
         return TagWrite(shown, REFUSED, f"permission denied ({e.strerror or e})")
+    except OSError as e:  # a read-only or full disk, an I/O error: nothing was replaced
+        return TagWrite(shown, REFUSED, f"could not write the copy beside the file ({e.strerror or e}); file kept")
     except (TagWriteError, riff_writer.RiffError, AudioError) as e:
         return TagWrite(shown, REFUSED, str(e).replace(display_name(target) + ": ", ""))
     except Exception as e:  # noqa: BLE001 - a tag library's error on one file is that file's refusal
