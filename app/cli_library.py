@@ -483,6 +483,8 @@ def _add_tags_write_parser(tag_sub: Any) -> None:  # noqa: ANN401 - argparse int
                     "a file that is read-only or changed since it was indexed is refused.")
     t.add_argument("files", nargs="*", type=Path, help="files in the library (default: every file with tags)")
     t.add_argument("--library", type=Path, required=True)
+    t.add_argument("--description", metavar="TEXT", help="also write this description into the FILES named "
+                   "(WAV: ICMT and the bext description; FLAC/Ogg: DESCRIPTION; MP3: COMM)")
     t.add_argument("--dry-run", action="store_true", help="only list what would be written")
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(handler=cmd_tags_write)
@@ -496,6 +498,8 @@ def cmd_tags_write(args: argparse.Namespace) -> int:
 
     if not args.library.is_dir():
         raise ValueError(f"{args.library}: not a folder")
+    if args.description is not None and not args.files:
+        raise ValueError("--description needs the files to describe (it is not written into every tagged file)")
     try:
         with Library.open(args.library) as lib:
             ids = [lib.files.id_of(p) for p in args.files]
@@ -503,7 +507,7 @@ def cmd_tags_write(args: argparse.Namespace) -> int:
             if unknown:
                 raise ValueError(f"not in the library (index it first?): {', '.join(unknown)}")
             report = drain(write_library_tags(lib, [i for i in ids if i is not None] if args.files else None,
-                                              dry_run=args.dry_run))
+                                              dry_run=args.dry_run, description=args.description))
     except LibraryError as e:
         raise ValueError(str(e)) from None
     if args.json:

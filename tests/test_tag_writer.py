@@ -208,8 +208,12 @@ def test_written_tags_are_found_by_search_after_reindexing(tmp_path: Path, capsy
         assert lib.text.keyword_search('"glockenspiel"', 5) == []  # only the catalog's tags said it
     report = drain(index_library(root, emb))
     assert sorted(report.embedded) == sorted(p.relative_to(root).as_posix() for p in files.values())
+    assert main(["tags", "write", "--library", str(root), "--description", "x"]) == 2  # not on every file
+    assert main(["tags", "write", "--library", str(root), "sfx/take_3.mp3", "--description", "bells far away"]) == 0
+    drain(index_library(root, emb))
     with Library.open(root) as lib:
         assert {f for f, _ in lib.text.keyword_search('"laser zap"', 5)} == set(ids.values())  # embedded tags
+        assert [f for f, _ in lib.text.keyword_search('"bells far away"', 5)] == [ids["mp3"]]
         assert [f for f, _ in lib.text.keyword_search('"glockenspiel"', 5)] == [ids["flac"]]
         assert drain(W.write_library_tags(lib)) == []  # no catalog tags left: nothing to write
 

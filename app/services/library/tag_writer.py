@@ -372,11 +372,12 @@ def write_tags(path: str | os.PathLike[str], keywords: Sequence[str], descriptio
 # --------------------------------------------------------------------------------------- a library's files
 
 
-def write_library_tags(library: Library, file_ids: Sequence[int] | None = None, *,
-                       dry_run: bool = False) -> Job[list[TagWrite]]:
-    """Write each file's user tags (from the catalog) into the file: every tagged file, or `file_ids`. A job:
-    yields progress, returns one `TagWrite` per file. A file changed since it was indexed is refused; a
-    written file is read again (and its embedded tags with it) by the next index run."""
+def write_library_tags(library: Library, file_ids: Sequence[int] | None = None, *, dry_run: bool = False,
+                       description: str | None = None) -> Job[list[TagWrite]]:
+    """Write each file's user tags (from the catalog) into the file: every tagged file, or `file_ids` (with
+    `description`, when given, as each one's description). A job: yields progress, returns one `TagWrite` per
+    file. A file changed since it was indexed is refused; a written file is read again (and its embedded tags
+    with it) by the next index run."""
     rows = {r.id: r for r in library.files.rows("").values()}
     ids = sorted(library.user_tags.of_files(list(rows))) if file_ids is None else list(dict.fromkeys(file_ids))
     tags = library.user_tags.of_files([i for i in ids if i in rows])
@@ -388,10 +389,10 @@ def write_library_tags(library: Library, file_ids: Sequence[int] | None = None, 
             out.append(TagWrite(str(fid), REFUSED, f"no such file in the library: id {fid}"))
             continue
         rel = os.fsdecode(row.path)
-        if not tags.get(row.id):
+        if not tags.get(row.id) and description is None:
             out.append(TagWrite(rel, UNCHANGED, "no tags to write"))
             continue
-        out.append(write_tags(os.path.join(library.root, rel), tags[row.id], expect=(row.size, row.mtime_ns),
-                              dry_run=dry_run, name=rel))
+        out.append(write_tags(os.path.join(library.root, rel), tags.get(row.id, []), description,
+                              expect=(row.size, row.mtime_ns), dry_run=dry_run, name=rel))
     yield {"step": len(ids), "total": len(ids), "message": "tags written" if not dry_run else "tags checked"}
     return out
