@@ -98,6 +98,7 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     t.add_argument("--library", type=Path, required=True)
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(handler=cmd_tags)
+    _add_tags_write_parser(tag_sub)
 
 
 OUTPUT_HELP = """output:
@@ -479,3 +480,56 @@ def printable(path: str | os.PathLike[str]) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+# --------------------------------------------------------------------------- tags write (issue 24, item 7)
+
+
+def _add_tags_write_parser(tag_sub: Any) -> None:  # noqa: ANN401 - argparse internals
+    t = tag_sub.add_parser(
+        "write", help="write your tags into the audio files themselves (WAV INFO, Vorbis comments, ID3)",
+        description="Write each file's tags into the file (WAV: LIST/INFO IKEY; FLAC/Ogg/Opus: Vorbis KEYWORDS; "
+                    "MP3: ID3 TXXX:KEYWORDS), added to the keywords it holds. Each file is written as a hidden copy "
+                    "that must decode to the same samples and read its tags back before it replaces the original; "
+                    "a file that is read-only or changed since it was indexed is refused.")
+    t.add_argument("files", nargs="*", type=Path, help="files in the library (default: every file with tags)")
+    t.add_argument("--library", type=Path, required=True)
+    t.add_argument("--description", metavar="TEXT", help="also write this description into the FILES named "
+                   "(WAV: ICMT and the bext description; FLAC/Ogg: DESCRIPTION; MP3: COMM)")
+    t.add_argument("--dry-run", action="store_true", help="only list what would be written")
+    t.add_argument("--json", action="store_true", help="print JSON")
+    t.set_defaults(handler=cmd_tags_write)
+
+
+def cmd_tags_write(args: argparse.Namespace) -> int:
+    from app.services.jobs import drain
+    from app.services.library.library import Library
+    from app.services.library.records import LibraryError
+    from app.services.library.tag_writer import REFUSED, WRITTEN, write_library_tags
+
+    if not args.library.is_dir():
+        raise ValueError(f"{args.library}: not a folder")
+    if args.description is not None and not args.files:
+        raise ValueError("--description needs the files to describe (it is not written into every tagged file)")
+    try:
+        with Library.open(args.library) as lib:
+            ids = [lib.files.id_of(p) for p in args.files]
+            unknown = [printable(p) for p, i in zip(args.files, ids, strict=True) if i is None]
+            if unknown:
+                raise ValueError(f"not in the library (index it first?): {', '.join(unknown)}")
+            report = drain(write_library_tags(lib, [i for i in ids if i is not None] if args.files else None,
+                                              dry_run=args.dry_run, description=args.description))
+    except LibraryError as e:
+        raise ValueError(str(e)) from None
+    if args.json:
+        print(json.dumps([{"path": printable(r.path), "status": r.status, "reason": r.reason, "fields": r.fields}
+                          for r in report], indent=2))
+    else:
+        for r in report:
+            said = r.reason or "; ".join(f"{k}={v!r}" for k, v in r.fields.items())
+            print(f"{r.status:11}  {printable(r.path)}  {said}")
+        counts = {s: sum(r.status == s for r in report) for s in dict.fromkeys(r.status for r in report)}
+        print(", ".join(f"{n} {s}" for s, n in counts.items()) or "no files with tags")
+        if any(r.status == WRITTEN for r in report):
+            print("run 'earshot index' on the library to read the written tags back", file=sys.stderr)
+    return 1 if any(r.status == REFUSED for r in report) else 0

@@ -1,4 +1,5 @@
-"""Tags and favourite marks on the Search tab's results: the Tags… dialog, the stars and the Favourite button.
+"""Tags and favourite marks on the Search tab's results: the Tags… dialog, the stars, the Favourite button, and
+"Write tags into the files…" (asked first, then a per-file report).
 
 Each edit runs as a job on the open library (through the tab's `run`), then hands the files' new marks to the
 `SearchState`, which redraws the rows and the preview's buttons.
@@ -10,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
-from PySide6.QtWidgets import QDialog, QWidget
+from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from app.services.jobs import Job
 from app.services.library.records import Hit
+from app.services.library.tag_writer import REFUSED, WRITTEN, TagWrite, write_library_tags
 from app.services.search.session import SearchSession
 from app.ui.search_jobs import favourite_job, tags_job
 from app.ui.search_state import SearchState
@@ -27,6 +29,7 @@ class ResultMarks(QObject):
     tags_changed = Signal(object)  # {file_id: tags} after an edit was saved
     favourites_changed = Signal(list, bool)  # file ids, marked (True) or unmarked
     message = Signal(str)  # what an edit did, for the tab's status line
+    tags_written = Signal(list)  # the TagWrite of each file after "Write tags into the files…"
 
     def __init__(self, state: SearchState, run: RunOnSession, parent: QWidget) -> None:
         super().__init__(parent)
@@ -76,3 +79,43 @@ class ResultMarks(QObject):
         ids, on = data
         self.state.set_favourite(ids, on)
         self.favourites_changed.emit(sorted(set(ids)), on)
+
+    # ------------------------------------------------------------------------------ tags into the files
+
+    def write_into_files(self, confirm: Callable[[str], bool] | None = None) -> None:
+        """Write the selected sounds' tags into their files, after asking (tests pass `confirm`); the per-file
+        report is shown when the job ends."""
+        chosen = [h for h in self.state.selected_hits() if h.user_tags]
+        if not chosen or not self.state.ready:
+            self.message.emit("None of the selected sounds has tags to write.")
+            return
+        n = len(chosen)
+        question = (f"Write the tags of {n} sound{'s' if n != 1 else ''} into the file{'s' if n != 1 else ''}?\n\n"
+                    "Keywords are added to what each file holds (WAV: INFO IKEY; FLAC/Ogg: Vorbis KEYWORDS; MP3: "
+                    "ID3 TXXX:KEYWORDS). Each file is rewritten through a copy that must decode to the same "
+                    "samples before it replaces the original; files that are read-only or changed since "
+                    "indexing are left alone.")
+        if not (confirm or self._ask)(question):
+            return
+        ids = [h.file_id for h in chosen]
+        self.run(lambda session: write_library_tags(session.library, ids), "write tags", self._written)
+
+    def _ask(self, question: str) -> bool:
+        answer = QMessageBox.question(self.dialog_parent, "Write tags into the files", question)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _written(self, report: list[TagWrite]) -> None:
+        written = sum(r.status == WRITTEN for r in report)
+        refused = [r for r in report if r.status == REFUSED]
+        summary = (f"Tags written into {written} file{'s' if written != 1 else ''}"
+                   + (f", {len(refused)} refused" if refused else "")
+                   + (f", {len(report) - written - len(refused)} already had them" if
+                      len(report) - written - len(refused) else "") + "; indexing again reads them back.")
+        self.message.emit(summary)
+        self.tags_written.emit(report)
+        box = QMessageBox(QMessageBox.Icon.Warning if refused else QMessageBox.Icon.Information,
+                          "Write tags into the files", summary, parent=self.dialog_parent)
+        box.setDetailedText("\n".join(f"{r.status}: {r.path}" + (f" — {r.reason}" if r.reason else "")
+                                       for r in report))
+        box.setObjectName("tag-write-report")
+        box.open()  # not modal to the app: the report waits while the user goes on

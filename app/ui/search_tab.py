@@ -367,6 +367,7 @@ class SearchTab(ModelTab):
         menu.addAction("Copy path", pane.copy_selected_path)
         menu.addSeparator()
         menu.addAction(f"Edit tags…{several}", lambda: self.marks.edit_tags())
+        menu.addAction("Write tags into the files…", lambda: self.marks.write_into_files())
         on = all(h.favourite for h in chosen)
         menu.addAction(("Remove from favourites" if on else "Add to favourites") + several,
                        lambda: self.marks.set_favourite(chosen, not on))

@@ -24,6 +24,7 @@ Modules (tested in tests/test_library.py and tests/test_library_text.py):
 - sharded.py       indexing under torchrun (`sharded_index_job`), through the public API only;
 - names.py         folder and file-name words, UCS CatIDs expanded (data/ucs_categories.csv);
 - tags.py          embedded tags (mutagen + RIFF INFO/bext/iXML) as search text, problems recorded not raised.
+- tag_writer.py    user tags written INTO the files on request (riff_writer.py: WAV INFO), atomic and verified.
 
 Never silently wrong (issue 14): opening runs SQLite's quick_check and rebuilds a damaged catalog from every
 row that still reads and checks out (salvage.py); an index file whose checksum is not the recorded one
