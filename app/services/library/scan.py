@@ -38,6 +38,9 @@ class ScanResult:
     dangling: list[str] = field(default_factory=list)  # relative symlinks whose target is gone
 
 
+WRITE_COPY = ".earshot-tmp."  # tag_writer.py's temporary copies: .NAME.XXXXXXXX.earshot-tmp.EXT
+
+
 def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
     """Every audio file under `root` (by extension), sorted by relative path.
 
@@ -70,8 +73,8 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
         subdirs = []
         for entry in entries:
             name = entry.name
-            if name == CATALOG_DIR or (name.startswith(".") and not include_hidden):
-                continue
+            if name == CATALOG_DIR or (name.startswith(".") and not include_hidden) or WRITE_COPY in name:
+                continue  # a tag writer's copy in flight (tag_writer.py) is never a sound of the library
             entry_rel = f"{rel}/{name}" if rel else name
             try:
                 st = entry.stat()  # follows symlinks; a broken link raises
