@@ -1068,3 +1068,12 @@ def test_cli_index_refuses_a_nan_model_and_rehashes_on_request(tmp_path, capsys)
     assert main(["index", str(root), "--model", good, "--rehash", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["embedded"] == 1 and summary["touched"] == len(FREQS) - 1
+
+
+def test_a_path_typed_from_the_working_folder_names_the_library_file(tmp_path, monkeypatch):
+    root = make_library(tmp_path / "lib")
+    monkeypatch.chdir(tmp_path)
+    with Library.open(root) as lib:
+        assert lib.files.key("lib/tone_440.wav") == b"tone_440.wav"  # `tags add lib/x.wav --library lib`
+        assert lib.files.key("tone_440.wav") == b"tone_440.wav"
+        assert lib.files.key(root / "tone_440.wav") == b"tone_440.wav"

@@ -48,10 +48,14 @@ class FileTable:
         return r[0] if r else None
 
     def key(self, path: PathLike) -> bytes:
-        """The catalog's key of a path relative to the root or absolute inside it: '/'-separated bytes."""
+        """The catalog's key of a path relative to the root, absolute inside it, or relative to the working folder
+        and inside the root (`LIB/x.wav` typed next to `--library LIB`): '/'-separated bytes."""
         p = os.fspath(path)
+        root = os.fspath(self.library.root)
+        if not os.path.isabs(p) and not os.path.lexists(os.path.join(root, p)) and os.path.lexists(p):
+            p = os.path.abspath(p)
         if os.path.isabs(p):
-            p = os.path.relpath(p, self.library.root)
+            p = os.path.relpath(p, root)
         return os.fsencode(p.replace(os.sep, "/")).strip(b"/")
 
     def error_of(self, key: bytes) -> str:
