@@ -92,12 +92,14 @@ def test_start_search_builds_the_request_of_the_moment(state: SearchState) -> No
     assert len({request.id, by_sound.id}) == 2  # every request is new
 
 
-def test_an_empty_query_searches_nothing_and_clears_the_results(state: SearchState) -> None:
+def test_an_empty_query_browses_the_library_with_the_filters(state: SearchState) -> None:
     state.set_query("door")
     state.accept(state.start_search(), results("a.wav"))
-    heard = Heard(state)
+    state.set_filters(SearchFilters(folder="Doors"), search=False)
     state.set_query("   ")
-    assert state.start_search() is None and state.results is None and "results" in heard.names()
+    request = state.start_search()
+    assert request.kind == "browse" and request.query == "" and request.filters.folder == "Doors"
+    assert (request.sort, request.descending, request.offset) == ("name", False, 0)
 
 
 def test_only_the_latest_answer_is_shown_and_it_goes_into_the_history(state: SearchState) -> None:
@@ -192,7 +194,7 @@ def test_what_the_list_says() -> None:
     found = results("a.wav", "b.wav")
     assert results_header(found, "both") == "2 results for “door”"
     assert results_header(results("a.wav", query="x.wav", mode="similar"), "both") == \
-        "1 results for sounds like x.wav by sound and name"
+        "1 result for sounds like x.wav by sound and name"
     assert results_header(None, "both").startswith("Type a description")
     empty = Results([], "door", "text", indexed=0)
     assert no_results_message(empty, indexing=True, favourites_only=False) == \
