@@ -23,6 +23,7 @@ class FolderTree(QTreeWidget):
         self.state = state
         self.setHeaderHidden(True)
         self.setUniformRowHeights(True)
+        self.setIndentation(12)  # deep folders keep room for their names
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.setToolTip("Click a folder to list its sounds (and search only there)")
         self.items: dict[str, QTreeWidgetItem] = {}

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -130,16 +131,55 @@ class ResultsTable(QTableWidget):
         for col, width in self.WIDTHS.items():
             header.resizeSection(col, width)
         saved = QSettings().value(HEADER_KEY)
-        if saved is not None:
-            header.restoreState(saved)
+        self.user_sized = saved is not None and header.restoreState(saved)  # else the names get the room
+        self._fitting = False
         header.setSortIndicatorShown(False)
-        header.sectionResized.connect(self.save_header)
+        header.sectionResized.connect(self._resized)
         header.sectionMoved.connect(self.save_header)
         header.sectionClicked.connect(self._header_clicked)
 
     @Slot()
     def save_header(self) -> None:
         QSettings().setValue(HEADER_KEY, self.horizontalHeader().saveState())
+
+    @Slot(int, int, int)
+    def _resized(self, col: int, _old: int, _new: int) -> None:
+        if self._fitting or (col == self._last_shown() and self.horizontalHeader().stretchLastSection()):
+            return  # the table's own sizing, or the last column following the window
+        self.user_sized = True  # the user's width: kept from now on, also next time
+        self.save_header()
+
+    def fit_names(self) -> None:
+        """Until the user sizes the columns: the Name column as wide as the longest name shown, within the room
+        the other columns leave (the last one keeps at least 80 px)."""
+        header, last = self.horizontalHeader(), self._last_shown()
+        if self.user_sized or last == self.NAME:
+            return
+        others = sum(header.sectionSize(c) for c in range(self.columnCount())
+                     if c not in (self.NAME, last) and not self.isColumnHidden(c))
+        room = self.viewport().width() - others - 80
+        longest = max((self.fontMetrics().horizontalAdvance(self.plain(r, self.NAME)) for r in range(self.rowCount())),
+                      default=0)
+        self._fitting = True
+        header.resizeSection(self.NAME, max(self.WIDTHS[self.NAME] * 2 // 3, min(longest + 16, room)))
+        self._fitting = False
+
+    def _last_shown(self) -> int:
+        """The column shown at the right end (the one that stretches)."""
+        header = self.horizontalHeader()
+        shown = [header.logicalIndex(v) for v in range(header.count())]
+        return next((c for c in reversed(shown) if not header.isSectionHidden(c)), self.NAME)
+
+    def show_score_columns(self, on: bool) -> None:
+        self._fitting = True
+        for col in (self.NAMES, self.SOUND):
+            self.setColumnHidden(col, not on)
+        self._fitting = False
+        self.fit_names()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.fit_names()
 
     @Slot(int)
     def _header_clicked(self, col: int) -> None:
@@ -163,6 +203,7 @@ class ResultsTable(QTableWidget):
         self.setRowCount(len(hits))
         for row, hit in enumerate(hits):
             self.set_row(row, hit)
+        self.fit_names()
 
     def set_row(self, row: int, hit: Hit) -> None:
         """Fill (or refresh, after tagging) one row from its hit."""
@@ -269,13 +310,12 @@ class ResultsLists(QTabWidget):
         """The state's results, the previewed file (or the best) selected without a selection signal."""
         state, results = self.state, self.state.results
         self.table.blockSignals(True)
-        self.table.set_hits(state.hits, state.channels() if state.shown_kind != "browse" else ())
+        self.table.set_hits(state.hits, state.channels())
         self.results_header.setText(results_header(results, state.shown_ranking, state.filters.folder,
                                                    state.filters.favourites_only))
         browsing = results is not None and results.mode == "browse"
         self.sort_combo.setVisible(browsing)
-        for score_col in (ResultsTable.NAMES, ResultsTable.SOUND):  # a listed sound has no scores
-            self.table.setColumnHidden(score_col, browsing)
+        self.table.show_score_columns(not browsing)  # a listed sound has no scores
         sort = state.sort or ("name" if browsing else "")
         self.sort_combo.setCurrentIndex(max(self.sort_combo.findData(sort), 0))
         self.table.show_sort(sort, state.descending)

@@ -319,8 +319,11 @@ class SearchState:
         self.events.results.emit()
 
     def channels(self) -> tuple[str, ...]:
-        """The channels that scored the results shown: find similar and sound-only have no names score."""
+        """The channels that scored the results shown: find similar and sound-only have no names score, a list
+        of the library's sounds none."""
         results, ranking = self.results, self.shown_ranking
+        if self.shown_kind == "browse":
+            return ()  # listed, not searched: no scores
         if results is None or (results.mode == "similar" and ranking == "sound"):
             return ("sound",)
         return {"names": ("names",), "sound": ("sound",)}.get(ranking, ("names", "sound"))

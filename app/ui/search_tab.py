@@ -76,6 +76,7 @@ class SearchTab(ModelTab):
         self._loaded_device = ""
         self._job_sessions: dict[JobRunner, SearchSession] = {}  # retiring a session cancels (and awaits) these
         self._search_runner: JobRunner | None = None
+        self._more_wanted = False  # "Show more" was clicked while a search ran: asked for when it ends
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -151,7 +152,7 @@ class SearchTab(ModelTab):
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 3)
         split.setStretchFactor(2, 2)
-        split.setSizes([170, 560, 420])
+        split.setSizes([190, 560, 380])
         page.addWidget(split, 1)
         page.addWidget(self.build_status_label())
 
@@ -323,6 +324,7 @@ class SearchTab(ModelTab):
         session = self.session
         if session is None:
             return
+        self._more_wanted = False  # a new list: "Show more" was about the last one
         if self._search_runner is not None and self._search_runner.is_running():
             self.state.defer()
             return
@@ -333,14 +335,24 @@ class SearchTab(ModelTab):
     def _run_request(self, session: SearchSession, request: SearchRequest) -> None:
         runner = self._run(session, lambda: request_job(session, request), "search",
                            lambda results: self.state.accept(request, results))
-        runner.finished.connect(lambda: self.run_search() if self.state.pending else None)
+        runner.finished.connect(self._search_ended)
         self._search_runner = runner
+
+    def _search_ended(self) -> None:
+        if self.state.pending:
+            self.run_search()
+        elif self._more_wanted:
+            self.show_more()
 
     @Slot()
     def show_more(self) -> None:
-        """The next page of the list (browsing), or more results of the search."""
+        """The next page of the list (browsing), or more results of the search (after the one running)."""
         session = self.session
-        if session is None or (self._search_runner is not None and self._search_runner.is_running()):
+        self._more_wanted = False
+        if session is None:
+            return
+        if self._search_runner is not None and self._search_runner.is_running():
+            self._more_wanted = True
             return
         request = self.state.show_more()
         if request is not None:

@@ -79,11 +79,11 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
 
 
 def browse_header(shown: int, total: int, folder: str | None, favourites: bool) -> str:
-    """'50 of 173 sounds in warmux/sound · by name': what an empty query lists."""
+    """'50 of 173 sounds in warmux/sound': what an empty query lists."""
     what = "favourite" if favourites else "sound"
     count = f"{shown} of {total} {what}s" if shown < total else f"{total} {what}{'' if total == 1 else 's'}"
     where = f" in {display_name(folder)}" if folder else " in the library"
-    return f"{count}{where} — type to search"
+    return f"{count}{where}"
 
 
 def no_results_message(results: Results | None, indexing: bool, favourites_only: bool) -> str:
