@@ -88,8 +88,8 @@ class ResultsTable(QTableWidget):
     """Ranked results, each with why it matched; dragging rows out hands the files (as URLs) to the file manager,
     a DAW, ...; a click on a row's star toggles it as a favourite."""
 
-    HEADERS = ("Name", "★", "Duration", "Folder", "Tags", "Names", "Sound")
-    NAME, STAR, DURATION, FOLDER, TAGS, NAMES, SOUND = range(7)
+    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags")  # Tags last: hiding the scores
+    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS = range(7)  # (browsing) leaves the same column stretched
     RICH = (NAME, FOLDER, TAGS)
     WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52}
     star_clicked = Signal(int)  # row
@@ -143,26 +143,34 @@ class ResultsTable(QTableWidget):
         QSettings().setValue(HEADER_KEY, self.horizontalHeader().saveState())
 
     @Slot(int, int, int)
-    def _resized(self, col: int, _old: int, _new: int) -> None:
-        if self._fitting or (col == self._last_shown() and self.horizontalHeader().stretchLastSection()):
-            return  # the table's own sizing, or the last column following the window
+    def _resized(self, col: int, old: int, new: int) -> None:
+        if self._fitting or not old or not new or col == self._last_shown():
+            return  # the table's own sizing, a column hidden or shown, the last column following the window
         self.user_sized = True  # the user's width: kept from now on, also next time
         self.save_header()
 
     def fit_names(self) -> None:
-        """Until the user sizes the columns: the Name column as wide as the longest name shown, within the room
-        the other columns leave (the last one keeps at least 80 px)."""
+        """Until the user sizes the columns: the Name column as wide as the longest name shown and the Folder
+        column as wide as the longest folder, within the room the other columns leave (the last one keeps at least
+        60 px); when both do not fit, the name gets most of it."""
         header, last = self.horizontalHeader(), self._last_shown()
-        if self.user_sized or last == self.NAME:
+        if self.user_sized or last in (self.NAME, self.FOLDER):
             return
         others = sum(header.sectionSize(c) for c in range(self.columnCount())
-                     if c not in (self.NAME, last) and not self.isColumnHidden(c))
-        room = self.viewport().width() - others - 80
-        longest = max((self.fontMetrics().horizontalAdvance(self.plain(r, self.NAME)) for r in range(self.rowCount())),
-                      default=0)
+                     if c not in (self.NAME, self.FOLDER, last) and not self.isColumnHidden(c))
+        room = self.viewport().width() - others - 60
+        name, folder = (self._longest(c) + 16 for c in (self.NAME, self.FOLDER))
+        if name + folder > room:
+            folder = min(folder, max(90, room // 3))
+            name = max(140, min(name, room - folder))
         self._fitting = True
-        header.resizeSection(self.NAME, max(self.WIDTHS[self.NAME] * 2 // 3, min(longest + 16, room)))
+        header.resizeSection(self.NAME, name)
+        header.resizeSection(self.FOLDER, folder)
         self._fitting = False
+
+    def _longest(self, col: int) -> int:
+        metrics = self.fontMetrics()
+        return max((metrics.horizontalAdvance(self.plain(r, col)) for r in range(self.rowCount())), default=40)
 
     def _last_shown(self) -> int:
         """The column shown at the right end (the one that stretches)."""
@@ -232,7 +240,7 @@ class ResultsTable(QTableWidget):
             if col in (self.NAME, self.FOLDER):
                 item.setData(SPANS_ROLE, name_spans if col == self.NAME else folder_spans)
             item.setToolTip(tip if col != self.STAR else "Click to mark or unmark as a favourite")
-            if col >= self.DURATION:
+            if col in (self.DURATION, self.NAMES, self.SOUND):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             elif col == self.STAR:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)

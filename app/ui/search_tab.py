@@ -149,10 +149,10 @@ class SearchTab(ModelTab):
         split.addWidget(self.folder_tree)
         split.addWidget(self.lists)
         split.addWidget(pane)
-        split.setStretchFactor(0, 0)
+        split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
         split.setStretchFactor(2, 2)
-        split.setSizes([190, 560, 380])
+        split.setSizes([160, 600, 380])
         page.addWidget(split, 1)
         page.addWidget(self.build_status_label())
 

@@ -262,25 +262,3 @@ def test_find_similar_says_so_and_back_forward_walk_the_lists(qtbot, tab: Search
     wait_results(qtbot, tab, lambda: tab.query_edit.setText("bazooka"), "text")
     assert not tab.forward_button.isEnabled()
 
-
-def test_the_state_walks_back_and_forward_over_different_lists_only() -> None:
-    from app.services.search.jobs import Results
-
-    state = search_state.SearchState()
-    shown = []
-    for query in ("door", "door", "door creak"):
-        state.set_query(query)
-        request = state.start_search()
-        state.accept(request, Results([], query, "text", 1))
-        shown.append(request)
-    state.find_similar(Path("/lib/a.wav"))
-    state.accept(state.start_search(), Results([], "a.wav", "similar", 1))
-    assert state.go(-1).query == "door creak" and state.query == "door creak" and state.mode == "text"
-    state.accept(state.start_search(), Results([], "door creak", "text", 1))
-    assert state.go(-1).query == "door"  # the repeated "door" is one step
-    state.accept(state.start_search(), Results([], "door", "text", 1))
-    assert state.go(-1) is None and not state.can_go(-1) and state.can_go(1)
-    assert state.go(1).query == "door creak"
-    state.accept(state.start_search(), Results([], "door creak", "text", 1))
-    entry = state.go(1)
-    assert entry.kind == "similar" and state.mode == "similar" and state.similar_to == Path("/lib/a.wav")
