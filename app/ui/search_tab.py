@@ -102,8 +102,8 @@ class SearchTab(ModelTab):
         self.query_edit.setToolTip("Words in names, folders and tags, and what the sound is like. "
                                    "-word excludes, \"exact phrase\", word* matches any ending.")
         self.query_edit.setClearButtonEnabled(True)
-        self.query_edit.textChanged.connect(self.state.set_query)
-        self.query_edit.returnPressed.connect(lambda: self.state.set_query(self.query_edit.text(), now=True))
+        self.query_edit.textChanged.connect(self._query_typed)
+        self.query_edit.returnPressed.connect(lambda: self._query_typed(self.query_edit.text(), now=True))
         self.record_query = RecordQuery(self)  # search by a recorded sound
         self.balance = BalanceControl(self.state)
         for w in (self.model_label, self.model_combo):
@@ -380,6 +380,14 @@ class SearchTab(ModelTab):
                 edit.selectAll()
         self.back_button.setEnabled(self.state.can_go(-1))
         self.forward_button.setEnabled(self.state.can_go(1))
+
+    def _query_typed(self, text: str, now: bool = False) -> None:
+        """The user typed (Enter: `now`); Enter on "similar to: <name>" as shown keeps the similar list."""
+        if self.state.shown_kind == "similar" and self.state.mode == "similar" and text.startswith(SIMILAR_PREFIX):
+            results = self.state.results
+            if results is not None and text == SIMILAR_PREFIX + results.query:
+                return
+        self.state.set_query(text, now)
 
     def go(self, direction: int) -> None:
         """Back (-1) or Forward (+1) in the lists shown: searches, similar lists, browsed folders."""

@@ -241,16 +241,19 @@ def test_find_similar_says_so_and_back_forward_walk_the_lists(qtbot, tab: Search
     assert tab.query_edit.text() == f"similar to: {similar.query}" == f"similar to: {hit.path.name}"
     assert tab.back_button.isEnabled() and not tab.forward_button.isEnabled()
     shot(tab, "search-similar-1024")
+    tab.query_edit.returnPressed.emit()  # Enter on the label: still the similar list, not a search for its text
+    assert tab.state.mode == "similar" and not tab._debounce.isActive()
 
     # Back (the button): the search again, its text in the field; Back (Alt+Left): the library's list
     back = wait_results(qtbot, tab, tab.back_button.click)
     assert back.mode == "text" and tab.query_edit.text() == "tram" and tab.forward_button.isEnabled()
-    tab.table.setFocus()
-    back = wait_results(qtbot, tab, lambda: QTest.keyClick(tab.table, Qt.Key.Key_Left,
+    tab.query_edit.setFocus()  # Alt+Left works from the query field too
+    back = wait_results(qtbot, tab, lambda: QTest.keyClick(tab.query_edit, Qt.Key.Key_Left,
                                                            Qt.KeyboardModifier.AltModifier))
     assert back.mode == "browse" and tab.query_edit.text() == "" and not tab.back_button.isEnabled()
 
     # Forward twice (Alt+Right, then the button): the search, then the similar list
+    tab.table.setFocus()
     forward = wait_results(qtbot, tab, lambda: QTest.keyClick(tab.table, Qt.Key.Key_Right,
                                                               Qt.KeyboardModifier.AltModifier))
     assert forward.mode == "text" and tab.query_edit.text() == "tram"
