@@ -28,6 +28,7 @@ class FolderTree(QTreeWidget):
         self.setToolTip("Click a folder to list its sounds (and search only there)")
         self.items: dict[str, QTreeWidgetItem] = {}
         self.itemClicked.connect(self._clicked)
+        self.itemActivated.connect(self._clicked)  # Enter on a folder reached with the arrow keys
         state.events.catalog.connect(self.show_folders)
         self.show_folders()
 

@@ -317,6 +317,10 @@ class ResultsLists(QTabWidget):
     def show_results(self, indexing: bool) -> None:
         """The state's results, the previewed file (or the best) selected without a selection signal."""
         state, results = self.state, self.state.results
+        table = self.table
+        shown = [table.item(r, ResultsTable.NAME).data(PATH_ROLE) for r in range(table.rowCount())]
+        more = bool(shown) and [str(h.path) for h in state.hits[:len(shown)]] == shown  # "Show more": stay
+        scrolled = table.verticalScrollBar().value()
         self.table.blockSignals(True)
         self.table.set_hits(state.hits, state.channels())
         self.results_header.setText(results_header(results, state.shown_ranking, state.filters.folder,
@@ -334,6 +338,8 @@ class ResultsLists(QTabWidget):
         else:
             self.results_stack.setCurrentWidget(self.table)
             self.table.selectRow(state.row_to_select())
+            if more:
+                table.verticalScrollBar().setValue(scrolled)
         self.table.blockSignals(False)
 
     def show_rows(self, rows: list[int]) -> None:
