@@ -226,6 +226,8 @@ def test_a_header_click_sorts_results_as_shown_and_browsing_asks_the_library() -
     assert state.sort == "" and state.start_search().kind == "text"  # a new search: relevance first
     heard = Heard(state)
     state.set_query("")
+    state.sort_by("name")  # the list is by name already: the other way
+    assert state.start_search().descending
     state.sort_by("duration")
     request = state.start_search()
     assert "search" in heard.names() and (request.kind, request.sort, request.descending) == ("browse", "duration",

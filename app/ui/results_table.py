@@ -291,7 +291,7 @@ class ResultsLists(QTabWidget):
         self.sort_combo.setToolTip("How the library's sounds are listed (or click a column's header)")
         for label, key in BROWSE_SORTS:
             self.sort_combo.addItem(f"by {label.lower()}", key)
-        self.sort_combo.activated.connect(lambda i: state.sort_by(self.sort_combo.itemData(i)))
+        self.sort_combo.activated.connect(self._sort_chosen)
         top.addWidget(self.sort_combo)
         col.addLayout(top)
         self.results_stack = QStackedWidget()
@@ -341,6 +341,12 @@ class ResultsLists(QTabWidget):
             if more:
                 table.verticalScrollBar().setValue(scrolled)
         self.table.blockSignals(False)
+
+    @Slot(int)
+    def _sort_chosen(self, index: int) -> None:
+        key = self.sort_combo.itemData(index)
+        if key != (self.state.sort or "name"):  # choosing the sort shown again does not turn it around
+            self.state.sort_by(key)
 
     def show_rows(self, rows: list[int]) -> None:
         for row in rows:

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
 RESULTS_K = 50  # results per page: "Show more" asks for this many more
 HISTORY_LIMIT = 100
-BROWSE_SORTS = ("name", "folder", "duration", "modified")
 
 
 def balance(position: int, default_position: int | None = None) -> tuple[str, float | None]:
@@ -94,7 +93,7 @@ class SearchRequest:
     names_weight: float | None  # None: the service's tuned default
     filters: SearchFilters
     k: int = RESULTS_K  # how many results (browse: this page's size)
-    sort: str = "name"  # browse: one of BROWSE_SORTS
+    sort: str = "name"  # browse: name | folder | duration | modified (app.services.search.browse.SORTS)
     descending: bool = False
     offset: int = 0  # browse: where the page starts; > 0 adds it to the results shown ("Show more")
 
@@ -196,8 +195,8 @@ class SearchState:
     # ----------------------------------------------------------------------------------------- searching
 
     def start_search(self) -> SearchRequest | None:
-        """The search to run now, with a new id (older answers are dropped from now on); an empty query browses
-        the library's sounds (with the filters, sorted); None only when there is no library."""
+        """The search to run now, with a new id (older answers are dropped from now on); an empty query lists
+        the library's sounds (with the filters, sorted): a "browse" request."""
         self.pending = False
         self._request += 1
         back, self._navigating = self._navigating, None
@@ -283,7 +282,8 @@ class SearchState:
     def sort_by(self, key: str) -> None:
         """A column header was clicked: sort by it (again: the other way). Browsing asks the library for the
         sorted list; a search's results are sorted as shown (relevance stays the default of a new search)."""
-        self.descending = not self.descending if key == self.sort else key == "modified"
+        shown = self.sort or ("name" if self.browsing() else "")
+        self.descending = not self.descending if key == shown else key == "modified"  # newest first
         self.sort = key
         if self.browsing():
             self.k = RESULTS_K
