@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QPoint, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QToolButton, QVBoxLayout, QWidget
 
@@ -102,6 +102,7 @@ class SearchTab(ModelTab):
         self.query_edit.setToolTip("Words in names, folders and tags, and what the sound is like. "
                                    "-word excludes, \"exact phrase\", word* matches any ending.")
         self.query_edit.setClearButtonEnabled(True)
+        self.query_edit.installEventFilter(self)  # "similar to: <name>" is selected on focus: typing replaces it
         self.query_edit.textChanged.connect(self._query_typed)
         self.query_edit.returnPressed.connect(lambda: self._query_typed(self.query_edit.text(), now=True))
         self.record_query = RecordQuery(self)  # search by a recorded sound
@@ -388,6 +389,12 @@ class SearchTab(ModelTab):
             if results is not None and text == SIMILAR_PREFIX + results.query:
                 return
         self.state.set_query(text, now)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if (watched is self.query_edit and event.type() == QEvent.Type.FocusIn
+                and self.query_edit.text().startswith(SIMILAR_PREFIX) and self.state.mode == "similar"):
+            QTimer.singleShot(0, self.query_edit.selectAll)  # after the click that gave the focus
+        return super().eventFilter(watched, event)
 
     def go(self, direction: int) -> None:
         """Back (-1) or Forward (+1) in the lists shown: searches, similar lists, browsed folders."""
