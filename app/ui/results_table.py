@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QSettings, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QStyleOptionViewItem,
     QTableWidget,
@@ -82,6 +83,25 @@ def middle_elided(plain: str, spans: Sequence[tuple[int, int]], elided: str) -> 
     head_spans = [(a, min(b, len(head))) for a, b in spans if a < len(head)]
     tail_spans = [(max(a, start) - start, b - start) for a, b in spans if b > start]
     return highlight(head, head_spans) + "…" + highlight(tail, tail_spans)
+
+
+class ElidedLabel(QLabel):
+    """One line of plain text, elided in the middle when it is too long (a file name in "sounds like <name>"),
+    the whole text in its tooltip; `text()` is the whole text."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt API)
+        super().setText(text)
+        self.setToolTip(text)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
+        rect = self.contentsRect()
+        painter = QPainter(self)
+        painter.drawText(rect, int(self.alignment()),
+                         self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width()))
 
 
 class ResultsTable(QTableWidget):
@@ -284,8 +304,7 @@ class ResultsLists(QTabWidget):
         col = QVBoxLayout(box)
         col.setContentsMargins(0, 4, 0, 0)
         top = QHBoxLayout()
-        self.results_header = QLabel("")
-        self.results_header.setWordWrap(True)
+        self.results_header = ElidedLabel("")
         top.addWidget(self.results_header, 1)
         self.sort_combo = QComboBox()  # browsing: the date modified has no column to click
         self.sort_combo.setToolTip("How the library's sounds are listed (or click a column's header)")

@@ -378,7 +378,7 @@ class SearchTab(ModelTab):
             edit.setText(text)
             edit.blockSignals(False)
             if self.state.shown_kind == "similar":
-                edit.selectAll()
+                edit.setSelection(len(text), -len(text))  # all of it, the start in view: "similar to: …"
         self.back_button.setEnabled(self.state.can_go(-1))
         self.forward_button.setEnabled(self.state.can_go(1))
 
@@ -393,7 +393,8 @@ class SearchTab(ModelTab):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
         if (watched is self.query_edit and event.type() == QEvent.Type.FocusIn
                 and self.query_edit.text().startswith(SIMILAR_PREFIX) and self.state.mode == "similar"):
-            QTimer.singleShot(0, self.query_edit.selectAll)  # after the click that gave the focus
+            text = self.query_edit.text()  # selected after the click that gave the focus, the start in view
+            QTimer.singleShot(0, lambda: self.query_edit.setSelection(len(text), -len(text)))
         return super().eventFilter(watched, event)
 
     def go(self, direction: int) -> None:
