@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from app.services.library.records import Hit, MatchInfo, SearchFilters
+from app.services.search.browse import BrowseResults
 from app.services.search.fusion import NAMES_WEIGHT
 from app.services.search.jobs import Results
-from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, SearchState, balance_position
+from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, RESULTS_K, SearchState, balance_position
 from app.ui.search_text import no_results_message, results_header, why_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,12 +93,14 @@ def test_start_search_builds_the_request_of_the_moment(state: SearchState) -> No
     assert len({request.id, by_sound.id}) == 2  # every request is new
 
 
-def test_an_empty_query_searches_nothing_and_clears_the_results(state: SearchState) -> None:
+def test_an_empty_query_browses_the_library_with_the_filters(state: SearchState) -> None:
     state.set_query("door")
     state.accept(state.start_search(), results("a.wav"))
-    heard = Heard(state)
+    state.set_filters(SearchFilters(folder="Doors"), search=False)
     state.set_query("   ")
-    assert state.start_search() is None and state.results is None and "results" in heard.names()
+    request = state.start_search()
+    assert request.kind == "browse" and request.query == "" and request.filters.folder == "Doors"
+    assert (request.sort, request.descending, request.offset) == ("name", False, 0)
 
 
 def test_only_the_latest_answer_is_shown_and_it_goes_into_the_history(state: SearchState) -> None:
@@ -188,11 +191,70 @@ def test_another_library_shows_nothing_of_the_last_one(state: SearchState) -> No
     assert heard.names() == ["results", "library"] and state.library == Path("/other")
 
 
+def test_back_and_forward_walk_over_different_lists_and_typing_drops_what_was_ahead() -> None:
+    state = SearchState()
+    for query in ("door", "door", "door creak"):
+        state.set_query(query)
+        state.accept(state.start_search(), Results([], query, "text", 1))
+    state.find_similar(Path("/lib/a.wav"))
+    state.accept(state.start_search(), Results([], "a.wav", "similar", 1))
+    assert state.go(-1).query == "door creak" and state.query == "door creak" and state.mode == "text"
+    state.accept(state.start_search(), Results([], "door creak", "text", 1))
+    assert state.go(-1).query == "door"  # the repeated "door" is one step
+    state.accept(state.start_search(), Results([], "door", "text", 1))
+    assert state.go(-1) is None and not state.can_go(-1) and state.can_go(1)
+    assert state.go(1).query == "door creak"
+    state.accept(state.start_search(), Results([], "door creak", "text", 1))
+    entry = state.go(1)
+    assert entry.kind == "similar" and state.mode == "similar" and state.similar_to == Path("/lib/a.wav")
+    state.go(-1)
+    state.accept(state.start_search(), Results([], "door creak", "text", 1))
+    state.set_query("rain")
+    state.accept(state.start_search(), Results([], "rain", "text", 1))
+    assert not state.can_go(1) and [r.query for r in state.history][-2:] == ["door creak", "rain"]
+
+
+def test_a_header_click_sorts_results_as_shown_and_browsing_asks_the_library() -> None:
+    state = SearchState()
+    state.set_query("door")
+    state.accept(state.start_search(), results("b.wav", "C.wav", "a.wav"))
+    state.sort_by("name")
+    assert [h.name for h in state.hits] == ["a.wav", "b.wav", "C.wav"]
+    state.sort_by("name")
+    assert [h.name for h in state.hits] == ["C.wav", "b.wav", "a.wav"] and state.descending
+    state.set_query("door creak")
+    assert state.sort == "" and state.start_search().kind == "text"  # a new search: relevance first
+    heard = Heard(state)
+    state.set_query("")
+    state.sort_by("name")  # the list is by name already: the other way
+    assert state.start_search().descending
+    state.sort_by("duration")
+    request = state.start_search()
+    assert "search" in heard.names() and (request.kind, request.sort, request.descending) == ("browse", "duration",
+                                                                                                False)
+
+
+def test_show_more_asks_for_the_next_page_or_more_results() -> None:
+    state = SearchState()
+    browse = state.start_search()
+    state.accept(browse, BrowseResults([hit(f"{i}.wav", i) for i in range(RESULTS_K)], "", "browse", 120, total=120))
+    more = state.show_more()
+    assert more.kind == "browse" and more.offset == RESULTS_K
+    state.accept(more, BrowseResults([hit("x.wav", 99)], "", "browse", 120, total=120, offset=RESULTS_K))
+    assert len(state.hits) == RESULTS_K + 1 and len(state.history) == 1  # added, not a new entry
+    state.set_query("door")
+    state.accept(state.start_search(), Results([hit(f"{i}.wav", i) for i in range(RESULTS_K)], "door", "text", 120))
+    more = state.show_more()
+    assert more.kind == "text" and more.k == 2 * RESULTS_K and more.offset == 0
+    state.accept(more, Results([hit("few.wav", 1)], "door", "text", 120))
+    assert not state.can_show_more()  # fewer than asked for: that was all
+
+
 def test_what_the_list_says() -> None:
     found = results("a.wav", "b.wav")
     assert results_header(found, "both") == "2 results for “door”"
     assert results_header(results("a.wav", query="x.wav", mode="similar"), "both") == \
-        "1 results for sounds like x.wav by sound and name"
+        "1 result for sounds like x.wav by sound and name"
     assert results_header(None, "both").startswith("Type a description")
     empty = Results([], "door", "text", indexed=0)
     assert no_results_message(empty, indexing=True, favourites_only=False) == \

@@ -1,5 +1,9 @@
 """The Search tab's lists: the ranked results (a table saying why each matched, with its tags and favourite
-star; rows drag out as files) and the files that could not be indexed, with their reasons."""
+star; rows drag out as files) and the files that could not be indexed, with their reasons.
+
+Long names stay readable: the Name and Folder cells are elided in the middle (the end of a name says what it is:
+`bazooka_…_long_name.wav`), every column can be resized and moved, and the header's layout is remembered
+(QSettings). A header click sorts (the state decides how); "Show more" asks for the next page."""
 
 from __future__ import annotations
 
@@ -8,14 +12,20 @@ import re
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QMimeData, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
     QStackedWidget,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -43,16 +53,67 @@ from app.ui.widgets import RichTextDelegate
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
 PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-text cells show HTML)
+SPANS_ROLE = Qt.ItemDataRole.UserRole + 2  # where the query matched the plain text: [(start, end), ...]
+HEADER_KEY = "search/results_header_v2"  # QSettings: column widths and order (v2: Name first)
+SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration"}  # header -> the state's sort key
+BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
+
+
+class MiddleElideDelegate(RichTextDelegate):
+    """Rich text elided in the MIDDLE when the cell is too narrow: the start and the end of a long name stay
+    visible (`weapons/bazoo…_long_name.wav`), with the matched words still highlighted in both parts."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem,  # noqa: N802 (Qt API)
+                        index: QModelIndex | QPersistentModelIndex) -> None:
+        super().initStyleOption(option, index)
+        plain = str(index.data(PLAIN_ROLE) or "")
+        width = option.rect.width() - 12  # the cell's and the text document's margins
+        if plain and width > 0 and option.fontMetrics.horizontalAdvance(plain) > width:
+            elided = option.fontMetrics.elidedText(plain, Qt.TextElideMode.ElideMiddle, width)
+            option.text = middle_elided(plain, index.data(SPANS_ROLE) or [], elided)
+
+
+def middle_elided(plain: str, spans: Sequence[tuple[int, int]], elided: str) -> str:
+    """Rich text of `elided` (`plain` with its middle replaced by '…'), the spans kept where their text shows."""
+    cut = elided.find("…")
+    if cut < 0:
+        return highlight(plain, spans)
+    head, tail = elided[:cut], elided[cut + 1:]
+    start = len(plain) - len(tail)
+    head_spans = [(a, min(b, len(head))) for a, b in spans if a < len(head)]
+    tail_spans = [(max(a, start) - start, b - start) for a, b in spans if b > start]
+    return highlight(head, head_spans) + "…" + highlight(tail, tail_spans)
+
+
+class ElidedLabel(QLabel):
+    """One line of plain text, elided in the middle when it is too long (a file name in "sounds like <name>"),
+    the whole text in its tooltip; `text()` is the whole text."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt API)
+        super().setText(text)
+        self.setToolTip(text)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
+        rect = self.contentsRect()
+        painter = QPainter(self)
+        painter.drawText(rect, int(self.alignment()),
+                         self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width()))
 
 
 class ResultsTable(QTableWidget):
     """Ranked results, each with why it matched; dragging rows out hands the files (as URLs) to the file manager,
     a DAW, ...; a click on a row's star toggles it as a favourite."""
 
-    HEADERS = ("★", "Name", "Folder", "Tags", "Duration", "Names", "Sound")
-    STAR, NAME, FOLDER, TAGS, DURATION, NAMES, SOUND = range(7)
+    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags")  # Tags last: hiding the scores
+    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS = range(7)  # (browsing) leaves the same column stretched
     RICH = (NAME, FOLDER, TAGS)
+    WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52}
     star_clicked = Signal(int)  # row
+    sort_clicked = Signal(str)  # the state's sort key of the clicked column
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(self.HEADERS), parent)
@@ -70,16 +131,98 @@ class ResultsTable(QTableWidget):
         self.setAlternatingRowColors(True)
         self.setWordWrap(False)
         self._delegate = RichTextDelegate(self)
-        for col in self.RICH:
-            self.setItemDelegateForColumn(col, self._delegate)
-        header = self.horizontalHeader()
-        header.setSectionResizeMode(self.NAME, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(self.TAGS, QHeaderView.ResizeMode.Interactive)
-        header.resizeSection(self.TAGS, 90)
-        for col in (self.STAR, self.FOLDER, self.DURATION, self.NAMES, self.SOUND):
-            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self._elide = MiddleElideDelegate(self)
+        self.setItemDelegateForColumn(self.TAGS, self._delegate)
+        for col in (self.NAME, self.FOLDER):
+            self.setItemDelegateForColumn(col, self._elide)
+        self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self._build_header()
         self.cellClicked.connect(self._cell_clicked)
         self.channels: tuple[str, ...] = ("names", "sound")
+
+    def _build_header(self) -> None:
+        """Every column resizable and movable, the last one taking what is left; the user's layout restored."""
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        header.setSectionsMovable(True)
+        header.setMinimumSectionSize(24)
+        header.setHighlightSections(False)
+        for col, width in self.WIDTHS.items():
+            header.resizeSection(col, width)
+        saved = QSettings().value(HEADER_KEY)
+        self.user_sized = saved is not None and header.restoreState(saved)  # else the names get the room
+        self._fitting = False
+        header.setSortIndicatorShown(False)
+        header.sectionResized.connect(self._resized)
+        header.sectionMoved.connect(self.save_header)
+        header.sectionClicked.connect(self._header_clicked)
+
+    @Slot()
+    def save_header(self) -> None:
+        QSettings().setValue(HEADER_KEY, self.horizontalHeader().saveState())
+
+    @Slot(int, int, int)
+    def _resized(self, col: int, old: int, new: int) -> None:
+        if self._fitting or not old or not new or col == self._last_shown():
+            return  # the table's own sizing, a column hidden or shown, the last column following the window
+        self.user_sized = True  # the user's width: kept from now on, also next time
+        self.save_header()
+
+    def fit_names(self) -> None:
+        """Until the user sizes the columns: the Name column as wide as the longest name shown and the Folder
+        column as wide as the longest folder, within the room the other columns leave (the last one keeps at least
+        60 px); when both do not fit, the name gets most of it."""
+        header, last = self.horizontalHeader(), self._last_shown()
+        if self.user_sized or last in (self.NAME, self.FOLDER):
+            return
+        others = sum(header.sectionSize(c) for c in range(self.columnCount())
+                     if c not in (self.NAME, self.FOLDER, last) and not self.isColumnHidden(c))
+        room = self.viewport().width() - others - 60
+        name, folder = (self._longest(c) + 16 for c in (self.NAME, self.FOLDER))
+        if name + folder > room:
+            folder = min(folder, max(90, room // 3))
+            name = max(140, min(name, room - folder))
+        self._fitting = True
+        header.resizeSection(self.NAME, name)
+        header.resizeSection(self.FOLDER, folder)
+        self._fitting = False
+
+    def _longest(self, col: int) -> int:
+        metrics = self.fontMetrics()
+        return max((metrics.horizontalAdvance(self.plain(r, col)) for r in range(self.rowCount())), default=40)
+
+    def _last_shown(self) -> int:
+        """The column shown at the right end (the one that stretches)."""
+        header = self.horizontalHeader()
+        shown = [header.logicalIndex(v) for v in range(header.count())]
+        return next((c for c in reversed(shown) if not header.isSectionHidden(c)), self.NAME)
+
+    def show_score_columns(self, on: bool) -> None:
+        self._fitting = True
+        for col in (self.NAMES, self.SOUND):
+            self.setColumnHidden(col, not on)
+        self._fitting = False
+        self.fit_names()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.fit_names()
+
+    @Slot(int)
+    def _header_clicked(self, col: int) -> None:
+        key = SORT_KEYS.get(self.HEADERS[col])
+        if key is not None:
+            self.sort_clicked.emit(key)
+
+    def show_sort(self, key: str, descending: bool) -> None:
+        """The header's arrow on the column the list is sorted by (none: relevance)."""
+        header = self.horizontalHeader()
+        cols = [c for c, h in enumerate(self.HEADERS) if SORT_KEYS.get(h) == key]
+        header.setSortIndicatorShown(bool(cols))
+        if cols:
+            header.setSortIndicator(cols[0], Qt.SortOrder.DescendingOrder if descending
+                                    else Qt.SortOrder.AscendingOrder)
 
     def set_hits(self, hits: list[Hit], channels: Sequence[str] = ("names", "sound")) -> None:
         """Show ranked hits; `channels`: which scores the search computed (the other column shows '–')."""
@@ -88,6 +231,7 @@ class ResultsTable(QTableWidget):
         self.setRowCount(len(hits))
         for row, hit in enumerate(hits):
             self.set_row(row, hit)
+        self.fit_names()
 
     def set_row(self, row: int, hit: Hit) -> None:
         """Fill (or refresh, after tagging) one row from its hit."""
@@ -97,23 +241,26 @@ class ResultsTable(QTableWidget):
         names, sound = channel_scores(hit)
         names = names if "names" in self.channels else None
         sound = sound if "sound" in self.channels else None
+        name_spans, folder_spans = field_spans(hit, "name", name), field_spans(hit, "folder", folder)
         cells = {
             self.STAR: (STAR_ON if hit.favourite else STAR_OFF, None),
-            self.NAME: (name, highlight(name, field_spans(hit, "name", name))),
-            self.FOLDER: (folder or "·", highlight(folder, field_spans(hit, "folder", folder)) if folder else "·"),
+            self.NAME: (name, highlight(name, name_spans)),
+            self.FOLDER: (folder or "·", highlight(folder, folder_spans) if folder else "·"),
             self.TAGS: (tags, highlight(tags, tag_spans(hit))),
             self.DURATION: (format_duration(hit.duration), None),
             self.NAMES: ("–" if names is None else f"{names:.3f}", None),
             self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),
         }
         why = re.sub("<[^>]+>", "", why_html(hit, self.channels))
-        tip = display_name(hit.path) + (f"\n{html.unescape(why)}" if why else "")
+        tip = display_name(hit.rel_path or hit.path) + (f"\n{html.unescape(why)}" if why else "")
         for col, (plain, rich) in cells.items():
             item = QTableWidgetItem(rich if rich is not None else plain)
             item.setData(PATH_ROLE, str(hit.path))
             item.setData(PLAIN_ROLE, plain)
+            if col in (self.NAME, self.FOLDER):
+                item.setData(SPANS_ROLE, name_spans if col == self.NAME else folder_spans)
             item.setToolTip(tip if col != self.STAR else "Click to mark or unmark as a favourite")
-            if col >= self.DURATION:
+            if col in (self.DURATION, self.NAMES, self.SOUND):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             elif col == self.STAR:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -144,9 +291,11 @@ class ResultsTable(QTableWidget):
 
 
 class ResultsLists(QTabWidget):
-    """"Results" (a header, then the table or a message saying why it is empty) and "Failed files (N)", drawn
-    from the state: the results when the tab asks (it picks the row to select), rows and failed files when the
-    state says they changed."""
+    """"Results" (a header, then the table or a message saying why it is empty, and "Show more") and "Failed
+    files (N)", drawn from the state: the results when the tab asks (it picks the row to select), rows and failed
+    files when the state says they changed."""
+
+    more_clicked = Signal()
 
     def __init__(self, state: SearchState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -154,17 +303,29 @@ class ResultsLists(QTabWidget):
         box = QWidget()
         col = QVBoxLayout(box)
         col.setContentsMargins(0, 4, 0, 0)
-        self.results_header = QLabel("")
-        self.results_header.setWordWrap(True)
-        col.addWidget(self.results_header)
+        top = QHBoxLayout()
+        self.results_header = ElidedLabel("")
+        top.addWidget(self.results_header, 1)
+        self.sort_combo = QComboBox()  # browsing: the date modified has no column to click
+        self.sort_combo.setToolTip("How the library's sounds are listed (or click a column's header)")
+        for label, key in BROWSE_SORTS:
+            self.sort_combo.addItem(f"by {label.lower()}", key)
+        self.sort_combo.activated.connect(self._sort_chosen)
+        top.addWidget(self.sort_combo)
+        col.addLayout(top)
         self.results_stack = QStackedWidget()
         self.table = ResultsTable()
+        self.table.sort_clicked.connect(state.sort_by)
         self.no_results = QLabel("")
         self.no_results.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.no_results.setWordWrap(True)
         self.results_stack.addWidget(self.table)
         self.results_stack.addWidget(self.no_results)
         col.addWidget(self.results_stack, 1)
+        self.more_button = QPushButton("Show more")
+        self.more_button.setToolTip("List the next sounds")
+        self.more_button.clicked.connect(self.more_clicked)
+        col.addWidget(self.more_button)
         self.addTab(box, "Results")
         self.failed_list = QListWidget()
         self.failed_list.setWordWrap(True)
@@ -175,16 +336,36 @@ class ResultsLists(QTabWidget):
     def show_results(self, indexing: bool) -> None:
         """The state's results, the previewed file (or the best) selected without a selection signal."""
         state, results = self.state, self.state.results
+        table = self.table
+        shown = [table.item(r, ResultsTable.NAME).data(PATH_ROLE) for r in range(table.rowCount())]
+        more = bool(shown) and [str(h.path) for h in state.hits[:len(shown)]] == shown  # "Show more": stay
+        scrolled = table.verticalScrollBar().value()
         self.table.blockSignals(True)
         self.table.set_hits(state.hits, state.channels())
-        self.results_header.setText(results_header(results, state.shown_ranking))
+        self.results_header.setText(results_header(results, state.shown_ranking, state.filters.folder,
+                                                   state.filters.favourites_only))
+        browsing = results is not None and results.mode == "browse"
+        self.sort_combo.setVisible(browsing)
+        self.table.show_score_columns(not browsing)  # a listed sound has no scores
+        sort = state.sort or ("name" if browsing else "")
+        self.sort_combo.setCurrentIndex(max(self.sort_combo.findData(sort), 0))
+        self.table.show_sort(sort, state.descending)
+        self.more_button.setVisible(state.can_show_more())
         if results is None or not results.hits:
             self.no_results.setText(no_results_message(results, indexing, state.filters.favourites_only))
             self.results_stack.setCurrentWidget(self.no_results)
         else:
             self.results_stack.setCurrentWidget(self.table)
             self.table.selectRow(state.row_to_select())
+            if more:
+                table.verticalScrollBar().setValue(scrolled)
         self.table.blockSignals(False)
+
+    @Slot(int)
+    def _sort_chosen(self, index: int) -> None:
+        key = self.sort_combo.itemData(index)
+        if key != (self.state.sort or "name"):  # choosing the sort shown again does not turn it around
+            self.state.sort_by(key)
 
     def show_rows(self, rows: list[int]) -> None:
         for row in rows:

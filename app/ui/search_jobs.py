@@ -1,4 +1,5 @@
-"""The Search tab's jobs that the search service does not offer itself, without Qt: run a `SearchRequest`, edit
+"""The Search tab's jobs that the search service does not offer itself, without Qt: run a `SearchRequest` (a
+search, a find similar or a browse page), edit
 tags, mark favourites, read the library's tags. They belong with the service (`app.services.search`) and move
 there when it offers them."""
 
@@ -7,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.services.jobs import Job
+from app.services.search.browse import browse_job
 from app.services.search.jobs import Results, search_job, similar_job
 from app.services.search.session import SearchSession
 from app.ui.search_state import SearchRequest
 
 
 def request_job(session: SearchSession, request: SearchRequest) -> Job[Results]:
+    if request.kind == "browse":
+        return browse_job(session, request.filters, request.sort, request.descending, request.offset, request.k)
     if request.kind == "similar" and request.target is not None:
         return similar_job(session, request.target, request.k, request.filters, names_weight=request.names_weight)
     return search_job(session, request.query, request.k, request.filters, mode=request.ranking,

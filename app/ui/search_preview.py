@@ -115,6 +115,7 @@ class PreviewPane(QWidget):
         col.setContentsMargins(0, 0, 0, 0)
         self.preview_title = QLabel("Select a result to see and hear it.")
         self.preview_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.preview_title.setWordWrap(True)  # a long file name wraps at its '_' and '-' (see `breakable`)
         col.addWidget(self.preview_title)
         self.why_label = QLabel("")
         self.why_label.setTextFormat(Qt.TextFormat.RichText)
@@ -135,11 +136,15 @@ class PreviewPane(QWidget):
         self.favourite_button = QPushButton(f"{STAR_OFF} Favourite")
         self.favourite_button.setCheckable(True)
         self.favourite_button.setToolTip("Mark or unmark the selected sounds as favourites")
-        for w in (self.play_button, self.similar_button, self.reveal_button, self.copy_button, self.tags_button,
-                  self.favourite_button):
+        for w in (self.play_button, self.similar_button, self.tags_button, self.favourite_button):
             row.addWidget(w)
         row.addStretch(1)
         col.addLayout(row)
+        files = QHBoxLayout()  # a second row: the pane stays narrow enough to leave the names their width
+        for w in (self.reveal_button, self.copy_button):
+            files.addWidget(w)
+        files.addStretch(1)
+        col.addLayout(files)
         self.waveform = PreviewWaveform()
         self.waveform.clicked.connect(self.seek_to)
         self.waveform.setToolTip("Click to play from there")
@@ -181,7 +186,7 @@ class PreviewPane(QWidget):
             self.why_label.setText(why_html(hit, self.state.channels()))
             if preview is None:
                 self.player.stop()
-                self.preview_title.setText(f"{hit.name} · loading…")
+                self.preview_title.setText(f"{breakable(display_name(hit.path.name))} · loading…")
             else:
                 if preview is not self._drawn:  # the same file again (a new search): only its scores changed
                     self._draw_audio(hit, preview)
@@ -192,8 +197,9 @@ class PreviewPane(QWidget):
         self._drawn = preview
         excerpt = (f" · showing {format_duration(preview.offset_s)}–{format_duration(preview.end_s)}"
                    if preview.offset_s > 0 or preview.end_s < preview.duration_s - 1e-3 else "")
-        self.preview_title.setText(f"{hit.name} · {format_duration(preview.duration_s)} · "
-                                   f"{preview.sample_rate} Hz{excerpt}")
+        name = breakable(display_name(hit.path.name))  # the folder: in the list and the tooltip
+        length = format_duration(preview.duration_s)
+        self.preview_title.setText(f"{name} · {length} · {preview.sample_rate} Hz{excerpt}")
         self.preview_title.setToolTip(display_name(hit.path))
         self.waveform.set_preview(preview)
         self.spectrogram.set_preview(preview)
@@ -326,3 +332,8 @@ class PreviewPane(QWidget):
         """No more sound or play head (closing)."""
         self._play_timer.stop()
         self.player.stop()
+
+
+def breakable(name: str) -> str:
+    """A file name that a word-wrapped label may break after '_' and '-' (zero-width spaces)."""
+    return name.replace("_", "_\u200b").replace("-", "-\u200b")

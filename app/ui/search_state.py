@@ -11,7 +11,7 @@ tests/test_search_state.py drives it directly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from app.services.search.preview import Preview
 
 BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
-RESULTS_K = 50
+RESULTS_K = 50  # results per page: "Show more" asks for this many more
 HISTORY_LIMIT = 100
 
 
@@ -86,13 +86,21 @@ class SearchRequest:
     """One search the state asked for; its answer is shown only while it is the latest request."""
 
     id: int
-    kind: str  # "text" | "similar"
-    query: str  # the text ('' for similar)
+    kind: str  # "text" | "similar" | "browse" (an empty query: the library's sounds, sorted)
+    query: str  # the text ('' for similar and browse)
     target: Path | None  # the file to find sounds like
     ranking: str  # "both" | "names" | "sound": which channels score the results
     names_weight: float | None  # None: the service's tuned default
     filters: SearchFilters
-    k: int = RESULTS_K
+    k: int = RESULTS_K  # how many results (browse: this page's size)
+    sort: str = "name"  # browse: name | folder | duration | modified (app.services.search.browse.SORTS)
+    descending: bool = False
+    offset: int = 0  # browse: where the page starts; > 0 adds it to the results shown ("Show more")
+
+    def shows_the_same(self, other: SearchRequest) -> bool:
+        """Whether two requests list the same thing (the history's Back and Forward skip repeats)."""
+        return (self.kind, self.query, self.target, self.filters.folder) == \
+            (other.kind, other.query, other.target, other.filters.folder)
 
 
 class SearchState:
@@ -109,7 +117,14 @@ class SearchState:
         self.filters = SearchFilters()
         self.results: Results | None = None
         self.shown_ranking = "both"  # the ranking of the results shown (which scores they have)
+        self.shown_kind = ""  # the kind of request the results shown answer ("browse": the library listed)
         self.history: list[SearchRequest] = []  # the searches whose results were shown, oldest first
+        self.history_pos = -1  # the entry shown now: Back goes before it, Forward after it
+        self.k = RESULTS_K  # results asked for: "Show more" raises it, a new search starts again
+        self.sort = ""  # the column the list is sorted by: '' = relevance (searches) / name (browsing)
+        self.descending = False
+        self._navigating: SearchRequest | None = None  # Back/Forward: the history entry to show again
+        self._replay = 0  # the request showing it
         self.pending = False  # a search is running and another was asked for: drop its answer, run again
         self.selected: list[int] = []  # rows of the selected results
         self.current = -1  # the row with the keyboard focus
@@ -152,7 +167,9 @@ class SearchState:
 
     def set_query(self, text: str, now: bool = False) -> None:
         """The user typed (or pressed Enter: `now`): back to a text search."""
-        self.query, self.mode = text, "text"
+        if text.strip() != self.query.strip():  # a new search comes in relevance order (browsing: by name)
+            self.sort, self.descending = "", False
+        self.query, self.mode, self.k = text, "text", RESULTS_K
         self.events.search.emit(now)
 
     def set_balance(self, position: int, search: bool = True) -> None:
@@ -161,13 +178,14 @@ class SearchState:
             self.events.search.emit(False)
 
     def set_filters(self, filters: SearchFilters, search: bool = True) -> None:
-        self.filters = filters
+        self.filters, self.k = filters, RESULTS_K
         if search:
             self.events.search.emit(False)
 
     def find_similar(self, target: Path, names_weight: float | None = None) -> None:
         """Sounds like `target` (a result, or a file outside the library); `names_weight` also weighs names."""
         self.mode, self.similar_to, self.similar_names_weight = "similar", Path(target), names_weight
+        self.k, self.sort, self.descending = RESULTS_K, "", False
         self.events.search.emit(True)
 
     def ranking(self) -> tuple[str, float | None]:
@@ -177,41 +195,135 @@ class SearchState:
     # ----------------------------------------------------------------------------------------- searching
 
     def start_search(self) -> SearchRequest | None:
-        """The search to run now, with a new id (older answers are dropped from now on); None when there is
-        nothing to search for, and then no results are shown."""
+        """The search to run now, with a new id (older answers are dropped from now on); an empty query lists
+        the library's sounds (with the filters, sorted): a "browse" request."""
         self.pending = False
         self._request += 1
+        back, self._navigating = self._navigating, None
+        if back is not None:  # Back/Forward: the entry again, under a new id, with the filters set now
+            self._replay = self._request
+            return replace(back, id=self._request, k=self.k, offset=0, filters=self.filters)
         if self.mode == "similar" and self.similar_to is not None:
             weight = self.similar_names_weight
             return SearchRequest(self._request, "similar", "", self.similar_to, "both" if weight else "sound",
-                                 weight, self.filters)
+                                 weight, self.filters, self.k)
         text = self.query.strip()
         if not text:
-            self.set_results(None)
-            return None
+            return SearchRequest(self._request, "browse", "", None, "names", None, self.filters, self.k,
+                                 self.sort or "name", self.descending)
         mode, weight = self.ranking()
-        return SearchRequest(self._request, "text", text, None, mode, weight, self.filters)
+        return SearchRequest(self._request, "text", text, None, mode, weight, self.filters, self.k)
+
+    def browsing(self) -> bool:
+        """Whether the list shows the library's sounds (an empty query) rather than a search's results."""
+        return self.mode == "text" and not self.query.strip()
 
     def defer(self) -> None:
         """A search is asked for while one runs: the running one's answer is dropped; search again after it."""
         self.pending = True
 
     def accept(self, request: SearchRequest, results: Results) -> bool:
-        """Show `results` if they answer the latest request; False if they came too late."""
+        """Show `results` if they answer the latest request; False if they came too late. A browse page after
+        the first is added to the list shown; other answers go into the history (Back/Forward)."""
         if request.id != self._request or self.pending:
             return False
-        self.history = [*self.history, request][-HISTORY_LIMIT:]
-        self.shown_ranking = request.ranking
+        if request.offset > 0 and self.results is not None:
+            results.hits = [*self.hits, *results.hits]
+            self.set_results(results)
+            return True
+        self._remember(request)
+        self.shown_ranking, self.shown_kind = request.ranking, request.kind
+        if request.kind != "browse" and self.sort:
+            results.hits = sort_hits(results.hits, self.sort, self.descending)
         self.set_results(results)
         return True
+
+    def _remember(self, request: SearchRequest) -> None:
+        """Into the history: after the entry shown now (what was ahead of it is dropped), unless Back or Forward
+        showed one of its entries again."""
+        if request.id == self._replay and 0 <= self.history_pos < len(self.history):
+            self.history[self.history_pos] = request  # Back/Forward arrived here
+            return
+        self.history = [*self.history[:self.history_pos + 1], request][-HISTORY_LIMIT:]
+        self.history_pos = len(self.history) - 1
+
+    # ------------------------------------------------------------------------------------ back, forward
+
+    def _step(self, direction: int) -> int | None:
+        """The history entry Back (-1) or Forward (+1) shows: the next one listing something else."""
+        if not 0 <= self.history_pos < len(self.history):
+            return None
+        shown, pos = self.history[self.history_pos], self.history_pos + direction
+        while 0 <= pos < len(self.history) and self.history[pos].shows_the_same(shown):
+            pos += direction
+        return pos if 0 <= pos < len(self.history) else None
+
+    def can_go(self, direction: int) -> bool:
+        return self._step(direction) is not None
+
+    def go(self, direction: int) -> SearchRequest | None:
+        """Back (-1) or Forward (+1): the query, the similar target and the sort of that entry come back and it
+        is searched again (now); returns it (None at either end)."""
+        pos = self._step(direction)
+        if pos is None:
+            return None
+        entry = self.history[pos]
+        self.history_pos, self._navigating, self.k = pos, entry, RESULTS_K
+        self.query, self.filters = entry.query, replace(self.filters, folder=entry.filters.folder)
+        self.sort, self.descending = (entry.sort, entry.descending) if entry.kind == "browse" else ("", False)
+        self.mode = "similar" if entry.kind == "similar" else "text"
+        if entry.kind == "similar":
+            self.similar_to, self.similar_names_weight = entry.target, entry.names_weight
+        self.events.search.emit(True)
+        return entry
+
+    # --------------------------------------------------------------------------------- sorting, paging
+
+    def sort_by(self, key: str) -> None:
+        """A column header was clicked: sort by it (again: the other way). Browsing asks the library for the
+        sorted list; a search's results are sorted as shown (relevance stays the default of a new search)."""
+        shown = self.sort or ("name" if self.browsing() else "")
+        self.descending = not self.descending if key == shown else key == "modified"  # newest first
+        self.sort = key
+        if self.browsing():
+            self.k = RESULTS_K
+            self.events.search.emit(True)
+        elif self.results is not None:
+            self.results.hits = sort_hits(self.hits, key, self.descending)
+            self.set_results(self.results)
+
+    def can_show_more(self) -> bool:
+        """Whether "Show more" can bring more: a browse list shorter than its total, or a full page of results."""
+        results = self.results
+        if results is None or not results.hits:
+            return False
+        if self.shown_kind == "browse":
+            return len(results.hits) < int(getattr(results, "total", 0))
+        return len(results.hits) >= self.k and len(results.hits) < results.indexed
+
+    def show_more(self) -> SearchRequest | None:
+        """The request bringing the next page: browsing asks for the page after the shown rows (added to them),
+        a search is asked again for RESULTS_K more results. None when there is no more."""
+        if not self.can_show_more():
+            return None
+        request = self.start_search()
+        if request is None:
+            return None
+        if request.kind == "browse":
+            return replace(request, offset=len(self.hits))
+        self.k += RESULTS_K
+        return replace(request, k=self.k)
 
     def set_results(self, results: Results | None) -> None:
         self.results = results
         self.events.results.emit()
 
     def channels(self) -> tuple[str, ...]:
-        """The channels that scored the results shown: find similar and sound-only have no names score."""
+        """The channels that scored the results shown: find similar and sound-only have no names score, a list
+        of the library's sounds none."""
         results, ranking = self.results, self.shown_ranking
+        if self.shown_kind == "browse":
+            return ()  # listed, not searched: no scores
         if results is None or (results.mode == "similar" and ranking == "sound"):
             return ("sound",)
         return {"names": ("names",), "sound": ("sound",)}.get(ranking, ("names", "sound"))
@@ -283,3 +395,15 @@ class SearchState:
         self.events.hits.emit(rows)
         if not on and self.filters.favourites_only:
             self.events.search.emit(True)
+
+
+def sort_hits(hits: list[Hit], key: str, descending: bool) -> list[Hit]:
+    """Results sorted as shown by a column (name, folder, duration); other keys keep their order."""
+    keys: dict[str, Callable[[Hit], Any]] = {
+        "name": lambda h: h.name.rpartition("/")[2].casefold(),
+        "folder": lambda h: h.folder.casefold(),
+        "duration": lambda h: h.duration,
+    }
+    if key not in keys:
+        return list(hits)
+    return sorted(hits, key=keys[key], reverse=descending)

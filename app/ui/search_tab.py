@@ -1,10 +1,12 @@
 """Search tab: describe a sound, hear the best matches from your library.
 
-Top: the query (search as you type, debounced; `-word` excludes, `"exact phrase"`, `word*`), Record (search by a
-recorded sound), the names <-> sound balance, the filters and the indexing row (`search_controls.py`). Left: the
-results, each with why it matched, its tags and favourite star, and the files that could not be indexed
-(`results_table.py`). Right: the selected sound's preview and playback (`search_preview.py`). Tags and
-favourites: `result_marks.py`.
+Top: Back/Forward over the lists shown (Alt+Left/Alt+Right), the query (search as you type, debounced; `-word`
+excludes, `"exact phrase"`, `word*`; "similar to: <name>" after Find similar), Record (search by a recorded
+sound), the names <-> sound balance, the filters and the indexing row (`search_controls.py`). Left: the library's
+folders (`folder_tree.py`: a click lists a folder's sounds). Middle: the results, each with why it matched, its
+tags and favourite star, "Show more", and the files that could not be indexed (`results_table.py`); an empty
+query lists the library's sounds, sorted by the column clicked (`app.services.search.browse`). Right: the
+selected sound's preview and playback (`search_preview.py`). Tags and favourites: `result_marks.py`.
 
 What the tab shows lives in a Qt-free `SearchState` (`search_state.py`): the widgets draw it and send the user's
 actions to it. This module ties it to the search service: every model, index and decode call runs in a job
@@ -19,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QPoint, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus, device_status, display_name
 from app.services.jobs import Job
@@ -37,17 +39,19 @@ from app.services.search.jobs import (
 )
 from app.services.search.preview import Preview, preview_job
 from app.services.search.session import SearchSession
+from app.ui.folder_tree import FolderTree
 from app.ui.record_query import RecordQuery
 from app.ui.result_marks import ResultMarks
 from app.ui.results_table import ResultsLists
 from app.ui.search_controls import BalanceControl, FiltersBar, IndexingRow
 from app.ui.search_jobs import all_tags_job, request_job
 from app.ui.search_preview import DEFAULT_WINDOW_S, PreviewPane
-from app.ui.search_state import SearchState
+from app.ui.search_state import SearchRequest, SearchState
 from app.ui.tab_base import ModelTab
 from app.workers import JobRunner
 
 DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
+SIMILAR_PREFIX = "similar to: "  # the query field while it shows a find-similar list
 
 
 class SearchTab(ModelTab):
@@ -72,6 +76,7 @@ class SearchTab(ModelTab):
         self._loaded_device = ""
         self._job_sessions: dict[JobRunner, SearchSession] = {}  # retiring a session cancels (and awaits) these
         self._search_runner: JobRunner | None = None
+        self._more_wanted = False  # "Show more" was clicked while a search ran: asked for when it ends
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -97,12 +102,17 @@ class SearchTab(ModelTab):
         self.query_edit.setToolTip("Words in names, folders and tags, and what the sound is like. "
                                    "-word excludes, \"exact phrase\", word* matches any ending.")
         self.query_edit.setClearButtonEnabled(True)
-        self.query_edit.textChanged.connect(self.state.set_query)
-        self.query_edit.returnPressed.connect(lambda: self.state.set_query(self.query_edit.text(), now=True))
+        self.query_edit.installEventFilter(self)  # "similar to: <name>" is selected on focus: typing replaces it
+        self.query_edit.textChanged.connect(self._query_typed)
+        self.query_edit.returnPressed.connect(lambda: self._query_typed(self.query_edit.text(), now=True))
         self.record_query = RecordQuery(self)  # search by a recorded sound
         self.balance = BalanceControl(self.state)
         for w in (self.model_label, self.model_combo):
             bar.addWidget(w)
+        self.back_button = self._history_button(Qt.ArrowType.LeftArrow, "Back to the previous list (Alt+Left)", -1)
+        self.forward_button = self._history_button(Qt.ArrowType.RightArrow, "Forward (Alt+Right)", 1)
+        bar.addWidget(self.back_button)
+        bar.addWidget(self.forward_button)
         bar.addWidget(self.query_edit, 1)
         bar.addWidget(self.record_query)
         bar.addSpacing(8)
@@ -116,6 +126,7 @@ class SearchTab(ModelTab):
         page.addWidget(self.indexing)
 
         self.lists = ResultsLists(self.state)
+        self.lists.more_clicked.connect(self.show_more)
         self.table = self.lists.table
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.table.itemDoubleClicked.connect(lambda _: self.preview_pane.play_from_match())
@@ -131,18 +142,37 @@ class SearchTab(ModelTab):
         pane.similar_button.clicked.connect(lambda: self.find_similar())
         pane.tags_button.clicked.connect(lambda: self.marks.edit_tags())
         pane.favourite_button.clicked.connect(self.marks.toggle_selected)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.folder_tree = FolderTree(self.state)
+        self.folder_tree.folder_clicked.connect(self.browse_folder)
+        self.filters_bar.folder_combo.currentIndexChanged.connect(
+            lambda _: self.folder_tree.select_folder(self.filters_bar.folder_combo.currentData()))
+        self.splitter = split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.folder_tree)
         split.addWidget(self.lists)
         split.addWidget(pane)
         split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
-        split.setSizes([560, 540])
+        split.setStretchFactor(1, 3)
+        split.setStretchFactor(2, 2)
+        split.setSizes([160, 600, 380])
         page.addWidget(split, 1)
         page.addWidget(self.build_status_label())
 
         self.play_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Space), self.page)
         self.play_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.play_shortcut.activated.connect(pane.toggle_play)
+        for key, direction in ((Qt.Key.Key_Left, -1), (Qt.Key.Key_Right, 1)):
+            shortcut = QShortcut(QKeySequence(Qt.Modifier.ALT | key), self.page)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(lambda d=direction: self.go(d))
+
+    def _history_button(self, arrow: Qt.ArrowType, tip: str, direction: int) -> QToolButton:
+        button = QToolButton()
+        button.setArrowType(arrow)
+        button.setAutoRaise(True)
+        button.setToolTip(tip)
+        button.setEnabled(False)
+        button.clicked.connect(lambda: self.go(direction))
+        return button
 
     # ----------------------------------------------------------------------------------- empty states
 
@@ -241,8 +271,7 @@ class SearchTab(ModelTab):
                   lambda data: self.state.set_catalog(data[0], data[1]))  # (failed, folders, indexed)
         self._run(session, lambda: all_tags_job(session), "tags", self.state.set_known_tags)
         self.start_indexing()
-        if self.state.query.strip():
-            self.run_search()
+        self.run_search()  # the query's results, or (none typed) the library's sounds
 
     def _retire_session(self) -> None:
         """Stop what uses the current session, then close it (once its jobs have ended)."""
@@ -278,8 +307,8 @@ class SearchTab(ModelTab):
                                       self.indexing.show_outcome, self.indexing.show_progress))
 
     def _indexing_ended(self, outcome: IndexOutcome | None, changed: bool) -> None:
-        if changed and self.state.mode == "text" and self.state.query.strip():
-            self.run_search()  # new sounds may match
+        if changed and self.state.mode == "text":
+            self.run_search()  # new sounds may match, or be listed
         self.indexing_finished.emit(outcome)
 
     # ----------------------------------------------------------------------------------------- searching
@@ -298,22 +327,101 @@ class SearchTab(ModelTab):
         session = self.session
         if session is None:
             return
+        self._more_wanted = False  # a new list: "Show more" was about the last one
         if self._search_runner is not None and self._search_runner.is_running():
             self.state.defer()
             return
         request = self.state.start_search()
-        if request is None:
-            return
+        if request is not None:
+            self._run_request(session, request)
+
+    def _run_request(self, session: SearchSession, request: SearchRequest) -> None:
         runner = self._run(session, lambda: request_job(session, request), "search",
                            lambda results: self.state.accept(request, results))
-        runner.finished.connect(lambda: self.run_search() if self.state.pending else None)
+        runner.finished.connect(self._search_ended)
         self._search_runner = runner
+
+    def _search_ended(self) -> None:
+        if self.state.pending:
+            self.run_search()
+        elif self._more_wanted:
+            self.show_more()
+
+    @Slot()
+    def show_more(self) -> None:
+        """The next page of the list (browsing), or more results of the search (after the one running)."""
+        session = self.session
+        self._more_wanted = False
+        if session is None:
+            return
+        if self._search_runner is not None and self._search_runner.is_running():
+            self._more_wanted = True
+            return
+        request = self.state.show_more()
+        if request is not None:
+            self._run_request(session, request)
 
     def _results_changed(self) -> None:
         self.lists.show_results(indexing=self.indexing.running())
+        self._show_query()
         self._selection_changed()
         if self.state.results is not None:
             self.results_shown.emit(self.state.results)
+
+    def _show_query(self) -> None:
+        """The query field says what the list shows: the text searched, or "similar to: <name>" (selected, so
+        typing replaces it); Back and Forward are enabled where they lead somewhere."""
+        results, edit = self.state.results, self.query_edit
+        text = self.state.query
+        if results is not None and self.state.shown_kind == "similar":
+            text = SIMILAR_PREFIX + results.query
+        if edit.text() != text:
+            edit.blockSignals(True)
+            edit.setText(text)
+            edit.blockSignals(False)
+            if self.state.shown_kind == "similar":
+                edit.setSelection(len(text), -len(text))  # all of it, the start in view: "similar to: …"
+        self.back_button.setEnabled(self.state.can_go(-1))
+        self.forward_button.setEnabled(self.state.can_go(1))
+
+    def _query_typed(self, text: str, now: bool = False) -> None:
+        """The user typed (Enter: `now`); Enter on "similar to: <name>" as shown keeps the similar list."""
+        if self.state.shown_kind == "similar" and self.state.mode == "similar" and text.startswith(SIMILAR_PREFIX):
+            results = self.state.results
+            if results is not None and text == SIMILAR_PREFIX + results.query:
+                return
+        self.state.set_query(text, now)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if (watched is self.query_edit and event.type() == QEvent.Type.FocusIn
+                and self.query_edit.text().startswith(SIMILAR_PREFIX) and self.state.mode == "similar"):
+            text = self.query_edit.text()  # selected after the click that gave the focus, the start in view
+            QTimer.singleShot(0, lambda: self.query_edit.setSelection(len(text), -len(text)))
+        return super().eventFilter(watched, event)
+
+    def go(self, direction: int) -> None:
+        """Back (-1) or Forward (+1) in the lists shown: searches, similar lists, browsed folders."""
+        if self.session is None or self.state.go(direction) is None:
+            return
+        self._show_folder(self.state.filters.folder or "")
+
+    @Slot(str)
+    def browse_folder(self, folder: str) -> None:
+        """A folder of the tree was clicked: list its sounds ('' = all sounds); typing then searches there."""
+        self._show_folder(folder)
+        self.state.set_filters(self.filters_bar.filters(), search=False)
+        self.query_edit.blockSignals(True)
+        self.query_edit.clear()
+        self.query_edit.blockSignals(False)
+        self.state.set_query("", now=True)
+
+    def _show_folder(self, folder: str) -> None:
+        """The folder filter and the tree show `folder`, without asking for a search."""
+        combo = self.filters_bar.folder_combo
+        combo.blockSignals(True)
+        combo.setCurrentIndex(max(combo.findData(folder), 0))
+        combo.blockSignals(False)
+        self.folder_tree.select_folder(folder)
 
     def find_similar(self, hit: Hit | None = None, with_names: bool = False) -> None:
         """Sounds like this one (the sound channel); `with_names` also weighs how alike names and tags are."""

@@ -12,6 +12,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from app.services.audio import display_name
 from app.services.search.jobs import summarize
 
 if TYPE_CHECKING:
@@ -62,9 +63,12 @@ def index_summary(outcome: IndexOutcome) -> tuple[str, int]:
 # ------------------------------------------------------------------------------------------ the results list
 
 
-def results_header(results: Results | None, shown_mode: str) -> str:
+def results_header(results: Results | None, shown_mode: str, folder: str | None = None,
+                   favourites: bool = False) -> str:
     if results is None:
         return "Type a description to search the library."
+    if results.mode == "browse":
+        return browse_header(len(results.hits), int(getattr(results, "total", 0)), folder, favourites)
     if not results.hits:
         return "No results"
     what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
@@ -74,10 +78,23 @@ def results_header(results: Results | None, shown_mode: str) -> str:
     return f"{n} result{'' if n == 1 else 's'} for {what}" + (" (filtered)" if results.filtered else "")
 
 
+def browse_header(shown: int, total: int, folder: str | None, favourites: bool) -> str:
+    """'50 of 173 sounds in warmux/sound': what an empty query lists."""
+    what = "favourite" if favourites else "sound"
+    count = f"{shown} of {total} {what}s" if shown < total else f"{total} {what}{'' if total == 1 else 's'}"
+    where = f" in {display_name(folder)}" if folder else " in the library"
+    return f"{count}{where}"
+
+
 def no_results_message(results: Results | None, indexing: bool, favourites_only: bool) -> str:
     """What the list says instead of rows: how to start, or why nothing came back."""
     if results is None:
         return "Type what you want to hear, e.g. “rain on a window” or “a dog barks”."
+    if results.mode == "browse":
+        if favourites_only:
+            return f"No favourites here yet: mark sounds with {STAR_OFF} in the list, or show all sounds."
+        return ("No sounds are catalogued yet" + (" — indexing is running." if indexing else ".")) \
+            if not results.filtered else "No sounds here pass these filters."
     if results.indexed == 0:
         return "No sounds are indexed yet" + (" — indexing is running." if indexing else ".")
     if results.filtered:

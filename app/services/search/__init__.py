@@ -5,6 +5,7 @@
 - session.py   `SearchSession`: a library + a model: indexing, text search, find similar, why it matched;
 - tags.py      `TagEditor`: the user's tags and favourites, the tags CSV;
 - preview.py   a file's audio and spectrogram for the Search tab;
+- browse.py    an empty query: the library's sounds with the filters, sorted and paged;
 - jobs.py      the GUI's search jobs and the CLI's JSON.
 
 Import from the submodules; this package re-exports nothing.

@@ -1,0 +1,91 @@
+"""Browsing without typing: the library's catalogued sounds, filtered and sorted, one page at a time (no Qt).
+
+An empty query in the Search tab lists sounds (all of them, a folder, the favourites) instead of nothing. The
+files pass the same `SearchFilters` as a search (`library.search.allowed_files`), are sorted by name, folder,
+duration or date modified, and the page asked for becomes `Hit`s through `library.hits`, as search results do
+(with tags and favourite marks, no scores).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.services.jobs import Job
+from app.services.library.records import Hit, SearchFilters
+from app.services.search.jobs import Results
+
+if TYPE_CHECKING:
+    from app.services.library.library import Library
+    from app.services.search.session import SearchSession
+
+SORTS = ("name", "folder", "duration", "modified")
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One catalogued sound as the browse list sorts it."""
+
+    file_id: int
+    rel_path: str
+    duration: float
+    mtime_ns: int
+
+    @property
+    def name(self) -> str:
+        return self.rel_path.rpartition("/")[2]
+
+    @property
+    def folder(self) -> str:
+        return self.rel_path.rpartition("/")[0]
+
+
+SORT_KEYS: dict[str, Callable[[Listed], tuple]] = {
+    "name": lambda f: (f.name.casefold(), f.folder.casefold()),
+    "folder": lambda f: (f.folder.casefold(), f.name.casefold()),
+    "duration": lambda f: (f.duration, f.name.casefold()),
+    "modified": lambda f: (f.mtime_ns, f.name.casefold()),
+}
+
+
+@dataclass
+class BrowsePage:
+    hits: list[Hit]
+    total: int  # sounds passing the filters, all pages together
+
+
+@dataclass
+class BrowseResults(Results):
+    """A page of browsed sounds for the Search tab: `Results` (mode "browse") that know how many there are."""
+
+    total: int = 0
+    offset: int = 0  # where this page starts in the sorted list
+
+
+def listed_files(library: Library, filters: SearchFilters | None) -> list[Listed]:
+    """The library's readable, available sounds passing `filters`, unsorted."""
+    with library.lock:  # the catalog's documented read access: `db` under `lock`
+        rows = library.db.execute("SELECT id, path, duration, mtime_ns FROM files WHERE status = 'ok'").fetchall()
+    allowed = library.search.allowed_files([r[0] for r in rows], filters)
+    return [Listed(i, os.fsdecode(bytes(p)), float(d or 0.0), int(m or 0)) for i, p, d, m in rows if i in allowed]
+
+
+def browse(library: Library, model_id: str, filters: SearchFilters | None = None, sort: str = "name",
+           descending: bool = False, offset: int = 0, limit: int = 50) -> BrowsePage:
+    """Sounds `offset` .. `offset + limit` of the library sorted by `sort` (one of SORTS), as hits."""
+    if sort not in SORT_KEYS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    files = sorted(listed_files(library, filters), key=SORT_KEYS[sort], reverse=descending)
+    page = files[max(0, offset):max(0, offset) + max(0, limit)]
+    hits = library.hits([f.file_id for f in page], model_id, None)
+    return BrowsePage([hits[f.file_id] for f in page if f.file_id in hits], len(files))
+
+
+def browse_job(session: SearchSession, filters: SearchFilters | None, sort: str, descending: bool, offset: int,
+               limit: int) -> Job[BrowseResults]:
+    yield {"message": "listing sounds"}
+    page = browse(session.library, session.embedder.model_id, filters, sort, descending, offset, limit)
+    return BrowseResults(page.hits, "", "browse", session.indexed_count(), bool(filters and filters.active),
+                         total=page.total, offset=offset)

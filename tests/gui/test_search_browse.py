@@ -1,0 +1,271 @@
+"""Browsing and reading results in the Search tab (issue 24, items 1 and 4), offscreen, on a library with long
+folder and file names (made up, synthetic audio): the Name column first, elided in the middle, resizable and
+remembered; the folder tree; an empty query listing sounds (all, a folder, favourites) sorted by a column; Show
+more; "similar to: <name>" with Back/Forward."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QHeaderView, QStyleOptionViewItem
+from test_search_tab import NO_AUDIO, SR, open_and_index, write, write_tiny_model
+
+from app.services.registry import ModelRegistry
+from app.ui import search_state
+from app.ui.folder_tree import ALL_SOUNDS
+from app.ui.results_table import HEADER_KEY, PLAIN_ROLE, ResultsTable
+from app.ui.search_tab import SearchTab
+
+SHOTS = Path(__file__).resolve().parents[2] / "bench" / "out" / "screenshots"
+LONG = "field_recordings/2026_spring_city_walks/tram_and_train_ambiences"
+FILES = {  # relative path -> (seconds, frequency); every name is made up for these tests
+    f"{LONG}/tram_passing_over_wet_cobblestones_close_perspective_take_03.wav": (1.5, 220),
+    f"{LONG}/regional_train_departing_platform_announcement_distant_take_01.wav": (2.5, 330),
+    f"{LONG}/tram_bell_two_rings_short.wav": (0.6, 880),
+    "foley/kitchen_drawers_and_cutlery/cutlery_drawer_slam_heavy_rattle_long_name.wav": (1.0, 440),
+    "foley/kitchen_drawers_and_cutlery/spoon_drop_on_tiles.wav": (0.4, 1200),
+    "weapons_and_explosions/cartoon/bazooka_explosion_long_name_with_debris_tail.wav": (3.0, 60),
+    "weapons_and_explosions/cartoon/pop_gun_cork.wav": (0.3, 1500),
+    "door_creak_slow.wav": (1.2, 300),
+}
+
+
+def make_long_library(root: Path) -> Path:
+    for i, (rel, (seconds, hz)) in enumerate(FILES.items()):
+        t = np.arange(round(seconds * SR)) / SR
+        write(root / rel, 0.3 * np.sin(2 * np.pi * hz * t))
+        stamp = time.time() - 1000 * (len(FILES) - i)  # modified in the order listed, oldest first
+        os.utime(root / rel, (stamp, stamp))
+    return root
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> ModelRegistry:
+    write_tiny_model(tmp_path / "models")
+    reg = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cpu")
+    reg.scan()
+    return reg
+
+
+@pytest.fixture
+def tab(qtbot, registry: ModelRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SearchTab]:
+    monkeypatch.setattr(search_state, "RESULTS_K", 3)  # pages of 3: "Show more" on 8 files
+    widget = SearchTab()
+    qtbot.addWidget(widget)
+    widget.resize(1024, 700)
+    widget.set_audio_status(NO_AUDIO)
+    widget.set_registry(registry)
+    widget.show()
+    open_and_index(qtbot, widget, registry, make_long_library(tmp_path / "lib"))
+    qtbot.waitUntil(lambda: widget.state.results is not None and widget.state.shown_kind == "browse"
+                    and not widget._search_runner.is_running(), timeout=20_000)
+    yield widget
+    widget.shutdown()
+
+
+def wait_results(qtbot, tab: SearchTab, action, kind: str | None = None) -> object:  # noqa: ANN001
+    """Do `action` and wait for the list it brings (of `kind` when given)."""
+    with qtbot.waitSignal(tab.results_shown, timeout=20_000,
+                          check_params_cb=lambda r: kind is None or r.mode == kind) as blocker:
+        action()
+    return blocker.args[0]
+
+
+def names(tab: SearchTab) -> list[str]:
+    return [h.rel_path.rpartition("/")[2] for h in tab.state.hits]
+
+
+def show_all(qtbot, tab: SearchTab) -> None:
+    while tab.lists.more_button.isVisible():
+        wait_results(qtbot, tab, tab.lists.more_button.click)
+
+
+def shot(tab: SearchTab, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.grab().save(str(SHOTS / f"{name}.png"))
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_an_empty_query_lists_the_library_by_pages_sorted_by_the_column_clicked(qtbot, tab: SearchTab) -> None:
+    # opening the library lists its first page, by name, without typing
+    assert tab.query_edit.text() == "" and tab.state.shown_kind == "browse"
+    assert names(tab) == sorted(n.rpartition("/")[2] for n in FILES)[:3]
+    assert tab.lists.results_header.text().startswith("3 of 8 sounds in the library")
+    assert tab.lists.more_button.isVisible() and tab.table.isColumnHidden(ResultsTable.SOUND)
+
+    # Show more adds the next page under the rows shown, until all are there
+    wait_results(qtbot, tab, tab.lists.more_button.click)
+    assert len(tab.state.hits) == 6 and names(tab)[:3] == sorted(n.rpartition("/")[2] for n in FILES)[:3]
+    show_all(qtbot, tab)
+    assert len(tab.state.hits) == 8 and not tab.lists.more_button.isVisible()
+
+    # a click on Duration's header sorts the whole library by it (the library sorts: the first page is the
+    # shortest sounds), a second click the other way
+    header = tab.table.horizontalHeader()
+    wait_results(qtbot, tab, lambda: header.sectionClicked.emit(ResultsTable.DURATION))
+    assert [h.duration for h in tab.state.hits] == pytest.approx([0.3, 0.4, 0.6])
+    assert header.isSortIndicatorShown() and header.sortIndicatorSection() == ResultsTable.DURATION
+    wait_results(qtbot, tab, lambda: header.sectionClicked.emit(ResultsTable.DURATION))
+    assert [h.duration for h in tab.state.hits] == pytest.approx([3.0, 2.5, 1.5])
+
+    # the date modified has no column: the sort box offers it (newest first)
+    combo = tab.lists.sort_combo
+    assert combo.isVisible()
+    wait_results(qtbot, tab, lambda: combo.activated.emit(combo.findData("modified")))
+    assert names(tab)[0] == "door_creak_slow.wav" and names(tab)[1] == "pop_gun_cork.wav"
+
+
+def test_the_folder_tree_lists_a_folder_and_all_sounds(qtbot, tab: SearchTab) -> None:
+    tree = tab.folder_tree
+    root = tree.topLevelItem(0)
+    assert root.text(0) == ALL_SOUNDS and root.isExpanded()
+    assert [root.child(i).text(0) for i in range(root.childCount())] == \
+        ["field_recordings", "foley", "weapons_and_explosions"]
+    item = tree.items[LONG]
+    assert item.text(0) == "tram_and_train_ambiences" and item.toolTip(0) == LONG
+
+    # a click on a folder lists its sounds and sets the folder filter
+    rect = tree.visualItemRect(tree.items["weapons_and_explosions"])
+    wait_results(qtbot, tab, lambda: QTest.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton,
+                                                       pos=rect.center()))
+    assert sorted(names(tab)) == ["bazooka_explosion_long_name_with_debris_tail.wav", "pop_gun_cork.wav"]
+    assert tab.filters_bar.folder_combo.currentData() == "weapons_and_explosions"
+    assert "in weapons_and_explosions" in tab.lists.results_header.text()
+
+    # typing searches inside the folder; a deeper folder chosen in the filter shows in the tree
+    found = wait_results(qtbot, tab, lambda: tab.query_edit.setText("bazooka"), "text")
+    assert {h.folder for h in found.hits} == {"weapons_and_explosions/cartoon"}
+    tab.filters_bar.folder_combo.setCurrentIndex(tab.filters_bar.folder_combo.findData(LONG))
+    assert tree.currentItem() is item
+
+    # "All sounds" lists everything again, the query cleared
+    tree.expandAll()
+    rect = tree.visualItemRect(root)
+    wait_results(qtbot, tab, lambda: QTest.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton,
+                                                       pos=rect.center()), "browse")
+    show_all(qtbot, tab)
+    assert len(tab.state.hits) == 8 and tab.query_edit.text() == ""
+    assert tab.filters_bar.folder_combo.currentData() == ""
+    tree.select_folder(LONG)  # the longest names, for the pictures; Enter on a folder lists it too
+    wait_results(qtbot, tab, lambda: QTest.keyClick(tree, Qt.Key.Key_Return), "browse")
+    assert tree.currentItem() is item and len(tab.state.hits) == 3
+    tab.resize(1600, 1000)
+    qtbot.wait(50)
+    longest = max(tab.table.fontMetrics().horizontalAdvance(n) for n in names(tab))
+    assert tab.table.columnWidth(ResultsTable.NAME) > longest  # room enough: the whole name, never elided
+    shot(tab, "search-browse-1600")
+    tab.resize(1024, 700)
+    qtbot.wait(50)
+    shot(tab, "search-browse-1024")
+
+
+def test_favourites_only_lists_the_favourites_without_a_query(qtbot, tab: SearchTab) -> None:
+    session = tab.session
+    bell = session.library.files.id_of(f"{LONG}/tram_bell_two_rings_short.wav")
+    session.set_favourite([bell], True)
+    found = wait_results(qtbot, tab, lambda: tab.filters_bar.favourites_check.setChecked(True), "browse")
+    assert [h.rel_path.rpartition("/")[2] for h in found.hits] == ["tram_bell_two_rings_short.wav"]
+    assert found.hits[0].favourite and "1 favourite in the library" in tab.lists.results_header.text()
+    session.set_favourite([bell], False)
+    found = wait_results(qtbot, tab, lambda: tab.filters_bar.favourites_check.setChecked(False), "browse")
+    found = wait_results(qtbot, tab, lambda: tab.filters_bar.favourites_check.setChecked(True), "browse")
+    assert found.hits == [] and "No favourites" in tab.lists.no_results.text()
+
+
+def test_names_come_first_elided_in_the_middle_resizable_and_remembered(qtbot, tab: SearchTab) -> None:
+    found = wait_results(qtbot, tab, lambda: tab.query_edit.setText("tram"), "text")
+    assert found.hits
+    table, header = tab.table, tab.table.horizontalHeader()
+    assert header.logicalIndex(0) == ResultsTable.NAME and ResultsTable.HEADERS[0] == "Name"
+    assert all(header.sectionResizeMode(c) == QHeaderView.ResizeMode.Interactive for c in range(header.count()))
+    assert header.stretchLastSection() and header.sectionsMovable()
+    for width, height in ((1600, 1000), (1024, 700)):
+        tab.resize(width, height)
+        qtbot.wait(50)
+        shot(tab, f"search-long-names-{width}")
+
+    # a long name in a narrow column keeps its start and its end, the middle elided; the tooltip says the path
+    row = [h.rel_path for h in tab.state.hits].index(f"{LONG}/tram_passing_over_wet_cobblestones_close_"
+                                                       "perspective_take_03.wav")
+    header.resizeSection(ResultsTable.NAME, 180)
+    index = table.model().index(row, ResultsTable.NAME)
+    option = QStyleOptionViewItem()
+    option.initFrom(table)
+    option.rect = table.visualRect(index)
+    table.itemDelegateForColumn(ResultsTable.NAME).initStyleOption(option, index)
+    plain = str(index.data(PLAIN_ROLE))
+    shown = option.text.replace("<span", "").split("…")
+    assert len(shown) == 2 and plain.startswith("tram") and "take_03.wav" in shown[1]
+    assert "tram" in option.text and "<span" in option.text  # the matched word still highlighted
+    assert table.item(row, ResultsTable.NAME).toolTip().startswith(f"{LONG}/tram_passing")
+
+    # the user's widths and order come back in a new table (QSettings)
+    header.resizeSection(ResultsTable.NAME, 333)
+    header.moveSection(header.visualIndex(ResultsTable.FOLDER), 1)
+    assert QSettings().value(HEADER_KEY) is not None
+    again = ResultsTable()
+    qtbot.addWidget(again)
+    assert again.horizontalHeader().sectionSize(ResultsTable.NAME) == 333
+    assert again.horizontalHeader().visualIndex(ResultsTable.FOLDER) == 1
+
+    # a header click sorts the shown results (the relevance order is the default of a new search)
+    wait_results(qtbot, tab, lambda: header.sectionClicked.emit(ResultsTable.NAME))
+    assert names(tab) == sorted(names(tab), key=str.casefold)
+    found = wait_results(qtbot, tab, lambda: tab.query_edit.setText("tram bell"), "text")
+    assert tab.state.sort == "" and not header.isSortIndicatorShown()
+    scores = [h.score for h in found.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_show_more_raises_the_number_of_search_results(qtbot, tab: SearchTab) -> None:
+    found = wait_results(qtbot, tab, lambda: tab.query_edit.setText("a sound"), "text")
+    assert len(found.hits) == 3 and tab.lists.more_button.isVisible()
+    found = wait_results(qtbot, tab, tab.lists.more_button.click)
+    assert len(found.hits) == 6 and tab.state.k == 6
+
+
+def test_find_similar_says_so_and_back_forward_walk_the_lists(qtbot, tab: SearchTab) -> None:
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("tram"), "text")
+    assert not tab.forward_button.isEnabled() and tab.back_button.isEnabled()  # back: the browsed library
+    hit = tab.state.hits[0]
+    similar = wait_results(qtbot, tab, lambda: tab.find_similar(hit), "similar")
+    assert tab.query_edit.text() == f"similar to: {similar.query}" == f"similar to: {hit.path.name}"
+    assert tab.back_button.isEnabled() and not tab.forward_button.isEnabled()
+    shot(tab, "search-similar-1024")
+    tab.query_edit.returnPressed.emit()  # Enter on the label: still the similar list, not a search for its text
+    assert tab.state.mode == "similar"
+    tab.table.setFocus()
+    QTest.mouseClick(tab.query_edit, Qt.MouseButton.LeftButton)  # a click into it selects it: typing replaces
+    qtbot.waitUntil(lambda: tab.query_edit.selectedText() == tab.query_edit.text(), timeout=2000)
+
+    # Back (the button): the search again, its text in the field; Back (Alt+Left): the library's list
+    back = wait_results(qtbot, tab, tab.back_button.click)
+    assert back.mode == "text" and tab.query_edit.text() == "tram" and tab.forward_button.isEnabled()
+    tab.query_edit.setFocus()  # Alt+Left works from the query field too
+    back = wait_results(qtbot, tab, lambda: QTest.keyClick(tab.query_edit, Qt.Key.Key_Left,
+                                                           Qt.KeyboardModifier.AltModifier))
+    assert back.mode == "browse" and tab.query_edit.text() == "" and not tab.back_button.isEnabled()
+
+    # Forward twice (Alt+Right, then the button): the search, then the similar list
+    tab.table.setFocus()
+    forward = wait_results(qtbot, tab, lambda: QTest.keyClick(tab.table, Qt.Key.Key_Right,
+                                                              Qt.KeyboardModifier.AltModifier))
+    assert forward.mode == "text" and tab.query_edit.text() == "tram"
+    forward = wait_results(qtbot, tab, tab.forward_button.click)
+    assert forward.mode == "similar" and tab.query_edit.text().startswith("similar to: ")
+    assert not tab.forward_button.isEnabled()
+
+    # typing over "similar to: ..." is a new search; what was ahead of it in the history is dropped
+    wait_results(qtbot, tab, tab.back_button.click)
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("bazooka"), "text")
+    assert not tab.forward_button.isEnabled()
+
