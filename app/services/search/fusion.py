@@ -10,7 +10,7 @@ How the constants were chosen, and what the earlier rules got wrong: docs/search
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +24,8 @@ SOUND_SCALE = "cosine"  # the sum's sound score: "cosine" (raw) or "minmax" (res
 RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
 COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
+SOUND_FLOOR, SOUND_CEIL = 0.0, 0.5  # the sound cosine mapped to 0..1 for the confidence
+NO_MATCH = 0.3  # a best hit whose confidence is below this is "no good match"
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
 # the floor are mostly noise)
 
@@ -69,6 +71,28 @@ class Scores:
     semantic_raw: float  # cosine (0 when the file has no text vector)
     sound: float  # 0..1, min-max over the candidates
     sound_raw: float  # cosine
+
+
+class Results(list):
+    """Hits, best first, and what the search says about them as a whole: the query as corrected against the
+    library's words (None: nothing was), and whether even the best hit is unrelated."""
+
+    def __init__(self, hits: Iterable = (), did_you_mean: str | None = None, no_good_match: bool = False) -> None:
+        super().__init__(hits)
+        self.did_you_mean = did_you_mean
+        self.no_good_match = no_good_match
+
+
+def confidence(best: Scores, w: float) -> float:
+    """How surely the best hit is what was asked, 0..1, the same scale for every query: its names score where
+    names count, else how far its sound cosine is above what unrelated sounds reach."""
+    sound = float(np.clip((best.sound_raw - SOUND_FLOOR) / (SOUND_CEIL - SOUND_FLOOR), 0.0, 1.0))
+    return float(w * best.name + (1 - w) * sound) if w < 1 else best.name
+
+
+def no_good_match(best: Scores, w: float) -> bool:
+    """Even the best hit is unrelated: its confidence is below the threshold."""
+    return confidence(best, w) < NO_MATCH
 
 
 def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],
