@@ -73,7 +73,7 @@ class Scores:
     sound_raw: float  # cosine
 
 
-class Results(list):
+class HitList(list):
     """Hits, best first, and what the search says about them as a whole: the query as corrected against the
     library's words (None: nothing was), and whether even the best hit is unrelated."""
 

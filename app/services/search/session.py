@@ -27,7 +27,7 @@ from app.services.library.text_channel import sentence
 from app.services.query import Query, parse
 from app.services.search import fusion
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
-from app.services.search.fusion import CANDIDATES, NAMES_MIN, Results, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.fusion import CANDIDATES, NAMES_MIN, HitList, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.tags import TagEditor
 from app.services.search.vocabulary import Vocabulary
 from app.services.text_tower import TextTower as TextTowerType
@@ -87,7 +87,7 @@ class SearchSession:
     # -- searching
 
     def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
-               names_weight: float | None = None, prefix_last: bool = False) -> Results:
+               names_weight: float | None = None, prefix_last: bool = False) -> HitList:
         """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
         like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
         of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix.
@@ -102,7 +102,7 @@ class SearchSession:
         w = fusion_weight(mode, names_weight)
         query = parse(text)
         if query.empty:
-            return Results()
+            return HitList()
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
         indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
@@ -114,7 +114,7 @@ class SearchSession:
         encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
         if not k:
             encode()  # even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            return Results()
+            return HitList()
         request = CandidateRequest(
             sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
             n=k if w == 0 else max(k, CANDIDATES),
@@ -124,12 +124,12 @@ class SearchSession:
         found = self.library.candidates(request, encode)
         if w == 0:  # sound only: the sound channel's order and cosines, as they are
             top = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
-            return Results(self._hits(top, k, found.query.sound, query, sound_only=True),
+            return HitList(self._hits(top, k, found.query.sound, query, sound_only=True),
                            no_good_match=not top or fusion.no_good_match(top[0][1], w))
         ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
-        return Results(self._hits(ranked, k, found.query.sound, query), did_you_mean=corrected,
+        return HitList(self._hits(ranked, k, found.query.sound, query), did_you_mean=corrected,
                        no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
 
     def _vocabulary(self, state: tuple[int, ...]) -> Vocabulary:
