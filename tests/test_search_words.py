@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.services.jobs import drain
@@ -109,3 +111,33 @@ def damerau(a: str, b: str) -> int:
 def test_results_carry_did_you_mean_and_no_good_match(session: SearchSession) -> None:
     res = session.search("rain", 3)
     assert hasattr(res, "no_good_match") and hasattr(res, "did_you_mean")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> SearchSession:
+    """The demo library (resources/demo), indexed with the default retrieval model."""
+    import shutil
+
+    from app.services.search.embedder import load_embedder
+
+    try:
+        embedder = load_embedder()
+    except Exception as e:  # noqa: BLE001 - the default model is not installed here
+        pytest.skip(f"the default retrieval model is not installed: {e}")
+    root = tmp_path_factory.mktemp("demo") / "demo"
+    shutil.copytree(Path(__file__).parent.parent / "resources" / "demo", root)
+    s = SearchSession.open(root, embedder)
+    drain(s.index_job())
+    yield s
+    s.close()
+
+
+def test_no_good_match_on_the_demo_library(demo: SearchSession) -> None:
+    for text in ["dog", "a door creaks", "cat meowing"]:  # nothing of the kind in the demo
+        res = demo.search(text, 5)
+        assert res and res.no_good_match, (text, res[0].rel_path)
+    for text, want in [("horse", "Animals/horse"), ("sword hit", "Weapons/sword"), ("explosion", "Explosions/"),
+                       ("hors", "Animals/horse")]:
+        res = demo.search(text, 5, prefix_last=True)
+        assert not res.no_good_match and res[0].rel_path.startswith(want), text
+    assert not demo.search("dog", 5, mode="sound").no_good_match  # sound alone is never flagged

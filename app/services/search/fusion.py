@@ -24,8 +24,9 @@ SOUND_SCALE = "cosine"  # the sum's sound score: "cosine" (raw) or "minmax" (res
 RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
 COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
-SOUND_FLOOR, SOUND_CEIL = 0.0, 0.5  # the sound cosine mapped to 0..1 for the confidence
-NO_MATCH = 0.3  # a best hit whose confidence is below this is "no good match"
+CONFIDENCE_W = np.array([2.0, 3.0, -0.86])  # the confidence's logistic weights (match_features), and
+NO_MATCH = 0.63  # the threshold below which the best hit is "no good match": both fitted by bench/no_match.py on
+# the development libraries; each library's precision and recall, held out, in docs/search-fusion.md
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
 # the floor are mostly noise)
 
@@ -83,16 +84,23 @@ class HitList(list):
         self.no_good_match = no_good_match
 
 
-def confidence(best: Scores, w: float) -> float:
-    """How surely the best hit is what was asked, 0..1, the same scale for every query: its names score where
-    names count, else how far its sound cosine is above what unrelated sounds reach."""
-    sound = float(np.clip((best.sound_raw - SOUND_FLOOR) / (SOUND_CEIL - SOUND_FLOOR), 0.0, 1.0))
-    return float(w * best.name + (1 - w) * sound) if w < 1 else best.name
+def match_features(best: Scores) -> np.ndarray:
+    """What the confidence reads of the best hit (3,): whether a query word is in its name, folder or tags, the
+    cosine of its names' sentence vector, and 1 (the bias)."""
+    return np.array([float(best.keyword > 0), best.semantic_raw, 1.0])
+
+
+def confidence(best: Scores) -> float:
+    """How likely the best hit is what was asked, 0..1, the same scale for every query: a logistic fit of "a
+    relevant file is in the top 10" on the development libraries (bench/no_match.py)."""
+    return float(1.0 / (1.0 + np.exp(-float(match_features(best) @ CONFIDENCE_W))))
 
 
 def no_good_match(best: Scores, w: float) -> bool:
-    """Even the best hit is unrelated: its confidence is below the threshold."""
-    return confidence(best, w) < NO_MATCH
+    """Even the best hit is unrelated: its confidence is below the threshold. Sound alone is never flagged: the
+    sound cosine did not tell relevant from unrelated on the development libraries (its fitted weight changed
+    sign from one held-out library to the next)."""
+    return w > 0 and confidence(best) < NO_MATCH
 
 
 def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],
