@@ -141,3 +141,13 @@ def test_no_good_match_on_the_demo_library(demo: SearchSession) -> None:
         res = demo.search(text, 5, prefix_last=True)
         assert not res.no_good_match and res[0].rel_path.startswith(want), text
     assert not demo.search("dog", 5, mode="sound").no_good_match  # sound alone is never flagged
+
+
+def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
+    from app.services.search.fusion import HitList
+    from app.services.search.jobs import Results
+    from app.ui.search_text import results_header
+
+    hits = HitList([object()], did_you_mean="explosion", no_good_match=True)
+    text = results_header(Results(hits, "explsion", "text", 5), "both")  # type: ignore[arg-type]
+    assert text.startswith("No good match") and "did you mean “explosion”" in text

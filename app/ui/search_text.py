@@ -68,7 +68,11 @@ def results_header(results: Results | None, shown_mode: str) -> str:
     what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
-    return f"{len(results.hits)} results for {what}" + (" (filtered)" if results.filtered else "")
+    text = f"{len(results.hits)} results for {what}" + (" (filtered)" if results.filtered else "")
+    if getattr(results.hits, "no_good_match", False):
+        text = "No good match · " + text
+    fixed = getattr(results.hits, "did_you_mean", None)
+    return text + (f" · did you mean “{fixed}”?" if fixed else "")
 
 
 def no_results_message(results: Results | None, indexing: bool, favourites_only: bool) -> str:
