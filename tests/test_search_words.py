@@ -79,8 +79,10 @@ def test_typos_are_corrected_against_the_library(session: SearchSession) -> None
 
 
 def test_the_word_being_typed_matches_as_a_prefix(session: SearchSession) -> None:
-    assert "animals/horse_neigh.wav" not in keyword_hits(session, "hors")
+    assert "animals/horse_neigh.wav" not in keyword_hits(session, "nei")
+    assert "animals/horse_neigh.wav" in keyword_hits(session, "nei", prefix_last=True)
     assert top(session, "hors", 1, prefix_last=True) == ["animals/horse_neigh.wav"]
+    assert top(session, "hors", 1) == ["animals/horse_neigh.wav"]  # no word begins so: a word cut short
 
 
 def test_vocabulary_against_a_reference() -> None:
@@ -88,6 +90,11 @@ def test_vocabulary_against_a_reference() -> None:
     assert v.split("gunshot") == ["gun", "shot"] and v.split("footsteps") == ["foot", "steps"]
     assert v.split("gun") is None and v.split("xyzzyq") is None
     assert v.correct("explsion") == "explosion" and v.correct("explosion") is None and v.correct("gunn") is None
+    # abbreviations and truncated words (a word being typed, or cut short)
+    v = Vocabulary.of_texts(["res", "com", "stadium", "torn"], english=["residential", "tornado"])
+    assert v.abbreviations("residential") == ["res"] and v.abbreviations("tornado") == []  # "torn": over half
+    assert parse("residential").fts_parts(v) == ['("residential" OR "res")']
+    assert parse("stadi").fts_parts(v) == ['("stadi" OR "stadi"*)'] and parse("tornado").fts_parts(v) == ['"tornado"']
     # edits1 against a brute-force Damerau-Levenshtein distance
     word = "cat"
     assert all(damerau(word, e) == 1 for e in edits1(word))

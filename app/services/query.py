@@ -67,9 +67,10 @@ class Query:
             else None
         parts = []
         for group in groups:
-            alts = [quote(a) for a in group]
+            alts = [quote(a[:-1]) + "*" if a.endswith("*") else quote(a) for a in group]
             if last is not None and group[0] == last and last.isalpha() and last not in INTENT_WORDS:
                 alts.append(quote(last) + "*")
+            alts = list(dict.fromkeys(alts))
             parts.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")")
         return parts + [quote(p) for p in self.phrases] + [quote(p) + "*" for p in self.prefixes]
 

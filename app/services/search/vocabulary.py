@@ -8,7 +8,10 @@ What a keyword search of names misses, and what this module adds to each query w
   ("gunshot" -> "gun", "shot"; "footsteps" -> "foot", "step"), and adjacent query words as the library word
   they make together ("black cat" -> "blackcat");
 - typos: a word neither the library nor English knows is corrected to the most frequent library word one edit
-  away ("explsion" -> "explosion"): the query gets a "did you mean".
+  away ("explsion" -> "explosion"): the query gets a "did you mean"; else it is also looked for as the start of
+  a word ("stadi" -> "stadium");
+- abbreviations: a short library word that begins a word the library lacks stands for it ("res" for
+  "residential").
 
 The library's words (`Vocabulary`) are built once per state of its index (`SearchSession` rebuilds it when the
 indexed counts change); looking a query up costs a few set look-ups per word, whatever the library's size.
@@ -36,6 +39,8 @@ _NUMBER_OF = {**{w: str(i) for i, w in enumerate(NUMBER_WORDS)}, **{w: str(n) fo
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 MIN_PART = 3  # a compound's parts have at least this many letters ("gun", "cat")
 MIN_TYPO = 5  # words shorter than this are not corrected (too many neighbours one edit away)
+MIN_PREFIX = 4  # an unknown word this long also matches as the start of a word ("stadi" -> "stadium")
+MAX_ABBREVIATION = 4  # library words this short may abbreviate a longer query word ("res" -> "residential")
 
 
 def number_word(token: str) -> str | None:
@@ -123,6 +128,17 @@ class Vocabulary:
         joined = first + second
         return joined if joined.isalpha() and joined in self.counts else None
 
+    def abbreviations(self, word: str) -> list[str]:
+        """Short library words (3-4 letters, at most half the word) that begin a word the library lacks: the
+        abbreviations sound libraries use ('res' for "residential", 'amb' for "ambience")."""
+        if not word.isalpha() or self.has(word):
+            return []
+        return [word[:i] for i in range(MIN_PART, min(MAX_ABBREVIATION, len(word) // 2) + 1) if word[:i] in self.counts]
+
+    def truncated(self, word: str) -> bool:
+        """A word neither the library nor English knows, long enough to be the start of one ("stadi")."""
+        return len(word) >= MIN_PREFIX and word.isalpha() and not self.has(word) and word not in self.english
+
     def correct(self, word: str) -> str | None:
         """The most frequent library word one edit away from a word neither the library nor English knows."""
         if len(word) < MIN_TYPO or not word.isalpha() or self.has(word) or word in self.english \
@@ -142,7 +158,8 @@ class Reading:
 
 
 def alternatives(words: list[str], vocab: Vocabulary | None) -> tuple[list[list[str]], dict[str, str]]:
-    """For each content word (intent words dropped), the words to look for, itself first; and the corrections."""
+    """For each content word (intent words dropped), the words to look for, itself first (a trailing '*': as a
+    prefix); and the corrections."""
     content = [w.lower() for w in words if w.lower() not in INTENT_WORDS]
     out: list[list[str]] = []
     fixes: dict[str, str] = {}
@@ -154,6 +171,8 @@ def alternatives(words: list[str], vocab: Vocabulary | None) -> tuple[list[list[
                 fixes[w] = fix
                 alts.append(fix)
             alts += vocab.split(fix or w) or []
+            if fix is None:
+                alts += vocab.abbreviations(w) + ([w + "*"] if vocab.truncated(w) else [])
             if i + 1 < len(content):
                 alts += [j for j in [vocab.join(w, content[i + 1])] if j]
         out.append(list(dict.fromkeys(alts)))
