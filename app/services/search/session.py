@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from app.services.search.fusion import CANDIDATES, NAMES_MIN, HitList, Scores, c
 from app.services.search.tags import TagEditor
 from app.services.search.vocabulary import Vocabulary
 from app.services.text_tower import TextTower as TextTowerType
+
+VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes
 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
@@ -58,7 +61,7 @@ class SearchSession:
         self.library = library
         self.embedder = embedder
         self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
-        self._vocab: tuple[tuple[int, ...], Vocabulary] | None = None  # (index state, the library's words)
+        self._vocab: tuple[tuple[int, ...], float, Vocabulary] | None = None  # (index state, when, the words)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -133,12 +136,15 @@ class SearchSession:
                        no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
 
     def _vocabulary(self, state: tuple[int, ...]) -> Vocabulary:
-        """The library's words (and the sentence encoder's English ones), read once per state of the index."""
-        if self._vocab is None or self._vocab[0] != state:
+        """The library's words (and the sentence encoder's English ones), read again when the index changed, at
+        most every VOCABULARY_REFRESH_S (reading them is linear in the library: not on every keystroke while an
+        index runs)."""
+        now = time.monotonic()
+        if self._vocab is None or (self._vocab[0] != state and now - self._vocab[1] >= VOCABULARY_REFRESH_S):
             tokenizer = getattr(self.text_encoder, "tokenizer", None)
             english = tokenizer.get_vocab() if tokenizer is not None else {}
-            self._vocab = (state, Vocabulary.of_texts(self.library.text.words(), english))
-        return self._vocab[1]
+            self._vocab = (state, now, Vocabulary.of_texts(self.library.text.words(), english))
+        return self._vocab[2]
 
     def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
         """The query's vector in the sound space (the retrieval model's text tower) and its sentence vector (the
