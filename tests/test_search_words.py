@@ -74,6 +74,7 @@ def test_plurals_and_compound_stems(session: SearchSession) -> None:
 def test_typos_are_corrected_against_the_library(session: SearchSession) -> None:
     res = session.search("explsion", 3, mode="names")
     assert res[0].rel_path == "fx/explosions_big.wav" and res.did_you_mean == "explosion"
+    assert res[0].match.matched_terms == ["explosion"]  # the corrected word is highlighted
     assert session.search("explosion", 3).did_you_mean is None
     assert session.search("crying", 3).did_you_mean is None  # a word the library knows is never corrected
 

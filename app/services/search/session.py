@@ -132,7 +132,8 @@ class SearchSession:
         ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
-        return HitList(self._hits(ranked, k, found.query.sound, query), did_you_mean=corrected,
+        shown = parse(corrected) if corrected else query  # the corrected words are the ones highlighted
+        return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
                        no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
 
     def _vocabulary(self, state: tuple[int, ...]) -> Vocabulary:
