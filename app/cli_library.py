@@ -410,9 +410,13 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
             session.close()
     except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
-    if args.json:
+    if args.json:  # a list of hits, as before; the query's notes go to stderr (--queries lines carry them)
         print(json.dumps([hit_dict(h) for h in hits], indent=2))
+        for note in _search_notes(hits):
+            print(f"earshot: {note}", file=sys.stderr)
         return 0
+    for note in _search_notes(hits):
+        print(note)
     if not hits:
         print("no results")
     else:
@@ -422,6 +426,13 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
         tags = f"  #{' #'.join(h.user_tags)}" if h.user_tags else ""
         print(f"{h.score:7.3f}  {h.duration:7.1f}s  {'*' if h.favourite else ''}{printable(h.path)}{why}{tags}")
     return 0
+
+
+def _search_notes(hits: list[Any]) -> list[str]:
+    """What a text search says about its results as a whole: a corrected query, no good match."""
+    fixed = getattr(hits, "did_you_mean", None)
+    return ([f"did you mean: {fixed}"] if fixed else []) + \
+        (["no good match: even the best results look unrelated"] if getattr(hits, "no_good_match", False) else [])
 
 
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
@@ -434,9 +445,9 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
         session = _open_search(args, text_only=True)
         try:
             for line, query in queries:
-                hits = [hit_dict(h) for h in session.search(query, args.k, filters, mode=args.mode,
-                                                            names_weight=args.names_weight)]
-                print(json.dumps({"query": query, "line": line, "results": hits}), flush=True)
+                res = session.search(query, args.k, filters, mode=args.mode, names_weight=args.names_weight)
+                print(json.dumps({"query": query, "line": line, "results": [hit_dict(h) for h in res],
+                                  "did_you_mean": res.did_you_mean, "no_good_match": res.no_good_match}), flush=True)
         finally:
             print_events(session.library, as_json=True)
             session.close()

@@ -32,11 +32,12 @@ K = 10
 
 
 def first_relevant_ranks(order: Sequence[str], relevant: set[str]) -> int:
-    """1-based rank of the first relevant file in a ranked list; len + 1 when none is listed."""
+    """1-based rank of the first relevant file in a ranked list; beyond K (and the list) when none is listed: names
+    mode lists only the files whose names match, and an empty list found nothing (len + 1 would be rank 1)."""
     for i, f in enumerate(order, 1):
         if f in relevant:
             return i
-    return len(order) + 1
+    return max(len(order), K) + 1
 
 
 def metrics(ranks: Sequence[int]) -> dict[str, float]:

@@ -5,6 +5,9 @@
 doubled), so no input can be an FTS5 syntax error or an FTS5 operator (`NEAR`, `AND`, `column:`, `^`); the
 positive parts are OR-ed and BM25 ranks files that match more of them (and rarer ones) higher.
 `Query.free_text` is what the sound and sentence encoders read: the positive words in the order typed.
+Plain words are read as people mean them (app/services/search/vocabulary.py): intent words ("a", "the",
+"someone", "sound of") never match on their own, numbers match as digits and words, and, given the library's
+`Vocabulary`, compounds are split and joined and typos corrected.
 
     >>> q = parse('creak -metal "wooden door" foot*')
     >>> q.fts_match()
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from app.services.search.vocabulary import INTENT_WORDS, Vocabulary, alternatives
 
 # a token: optional '-', then a quoted phrase (closing quote optional) or a run of non-space characters
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
@@ -53,10 +58,28 @@ class Query:
         out = [w for p in self.words + self.phrases + self.prefixes for w in re.findall(r"[^\W_]+", p.lower())]
         return list(dict.fromkeys(out))
 
-    def fts_parts(self) -> list[str]:
-        """One quoted FTS5 string per positive word, phrase and prefix (prefixes with their '*')."""
-        return ([quote(w) for w in self.words] + [quote(p) for p in self.phrases]
-                + [quote(p) + "*" for p in self.prefixes])
+    def fts_parts(self, vocab: Vocabulary | None = None, prefix_last: bool = False) -> list[str]:
+        """One FTS5 part per positive content word (its other forms OR-ed in: see vocabulary.py), phrase and
+        prefix (with its '*'). `prefix_last`: the last word, when plain, also matches as a prefix (the word being
+        typed: "hors" finds "horse")."""
+        groups, _ = alternatives(self.words, vocab)
+        last = self.positive[-1].lower() if prefix_last and self.positive and self.positive[-1] in self.words \
+            else None
+        parts = []
+        for group in groups:
+            alts = [quote(a[:-1]) + "*" if a.endswith("*") else quote(a) for a in group]
+            if last is not None and group[0] == last and last.isalpha() and last not in INTENT_WORDS:
+                alts.append(quote(last) + "*")
+            alts = list(dict.fromkeys(alts))
+            parts.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")")
+        return parts + [quote(p) for p in self.phrases] + [quote(p) + "*" for p in self.prefixes]
+
+    def corrected(self, vocab: Vocabulary | None) -> str | None:
+        """The query as typed with its typos corrected against the library's words; None when none was."""
+        _, fixes = alternatives(self.words, vocab)
+        if not fixes:
+            return None
+        return re.sub(r"[^\W_]+", lambda m: fixes.get(m.group().lower(), m.group()), self.raw).strip()
 
     def fts_match(self) -> str | None:
         """FTS5 expression for the positive parts (OR-ed), or None when there are none."""

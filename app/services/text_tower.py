@@ -88,7 +88,9 @@ class TextTower:
         """N texts -> (N, dim) float32 unit vectors; a non-finite output is refused (a broken model). Texts not
         in the cache are embedded together (`embed_batch`), then cached."""
         out = np.zeros((len(texts), self.dim), np.float32)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        # the cached vectors are read first: remembering the new ones may evict them
+        cached = {t: self._cache[t] for t in dict.fromkeys(texts) if t in self._cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in cached]
         if missing:
             vecs = self.embed_batch(missing)  # (M, dim)
             require_finite(vecs, f"{self.name}: text embeddings")
@@ -98,7 +100,7 @@ class TextTower:
         else:
             fresh = {}
         for i, text in enumerate(texts):
-            out[i] = fresh[text] if text in fresh else self._cache[text]
+            out[i] = fresh[text] if text in fresh else cached[text]
         return out
 
     def _remember(self, text: str, vec: np.ndarray) -> None:

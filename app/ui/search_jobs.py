@@ -20,7 +20,7 @@ def request_job(session: SearchSession, request: SearchRequest) -> Job[Results]:
     if request.kind == "similar" and request.target is not None:
         return similar_job(session, request.target, request.k, request.filters, names_weight=request.names_weight)
     return search_job(session, request.query, request.k, request.filters, mode=request.ranking,
-                      names_weight=request.names_weight)
+                      names_weight=request.names_weight, prefix_last=True)  # the word being typed: a prefix too
 
 
 def tags_job(session: SearchSession, file_ids: Sequence[int], add: Sequence[str], remove: Sequence[str]

@@ -75,7 +75,11 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
     n = len(results.hits)
-    return f"{n} result{'' if n == 1 else 's'} for {what}" + (" (filtered)" if results.filtered else "")
+    text = f"{n} result{'' if n == 1 else 's'} for {what}" + (" (filtered)" if results.filtered else "")
+    if getattr(results.hits, "no_good_match", False):
+        text = "No good match · " + text
+    fixed = getattr(results.hits, "did_you_mean", None)
+    return text + (f" · did you mean “{fixed}”?" if fixed else "")
 
 
 def browse_header(shown: int, total: int, folder: str | None, favourites: bool) -> str:

@@ -3,7 +3,8 @@
 Sound libraries carry their meaning in names (`Animals/Birds/lark.ogg`, `DOORWood_Creak Slow_01.wav`). The name
 words are split at every boundary people use (`snake_case`, `camelCase`, `kebab-case`, letters/digits, any
 script: `\\w` is Unicode-aware), lowercased; take and version numbers (`_01`, `v2`) and hash-like tokens
-(`a3f9c1e2`, long digit runs) are dropped because they say nothing. A UCS CatID (the Universal Category System,
+(`a3f9c1e2`, long digit runs) are dropped because they say nothing, unless the name is only a number
+(`Numbers/7.ogg`: "7 seven"). A UCS CatID (the Universal Category System,
 `data/ucs_categories.csv`) at the start of a name or as a folder name adds its category and subcategory words,
 so `DOORWood_...` is found by "wooden door" and "doors".
 
@@ -18,6 +19,8 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from app.services.search.vocabulary import number_word
 
 UCS_FILE = Path(__file__).parent / "data" / "ucs_categories.csv"
 
@@ -97,6 +100,8 @@ def name_words(stem: str) -> list[str]:
         if meaningless(chunk.lower()):
             continue
         words.extend(w for w in split_words(chunk) if not meaningless(w))
+    if not words and stem.strip().isdigit() and number_word(stem.strip()):  # only a number: 7 -> "7 seven"
+        words = [str(int(stem.strip())), number_word(stem.strip())]
     return dedupe(words)
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from app.services.library.records import TextEncoder
 
 TEXT_PREFIX = "text:"
-TEXT_VERSION = 1  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
+TEXT_VERSION = 2  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
 TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 
 
@@ -271,6 +271,15 @@ class TextChannel:
                                                               (match,))}
             except sqlite3.OperationalError:
                 return set()
+
+    def words(self) -> list[str]:
+        """The name and folder words of every file and the user's tags, one string per file: what a query's words
+        are checked and corrected against (app/services/search/vocabulary.py; read once per index state)."""
+        with self.library.lock:
+            rows = self.library.db.execute(
+                "SELECT t.name || ' ' || t.folder || ' ' || coalesce((SELECT group_concat(tag, ' ') FROM user_tags u"
+                " WHERE u.file_id = t.file_id), '') FROM texts t").fetchall()
+        return [r[0] for r in rows]
 
     def fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """file id -> (path, embedded tag text) for the why-matched display."""

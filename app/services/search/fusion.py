@@ -10,7 +10,7 @@ How the constants were chosen, and what the earlier rules got wrong: docs/search
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +24,9 @@ SOUND_SCALE = "cosine"  # the sum's sound score: "cosine" (raw) or "minmax" (res
 RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
 CANDIDATES = 100  # each channel's candidates per query (at least k): the fusion ranks their union exactly
 COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than both is left out of the BM25 ranking
+CONFIDENCE_W = np.array([2.0, 3.0, -0.86])  # the confidence's logistic weights (match_features), and
+NO_MATCH = 0.63  # the threshold below which the best hit is "no good match": both fitted by bench/no_match.py on
+# the development libraries; each library's precision and recall, held out, in docs/search-fusion.md
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
 # the floor are mostly noise)
 
@@ -69,6 +72,35 @@ class Scores:
     semantic_raw: float  # cosine (0 when the file has no text vector)
     sound: float  # 0..1, min-max over the candidates
     sound_raw: float  # cosine
+
+
+class HitList(list):
+    """Hits, best first, and what the search says about them as a whole: the query as corrected against the
+    library's words (None: nothing was), and whether even the best hit is unrelated."""
+
+    def __init__(self, hits: Iterable = (), did_you_mean: str | None = None, no_good_match: bool = False) -> None:
+        super().__init__(hits)
+        self.did_you_mean = did_you_mean
+        self.no_good_match = no_good_match
+
+
+def match_features(best: Scores) -> np.ndarray:
+    """What the confidence reads of the best hit (3,): whether a query word is in its name, folder or tags, the
+    cosine of its names' sentence vector, and 1 (the bias)."""
+    return np.array([float(best.keyword > 0), best.semantic_raw, 1.0])
+
+
+def confidence(best: Scores) -> float:
+    """How likely the best hit is what was asked, 0..1, the same scale for every query: a logistic fit of "a
+    relevant file is in the top 10" on the development libraries (bench/no_match.py)."""
+    return float(1.0 / (1.0 + np.exp(-float(match_features(best) @ CONFIDENCE_W))))
+
+
+def no_good_match(best: Scores, w: float) -> bool:
+    """Even the best hit is unrelated: its confidence is below the threshold. Sound alone is never flagged: the
+    sound cosine did not tell relevant from unrelated on the development libraries (its fitted weight changed
+    sign from one held-out library to the next)."""
+    return w > 0 and confidence(best) < NO_MATCH
 
 
 def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],

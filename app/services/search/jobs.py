@@ -32,9 +32,9 @@ class Results:
 
 
 def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters | None, mode: str = "both",
-               names_weight: float | None = None) -> Job[Results]:
+               names_weight: float | None = None, prefix_last: bool = False) -> Job[Results]:
     yield {"message": f"searching for “{text}”"}
-    hits = session.search(text, k, filters, mode=mode, names_weight=names_weight)
+    hits = session.search(text, k, filters, mode=mode, names_weight=names_weight, prefix_last=prefix_last)
     return Results(hits, text, "text", session.indexed_count(), bool(filters and filters.active))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +28,12 @@ from app.services.library.text_channel import sentence
 from app.services.query import Query, parse
 from app.services.search import fusion
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
-from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.fusion import CANDIDATES, NAMES_MIN, HitList, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.tags import TagEditor
+from app.services.search.vocabulary import Vocabulary
 from app.services.text_tower import TextTower as TextTowerType
+
+VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes
 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
@@ -57,6 +61,7 @@ class SearchSession:
         self.library = library
         self.embedder = embedder
         self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
+        self._vocab: tuple[tuple[int, ...], float, Vocabulary] | None = None  # (index state, when, the words)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -85,10 +90,14 @@ class SearchSession:
     # -- searching
 
     def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
-               names_weight: float | None = None) -> list[Hit]:
+               names_weight: float | None = None, prefix_last: bool = False) -> HitList:
         """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
         like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
         of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix.
+        Words are read against the library's own (vocabulary.py): a typo is corrected (`did_you_mean`), compounds
+        split and joined, numbers matched as digits and words; `prefix_last`: the last word also matches as a
+        prefix (the Search tab, while the user types). `no_good_match`: the best hit's calibrated score is below
+        the threshold that says it is unrelated (fusion.confidence).
 
         Three calls into the library: how much is indexed, the candidates of both channels (its keyword ranking
         overlapping the query encoding), and the hits of the best."""
@@ -96,30 +105,47 @@ class SearchSession:
         w = fusion_weight(mode, names_weight)
         query = parse(text)
         if query.empty:
-            return []
+            return HitList()
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
         indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
         k = min(check_k(k), indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
-        encode = functools.partial(self.encode_query, query.free_text, sound=w < 1, names=names)
+        vocab = self._vocabulary(tuple(indexed)) if k and w > 0 else None
+        corrected = query.corrected(vocab)
+        free_text = parse(corrected).free_text if corrected else query.free_text
+        encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
         if not k:
             encode()  # even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            return []
+            return HitList()
         request = CandidateRequest(
             sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
-            n=k if w == 0 else max(k, CANDIDATES), keyword_parts=tuple(query.fts_parts()) if w > 0 else (),
+            n=k if w == 0 else max(k, CANDIDATES),
+            keyword_parts=tuple(query.fts_parts(vocab, prefix_last)) if w > 0 else (),
             exclude=query.fts_exclude(), common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
             filters=filters, sound_only=w == 0)
         found = self.library.candidates(request, encode)
         if w == 0:  # sound only: the sound channel's order and cosines, as they are
-            top = list(found.sound.items())[:k]
-            return self._hits([(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in top], k, found.query.sound,
-                              query, sound_only=True)
+            top = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
+            return HitList(self._hits(top, k, found.query.sound, query, sound_only=True),
+                           no_good_match=not top or fusion.no_good_match(top[0][1], w))
         ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
-        return self._hits(ranked, k, found.query.sound, query)
+        shown = parse(corrected) if corrected else query  # the corrected words are the ones highlighted
+        return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
+                       no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
+
+    def _vocabulary(self, state: tuple[int, ...]) -> Vocabulary:
+        """The library's words (and the sentence encoder's English ones), read again when the index changed, at
+        most every VOCABULARY_REFRESH_S (reading them is linear in the library: not on every keystroke while an
+        index runs)."""
+        now = time.monotonic()
+        if self._vocab is None or (self._vocab[0] != state and now - self._vocab[1] >= VOCABULARY_REFRESH_S):
+            tokenizer = getattr(self.text_encoder, "tokenizer", None)
+            english = tokenizer.get_vocab() if tokenizer is not None else {}
+            self._vocab = (state, now, Vocabulary.of_texts(self.library.text.words(), english))
+        return self._vocab[2]
 
     def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
         """The query's vector in the sound space (the retrieval model's text tower) and its sentence vector (the

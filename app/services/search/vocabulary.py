@@ -1,0 +1,179 @@
+"""Reading a query's words as people mean them, against the words of the library it searches.
+
+What a keyword search of names misses, and what this module adds to each query word before it reaches FTS5:
+- intent words ("a", "the", "someone", "sound of", "says", "is") never match on their own: they say what kind of
+  query it is, not what to find (the sentence and sound encoders still read them);
+- numbers are numbers and words: "seven" also looks for "7", "7" for "seven";
+- compounds: a word the library does not have is also looked for as the library words it is made of
+  ("gunshot" -> "gun", "shot"; "footsteps" -> "foot", "step"), and adjacent query words as the library word
+  they make together ("black cat" -> "blackcat");
+- typos: a word neither the library nor English knows is corrected to the most frequent library word one edit
+  away ("explsion" -> "explosion"): the query gets a "did you mean"; else it is also looked for as the start of
+  a word ("stadi" -> "stadium");
+- abbreviations: a short library word that begins a word the library lacks stands for it ("res" for
+  "residential").
+
+The library's words (`Vocabulary`) are built once per state of its index (`SearchSession` rebuilds it when the
+indexed counts change); looking a query up costs a few set look-ups per word, whatever the library's size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# query words that say what kind of query it is ("someone says a number", "the sound of rain"), not what to find
+INTENT_WORDS = frozenset("""
+a an the of to in on at by for with and or from into
+someone somebody something sound sounds sounding noise noises sfx effect effects
+says say saying said is are was were be being been it its this that some like
+""".split())
+
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                "sixteen seventeen eighteen nineteen twenty").split()
+TENS = {30: "thirty", 40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: "eighty", 90: "ninety",
+        100: "hundred"}
+_NUMBER_OF = {**{w: str(i) for i, w in enumerate(NUMBER_WORDS)}, **{w: str(n) for n, w in TENS.items()}}
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+MIN_PART = 3  # a compound's parts have at least this many letters ("gun", "cat")
+MIN_TYPO = 5  # words shorter than this are not corrected (too many neighbours one edit away)
+MIN_PREFIX = 4  # an unknown word this long also matches as the start of a word ("stadi" -> "stadium")
+MAX_ABBREVIATION = 4  # library words this short may abbreviate a longer query word ("res" -> "residential")
+
+
+def number_word(token: str) -> str | None:
+    """'7' -> 'seven', '07' -> 'seven', '40' -> 'forty'; None for other tokens."""
+    if not token.isdigit():
+        return None
+    n = int(token)
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else TENS.get(n)
+
+
+def number_forms(word: str) -> list[str]:
+    """The other forms of a number: '7' -> ['seven'], 'seven' -> ['7']; [] for other words."""
+    other = number_word(word) if word.isdigit() else _NUMBER_OF.get(word)
+    return [other] if other else []
+
+
+def light_stem(word: str) -> str:
+    """Plural and -ing/-ed endings off ("steps" -> "step", "explosions" -> "explosion")."""
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: len(word) - len(suffix)] + keep
+    return word
+
+
+def edits1(word: str) -> set[str]:
+    """Every string one deletion, transposition, substitution or insertion away (Damerau-Levenshtein 1)."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    transposes = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return (deletes | transposes | replaces | inserts) - {word}
+
+
+@dataclass
+class Vocabulary:
+    """The words of a library's names, folders and tags with how many files use them, and English words (the
+    sentence encoder's whole-word tokens) that are never taken for typos."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    english: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.stems: Counter[str] = Counter()
+        for w, c in self.counts.items():
+            self.stems[light_stem(w)] += c
+
+    @classmethod
+    def of_texts(cls, texts: Iterable[str], english: Iterable[str] = ()) -> Vocabulary:
+        counts: Counter[str] = Counter()
+        for text in texts:
+            counts.update(set(re.findall(r"[^\W_]+", text.lower())))
+        return cls(counts, frozenset(w for w in english if w.isalpha()))
+
+    def has(self, word: str) -> bool:
+        """The library uses this word (or another form of it: "steps" for "step")."""
+        return word in self.counts or light_stem(word) in self.stems
+
+    def frequency(self, word: str) -> int:
+        return self.counts.get(word, 0) + self.stems.get(light_stem(word), 0)
+
+    def split(self, word: str) -> list[str] | None:
+        """A word the library lacks as the library or English words it is made of (one library word at least),
+        fewest parts first, then the most frequent in the library: 'gunshot' -> ['gun', 'shot'],
+        'footsteps' -> ['foot', 'steps']; None when it is a library word or no such split exists."""
+        if not word.isalpha() or self.has(word) or len(word) < 2 * MIN_PART:
+            return None
+        best: dict[int, tuple[int, int, list[str]]] = {0: (0, 0, [])}  # end -> (parts, -frequency, parts)
+        for end in range(MIN_PART, len(word) + 1):
+            for start in range(0, end - MIN_PART + 1):
+                part = word[start:end]
+                if start not in best or len(part) == len(word) or not (self.has(part) or part in self.english):
+                    continue
+                n, f, parts = best[start]
+                cand = (n + 1, f - self.frequency(part), [*parts, part])
+                if end not in best or cand[:2] < best[end][:2]:
+                    best[end] = cand
+        found = best.get(len(word))
+        if found is None or found[0] < 2 or not any(self.has(p) for p in found[2]):
+            return None  # one part at least must be the library's: else the split finds nothing
+        return found[2]
+
+    def join(self, first: str, second: str) -> str | None:
+        """Two adjacent query words as the one library word they make ('black', 'cat' -> 'blackcat')."""
+        joined = first + second
+        return joined if joined.isalpha() and joined in self.counts else None
+
+    def abbreviations(self, word: str) -> list[str]:
+        """Short library words (3-4 letters, at most half the word) that begin a word the library lacks: the
+        abbreviations sound libraries use ('res' for "residential", 'amb' for "ambience")."""
+        if not word.isalpha() or self.has(word):
+            return []
+        return [word[:i] for i in range(MIN_PART, min(MAX_ABBREVIATION, len(word) // 2) + 1) if word[:i] in self.counts]
+
+    def truncated(self, word: str) -> bool:
+        """A word neither the library nor English knows, long enough to be the start of one ("stadi")."""
+        return len(word) >= MIN_PREFIX and word.isalpha() and not self.has(word) and word not in self.english
+
+    def correct(self, word: str) -> str | None:
+        """The most frequent library word one edit away from a word neither the library nor English knows."""
+        if len(word) < MIN_TYPO or not word.isalpha() or self.has(word) or word in self.english \
+                or light_stem(word) in self.english:
+            return None
+        near = [w for w in edits1(word) if w in self.counts or w in self.stems]
+        return max(near, key=lambda w: (self.frequency(w), w)) if near else None
+
+
+@dataclass
+class Reading:
+    """A query's words as looked for: one FTS5 part per content word (its alternatives OR-ed), and the query as
+    corrected (None when nothing was)."""
+
+    parts: list[str]
+    corrected: str | None = None
+
+
+def alternatives(words: list[str], vocab: Vocabulary | None) -> tuple[list[list[str]], dict[str, str]]:
+    """For each content word (intent words dropped), the words to look for, itself first (a trailing '*': as a
+    prefix); and the corrections."""
+    content = [w.lower() for w in words if w.lower() not in INTENT_WORDS]
+    out: list[list[str]] = []
+    fixes: dict[str, str] = {}
+    for i, w in enumerate(content):
+        alts = [w, *number_forms(w)]
+        if vocab is not None:
+            fix = vocab.correct(w)
+            if fix:
+                fixes[w] = fix
+                alts.append(fix)
+            alts += vocab.split(fix or w) or []
+            if fix is None:
+                alts += vocab.abbreviations(w) + ([w + "*"] if vocab.truncated(w) else [])
+            if i + 1 < len(content):
+                alts += [j for j in [vocab.join(w, content[i + 1])] if j]
+        out.append(list(dict.fromkeys(alts)))
+    return out, fixes

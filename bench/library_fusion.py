@@ -1,0 +1,82 @@
+"""Replaying fusion rules on the development libraries of bench/library_quality.py, leave-one-library-out.
+
+Each query's candidates are searched once (their keyword, names-cosine and sound scores); every rule is then
+replayed in NumPy. For each library held out, a rule's constant is chosen on the other two (each with its mixed
+copy) by mean mAP@10 and scored on the held-out library: the `held_out` numbers are the ones to quote.
+
+`python -m bench.library_fusion`
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bench import names_baseline, search_libraries
+from bench.library_quality import CACHE, K, first_relevant_ranks
+
+WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
+SHARES = (0.1, 0.2, 0.3, 0.4, 0.5)  # the keyword's share of the names score
+RULES = [(w, s) for w in WEIGHTS for s in SHARES]
+
+
+def channels(folder: Path) -> list[dict]:
+    """Per query: the relevant files and every candidate's (keyword relative, names cosine, sound cosine)."""
+    from app.services.jobs import drain
+    from app.services.search.embedder import load_embedder
+    from app.services.search.session import SearchSession
+
+    queries = json.loads((folder / "relevance.json").read_text())["queries"]
+    files = names_baseline.library_files(folder)
+    session = SearchSession.open(folder, load_embedder())
+    try:
+        drain(session.index_job())
+        out = []
+        for q in queries:
+            hits = session.search(q["query"], k=len(files))
+            out.append({"relevant": q["relevant"], "files": [h.rel_path for h in hits],
+                        "kw": [h.match.keyword_score for h in hits], "sem": [h.match.semantic_score for h in hits],
+                        "snd": [h.match.sound_score for h in hits]})
+        return out
+    finally:
+        session.close()
+
+
+def replay(rows: list[dict], w: float, share: float) -> float:
+    """mAP@10 of the sum rule with names weight w and keyword share `share`."""
+    from app.services.search.fusion import FusionRule, names_score
+
+    ap = []
+    for r in rows:
+        kw, sem, snd = (np.asarray(r[c], np.float64) for c in ("kw", "sem", "snd"))
+        fused = w * names_score(kw, sem, FusionRule(keyword_share=share)) + (1 - w) * snd
+        order = [r["files"][i] for i in np.lexsort((-snd, -fused))]
+        rank = first_relevant_ranks(order, set(r["relevant"]))
+        ap.append(1 / rank if rank <= K else 0.0)
+    return float(np.mean(ap))
+
+
+def main() -> int:
+    data: dict[str, dict[str, list[dict]]] = {}
+    for name in search_libraries.library_names():
+        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
+                                       seed=0)
+        data[name] = {name: channels(Path(built["folder"])), f"{name}-mixed": channels(Path(built["mixed_folder"]))}
+    table = {lib: {str(r): round(replay(rows, *r), 4) for r in RULES}
+             for parts in data.values() for lib, rows in parts.items()}
+    held_out = {}
+    for held in data:
+        train = [lib for n, parts in data.items() if n != held for lib in parts]
+        r = max(RULES, key=lambda x: np.mean([table[lib][str(x)] for lib in train]))
+        held_out[held] = {"w_share_chosen_on_the_others": r, **{lib: table[lib][str(r)] for lib in data[held]}}
+    best = max(RULES, key=lambda x: np.mean([v[str(x)] for v in table.values()]))
+    print(json.dumps({"held_out": held_out, "chosen_on_all": best, "shipped_0.7_0.2": {
+        lib: v[str((0.7, 0.2))] for lib, v in table.items()}, "by_rule": table}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

