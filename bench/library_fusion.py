@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import names_baseline, search_libraries
-from bench.library_quality import CACHE, K, first_relevant_ranks
+from bench.library_quality import CACHE, K, first_relevant_ranks, indexed_session
 
 WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 SHARES = (0.1, 0.2, 0.3, 0.4, 0.5)  # the keyword's share of the names score
@@ -25,15 +25,9 @@ RULES = [(w, s) for w in WEIGHTS for s in SHARES]
 
 def channels(folder: Path) -> list[dict]:
     """Per query: the relevant files and every candidate's (keyword relative, names cosine, sound cosine)."""
-    from app.services.jobs import drain
-    from app.services.search.embedder import load_embedder
-    from app.services.search.session import SearchSession
-
     queries = json.loads((folder / "relevance.json").read_text())["queries"]
     files = names_baseline.library_files(folder)
-    session = SearchSession.open(folder, load_embedder())
-    try:
-        drain(session.index_job())
+    with indexed_session(folder) as session:
         out = []
         for q in queries:
             hits = session.search(q["query"], k=len(files))
@@ -41,8 +35,6 @@ def channels(folder: Path) -> list[dict]:
                         "kw": [h.match.keyword_score for h in hits], "sem": [h.match.semantic_score for h in hits],
                         "snd": [h.match.sound_score for h in hits]})
         return out
-    finally:
-        session.close()
 
 
 def replay(rows: list[dict], w: float, share: float) -> float:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import names_baseline, search_libraries
-from bench.library_quality import CACHE, K, first_relevant_ranks
+from bench.library_quality import CACHE, K, first_relevant_ranks, indexed_session
 
 TOP, SURE = 3, 0.5  # fixed beforehand: the best three files whose names agree at least halfway
 BETAS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -29,15 +29,9 @@ RULES = [(b, f) for b in BETAS for f in FLOORS]
 
 def channels(folder: Path) -> list[dict]:
     """Per query: the relevant files, every candidate's names score, fused score and unit sound vector."""
-    from app.services.jobs import drain
-    from app.services.search.embedder import load_embedder
-    from app.services.search.session import SearchSession
-
     queries = json.loads((folder / "relevance.json").read_text())["queries"]
     files = names_baseline.library_files(folder)
-    session = SearchSession.open(folder, load_embedder())
-    try:
-        drain(session.index_job())
+    with indexed_session(folder) as session:
         out = []
         for q in queries:
             hits = session.search(q["query"], k=len(files))
@@ -49,8 +43,6 @@ def channels(folder: Path) -> list[dict]:
                         "names": np.array([h.match.name_score for h in hits]),
                         "fused": np.array([h.score for h in hits]), "vecs": v})
         return out
-    finally:
-        session.close()
 
 
 def replay(rows: list[dict], beta: float, floor: float) -> float:

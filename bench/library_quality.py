@@ -17,11 +17,13 @@ Libraries are built (apt-get download) and indexed once into $XDG_CACHE_HOME/ear
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,10 +70,9 @@ def baseline_ranks(model: names_baseline.MiniLM, files: list[str], queries: list
             for row, q in zip(sim, queries, strict=True)]
 
 
-def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str]) -> dict[str, list[int]]:
-    """Index the folder with the default retrieval model (incremental: once), then rank every query in each mode."""
-    if not modes:
-        return {}
+@contextlib.contextmanager
+def indexed_session(folder: Path) -> Iterator[Any]:  # a SearchSession
+    """The folder indexed with the default retrieval model (incremental: once) and open for searching."""
     from app.services.jobs import drain
     from app.services.search.embedder import load_embedder
     from app.services.search.session import SearchSession
@@ -79,15 +80,18 @@ def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Se
     session = SearchSession.open(folder, load_embedder())
     try:
         drain(session.index_job())
-        out: dict[str, list[int]] = {}
-        for mode in modes:
-            out[mode] = []
-            for q in queries:
-                hits = session.search(q["query"], k=len(files), mode=mode)
-                out[mode].append(first_relevant_ranks([h.rel_path for h in hits], set(q["relevant"])))
-        return out
+        yield session
     finally:
         session.close()
+
+
+def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str]) -> dict[str, list[int]]:
+    """Rank every query in each of Earshot's modes."""
+    if not modes:
+        return {}
+    with indexed_session(folder) as session:
+        return {mode: [first_relevant_ranks([h.rel_path for h in session.search(q["query"], k=len(files), mode=mode)],
+                                            set(q["relevant"])) for q in queries] for mode in modes}
 
 
 def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str]) -> dict:
