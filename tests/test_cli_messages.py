@@ -27,3 +27,17 @@ def test_models_says_which_is_the_default_of_each_kind(capsys) -> None:
     assert sum("default retrieval" in line for line in lines) == 1
     passt = next(line for line in lines if line.startswith("retrieval-passt-small"))
     assert "shipped" in passt and "default retrieval" not in passt
+
+
+def test_search_on_a_folder_never_indexed_says_how_to_index_it_and_creates_nothing(tmp_path, capsys) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    folder = tmp_path / "new"
+    folder.mkdir()
+    sf.write(folder / "tone.wav", np.zeros(800, np.float32), 8000)
+    for command in (["search", "door"], ["similar", str(folder / "tone.wav")]):
+        assert main([*command, "--library", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert "has not been indexed yet" in err and f"earshot index {folder}" in err
+    assert not (folder / ".earshot").exists()

@@ -245,12 +245,26 @@ def locate(root: PathLike) -> tuple[Path, bool]:
         return local, False
     if existing.is_file():
         return local, True
-    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
-    fallback = Path(user_data_dir(APP_NAME, appauthor=False)) / "libraries" / digest
+    fallback = _private_dir(root)
     fallback.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         (fallback / "library.txt").write_text(display_name(root) + "\n", encoding="utf-8")
     return fallback, False
+
+
+def _private_dir(root: Path) -> Path:
+    """Where the catalog of a library folder that cannot be written lives: the user data dir."""
+    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
+    return Path(user_data_dir(APP_NAME, appauthor=False)) / "libraries" / digest
+
+
+def existing_catalog(root: PathLike) -> Path | None:
+    """The catalog file of `root` if it was ever indexed, without creating anything (search asks before opening)."""
+    root = Path(os.path.abspath(root))
+    for folder in (root / CATALOG_DIR, _private_dir(root)):
+        if (folder / CATALOG_NAME).is_file():
+            return folder / CATALOG_NAME
+    return None
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
