@@ -18,7 +18,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QWheelEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -596,6 +596,34 @@ def run_label(run: tr.Run) -> str:
     return f"{run.name} · {run.kind} · {run.status}{shown}"
 
 
+class _WheelWhenFocused:
+    """A form field takes the mouse wheel only once clicked into: otherwise the wheel scrolls the form (a value
+    changed under a pointer passing by while scrolling is an edit nobody asked for)."""
+
+    def wheelEvent(self: QWidget, event: QWheelEvent) -> None:  # noqa: N802 (Qt API); self: the field it is in
+        if self.hasFocus():
+            super().wheelEvent(event)
+        else:
+            event.ignore()  # goes on to the scroll area
+
+
+class FormSpinBox(_WheelWhenFocused, QSpinBox):
+    pass
+
+
+class FormDoubleSpinBox(_WheelWhenFocused, QDoubleSpinBox):
+    pass
+
+
+class FormComboBox(_WheelWhenFocused, QComboBox):
+    pass
+
+
+def _strong_focus(widget: QWidget) -> QWidget:
+    widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # not WheelFocus: the wheel alone never focuses a field
+    return widget
+
+
 def make_input(spec: tr.SettingSpec) -> QWidget:
     """A form widget for one setting: spin boxes for numbers, a check box, a combo box or a line edit."""
     if spec.type == "bool":
@@ -607,7 +635,7 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
             box.setChecked(bool(spec.default))
         return box
     if spec.type == "choice":
-        combo = QComboBox()
+        combo = _strong_focus(FormComboBox())
         if spec.optional:
             combo.addItem("default")  # index 0: the trainer (its preset) decides
         combo.addItems(spec.choices)
@@ -615,7 +643,7 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
             combo.setCurrentText(str(spec.default))
         return combo
     if spec.type == "int":
-        spin = QSpinBox()
+        spin = _strong_focus(FormSpinBox())
         lo = int(math.ceil(spec.minimum)) if spec.minimum is not None else -INT_LIMIT
         lo += 1 if spec.minimum_exclusive and spec.minimum == lo else 0
         hi = int(spec.maximum) if spec.maximum is not None else INT_LIMIT
@@ -628,7 +656,7 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
             spin.setValue(int(spec.default if spec.default is not None else lo))
         return spin
     if spec.type == "float":
-        spin = QDoubleSpinBox()
+        spin = _strong_focus(FormDoubleSpinBox())
         magnitude = abs(spec.default) if isinstance(spec.default, float) and spec.default else 0.1
         spin.setDecimals(min(10, max(3, 2 - math.floor(math.log10(magnitude)))))  # 5e-4 -> 6 decimals
         lo = 0.0 if spec.minimum is None else float(spec.minimum)

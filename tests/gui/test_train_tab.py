@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 
 from app.services import training_runs as tr
@@ -54,6 +55,34 @@ def test_form_is_generated_from_the_config_dataclass(tab: TrainTab) -> None:
     assert "hidden" not in inputs  # a field without a flag is not offered
     assert tab.settings()["steps"] == 20 and "max_minutes" not in tab.settings()
     assert not tab.start_button.isEnabled()  # no data yet
+
+
+def _wheel(widget, delta: int = -120):  # one notch down, over the widget's middle
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    centre = QPointF(widget.rect().center())
+    return QWheelEvent(centre, QPointF(widget.mapToGlobal(centre.toPoint())), QPoint(0, 0), QPoint(0, delta),
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+
+
+def test_the_wheel_scrolls_the_form_and_changes_a_field_only_once_clicked_into(qtbot, tab: TrainTab) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    spin, combo = tab.inputs["steps"], tab.inputs["optimizer"]
+    before = (spin.value(), combo.currentIndex())
+    for widget in (spin, combo):
+        event = _wheel(widget)
+        QApplication.sendEvent(widget, event)
+        assert not event.isAccepted()  # passed on to the scroll area around the form
+    assert (spin.value(), combo.currentIndex()) == before
+    tab.show()
+    tab.activateWindow()
+    qtbot.waitUntil(tab.isActiveWindow, timeout=5_000)
+    spin.setFocus()
+    qtbot.waitUntil(spin.hasFocus, timeout=5_000)
+    QApplication.sendEvent(spin, _wheel(spin))
+    assert spin.value() != before[0]
 
 
 def test_validation_gates_start(qtbot, tab: TrainTab, tmp_path: Path) -> None:
