@@ -196,7 +196,7 @@ class TrainTab(JobTab):
         self.log_view = QPlainTextEdit()
         self.log_view.setReadOnly(True)
         self.log_view.setMaximumBlockCount(2000)
-        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)  # a long line is read, not cut
         lb.addWidget(self.log_view)
         lower.addWidget(runs_box)
         lower.addWidget(log_box)

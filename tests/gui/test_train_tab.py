@@ -85,6 +85,12 @@ def test_the_wheel_scrolls_the_form_and_changes_a_field_only_once_clicked_into(q
     assert spin.value() != before[0]
 
 
+def test_the_log_wraps_long_lines(tab: TrainTab) -> None:
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    assert tab.log_view.lineWrapMode() == QPlainTextEdit.LineWrapMode.WidgetWidth
+
+
 def test_validation_gates_start(qtbot, tab: TrainTab, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
