@@ -393,6 +393,11 @@ class SearchTab(ModelTab):
         self.state.set_query(text, now)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if (watched is self.query_edit and event.type() == QEvent.Type.KeyPress
+                and event.key() == Qt.Key.Key_Down and self.table.rowCount()):
+            self.table.setFocus()  # type, then Down: into the results, where the arrows move and Space plays
+            self.table.selectRow(max(self.table.currentRow(), 0))
+            return True
         if (watched is self.query_edit and event.type() == QEvent.Type.FocusIn
                 and self.query_edit.text().startswith(SIMILAR_PREFIX) and self.state.mode == "similar"):
             text = self.query_edit.text()  # selected after the click that gave the focus, the start in view

@@ -641,3 +641,15 @@ def test_a_read_only_catalog_is_opened_and_says_indexing_needs_write_access(qtbo
         assert search(qtbot, other, "tone").hits
     finally:
         other.shutdown()
+
+
+def test_down_from_the_search_box_goes_into_the_results(qtbot, tab: SearchTab, registry: ModelRegistry,
+                                                        tmp_path: Path) -> None:
+    open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib"))
+    search(qtbot, tab, "a bird sings")
+    tab.activateWindow()
+    tab.query_edit.setFocus()
+    qtbot.waitUntil(tab.query_edit.hasFocus, timeout=5_000)
+    shown = max(tab.table.currentRow(), 0)  # the result being previewed, if one is
+    qtbot.keyClick(tab.query_edit, Qt.Key.Key_Down)
+    assert tab.table.hasFocus() and tab.table.currentRow() == shown and tab.table.selectedItems()
