@@ -389,8 +389,10 @@ def test_nan_checkpoint_is_refused_by_every_embedder(tmp_path: Path, capsys) -> 
         full.embed_text(["a door creaks"])
     with pytest.raises(NonFiniteError, match="audio embeddings"):
         full.embed_windows(np.stack([sound("tone", 1.0, 1)]))
-    # from the command line: a message and exit code 2, even before anything is indexed with it
+    # from the command line: a message and exit code 2, even before anything is indexed with it (a library
+    # indexed with another model: a folder never indexed at all is refused before any model loads)
     (tmp_path / "lib").mkdir()
+    Library.open(tmp_path / "lib").close()
     assert main(["search", "a door creaks", "--library", str(tmp_path / "lib"), "--model", str(nan)]) == 2
     assert "non-finite (NaN/Inf)" in capsys.readouterr().err
 
