@@ -381,7 +381,7 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
 
 def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
     from app.services.library import catalog
-    from app.services.search.embedder import load_embedder, load_query_embedder
+    from app.services.search.embedder import LazyEmbedder, load_query_embedder
     from app.services.search.session import SearchSession
 
     if not args.library.is_dir():
@@ -389,7 +389,8 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
     if catalog.existing_catalog(args.library) is None:  # opening would create an empty catalog: say what to do
         raise ValueError(f"{args.library} has not been indexed yet; run `earshot index {args.library}` first")
     # text queries need only the text tower (NumPy, no torch import): the command starts several times faster
-    embedder = load_query_embedder(args.model) if text_only else load_embedder(args.model)
+    # similar on a library file reads its stored vector: the sound model loads only if audio must be embedded
+    embedder = load_query_embedder(args.model) if text_only else LazyEmbedder(args.model)
     session = SearchSession.open(args.library, embedder)
     if session.indexed_count() == 0:  # its names may still be searched (the text channel has no model)
         print(f"earshot: {args.library} has no sounds indexed with {embedder.name}; run `earshot index "

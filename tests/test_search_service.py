@@ -344,6 +344,36 @@ def test_search_command_does_not_import_torch(tmp_path: Path) -> None:
     assert len(json.loads("\n".join(hits))) == 7
 
 
+def test_similar_on_a_library_file_loads_no_model(tmp_path: Path) -> None:
+    """Find similar on an indexed file reads its stored vector: no torch, no model (issue 25: 9-17 s a call).
+    A file outside the library still gets embedded, with the same answers as before."""
+    root = make_library(tmp_path / "lib")
+    ckpt = str(write_tiny_checkpoint(tmp_path / "models"))
+    assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
+    outside = tmp_path / "outside.wav"
+    shutil.copy(next(root.rglob("*.wav")), outside)
+    script = (
+        "import json, sys\n"
+        "from app.cli import main\n"
+        "inside, outside, lib, ckpt = sys.argv[1:]\n"
+        "rc = main(['similar', inside, '--library', lib, '--model', ckpt, '--json', '-k', '3'])\n"
+        "light = 'torch' not in sys.modules\n"
+        "rc2 = main(['similar', outside, '--library', lib, '--model', ckpt, '--json', '-k', '3'])\n"
+        "print(json.dumps({'rc': [rc, rc2], 'light': light, 'torch_after_outside': 'torch' in sys.modules}))\n"
+    )
+    inside = str(next(root.rglob("*.wav")))
+    proc = subprocess.run([sys.executable, "-c", script, inside, str(outside), str(root), ckpt], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    *out, last = proc.stdout.strip().splitlines()
+    assert json.loads(last) == {"rc": [0, 0], "light": True, "torch_after_outside": True}
+    text = "\n".join(out)
+    first, end = json.JSONDecoder().raw_decode(text)
+    second, _ = json.JSONDecoder().raw_decode(text[end:].lstrip())
+    assert [h["path"] for h in first][:2] == [h["path"] for h in second][1:3]  # the copy finds the file, then
+    # the same neighbours the stored vector found
+
+
 # ------------------------------------------------- issue 14: broken models, -k, bad query files, odd names
 
 ODD = os.fsdecode(b"odd\xffname.wav")  # not valid UTF-8

@@ -327,6 +327,29 @@ def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None
     return embedder
 
 
+class LazyEmbedder:
+    """A retrieval model known by its name and index id, loaded on first real use. Find similar on a file already
+    in the library reads that file's stored vector: it needs the model's id, not the model (no torch import, no
+    ONNX session), so the command answers in about a second instead of several."""
+
+    def __init__(self, spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu") -> None:
+        self.name, self.path = resolve_model(spec, registry)
+        self.model_id = model_id_for(self.name, self.path)
+        self._spec, self._registry, self._device = spec, registry, device
+        self._model: RetrievalEmbedder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def __getattr__(self, attr: str) -> Any:  # noqa: ANN401 - anything the loaded embedder has
+        if attr.startswith("_"):  # never load for Python's own probes (copy, pickle, hasattr of dunders)
+            raise AttributeError(attr)
+        if self._model is None:
+            self._model = load_embedder(self._spec, self._registry, self._device)
+        return getattr(self._model, attr)
+
+
 def load_query_embedder(spec: str | None = None, registry: ModelRegistry | None = None
                         ) -> RetrievalEmbedder | TextTower:
     """What text queries need and nothing more: the checkpoint's text tower run in NumPy when it is a plain
