@@ -333,7 +333,13 @@ class LazyEmbedder:
     ONNX session), so the command answers in about a second instead of several."""
 
     def __init__(self, spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu") -> None:
+        from core.checkpoints import CheckpointError, read_metadata
+
         self.name, self.path = resolve_model(spec, registry)
+        kind = read_metadata(self.path)["kind"]  # a damaged or foreign file is refused now, as loading would
+        if kind != KIND:
+            raise CheckpointError(f"{self.path.name}: this is a {kind!r} checkpoint, but a {KIND!r} model was "
+                                  "asked for")
         self.model_id = model_id_for(self.name, self.path)
         self._spec, self._registry, self._device = spec, registry, device
         self._model: RetrievalEmbedder | None = None
