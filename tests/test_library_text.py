@@ -14,6 +14,7 @@ import pytest
 import soundfile as sf
 
 from app.services.jobs import drain
+from app.services.library import catalog as C
 from app.services.library import names as N
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
@@ -186,7 +187,7 @@ def test_v2_library_is_upgraded_in_place_without_reembedding_audio(tmp_path: Pat
     session = SearchSession(Library.open(root), emb, text_encoder=enc)
     try:
         lib = session.library
-        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION
         assert lib.stats().vectors == {emb.model_id: n_vectors}  # the old vectors are all there
         report = drain(session.index_job())
         assert report.embedded == [] and emb.windows == 0  # no audio embedded again

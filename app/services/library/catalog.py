@@ -180,9 +180,22 @@ def _migrate_v3(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE mount_points(folder BLOB PRIMARY KEY)")
 
 
+def _migrate_v4(db: sqlite3.Connection) -> None:
+    """v5: opening a large library without reading all of it. Each index file's size and mtime when written
+    (`index_files.stat`: a file that still has them is trusted without hashing it); a generation number of the
+    words of names, folders and tags (`counters.words`, bumped by triggers), which keys the cached vocabulary."""
+    db.execute("ALTER TABLE index_files ADD COLUMN stat TEXT")
+    db.execute("CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
+    db.execute("INSERT INTO counters VALUES ('words', 0)")
+    for table, update in (("texts", "UPDATE OF name, folder, tags"), ("user_tags", "UPDATE")):
+        for name, event in (("insert", "INSERT"), ("update", update), ("delete", "DELETE")):
+            db.execute(f"CREATE TRIGGER {table}_words_{name} AFTER {event} ON {table}"
+                       " BEGIN UPDATE counters SET value = value + 1 WHERE name = 'words'; END")
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2,
-                                                               3: _migrate_v3}
+                                                               3: _migrate_v3, 4: _migrate_v4}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),

@@ -21,13 +21,14 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from app.services.audio import display_name
-from app.services.library import catalog
+from app.services.library import catalog, clean_close
 from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, explained_hits, gather
 from app.services.library.catalog import CATALOG_NAME
 from app.services.library.file_table import FileTable
@@ -55,6 +56,9 @@ class Library:
         self.repair: SalvageReport | None = None  # what opening a damaged catalog kept, restored and lost
         self.lock = threading.RLock()
         self._indexing = False
+        self._checked_at = time.time()  # when a full integrity check last passed (clean_close.py)
+        self._check: clean_close.BackgroundCheck | None = None
+        self._damaged = False  # the background check found damage: no clean stamp on close
         self.files = FileTable(self)
         self.vectors = VectorStore(self)
         self.search = VectorSearch(self)
@@ -79,8 +83,12 @@ class Library:
         for stale in [*catalog_dir.glob(".index-*.tmp"), *catalog_dir.glob(f".{MIRROR_NAME}.*.tmp")]:
             with contextlib.suppress(OSError):  # an interrupted index or mirror write
                 stale.unlink()
-        db, damage = _connect_or_salvage(catalog_dir / CATALOG_NAME)
+        stamp = clean_close.take_stamp(catalog_dir / CATALOG_NAME)
+        db, damage = _connect_or_salvage(catalog_dir / CATALOG_NAME, check=stamp is None)
         lib = cls(root, catalog_dir, db, index_config or IndexConfig())
+        lib._checked_at = time.time() if stamp is None else stamp.checked_at
+        if stamp is not None and time.time() - stamp.checked_at > clean_close.RECHECK_S:
+            lib._check = clean_close.BackgroundCheck(lib.catalog_path, lib._damage_found)
         try:
             if damage is not None:
                 lib._after_salvage(*damage)
@@ -121,6 +129,23 @@ class Library:
             self.db.close()
             self.db = None  # type: ignore[assignment]
             self.vectors.unload()
+            self._stamp_clean_close()
+
+    def _stamp_clean_close(self) -> None:
+        """Say that the catalog was closed consistent, so that the next open can skip the full check."""
+        check, self._check = self._check, None
+        if check is not None:
+            check.stop()
+            if check.problems == []:
+                self._checked_at = check.finished_at
+        if not self.read_only and not self._damaged:
+            clean_close.write_stamp(self.catalog_path, self._checked_at)
+
+    def _damage_found(self, problems: list[str]) -> None:
+        """The background check found damage: repaired when the library is opened next (no clean stamp)."""
+        self._damaged = True
+        self.events.append(f"The catalog is damaged ({'; '.join(problems)[:200]}): Earshot repairs it the next "
+                           "time this library is opened")
 
     @property
     def closed(self) -> bool:
@@ -223,13 +248,15 @@ class Library:
                             problems)
 
 
-def _connect_or_salvage(path: Path) -> tuple[sqlite3.Connection, tuple[SalvageReport, list[str]] | None]:
-    """The catalog's connection, and (what salvaging it did, SQLite's complaints) when it was damaged."""
+def _connect_or_salvage(path: Path, check: bool = True
+                        ) -> tuple[sqlite3.Connection, tuple[SalvageReport, list[str]] | None]:
+    """The catalog's connection, and (what salvaging it did, SQLite's complaints) when it was damaged; `check`:
+    run the full integrity check (else only what connecting reads)."""
     damage = None
     try:
         try:
             db = catalog.connect(path)
-            problems = catalog.quick_check(db)
+            problems = catalog.quick_check(db) if check else []
         except sqlite3.OperationalError:
             raise  # locked, disk full, ...: not damage
         except sqlite3.DatabaseError as e:  # "not a database", "malformed"

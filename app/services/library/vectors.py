@@ -8,6 +8,7 @@ is written at checkpoints (`save`), with its SHA-256 recorded so that the next o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
@@ -123,10 +124,10 @@ class VectorStore:
             try:
                 vi.save(path)
                 self._dirty.discard(model_id)
-                digest = hash_file(path)
+                digest, stat = hash_file(path), file_stat(path)
                 with self.library.transaction() as db:
-                    db.execute("INSERT OR REPLACE INTO index_files(model_id, sha256, vectors) VALUES (?, ?, ?)",
-                               (model_id, digest, len(vi)))
+                    db.execute("INSERT OR REPLACE INTO index_files(model_id, sha256, vectors, stat)"
+                               " VALUES (?, ?, ?, ?)", (model_id, digest, len(vi), stat))
             except (OSError, RuntimeError, sqlite3.Error, LibraryError) as e:  # faiss raises RuntimeError
                 self.library.events.append(f"could not write index: {e}")
 
@@ -231,8 +232,19 @@ class VectorStore:
         return out_ids, vecs
 
     def _checksum_matches(self, model_id: str, path: Path) -> bool:
-        r = self.library.db.execute("SELECT sha256 FROM index_files WHERE model_id = ?", (model_id,)).fetchone()
-        return r is not None and r[0] == hash_file(path)
+        """The file is the one this catalog wrote: the same size and mtime as when written (hashing a 1M-file
+        index costs seconds), else the same SHA-256 (a copy with a new mtime)."""
+        r = self.library.db.execute("SELECT sha256, stat FROM index_files WHERE model_id = ?",
+                                    (model_id,)).fetchone()
+        stat = file_stat(path)
+        if r is None or r[1] == stat:
+            return r is not None
+        if r[0] != hash_file(path):
+            return False
+        if not self.library.read_only:  # the same bytes with a new mtime (copied, or written before v5)
+            with contextlib.suppress(sqlite3.Error, LibraryError), self.library.transaction() as db:
+                db.execute("UPDATE index_files SET stat = ? WHERE model_id = ?", (stat, model_id))
+        return True
 
     def _differs(self, model_id: str, vi: VectorIndex) -> bool:
         """Does any vector in the index differ from the catalog's vector with the same id?"""
@@ -243,3 +255,12 @@ class VectorStore:
         pos = {int(i): k for k, i in enumerate(have.tolist())}
         mine = vecs[[pos[int(i)] for i in ids]]
         return not bool(np.all(np.abs(mine - ref) <= 1e-5))  # NaN compares False: differs
+
+
+def file_stat(path: Path) -> str:
+    """'size:mtime_ns' of a file ('' when it cannot be read)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"

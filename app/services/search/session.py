@@ -30,10 +30,11 @@ from app.services.search import fusion
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, HitList, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.tags import TagEditor
-from app.services.search.vocabulary import Vocabulary
+from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from app.services.text_tower import TextTower as TextTowerType
 
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes
+VOCABULARY_FILE = "vocabulary.json"  # beside the catalog: the word counts of its names, folders and tags
 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
@@ -61,7 +62,8 @@ class SearchSession:
         self.library = library
         self.embedder = embedder
         self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
-        self._vocab: tuple[tuple[int, ...], float, Vocabulary] | None = None  # (index state, when, the words)
+        self._vocab: tuple[int, float, Vocabulary] | None = None  # (words generation, when read, the words)
+        self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -111,7 +113,7 @@ class SearchSession:
         indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
         k = min(check_k(k), indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
-        vocab = self._vocabulary(tuple(indexed)) if k and w > 0 else None
+        vocab = self._vocabulary() if k and w > 0 else None
         corrected = query.corrected(vocab)
         free_text = parse(corrected).free_text if corrected else query.free_text
         encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
@@ -136,15 +138,23 @@ class SearchSession:
         return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
                        no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
 
-    def _vocabulary(self, state: tuple[int, ...]) -> Vocabulary:
-        """The library's words (and the sentence encoder's English ones), read again when the index changed, at
-        most every VOCABULARY_REFRESH_S (reading them is linear in the library: not on every keystroke while an
-        index runs)."""
+    def _vocabulary(self) -> Vocabulary:
+        """The library's words (and the sentence encoder's English ones), read again when its names, folders or
+        tags changed, at most every VOCABULARY_REFRESH_S (not on every keystroke while an index runs); kept
+        beside the catalog, so that a large library's first query does not count them again."""
         now = time.monotonic()
-        if self._vocab is None or (self._vocab[0] != state and now - self._vocab[1] >= VOCABULARY_REFRESH_S):
-            tokenizer = getattr(self.text_encoder, "tokenizer", None)
-            english = tokenizer.get_vocab() if tokenizer is not None else {}
-            self._vocab = (state, now, Vocabulary.of_texts(self.library.text.words(), english))
+        if self._vocab is not None and now - self._vocab[1] < VOCABULARY_REFRESH_S:
+            return self._vocab[2]
+        generation = self.library.text.words_generation()
+        if self._vocab is None or self._vocab[0] != generation:
+            if self._english is None:
+                tokenizer = getattr(self.text_encoder, "tokenizer", None)
+                self._english = english_words(tokenizer.get_vocab() if tokenizer is not None else ())
+            counts = cached_counts(self.library.catalog_dir / VOCABULARY_FILE, generation, self.library.text.words,
+                                   write=not self.library.read_only)
+            self._vocab = (generation, now, Vocabulary(counts, self._english))
+        else:
+            self._vocab = (generation, now, self._vocab[2])
         return self._vocab[2]
 
     def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
