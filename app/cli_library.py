@@ -19,6 +19,7 @@ from core.config import number
 
 MAX_FILTER_RATE = 2**32 - 1  # Hz: a WAV header's sample-rate field
 MAX_CHANNELS = 65_535  # a WAV header's channel-count field
+LONG_FILE_WINDOWS = 6  # = library.embedding.LONG_FILE_WINDOWS (a test keeps them equal; importing it costs numpy)
 
 
 def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
@@ -31,6 +32,9 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     p.add_argument("--rehash", action="store_true",
                    help="hash every file again, not only those whose size or modification time changed "
                         "(finds edits that kept both)")
+    p.add_argument("--all-windows", action="store_true",
+                   help=f"embed every window of a long file (default: {LONG_FILE_WINDOWS} windows spread evenly over "
+                        "it, a fraction of the time); applies to files indexed from now on")
     p.add_argument("--device", default="auto", help="under torchrun: each process embeds on its own GPU")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_index)
@@ -146,8 +150,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     embedder = load_embedder(args.model)
     try:
         session = SearchSession.open(args.folder, embedder)
+        windows = {"max_windows": 0} if args.all_windows else {}
         try:
-            report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash),
+            report = run_in_terminal(session.index_job(retry_failed=args.retry_failed, rehash=args.rehash, **windows),
                                      desc="index", disable=True if args.json else None)
         finally:
             print_events(session.library)

@@ -18,6 +18,7 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus, Player, display_name
+from app.services.library.embedding import window_starts
 from app.services.library.records import Hit
 from app.services.search.preview import Preview
 from app.ui.search_state import SearchState
@@ -211,7 +212,8 @@ class PreviewPane(QWidget):
         long_file = len(scores) > 1
         self.window_plot.setVisible(long_file)
         if long_file:
-            edges = np.minimum(np.arange(len(scores) + 1) * step, max(hit.duration, step * (len(scores) - 1)))
+            starts = window_starts(hit.duration, step, len(scores))  # a long file's windows may be spread out
+            edges = np.minimum(np.append(starts, starts[-1] + step), max(hit.duration, float(starts[-1])))
             self.window_curve.setData(edges, scores)
             lo, hi = float(scores.min()), float(scores.max())
             self.window_plot.setYRange(lo - 0.05, hi + 0.05, padding=0)

@@ -4,10 +4,16 @@ A file is embedded window by window (`embedder.window_seconds`, streamed with `a
 loaded whole). The file vector is the mean of its window vectors weighted by how much real audio each window
 covers (the zero-padded tail counts less), L2-normalised; per-window vectors are kept (float32) to show where
 in a long file the match is.
+
+A long file (music, an ambience) is embedded from at most `max_windows` windows spread evenly over it
+(`spread_windows`: the first, the last and evenly between): a 3-minute track costs 6 windows instead of 18,
+and its mean vector barely moves. Where each kept window starts follows from the file's duration and the number
+of windows kept (`window_starts`), so nothing more is stored.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,13 +23,45 @@ from app.services.audio import iter_blocks
 from app.services.library.catalog import normalise
 from app.services.library.records import Embedder, PathLike, PreparingEmbedder
 
+LONG_FILE_WINDOWS = 6  # windows embedded from a long file by default (0: all of them)
 
-def windows_of(path: PathLike, embedder: Embedder, batch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(windows (w, S), coverage (w,)) batches of a file, streamed; coverage = real-audio fraction."""
+
+def window_count(duration: float, window_seconds: float) -> int:
+    """How many windows a file of `duration` seconds has (the last one partly padded)."""
+    return max(1, math.ceil(round(duration / window_seconds, 6))) if window_seconds > 0 else 1
+
+
+def spread_windows(n: int, max_windows: int) -> list[int]:
+    """Which of n windows to embed: all when n <= max_windows (or max_windows is 0), else max_windows of them,
+    the first and the last and evenly between."""
+    if not max_windows or n <= max_windows:
+        return list(range(n))
+    if max_windows == 1:
+        return [0]
+    return [round(j * (n - 1) / (max_windows - 1)) for j in range(max_windows)]
+
+
+def window_starts(duration: float, window_seconds: float, kept: int) -> np.ndarray:
+    """Start (s) of each of the `kept` windows stored for a file of `duration`: consecutive windows when all were
+    kept, else the evenly spread ones `spread_windows` chose. (kept,)"""
+    n = window_count(duration, window_seconds)
+    idx = np.arange(kept) if kept >= n else np.array(spread_windows(n, kept))
+    return idx * float(window_seconds)
+
+
+def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int = 0, duration: float = 0.0
+               ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(windows (w, S), coverage (w,)) batches of a file, streamed; coverage = real-audio fraction. With
+    `max_windows` and the file's `duration`, only the windows `spread_windows` chooses (the others are decoded
+    and dropped: decoding costs little next to the model)."""
     size = round(embedder.window_seconds * embedder.sample_rate)
+    n = window_count(duration, embedder.window_seconds)
+    keep = set(spread_windows(n, max_windows)) if max_windows and n > max_windows else None
     buf: list[np.ndarray] = []
     cover: list[float] = []
-    for block in iter_blocks(path, embedder.sample_rate, embedder.window_seconds, pad_last=False):
+    for i, block in enumerate(iter_blocks(path, embedder.sample_rate, embedder.window_seconds, pad_last=False)):
+        if keep is not None and i not in keep:
+            continue
         cover.append(len(block) / size)
         buf.append(block if len(block) == size else np.pad(block, (0, size - len(block))))
         if len(buf) == batch:

@@ -26,7 +26,7 @@ from app.services.audio import AudioError, AudioInfo, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.catalog import CatalogRow
-from app.services.library.embedding import embed, pool, windows_of
+from app.services.library.embedding import LONG_FILE_WINDOWS, embed, pool, windows_of
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
@@ -122,8 +122,9 @@ class _Reader:
     """Runs in the thread pool: hash a file, then decode it into batches of windows onto the queue."""
 
     def __init__(self, embedder: Embedder, known: frozenset[str], batch: int, out: queue.Queue,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, max_windows: int = 0) -> None:
         self.embedder, self.known, self.batch, self.out, self.stop = embedder, known, batch, out, stop
+        self.max_windows = max_windows  # a long file's windows embedded (0: all; embedding.spread_windows)
 
     def put(self, msg: Message) -> bool:
         while not self.stop.is_set():
@@ -146,7 +147,7 @@ class _Reader:
                 return
             info = audio_info(path)
             prepare = getattr(self.embedder, "prepare_windows", None)  # front end here, ahead of the model
-            for windows, cover in windows_of(path, self.embedder, self.batch):
+            for windows, cover in windows_of(path, self.embedder, self.batch, self.max_windows, info.duration):
                 try:
                     payload = windows if prepare is None else prepare(windows)
                 except Exception as e:  # decoded audio that the model's front end cannot take: the model's fault
@@ -196,6 +197,7 @@ class _IndexRun:
         self.include_hidden, self.retry_failed, self.max_requeue = include_hidden, retry_failed, max_requeue
         self.rehash = rehash
         self.text_encoder: TextEncoder | None = None
+        self.max_windows = LONG_FILE_WINDOWS
         self.report = IndexReport(self.model_id)
         self.t0 = time.monotonic()
         self.stop = threading.Event()
@@ -281,7 +283,8 @@ class _IndexRun:
 
     def run(self) -> Job[IndexReport]:
         yield {**self.progress("scanning folder"), "eta_s": None}
-        self.reader = reader = _Reader(self.embedder, self.plan(), self.batch_size, self.out, self.stop)
+        self.reader = reader = _Reader(self.embedder, self.plan(), self.batch_size, self.out, self.stop,
+                                       self.max_windows)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="earshot-index")
         for i, t in enumerate(self.tasks):
             self.pool.submit(reader, i, t)
@@ -509,6 +512,7 @@ def index_library(
     max_requeue: int = 2,
     rehash: bool = False,
     text_encoder: TextEncoder | None = None,
+    max_windows: int = LONG_FILE_WINDOWS,
 ) -> Job[IndexReport]:
     """Bring the catalog and `embedder`'s index up to date with the folder; returns an IndexReport.
 
@@ -521,6 +525,7 @@ def index_library(
     changed files; `text_encoder` (a sentence encoder, model id `text:...`) embeds the sentences that changed;
     without one the text channel is keywords only). Raises BrokenModelError for a model that yields NaN/inf,
     DiskFullError when the catalog's disk fills up; what was committed before is kept and a later run resumes.
+    max_windows: a long file is embedded from this many windows spread evenly over it (0: every window).
     """
     own = not isinstance(library, Library)
     lib = Library.open(library) if own else library
@@ -528,7 +533,7 @@ def index_library(
         with lib.indexing():
             job = _IndexRun(lib, embedder, workers, batch_size, queue_size, checkpoint_seconds, include_hidden,
                             retry_failed, max_requeue, rehash)
-            job.text_encoder = text_encoder
+            job.text_encoder, job.max_windows = text_encoder, max_windows
             try:
                 return (yield from job.run())
             finally:

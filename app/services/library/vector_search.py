@@ -15,7 +15,7 @@ import numpy as np
 
 from app.services.audio import display_name
 from app.services.library.catalog import id_chunks, normalise
-from app.services.library.embedding import embed_file
+from app.services.library.embedding import embed_file, window_starts
 from app.services.library.records import BrokenModelError, Embedder, Hit, LibraryError, PathLike, SearchFilters
 
 if TYPE_CHECKING:
@@ -169,13 +169,15 @@ class VectorSearch:
         fid, path, duration, wblob, window_s = row
         rel = os.fsdecode(bytes(path))
         wscores: list[float] = []
-        best = 0
+        start = 0.0
         if wblob is not None and q is not None:
             windows = np.frombuffer(wblob, dtype=np.float32).reshape(-1, len(q))  # (W, D)
             ws = windows @ q  # (W,)
-            best, wscores = (int(np.argmax(ws)) if len(ws) else 0), ws.tolist()
+            if len(ws):  # a long file keeps evenly spread windows (embedding.py): where the best one starts
+                starts = window_starts(float(duration or 0.0), float(window_s or 0.0), len(ws))
+                start, wscores = float(starts[int(np.argmax(ws))]), ws.tolist()
         return Hit(path=self.library.root / rel, score=score, duration=float(duration or 0.0),
-                   folder=rel.rpartition("/")[0], best_window_start_s=best * float(window_s or 0.0),
+                   folder=rel.rpartition("/")[0], best_window_start_s=start,
                    window_scores=wscores, file_id=fid, rel_path=rel)
 
     def _allowed_vectors(self, model_id: str, filters: SearchFilters) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 from app.services.jobs import Job
 from app.services.library import names
 from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, fill
+from app.services.library.embedding import window_starts
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import FailedFile, Hit, IndexReport, LibraryStats, MatchInfo, SearchFilters
@@ -277,7 +278,7 @@ class SearchSession:
             q = self.embedder.embed_text([query])[0] if isinstance(query, str) else np.asarray(query, np.float32)
             q = q / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
             scores = self._windows(hit.file_id) @ q  # (W,)
-        return WindowScores(np.arange(len(scores), dtype=np.float32) * step, scores, step)
+        return WindowScores(window_starts(hit.duration, step, len(scores)).astype(np.float32), scores, step)
 
     def _windows(self, file_id: int) -> np.ndarray:
         """A file's window vectors (W, D) for the session's model; (0, D) when it has none."""

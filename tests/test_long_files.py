@@ -1,0 +1,66 @@
+"""A long file is embedded from a bounded set of evenly spread windows (issue 25 item 2), and the best-matching
+moment is still found where it is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.services.jobs import drain
+from app.services.library import embedding
+from app.services.library.embedding import spread_windows, window_count, window_starts
+from app.services.library.indexer import index_library
+from app.services.library.library import Library
+from tests.test_library import ToneEmbedder, tone, write, write_retrieval_checkpoint
+
+FREQS = [200 * 1.15 ** i for i in range(20)]  # a tone per 0.5-s window, 200 Hz..2.9 kHz: 20 windows, each its own
+
+
+def test_spread_windows_keep_the_first_the_last_and_evenly_between() -> None:
+    assert spread_windows(18, 6) == [0, 3, 7, 10, 14, 17]
+    assert spread_windows(5, 6) == [0, 1, 2, 3, 4]
+    assert spread_windows(18, 0) == list(range(18))
+    assert spread_windows(18, 1) == [0]
+    assert window_count(10.0, 0.5) == 20 and window_count(10.2, 0.5) == 21 and window_count(0.1, 0.5) == 1
+    np.testing.assert_allclose(window_starts(10.0, 0.5, 6), [0.0, 2.0, 4.0, 5.5, 7.5, 9.5])
+    np.testing.assert_allclose(window_starts(2.0, 0.5, 4), [0.0, 0.5, 1.0, 1.5])
+
+
+@pytest.mark.parametrize("max_windows, stored", [(6, 6), (0, 20)])
+def test_a_long_file_stores_its_spread_windows_and_finds_the_best_moment(tmp_path, max_windows, stored) -> None:
+    root = tmp_path / "lib"
+    write(root / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))
+    write(root / "short.wav", tone(3000, 0.5))
+    emb = ToneEmbedder()
+    drain(index_library(root, emb, max_windows=max_windows))
+    assert emb.windows == stored + 1
+    with Library.open(root) as lib:
+        assert lib.db.execute("SELECT n_windows FROM vectors v JOIN files f ON f.id = v.file_id"
+                              " WHERE f.path = ?", (b"long.wav",)).fetchone()[0] == stored
+        chosen = spread_windows(20, max_windows)
+        for i in (chosen[2], chosen[-1]):  # a window that was embedded: found where it is
+            hit = next(h for h in lib.search.by_text(f"{FREQS[i]:.3f} Hz", emb, k=2) if h.rel_path == "long.wav")
+            assert hit.best_window_start_s == pytest.approx(0.5 * i)
+            assert len(hit.window_scores) == stored
+
+
+def test_the_cli_can_embed_every_window(tmp_path, monkeypatch) -> None:
+    seen: list[int] = []
+    real = embedding.windows_of
+
+    def spy(path, embedder, batch, max_windows=0, duration=0.0):  # noqa: ANN001, ANN202
+        seen.append(max_windows)
+        return real(path, embedder, batch, max_windows, duration)
+
+    from app.services.library import indexer
+    monkeypatch.setattr(indexer, "windows_of", spy)
+    root = tmp_path / "lib"
+    write(root / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))
+    from app import cli_library
+    from app.cli import main
+    assert cli_library.LONG_FILE_WINDOWS == embedding.LONG_FILE_WINDOWS
+    assert main(["index", str(root), "--model", write_retrieval_checkpoint(tmp_path / "m.safetensors"),
+                 "--all-windows", "--json"]) == 0
+    write(tmp_path / "lib2" / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))
+    assert main(["index", str(tmp_path / "lib2"), "--model", str(tmp_path / "m.safetensors"), "--json"]) == 0
+    assert seen == [0, embedding.LONG_FILE_WINDOWS]
