@@ -31,6 +31,7 @@ from app.services import train_presets as tp
 from app.services import training_runs as tr
 
 INT_LIMIT = 2_000_000_000
+FIELD_MIN_WIDTH = 90  # px
 BUDGET = "max_minutes"  # the one setting of the basic view (beside data, preset and device)
 GROUPS = ("Model", "Training", "Data", "Augmentation", "Machine and saving", "Other")
 _M, _T, _D, _A, _S = GROUPS[:5]
@@ -175,6 +176,11 @@ def make_input(spec: tr.SettingSpec) -> QWidget:
         box.setPlaceholderText("comma-separated" if spec.type == "list" else "default" if spec.optional else "")
     if isinstance(box, QSpinBox | QDoubleSpinBox) and spec.optional:
         box.setSpecialValueText(_unset_text(spec))
+    if isinstance(box, QComboBox):
+        box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        box.setMinimumContentsLength(6)
+    if not isinstance(box, QCheckBox):
+        box.setMinimumWidth(FIELD_MIN_WIDTH)  # not the width of "2000000000": the form must fit a narrow pane
     write_input(spec, box, spec.default)
     return box
 
@@ -244,6 +250,8 @@ class SettingsForm(QObject):
         self._applying = False
         self.preset_combo = FormComboBox()
         _strong_focus(self.preset_combo)
+        self.preset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset_combo.setMinimumContentsLength(12)
         self.preset_combo.setToolTip("A whole recipe: choosing one fills every setting; editing a field makes it "
                                      "Custom")
         self.preset_combo.activated.connect(self._preset_chosen)

@@ -85,6 +85,7 @@ class TrainTab(JobTab):
         self.run: tr.Run | None = None  # the run on show (current or picked from the list)
         self._last_status = ""
         self._log_text = ""
+        self._progress_text = ""  # the last job progress line shown in the status label
         self._compare: dict[str, tr.Run] = {}
         self._build()
         self.timer = QTimer(self)
@@ -229,7 +230,8 @@ class TrainTab(JobTab):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left_pane)
         split.addWidget(right)
-        split.setStretchFactor(1, 1)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 3)  # a wide window gives the form room too (labels and the kind's name in full)
         split.setSizes([400, 700])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -261,11 +263,19 @@ class TrainTab(JobTab):
     @Slot(dict)
     def job_progress(self, progress: dict) -> None:
         if progress.get("message"):
-            self.message(str(progress["message"]))
+            self._progress_text = str(progress["message"])
+            self.message(self._progress_text)
+
+    def _progress_done(self) -> None:
+        """A finished job's last progress line ("checking audio 90/90") is not news any more: clear it."""
+        if self._progress_text and self.status_label.text() == self._progress_text:
+            self.message("")
+        self._progress_text = ""
 
     @Slot()
     def kind_changed(self) -> None:
         kind = self.kind()
+        self.kind_combo.setToolTip(self.kind_combo.currentText())  # in full where the box is too narrow
         self.form.clear(f"Loading the {kind} trainer…")
         self.data_edit.setPlaceholderText(DATA_HINTS.get(kind, "data folder"))
         self.name_edit.setText(tr.suggest_name(kind, self.runs_dir))
@@ -289,8 +299,7 @@ class TrainTab(JobTab):
         specs, devices, presets = result
         self.set_devices(devices)
         self.form.build(specs, presets)
-        if self.status_label.text().startswith("loading the"):
-            self.message("")  # the schema job's progress line, now done
+        self._progress_done()
         self._update_buttons()
         self.schema_ready.emit(kind)
 
@@ -324,6 +333,7 @@ class TrainTab(JobTab):
             return  # a stale answer for another folder or kind
         self.report = report
         self.report_label.setText(report_html(report))
+        self._progress_done()
         self._update_buttons()
         self.validated.emit(report)
 

@@ -242,3 +242,47 @@ def test_errors_are_messages(qtbot, tab: TrainTab, tmp_path: Path) -> None:
         pass
     assert changed.args == ["failed"] and "fake failure" in tab.status_label.text()
     assert isinstance(tab.inputs["fail_at"], QSpinBox) and not isinstance(tab.inputs["optimizer"], QCheckBox)
+
+
+# ------------------------------------------------------------------------------------- the real trainers
+
+
+@pytest.mark.parametrize("kind", list(tr.KINDS))
+def test_every_real_setting_has_a_label_in_words(kind: str) -> None:
+    from app.ui.train_form import LABELS, label_for
+
+    for spec in tr.settings_schema(kind):
+        assert spec.name in LABELS, f"{kind}: {spec.name} has no label (app/ui/train_form.py LABELS)"
+        assert "_" not in label_for(spec) and spec.help  # its tooltip is the setting's help
+
+
+def test_the_real_form_starts_from_the_shipped_recipe(qtbot, tmp_path: Path) -> None:
+    from app.services import train_presets as tp
+    from app.services.registry import default_models_dir
+    from core.checkpoints import read_metadata
+
+    tab = TrainTab(runs_dir=tmp_path / "runs", models_dir=tmp_path / "models")
+    qtbot.addWidget(tab)
+    try:
+        for kind in ("words", "retrieval"):
+            tab.kind_combo.setCurrentIndex(tab.kind_combo.findData(kind))
+            qtbot.waitUntil(lambda kind=kind: tab.kind() == kind and bool(tab.specs), timeout=60_000)
+            assert tab.form.preset_name() == f"{kind}-default (shipped)"
+            stored = read_metadata(default_models_dir() / f"{kind}-default.safetensors")["training"]["train_config"]
+            values = tab.form.values()
+            shared = (set(values) & set(stored)) - tp.MACHINE_LOCAL
+            assert len(shared) >= 20
+            for name in shared:  # what the fields show is that run's config (1e-5 and 3e-4 not rounded away)
+                assert tp.same_value(values[name], stored[name]), (kind, name, values[name], stored[name])
+            assert values["preset"] == {"words": "speech", "retrieval": "aisfx"}[kind]
+            if kind == "words":  # its longest form, expanded in a small window, fits the pane: nothing cut off
+                tab.resize(1024, 700)
+                tab.show()
+                tab.form.set_advanced_shown(True)
+                qtbot.wait(50)
+                assert tab.form_scroll.widget().width() <= tab.form_scroll.viewport().width()
+                tab.form.set_advanced_shown(False)
+        tab.choose_preset(tp.QUICK)
+        assert tab.settings()["preset"] == "cpu-small" and tab.settings()["epochs"] == 2
+    finally:
+        tab.shutdown()
