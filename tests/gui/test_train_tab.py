@@ -264,7 +264,7 @@ def test_the_real_form_starts_from_the_shipped_recipe(qtbot, tmp_path: Path) -> 
     tab = TrainTab(runs_dir=tmp_path / "runs", models_dir=tmp_path / "models")
     qtbot.addWidget(tab)
     try:
-        for kind in ("words", "retrieval"):
+        for kind in ("words", "units", "retrieval"):
             tab.kind_combo.setCurrentIndex(tab.kind_combo.findData(kind))
             qtbot.waitUntil(lambda kind=kind: tab.kind() == kind and bool(tab.specs), timeout=60_000)
             assert tab.form.preset_name() == f"{kind}-default (shipped)"
@@ -274,7 +274,7 @@ def test_the_real_form_starts_from_the_shipped_recipe(qtbot, tmp_path: Path) -> 
             assert len(shared) >= 20
             for name in shared:  # what the fields show is that run's config (1e-5 and 3e-4 not rounded away)
                 assert tp.same_value(values[name], stored[name]), (kind, name, values[name], stored[name])
-            assert values["preset"] == {"words": "speech", "retrieval": "aisfx"}[kind]
+            assert values["preset"] == {"words": "speech", "units": "small", "retrieval": "aisfx"}[kind]
             if kind == "words":  # its longest form, expanded in a small window, fits the pane: nothing cut off
                 tab.resize(1024, 700)
                 tab.show()
