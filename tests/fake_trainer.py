@@ -39,6 +39,10 @@ class FakeTrainConfig:
 
 
 TRAIN_SETTINGS = (FakeTrainConfig,)  # a replacement trainer names the dataclasses that hold its settings
+TRAIN_PRESETS = {  # and may list the Train tab's presets; the first is its default choice
+    "Fake recipe": {"steps": 20, "optimizer": "adam"},
+    "Quick test (tiny)": {"steps": 3, "step_seconds": 0.01, "batch_size": 2, "max_minutes": 1.0},
+}
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:

@@ -77,6 +77,7 @@ def test_train_lowers_loss_and_writes_a_loadable_checkpoint(subset: Path, tmp_pa
     assert ckpt.external == ["text_encoder."] and not any(k.startswith("text_encoder.") for k in
                                                           read_checkpoint(out).tensors)
     assert ckpt.features["kind"] == "passt_mel" and ckpt.training["metrics"]["mAP@10"] == result["best_value"]
+    assert ckpt.training["preset"] == "cpu-small"  # with train_config the whole recipe (the Train tab's presets)
     assert model.config.audio.embed_dim == 32
     with torch.inference_mode():
         emb = model.embed_audio(torch.randn(2, 128, 150))

@@ -91,8 +91,9 @@ class RetrievalRunOptions:
     """The recipe a run starts from; flags not given keep the preset's values (kept out of the config)."""
 
     preset: str = setting("cpu-small", choices=("cpu-small", "paper", "aisfx"),  # the keys of PRESETS below
-                          help="the recipe: cpu-small (the shipped default), paper (CP-JKU, needs a GPU) or aisfx "
-                               "(projections on the frozen aiSFX sound-effects encoder)")
+                          help="the recipe: cpu-small (PaSST from scratch, the command line's default), paper (CP-JKU, "
+                               "needs a GPU) or aisfx (projections on the frozen aiSFX sound-effects encoder: the "
+                               "shipped retrieval-default)")
 
 
 @dataclass
@@ -473,6 +474,7 @@ class RetrievalHooks(Hooks):
         raw = {("mAP@10" if k == "val_map10" else k[4:]): v for k, v in metrics.items() if k.startswith("val_")}
         training = {
             "data": str(args.data), "val": str(getattr(args, "val", None) or f"{args.data} (split val)"),
+            "preset": getattr(args, "preset", None) or "cpu-small",  # with train_config: the whole recipe
             "train_clips": len(self.train_set.items), "val_clips": len(self.val_set.items) if self.val_set else 0,
             "epochs": record["epochs"], "steps": record["steps"], "metrics": raw,
             "train_config": {k: v for k, v in record["train_config"].items() if k != "model"},

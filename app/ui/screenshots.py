@@ -8,6 +8,9 @@ GUI tests drive them:
 - Words: (only when a words model is installed) spoken FSDD digits and typed words fill the matrix and map;
 - Train: the Words kind with a small FSDD ``words.csv`` shows its validation report (no run is started).
 
+`--train-basic` grabs only the Train tab's basic view (that same state: the shipped recipe chosen, Advanced
+collapsed) at 1024x700 and 1600x1000, as `train-basic-1024.png` and `train-basic-1600.png`.
+
 Everything it writes outside OUTDIR goes to a throw-away folder: the settings (QSettings), the user data dir
 (XDG_DATA_HOME: user models, training runs), the demo library's index and the generated data. Each step has
 a time limit; a step that runs out of time (or fails) prints a warning on stderr and its tab is grabbed as
@@ -17,6 +20,7 @@ it is. `--model PATH` adds a checkpoint (e.g. a words model not shipped yet) as 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import shutil
@@ -24,7 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -235,18 +239,16 @@ def words_folder(fsdd: Path, dest: Path, speakers: Iterable[str], takes: int = 3
 # ------------------------------------------------------------------------------------------------- main
 
 
-def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: float = STEP_SECONDS,
-              fsdd: Path | None = None, query: str = SEARCH_QUERY, extra_models: Sequence[Path] = (),
-              names_weight: float | None = None) -> list[Path]:
-    """Drive each tab with real work, grab it into `out_dir/tab-<name>.png`; returns the PNG paths."""
+@contextlib.contextmanager
+def scratch_home() -> Iterator[Path]:
+    """A throw-away folder for everything a grab writes outside its output folder (user data, settings)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     scratch = Path(tempfile.mkdtemp(prefix="earshot-"))  # short: the Train tab shows a path in it
     # before the app's modules ask platformdirs: user models, runs and read-only libraries' catalogs go here
     saved_env = os.environ.get("XDG_DATA_HOME")
     os.environ["XDG_DATA_HOME"] = str(scratch / "data")
     try:
-        return _grab(Path(out_dir), size, step_seconds, fsdd if fsdd is not None else FSDD, query, extra_models,
-                     scratch, names_weight)
+        yield scratch
     finally:
         if saved_env is None:
             os.environ.pop("XDG_DATA_HOME", None)
@@ -255,18 +257,77 @@ def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path, query: str,
-          extra_models: Sequence[Path], scratch: Path, names_weight: float | None = None) -> list[Path]:
+def _throwaway_settings(scratch: Path) -> None:
     from PySide6.QtCore import QSettings
 
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(scratch / "settings"))
+
+
+def _close(window: Any, step_seconds: float) -> None:  # noqa: ANN401 - MainWindow
+    window.close()  # cancels the tabs' jobs; a job that cannot be cancelled (opening a library) runs on
+    from app.workers import active_runners
+
+    # Python must not destroy a QThread that still runs (Qt aborts the process): let them end first
+    Step("shutdown", max(step_seconds, 30.0)).wait(lambda: not active_runners(), "background jobs to end")
+    settle(100)
+
+
+def grab_tabs(out_dir: Path, size: tuple[int, int] = (1100, 700), step_seconds: float = STEP_SECONDS,
+              fsdd: Path | None = None, query: str = SEARCH_QUERY, extra_models: Sequence[Path] = (),
+              names_weight: float | None = None) -> list[Path]:
+    """Drive each tab with real work, grab it into `out_dir/tab-<name>.png`; returns the PNG paths."""
+    with scratch_home() as scratch:
+        return _grab(Path(out_dir), size, step_seconds, fsdd if fsdd is not None else FSDD, query, extra_models,
+                     scratch, names_weight)
+
+
+TRAIN_SIZES = ((1024, 700), (1600, 1000))
+
+
+def grab_train_basic(out_dir: Path, sizes: Sequence[tuple[int, int]] = TRAIN_SIZES,
+                     step_seconds: float = STEP_SECONDS, fsdd: Path | None = None) -> list[Path]:
+    """The Train tab's basic view (words, an FSDD folder checked, the shipped recipe chosen) at each window
+    size, into `out_dir/train-basic-<width>.png`; returns the PNG paths."""
+    from app.services.registry import ModelRegistry
+    from app.ui.main_window import MainWindow, create_application
+
+    fsdd = fsdd if fsdd is not None else FSDD
+    out_dir = Path(out_dir)
+    with scratch_home() as scratch:
+        create_application()
+        _throwaway_settings(scratch)
+        have_fsdd = (fsdd / "metadata.csv").is_file()
+        data = words_folder(fsdd, scratch / "fsdd-words", TRAIN_SPEAKERS) if have_fsdd else None
+        (scratch / "library").mkdir()  # an empty library: the Search tab has nothing to index
+        window = MainWindow(library=scratch / "library", registry=ModelRegistry(device="cpu"))
+        window.resize(*sizes[0])
+        window.show()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = []
+        try:
+            Step("startup", step_seconds).wait(lambda: window.environment is not None, "the models and devices")
+            drive_train(window, Step("train", step_seconds), data)
+            for width, height in sizes:
+                window.resize(width, height)
+                settle()
+                path = out_dir / f"train-basic-{width}.png"
+                if not window.grab().save(str(path)):
+                    warn(f"could not write {path}")
+                paths.append(path)
+        finally:
+            _close(window, step_seconds)
+        return paths
+
+
+def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path, query: str,
+          extra_models: Sequence[Path], scratch: Path, names_weight: float | None = None) -> list[Path]:
     from app.services.registry import user_models_dir
     from app.ui.main_window import MainWindow, create_application, demo_library
 
     start = time.monotonic()
     create_application()
-    # a throw-away settings folder: screenshots show the defaults and leave the user's settings alone
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(scratch / "settings"))
+    _throwaway_settings(scratch)  # screenshots show the defaults and leave the user's settings alone
     models = user_models_dir()
     for path in extra_models:
         models.mkdir(parents=True, exist_ok=True)
@@ -312,12 +373,7 @@ def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path,
             grab(name)
             print(f"screenshots: {name}: {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
     finally:
-        window.close()  # cancels the tabs' jobs; a job that cannot be cancelled (opening a library) runs on
-        from app.workers import active_runners
-
-        # Python must not destroy a QThread that still runs (Qt aborts the process): let them end first
-        Step("shutdown", max(step_seconds, 30.0)).wait(lambda: not active_runners(), "background jobs to end")
-        settle(100)
+        _close(window, step_seconds)
     print(f"screenshots: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
     return paths
 
@@ -333,7 +389,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="a checkpoint to add as a user model for this run (repeatable)")
     parser.add_argument("--names-weight", type=float, default=None,
                         help="the Search tab's names <-> sound slider: 1 names only, 0 sound only")
+    parser.add_argument("--train-basic", action="store_true",
+                        help="only the Train tab's basic view, at 1024x700 and 1600x1000")
     args = parser.parse_args(argv)
+    if args.train_basic:
+        for p in grab_train_basic(args.out_dir, step_seconds=args.step_seconds, fsdd=args.fsdd):
+            print(p)
+        return 0
     width, _, height = args.size.lower().partition("x")
     for p in grab_tabs(args.out_dir, (int(width), int(height)), args.step_seconds, args.fsdd, args.query,
                        args.model, args.names_weight):

@@ -1,9 +1,10 @@
 """Train tab: pick a model, a data folder and settings; train in the background and watch the curves.
 
-Left: model kind, data folder with its validation report (checked in a worker before Start is enabled), a
-settings form generated from the trainer's config dataclass (through `training_runs.settings_schema`),
-device, run name, and Start / Cancel / Resume / Use this model. Right: progress with ETA, live loss and
-metric curves, past runs (tick several to overlay their curves) and the log.
+Left, scrolled: the basic view (model kind, data folder with its validation report, checked in a worker before
+Start is enabled; preset, time budget, device, run name), then the Advanced section, collapsed, with every other
+setting (`train_form.SettingsForm`, generated from the trainer's config dataclasses; presets from
+`app.services.train_presets`). Under it, never scrolled away: Start / Stop / Resume / Use this model. Right:
+progress with ETA, live loss and metric curves, past runs (tick several to overlay their curves) and the log.
 
 Training runs in a separate process (`app.services.training_runs`); a QTimer polls its events at 5 Hz, so
 the GUI never blocks and a crashing trainer cannot take the window down.
@@ -18,13 +19,12 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor, QWheelEvent
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -35,22 +35,25 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from app.services import train_presets as tp
 from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
 from app.ui.tab_base import JobTab
+from app.ui.train_form import BUDGET, LABELS, SettingsForm
 
 KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
 COLOURS = ["#4c9be8", "#e8964c", "#5cb85c", "#c0392b", "#8e44ad", "#16a085", "#d4ac0d"]
 STATUS_COLOURS = {"running": "#4c9be8", "finished": "#2e8b57", "failed": "#c0392b", "cancelled": "#888888",
                   "interrupted": "#d68910"}
-INT_LIMIT = 2_000_000_000
+DATA_HINTS = {"words": "folder with words.csv (path,word,speaker)",
+              "units": "folder of speech recordings (optional utterances.csv)",
+              "retrieval": "folder with captions.csv, or an AudioCaps .csv / WavCaps .json"}
 
 
 def format_eta(seconds: float | None) -> str:
@@ -77,13 +80,12 @@ class TrainTab(JobTab):
         self.models_dir = models_dir
         self.trainer_module, self.trainer_path = trainer_module, trainer_path  # tests: a fake trainer
         self.registry: ModelRegistry | None = None
-        self.specs: list[tr.SettingSpec] = []
-        self.inputs: dict[str, QWidget] = {}
         self.report: Any = None  # DataReport of the current (kind, folder)
         self._report_key: tuple[str, str] | None = None
         self.run: tr.Run | None = None  # the run on show (current or picked from the list)
         self._last_status = ""
         self._log_text = ""
+        self._progress_text = ""  # the last job progress line shown in the status label
         self._compare: dict[str, tr.Run] = {}
         self._build()
         self.timer = QTimer(self)
@@ -97,54 +99,71 @@ class TrainTab(JobTab):
     def _build(self) -> None:
         left = QWidget()
         form = QVBoxLayout(left)
-        top = QFormLayout()
+        basic = QFormLayout()
+        basic.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.kind_combo = QComboBox()
         for kind, label in KINDS.items():
             self.kind_combo.addItem(label, kind)
         self.kind_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.kind_combo.setMinimumContentsLength(16)
         self.kind_combo.currentIndexChanged.connect(self.kind_changed)
-        top.addRow("Model", self.kind_combo)
+        basic.addRow("Model", self.kind_combo)
         row = QHBoxLayout()
         self.data_edit = QLineEdit()
-        self.data_edit.setPlaceholderText("data folder (or an AudioCaps .csv / WavCaps .json)")
         self.data_edit.editingFinished.connect(self.validate)
         browse = QPushButton("Browse…")
         browse.clicked.connect(self.choose_folder)
         row.addWidget(self.data_edit, 1)
         row.addWidget(browse)
-        top.addRow("Data", row)
-        form.addLayout(top)
+        basic.addRow("Data", row)
         self.report_label = QLabel("Choose a data folder; it is checked before training starts.")
         self.report_label.setWordWrap(True)
         self.report_label.setTextFormat(Qt.TextFormat.RichText)
         self.report_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        form.addWidget(self.report_label)
+        basic.addRow(self.report_label)
 
-        self.settings_box = QGroupBox("Settings")
-        self.settings_form = QFormLayout(self.settings_box)
-        form.addWidget(self.settings_box)
-
-        bottom = QFormLayout()
+        self.form = SettingsForm(self)
+        self.form.edited.connect(self._update_buttons)
+        basic.addRow("Preset", self.form.preset_combo)
+        basic.addRow("", self.form.preset_note)
+        budget_label = QLabel(LABELS[BUDGET][0])
+        budget_label.setToolTip("Training stops after this long and keeps its best model so far")
+        basic.addRow(budget_label, self.form.budget_row)
         self.device_combo = QComboBox()
         for d in tr.DEVICES:
             self.device_combo.addItem(d, d)
+        self.device_combo.setToolTip("auto: a GPU when there is one, else the CPU")
         self.set_devices(["cpu"])
-        bottom.addRow("Device", self.device_combo)
+        basic.addRow("Device", self.device_combo)
         self.name_edit = QLineEdit()
         self.name_edit.setToolTip("the run folder's name; also the default name of the trained model")
-        bottom.addRow("Run name", self.name_edit)
-        form.addLayout(bottom)
+        basic.addRow("Run name", self.name_edit)
+        form.addLayout(basic)
+        form.addWidget(self.form.advanced)
+        form.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(left)
+        self.form_scroll = scroll
+
+        # the actions stay in view under the scrolled form, whatever is expanded above them
+        actions = QWidget()
+        alay = QVBoxLayout(actions)
+        alay.setContentsMargins(4, 4, 4, 0)
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start")
+        self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
-        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button = QPushButton("Stop")
+        self.cancel_button.setToolTip("stop the run; it keeps its best model so far, and Resume goes on from there")
         self.cancel_button.clicked.connect(self.cancel)
         self.resume_button = QPushButton("Resume")
         self.resume_button.clicked.connect(self.resume)
         for b in (self.start_button, self.cancel_button, self.resume_button):
             buttons.addWidget(b)
-        form.addLayout(buttons)
+        alay.addLayout(buttons)
         use = QHBoxLayout()
         self.model_name_edit = QLineEdit()
         self.model_name_edit.setPlaceholderText("model name")
@@ -153,16 +172,20 @@ class TrainTab(JobTab):
         self.use_button.clicked.connect(self.use_model)
         use.addWidget(self.model_name_edit, 1)
         use.addWidget(self.use_button)
-        form.addLayout(use)
+        alay.addLayout(use)
         self.status_label = QLabel("")
         self.status_label.setWordWrap(True)
-        form.addWidget(self.status_label)
-        form.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(left)
-        scroll.setMinimumWidth(360)
+        alay.addWidget(self.status_label)
+        left_pane = QWidget()
+        llay = QVBoxLayout(left_pane)
+        llay.setContentsMargins(0, 0, 0, 0)
+        llay.addWidget(scroll, 1)
+        line = QFrame()
+        line.setFrameShape(QFrame.Shape.HLine)
+        line.setFrameShadow(QFrame.Shadow.Sunken)
+        llay.addWidget(line)
+        llay.addWidget(actions)
+        left_pane.setMinimumWidth(360)
 
         right = QWidget()
         rlay = QVBoxLayout(right)
@@ -205,9 +228,10 @@ class TrainTab(JobTab):
         rlay.addWidget(plots, 1)
 
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(scroll)
+        split.addWidget(left_pane)
         split.addWidget(right)
-        split.setStretchFactor(1, 1)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 3)  # a wide window gives the form room too (labels and the kind's name in full)
         split.setSizes([400, 700])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -239,16 +263,23 @@ class TrainTab(JobTab):
     @Slot(dict)
     def job_progress(self, progress: dict) -> None:
         if progress.get("message"):
-            self.message(str(progress["message"]))
+            self._progress_text = str(progress["message"])
+            self.message(self._progress_text)
+
+    def _progress_done(self) -> None:
+        """A finished job's last progress line ("checking audio 90/90") is not news any more: clear it."""
+        if self._progress_text and self.status_label.text() == self._progress_text:
+            self.message("")
+        self._progress_text = ""
 
     @Slot()
     def kind_changed(self) -> None:
         kind = self.kind()
-        self.specs = []
-        self._clear_form()
-        self.settings_box.setTitle(f"Settings — loading the {kind} trainer…")
+        self.kind_combo.setToolTip(self.kind_combo.currentText())  # in full where the box is too narrow
+        self.form.clear(f"Loading the {kind} trainer…")
+        self.data_edit.setPlaceholderText(DATA_HINTS.get(kind, "data folder"))
         self.name_edit.setText(tr.suggest_name(kind, self.runs_dir))
-        self.run_job(lambda: tr.schema_job(kind, self.trainer_module_for()), f"schema-{kind}",
+        self.run_job(lambda: tp.form_job(kind, self.trainer_module_for()), f"schema-{kind}",
                      lambda res, kind=kind: self._schema_loaded(kind, res))
         if self.data_edit.text().strip():
             self.validate()
@@ -262,13 +293,13 @@ class TrainTab(JobTab):
                 sys.path.insert(0, str(self.trainer_path))
         return self.trainer_module
 
-    def _schema_loaded(self, kind: str, result: tuple[list[tr.SettingSpec], list[str]]) -> None:
+    def _schema_loaded(self, kind: str, result: tuple[list[tr.SettingSpec], list[str], list[tp.Preset]]) -> None:
         if kind != self.kind():
             return
-        self.specs, devices = result
+        specs, devices, presets = result
         self.set_devices(devices)
-        self._build_form(self.specs)
-        self.settings_box.setTitle(f"Settings ({kind})")
+        self.form.build(specs, presets)
+        self._progress_done()
         self._update_buttons()
         self.schema_ready.emit(kind)
 
@@ -302,46 +333,32 @@ class TrainTab(JobTab):
             return  # a stale answer for another folder or kind
         self.report = report
         self.report_label.setText(report_html(report))
+        self._progress_done()
         self._update_buttons()
         self.validated.emit(report)
 
     # --------------------------------------------------------------------------------------- the form
 
-    def _clear_form(self) -> None:
-        while self.settings_form.rowCount():
-            self.settings_form.removeRow(0)
-        self.inputs = {}
+    @property
+    def specs(self) -> list[tr.SettingSpec]:
+        return self.form.specs
 
-    def _build_form(self, specs: list[tr.SettingSpec]) -> None:
-        self._clear_form()
-        for spec in specs:
-            widget = make_input(spec)
-            widget.setToolTip(f"{spec.flag}: {spec.help}" if spec.help else spec.flag)
-            label = QLabel(spec.name.replace("_", " "))
-            label.setToolTip(widget.toolTip())
-            self.settings_form.addRow(label, widget)
-            self.inputs[spec.name] = widget
+    @property
+    def inputs(self) -> dict[str, QWidget]:
+        return self.form.inputs
 
     def settings(self) -> dict[str, Any]:
-        """The form's values (None where an optional setting is left to the trainer)."""
-        out: dict[str, Any] = {}
-        for spec in self.specs:
-            value = read_input(spec, self.inputs[spec.name])
-            if value is not None:
-                out[spec.name] = value
-        return out
+        """The form's values (those left to the trainer are not passed)."""
+        return self.form.settings()
 
     def set_setting(self, name: str, value: Any) -> None:  # noqa: ANN401 - any setting value
-        """Fill one field of the form (tests, presets)."""
-        widget = self.inputs[name]
-        if isinstance(widget, QCheckBox):
-            widget.setChecked(bool(value))
-        elif isinstance(widget, QComboBox):
-            widget.setCurrentText(str(value))
-        elif isinstance(widget, QSpinBox | QDoubleSpinBox):
-            widget.setValue(value)
-        elif isinstance(widget, QLineEdit):
-            widget.setText(", ".join(value) if isinstance(value, list) else str(value))
+        """Fill one field of the form, as a person would (the preset box then says Custom)."""
+        self.form.set_value(name, value)
+
+    def choose_preset(self, name: str) -> None:
+        """Choose a preset by name, as a person would in the preset box."""
+        self.form.preset_combo.setCurrentText(name)
+        self.form.preset_combo.activated.emit(self.form.preset_combo.currentIndex())
 
     # --------------------------------------------------------------------------------------- runs
 
@@ -365,7 +382,7 @@ class TrainTab(JobTab):
     def cancel(self) -> None:
         if self.run is not None and self.run.status == "running":
             self.run.cancel()
-            self.message(f"Cancelling {self.run.name}: the trainer keeps its last good checkpoint…")
+            self.message(f"Stopping {self.run.name}: the trainer keeps its last good checkpoint…")
             self._update_buttons()
 
     @Slot()
@@ -594,110 +611,3 @@ def run_label(run: tr.Run) -> str:
         value = run.metrics().get(name)
     shown = f" · {name} {value:.3g}" if name and isinstance(value, int | float) else ""
     return f"{run.name} · {run.kind} · {run.status}{shown}"
-
-
-class _WheelWhenFocused:
-    """A form field takes the mouse wheel only once clicked into: otherwise the wheel scrolls the form (a value
-    changed under a pointer passing by while scrolling is an edit nobody asked for)."""
-
-    def wheelEvent(self: QWidget, event: QWheelEvent) -> None:  # noqa: N802 (Qt API); self: the field it is in
-        if self.hasFocus():
-            super().wheelEvent(event)
-        else:
-            event.ignore()  # goes on to the scroll area
-
-
-class FormSpinBox(_WheelWhenFocused, QSpinBox):
-    pass
-
-
-class FormDoubleSpinBox(_WheelWhenFocused, QDoubleSpinBox):
-    pass
-
-
-class FormComboBox(_WheelWhenFocused, QComboBox):
-    pass
-
-
-def _strong_focus(widget: QWidget) -> QWidget:
-    widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # not WheelFocus: the wheel alone never focuses a field
-    return widget
-
-
-def make_input(spec: tr.SettingSpec) -> QWidget:
-    """A form widget for one setting: spin boxes for numbers, a check box, a combo box or a line edit."""
-    if spec.type == "bool":
-        box = QCheckBox()
-        if spec.optional and spec.default is None:  # the third state leaves it to the trainer's preset
-            box.setTristate(True)
-            box.setCheckState(Qt.CheckState.PartiallyChecked)
-        else:
-            box.setChecked(bool(spec.default))
-        return box
-    if spec.type == "choice":
-        combo = _strong_focus(FormComboBox())
-        if spec.optional:
-            combo.addItem("default")  # index 0: the trainer (its preset) decides
-        combo.addItems(spec.choices)
-        if spec.default is not None:
-            combo.setCurrentText(str(spec.default))
-        return combo
-    if spec.type == "int":
-        spin = _strong_focus(FormSpinBox())
-        lo = int(math.ceil(spec.minimum)) if spec.minimum is not None else -INT_LIMIT
-        lo += 1 if spec.minimum_exclusive and spec.minimum == lo else 0
-        hi = int(spec.maximum) if spec.maximum is not None else INT_LIMIT
-        if spec.optional:  # one step below the minimum stands for "the trainer decides"
-            spin.setRange(lo - 1, hi)
-            spin.setSpecialValueText("default")
-            spin.setValue(lo - 1 if spec.default is None else int(spec.default))
-        else:
-            spin.setRange(lo, hi)
-            spin.setValue(int(spec.default if spec.default is not None else lo))
-        return spin
-    if spec.type == "float":
-        spin = _strong_focus(FormDoubleSpinBox())
-        magnitude = abs(spec.default) if isinstance(spec.default, float) and spec.default else 0.1
-        spin.setDecimals(min(10, max(3, 2 - math.floor(math.log10(magnitude)))))  # 5e-4 -> 6 decimals
-        lo = 0.0 if spec.minimum is None else float(spec.minimum)
-        lo += 10.0 ** -spin.decimals() if spec.minimum_exclusive else 0.0  # the smallest value allowed
-        hi = float(spec.maximum) if spec.maximum is not None else 1e9
-        step = abs(spec.default) / 10 if isinstance(spec.default, float) and spec.default else 0.1
-        spin.setSingleStep(step)
-        if spec.optional:
-            spin.setRange(lo - step if lo > 0 else -step, hi)
-            spin.setSpecialValueText("default")
-            spin.setValue(spin.minimum() if spec.default is None else float(spec.default))
-        else:
-            spin.setRange(lo, hi)
-            spin.setValue(float(spec.default if spec.default is not None else lo))
-        return spin
-    edit = QLineEdit()
-    if spec.type == "list":
-        edit.setPlaceholderText("comma-separated")
-        edit.setText(", ".join(spec.default or []))
-    else:
-        edit.setPlaceholderText("default" if spec.optional else "")
-        edit.setText("" if spec.default is None else str(spec.default))
-    return edit
-
-
-def read_input(spec: tr.SettingSpec, widget: QWidget) -> Any:  # noqa: ANN401 - any setting value
-    if isinstance(widget, QCheckBox):
-        if widget.checkState() == Qt.CheckState.PartiallyChecked:
-            return None
-        return widget.isChecked()
-    if isinstance(widget, QComboBox):
-        if spec.optional and widget.currentIndex() == 0:
-            return None
-        return widget.currentText()
-    if isinstance(widget, QSpinBox | QDoubleSpinBox):
-        if spec.optional and widget.value() == widget.minimum():
-            return None
-        return int(widget.value()) if isinstance(widget, QSpinBox) else float(widget.value())
-    if isinstance(widget, QLineEdit):
-        text = widget.text().strip()
-        if spec.type == "list":
-            return [t.strip() for t in text.split(",") if t.strip()]
-        return text or None
-    return None

@@ -28,3 +28,14 @@ def test_grab_tabs_writes_four_pictures_of_tabs_at_work(qapp, tmp_path: Path, ca
     # every step got what it waited for (indexing, results, preview, units, resynthesis, validation)
     assert "warning" not in capfd.readouterr().err
     assert snapshot(demo_library()) == demo_before  # the index went into a copy, not into resources/
+
+
+@pytest.mark.slow
+def test_grab_train_basic_at_both_sizes(qapp, tmp_path: Path, capfd, fsdd: Path) -> None:
+    paths = screenshots.grab_train_basic(tmp_path / "shots", step_seconds=60, fsdd=fsdd)
+    assert [p.name for p in paths] == ["train-basic-1024.png", "train-basic-1600.png"]
+    for p, (width, height) in zip(paths, screenshots.TRAIN_SIZES, strict=True):
+        image = QImage(str(p))
+        assert (image.width(), image.height()) == (width, height), p
+        assert p.stat().st_size > 20_000, p
+    assert "warning" not in capfd.readouterr().err  # the words settings came and the FSDD folder was checked

@@ -85,6 +85,7 @@ def test_train_cancel_resume_use_in_its_tab(qtbot, window: MainWindow, kind: str
     with qtbot.waitSignal(tab.validated, timeout=60_000) as got:
         tab.set_data_folder(data)
     assert got.args[0].ok, tab.report_label.text()
+    tab.choose_preset("Quick test (tiny)")  # the default, the shipped recipe, takes half an hour or more
     for name, value in SETTINGS[kind].items():
         tab.set_setting(name, value)
     tab.device_combo.setCurrentIndex(tab.device_combo.findData("cpu"))

@@ -1,4 +1,5 @@
-"""Train tab: data check, generated form, a run in a separate process with live curves, cancel, resume, use."""
+"""Train tab: data check, generated form (basic view, Advanced collapsed, presets), Start and Stop always in view,
+a run in a separate process with live curves, stop, resume, use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLabel, QScrollArea, QSpinBox, QToolButton
 
 from app.services import training_runs as tr
 from app.ui.train_tab import TrainTab
@@ -49,12 +50,68 @@ def test_form_is_generated_from_the_config_dataclass(tab: TrainTab) -> None:
     assert isinstance(inputs["lr"], QDoubleSpinBox) and inputs["lr"].value() == pytest.approx(0.1)
     assert isinstance(inputs["optimizer"], QComboBox) and inputs["optimizer"].currentText() == "adam"
     assert inputs["batch_size"].minimum() == 2 and inputs["batch_size"].maximum() == 64  # field metadata
-    assert "--steps" in inputs["steps"].toolTip() and "steps to run" in inputs["steps"].toolTip()  # setting(help=)
+    tip = inputs["steps"].toolTip()
+    assert "--steps" in tip and "steps to run" in tip.lower() and "≥ 1" in tip  # setting(help=, low=), its flag
     assert inputs["lr"].minimum() > 0  # lr > 0: an exclusive bound in the field's metadata
-    assert inputs["max_minutes"].specialValueText() == "default"
+    assert inputs["max_minutes"].specialValueText() == "no limit"
     assert "hidden" not in inputs  # a field without a flag is not offered
     assert tab.settings()["steps"] == 20 and "max_minutes" not in tab.settings()
     assert not tab.start_button.isEnabled()  # no data yet
+
+
+def test_the_basic_view_comes_first_and_advanced_is_collapsed(qtbot, tab: TrainTab) -> None:
+    tab.show()
+    qtbot.waitExposed(tab)
+    basic = [tab.kind_combo, tab.data_edit, tab.form.preset_combo, tab.inputs["max_minutes"], tab.device_combo]
+    assert all(w.isVisible() for w in basic)
+    toggle = tab.form.advanced_toggle
+    assert isinstance(toggle, QToolButton) and toggle.isCheckable() and not toggle.isChecked()
+    others = [w for name, w in tab.inputs.items() if name != "max_minutes"]
+    assert others and not any(w.isVisible() for w in others)  # every other setting: under Advanced, collapsed
+    toggle.click()
+    assert toggle.isChecked() and all(w.isVisible() for w in others)
+    texts = [w.text() for w in tab.form.advanced_body.findChildren(QLabel)]
+    assert "Step seconds" in texts and "Steps" in texts  # a field the label table does not know: words, not code
+    assert not [t for t in texts if "_" in t]
+    toggle.click()
+    assert not any(w.isVisible() for w in others)
+
+
+def test_a_preset_fills_the_form_and_an_edit_makes_it_custom(qtbot, tab: TrainTab) -> None:
+    form = tab.form
+    names = [form.preset_combo.itemText(i) for i in range(form.preset_combo.count())]
+    assert names == ["Fake recipe", "Quick test (tiny)", "Custom"]
+    assert form.preset_name() == "Fake recipe"  # the first preset is chosen when the form is built
+    tab.choose_preset("Quick test (tiny)")
+    assert tab.settings() == {"steps": 3, "step_seconds": 0.01, "lr": 0.1, "batch_size": 2, "save_every": 5,
+                              "optimizer": "adam", "fail_at": 0, "max_minutes": 1.0}
+    tab.inputs["steps"].setValue(7)  # a person's edit
+    assert form.preset_name() == "Custom" and tab.settings()["steps"] == 7
+    tab.inputs["steps"].setValue(3)  # back to the preset's values: the preset again, not a stale "Custom"
+    assert form.preset_name() == "Quick test (tiny)"
+    tab.choose_preset("Fake recipe")  # every field back to that recipe (its defaults where it names none)
+    assert tab.settings()["steps"] == 20 and tab.settings()["step_seconds"] == 0.05
+    assert "max_minutes" not in tab.settings() and form.preset_name() == "Fake recipe"
+
+
+def test_start_and_stop_stay_in_view_outside_the_scrolled_form(qtbot, tab: TrainTab) -> None:
+    tab.resize(1024, 700)
+    tab.show()
+    qtbot.waitExposed(tab)
+    tab.form.advanced_toggle.click()  # the longest form
+    qtbot.wait(50)
+    for button in (tab.start_button, tab.cancel_button):
+        parent, scrolled = button.parentWidget(), False
+        while parent is not None:
+            scrolled |= isinstance(parent, QScrollArea)
+            parent = parent.parentWidget()
+        assert not scrolled, f"{button.text()} scrolls with the form"
+        assert button.isVisible()
+        top_left = button.mapTo(tab, button.rect().topLeft())
+        assert tab.rect().contains(top_left) and tab.rect().contains(top_left + button.rect().bottomRight())
+    assert tab.cancel_button.text() == "Stop"
+    form_box = tab.form_scroll.mapTo(tab, tab.form_scroll.rect().bottomLeft())
+    assert tab.start_button.mapTo(tab, tab.start_button.rect().topLeft()).y() > form_box.y()  # below the form
 
 
 def _wheel(widget, delta: int = -120):  # one notch down, over the widget's middle
@@ -185,3 +242,47 @@ def test_errors_are_messages(qtbot, tab: TrainTab, tmp_path: Path) -> None:
         pass
     assert changed.args == ["failed"] and "fake failure" in tab.status_label.text()
     assert isinstance(tab.inputs["fail_at"], QSpinBox) and not isinstance(tab.inputs["optimizer"], QCheckBox)
+
+
+# ------------------------------------------------------------------------------------- the real trainers
+
+
+@pytest.mark.parametrize("kind", list(tr.KINDS))
+def test_every_real_setting_has_a_label_in_words(kind: str) -> None:
+    from app.ui.train_form import LABELS, label_for
+
+    for spec in tr.settings_schema(kind):
+        assert spec.name in LABELS, f"{kind}: {spec.name} has no label (app/ui/train_form.py LABELS)"
+        assert "_" not in label_for(spec) and spec.help  # its tooltip is the setting's help
+
+
+def test_the_real_form_starts_from_the_shipped_recipe(qtbot, tmp_path: Path) -> None:
+    from app.services import train_presets as tp
+    from app.services.registry import default_models_dir
+    from core.checkpoints import read_metadata
+
+    tab = TrainTab(runs_dir=tmp_path / "runs", models_dir=tmp_path / "models")
+    qtbot.addWidget(tab)
+    try:
+        for kind in ("words", "units", "retrieval"):
+            tab.kind_combo.setCurrentIndex(tab.kind_combo.findData(kind))
+            qtbot.waitUntil(lambda kind=kind: tab.kind() == kind and bool(tab.specs), timeout=60_000)
+            assert tab.form.preset_name() == f"{kind}-default (shipped)"
+            stored = read_metadata(default_models_dir() / f"{kind}-default.safetensors")["training"]["train_config"]
+            values = tab.form.values()
+            shared = (set(values) & set(stored)) - tp.MACHINE_LOCAL
+            assert len(shared) >= 20
+            for name in shared:  # what the fields show is that run's config (1e-5 and 3e-4 not rounded away)
+                assert tp.same_value(values[name], stored[name]), (kind, name, values[name], stored[name])
+            assert values["preset"] == {"words": "speech", "units": "small", "retrieval": "aisfx"}[kind]
+            if kind == "words":  # its longest form, expanded in a small window, fits the pane: nothing cut off
+                tab.resize(1024, 700)
+                tab.show()
+                tab.form.set_advanced_shown(True)
+                qtbot.wait(50)
+                assert tab.form_scroll.widget().width() <= tab.form_scroll.viewport().width()
+                tab.form.set_advanced_shown(False)
+        tab.choose_preset(tp.QUICK)
+        assert tab.settings()["preset"] == "cpu-small" and tab.settings()["epochs"] == 2
+    finally:
+        tab.shutdown()
