@@ -254,10 +254,11 @@ def device_status(rescan: bool = False) -> DeviceStatus:
     if rescan:
         _relist(sd)
     try:
-        devices = list(sd.query_devices())
-        inputs = [label for _, label in device_labels(devices, sd, "input")]
-        outputs = [label for _, label in device_labels(devices, sd, "output")]
-        default_in, default_out = _default_devices(sd)
+        with _PA_LOCK:  # not while another thread re-lists
+            devices = list(sd.query_devices())
+            inputs = [label for _, label in device_labels(devices, sd, "input")]
+            outputs = [label for _, label in device_labels(devices, sd, "output")]
+            default_in, default_out = _default_devices(sd)
     except Exception as e:
         return DeviceStatus(False, False, f"audio backend error: {audio_error_message(e, 'audio')}")
     input_ok = bool(inputs) and default_in is not None
@@ -349,7 +350,9 @@ def _resolve_device(direction: str, device: int | str | None) -> tuple[int | str
         return device, ""
     try:
         sd = _import_sounddevice()
-        for index, name in device_labels(list(sd.query_devices()), sd, direction):
+        with _PA_LOCK:
+            labels = device_labels(list(sd.query_devices()), sd, direction)
+        for index, name in labels:
             if name == label:
                 return index, ""
     except Exception as e:  # no backend: opening the default says what is wrong
