@@ -203,7 +203,8 @@ class PreviewPane(QWidget):
                 self._draw_matches(hit)
                 if new and self.audition_next:
                     self.audition_next = False
-                    self.play_from(self.start_s)
+                    if self.audio.output_ok:  # no device is a normal state: Play's tooltip says why, not each click
+                        self.play_from(self.start_s)
         self.update_actions()
 
     def _draw_audio(self, hit: Hit, preview: Preview) -> None:

@@ -13,7 +13,7 @@ import pytest
 import sounddevice as sd
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from test_search_tab import SPEAKERS, make_library, open_and_index, search, write_tiny_model
+from test_search_tab import NO_AUDIO, SPEAKERS, make_library, open_and_index, search, write_tiny_model
 
 from app.services.audio import DeviceStatus, Player, Recorder
 from app.services.recording import record_job
@@ -186,6 +186,16 @@ def test_the_transport_fits_a_narrow_preview(qtbot, tab: SearchTab) -> None:
         assert w.isVisible() and w.width() >= w.minimumSizeHint().width(), w
         assert w.geometry().right() <= transport.width()
     assert transport.volume_slider.width() >= 50
+
+
+def test_without_an_output_device_selecting_only_shows(qtbot, tab: SearchTab) -> None:
+    tab.set_audio_status(NO_AUDIO)  # a normal state: no red line at each selection, Play's tooltip says why
+    search(qtbot, tab, "noise")
+    qtbot.waitUntil(lambda: tab.state.preview is not None, timeout=20_000)
+    tab.table.setFocus()
+    press(qtbot, tab, Qt.Key.Key_Down if tab.table.currentRow() + 1 < tab.table.rowCount() else Qt.Key.Key_Up)
+    assert not tab.preview_pane.player.playing and "unavailable" not in tab.status_label.text()
+    assert "no audio output device" in tab.preview_pane.play_button.toolTip()
 
 
 def test_audio_failures_are_said_in_the_users_words(qtbot, tab: SearchTab) -> None:
