@@ -77,7 +77,7 @@ class PreferencesDialog(QDialog):
     @staticmethod
     def _audio_combo(labels: list[str], chosen: str, tip: str) -> QComboBox:
         combo = QComboBox()
-        combo.setMinimumContentsLength(24)
+        combo.setMinimumContentsLength(34)  # "Focusrite Scarlett 2i2 (not connected)" whole
         combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         if not labels:  # nothing to choose: say so, disabled
             combo.addItem(NO_AUDIO_DEVICE, "")
