@@ -667,14 +667,14 @@ def test_recorder_callback_failure_and_stop_error_are_reported_not_raised():
     t.start()
     t.join()
     assert rec.drain().shape == (0,)
-    assert not rec.recording and rec.error.startswith("audio input failed")
+    assert not rec.recording and rec.error.startswith("The input device failed")
 
     rec.start()  # a new recording clears the error
     assert rec.error == "" and rec.recording
     FakeStream.last.vanish()
     FakeStream.last.active = True
     rec.stop()  # PortAudioError from stop/close: reported
-    assert "Device unavailable" in rec.error and not rec.recording
+    assert "input device is no longer available" in rec.error and not rec.recording
 
 
 def test_recorder_notices_a_stalled_device():
@@ -704,7 +704,7 @@ def test_recorder_without_device_raises_typed_error(monkeypatch):
     def refuses(**kw):
         raise sd.PortAudioError("Invalid sample rate", -9997)
 
-    with pytest.raises(NoAudioDeviceError, match="Invalid sample rate"):
+    with pytest.raises(NoAudioDeviceError, match="cannot play or record at this sample rate"):
         Recorder(stream_factory=refuses).start()
 
 
@@ -769,7 +769,7 @@ def test_player_stop_device_loss_and_no_device(monkeypatch):
 
     player.play(np.zeros(48000, np.float32), 48000)
     FakeStream.last.vanish()
-    assert not player.playing and "stopped unexpectedly" in player.error
+    assert not player.playing and "output device stopped playing" in player.error
 
     monkeypatch.setattr(audio, "device_status", lambda: audio.DeviceStatus(False, False, "no speakers"))
     with pytest.raises(NoAudioDeviceError, match="no speakers"):

@@ -6,7 +6,7 @@ import os
 import platform
 from dataclasses import dataclass, field
 
-from app.services.audio import DeviceStatus
+from app.services.audio import DeviceStatus, device_status
 from app.services.jobs import Job
 from app.services.registry import ModelEntry, ModelRegistry, RegistryProblem
 
@@ -60,8 +60,6 @@ def probe_environment(
     except ValueError as e:
         device, device_error = devices[0], str(e)
     yield {"message": "looking for audio devices"}
-    from app.services.audio import device_status
-
     audio = device_status()
     yield {"message": "listing models"}
     models = registry.scan()
@@ -77,3 +75,10 @@ def probe_environment(
         models=models,
         model_problems=list(registry.problems),
     )
+
+
+def audio_status_job() -> Job[DeviceStatus]:
+    """Ask PortAudio to list the audio devices again (a device or the sound server came or went): a job, as
+    re-listing may take a moment."""
+    yield {"message": "looking for audio devices"}
+    return device_status(rescan=True)

@@ -18,16 +18,21 @@ from PySide6.QtWidgets import (
 )
 
 from app import __version__
+from app.services.audio import DeviceStatus
 from app.services.registry import ModelEntry, default_models_dir, user_models_dir
 
 DEVICE_LABELS = {"auto": "Automatic (best available)", "cpu": "CPU", "cuda": "CUDA GPU", "mps": "Apple GPU (MPS)"}
+SYSTEM_DEFAULT = "System default"
+NO_AUDIO_DEVICE = "No audio device found"
 
 
 class PreferencesDialog(QDialog):
-    """Compute device and CPU threads. Unavailable devices are listed but disabled, with the reason."""
+    """Compute device and CPU threads, audio output and input. Unavailable compute devices are listed but disabled,
+    with the reason; audio devices are those PortAudio lists now, "System default" first."""
 
     def __init__(self, device: str, threads: int, available: list[str], max_threads: int,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, audio: DeviceStatus | None = None,
+                 audio_input: str = "", audio_output: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         form = QFormLayout()
@@ -46,6 +51,13 @@ class PreferencesDialog(QDialog):
         self.threads.setValue(min(max(1, threads), max(1, max_threads)))
         self.threads.setToolTip("CPU threads for models; leave one core free for the interface and audio.")
         form.addRow("CPU threads", self.threads)
+        audio = audio or DeviceStatus(False, False, "audio devices not checked yet")
+        self._chosen = (audio_input, audio_output)
+        self.audio_output = self._audio_combo(audio.outputs, audio_output, "Where Earshot plays sounds")
+        form.addRow("Audio output", self.audio_output)
+        self.audio_input = self._audio_combo(audio.inputs, audio_input,
+                                             "The microphone that Record (Search, Units, Words) listens to")
+        form.addRow("Audio input", self.audio_input)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -55,6 +67,31 @@ class PreferencesDialog(QDialog):
 
     def values(self) -> tuple[str, int]:
         return str(self.device.currentData()), int(self.threads.value())
+
+    def audio_values(self) -> tuple[str, str]:
+        """(input, output) device labels, '' for the system default; a choice is kept while no device is found."""
+        picked = [str(c.currentData() or "") if c.isEnabled() else kept
+                  for c, kept in zip((self.audio_input, self.audio_output), self._chosen, strict=True)]
+        return picked[0], picked[1]
+
+    @staticmethod
+    def _audio_combo(labels: list[str], chosen: str, tip: str) -> QComboBox:
+        combo = QComboBox()
+        combo.setMinimumContentsLength(34)  # "Focusrite Scarlett 2i2 (not connected)" whole
+        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        if not labels:  # nothing to choose: say so, disabled
+            combo.addItem(NO_AUDIO_DEVICE, "")
+            combo.setEnabled(False)
+            combo.setToolTip(f"{tip}. {NO_AUDIO_DEVICE}: plug one in, or start the sound server, then reopen.")
+            return combo
+        combo.addItem(SYSTEM_DEFAULT, "")
+        for label in labels:
+            combo.addItem(label, label)
+        if chosen and chosen not in labels:  # kept: it is used again once it is plugged back in
+            combo.addItem(f"{chosen} (not connected)", chosen)
+        combo.setCurrentIndex(max(combo.findData(chosen), 0))
+        combo.setToolTip(f"{tip}. Takes effect with the next sound played or recorded.")
+        return combo
 
 
 class AboutDialog(QDialog):

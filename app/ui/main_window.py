@@ -10,11 +10,13 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Slot
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QTabWidget, QWidget
 
-from app.services.environment import Environment, default_threads, probe_environment
+from app.services import audio
+from app.services.audio import DeviceStatus
+from app.services.environment import Environment, audio_status_job, default_threads, probe_environment
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import AboutDialog, PreferencesDialog
 from app.ui.search_tab import SearchTab
@@ -27,6 +29,7 @@ from app.workers import JobRunner, active_runners, cancel_all
 log = logging.getLogger(__name__)
 ORGANIZATION = "Earshot"
 APPLICATION = "Earshot"
+AUDIO_INPUT_KEY, AUDIO_OUTPUT_KEY = "audio/input", "audio/output"  # device labels; '' = the system default
 
 
 def demo_library() -> Path:
@@ -34,6 +37,8 @@ def demo_library() -> Path:
 
 
 class MainWindow(QMainWindow):
+    audio_problem = Signal(str)  # a stream failed to open or died (from any thread): look at the devices again
+
     def __init__(self, registry: ModelRegistry | None = None, library: Path | None = None) -> None:
         super().__init__()
         self.setWindowTitle("Earshot")
@@ -45,6 +50,13 @@ class MainWindow(QMainWindow):
         self.environment: Environment | None = None
         self._probe: JobRunner | None = None
         self._probe_again = False
+        self._audio_probe: JobRunner | None = None
+        self._audio_again = False
+        audio.choose_devices(str(self.settings.value(AUDIO_INPUT_KEY, "")),
+                             str(self.settings.value(AUDIO_OUTPUT_KEY, "")))
+        self.audio_problem.connect(self.refresh_audio)  # queued when a worker's recording failed
+        self._audio_listener = self.audio_problem.emit  # the same object to remove on closing
+        audio.add_problem_listener(self._audio_listener)
 
         self.tabs = QTabWidget()
         self.search_tab = SearchTab()
@@ -173,17 +185,42 @@ class MainWindow(QMainWindow):
         self.update_models_label()
         self.models_label.setToolTip("\n".join(f"{e.name} ({e.kind}, {e.source})" for e in env.models)
                                      + "".join(f"\nproblem: {p.message}" for p in env.model_problems))
-        if env.audio_input or env.audio_output:
-            self.audio_label.setText("Audio: " + ("in+out" if env.audio_input and env.audio_output
-                                                  else "in" if env.audio_input else "out only"))
-        else:
-            self.audio_label.setText("Audio: no device")
-        self.audio_label.setToolTip(env.audio_message)
+        self.set_audio_status(env.audio)
         for tab in self.model_tabs():
-            tab.set_audio_status(env.audio)
             tab.set_models(env.models)
         self.train_tab.set_devices(env.devices)
         self.statusBar().showMessage("Ready", 3000)
+
+    @Slot()
+    def refresh_audio(self) -> None:
+        """Look at the audio devices again in a worker (PortAudio re-lists them: the sound server may be gone)."""
+        if self._audio_probe is not None and self._audio_probe.is_running():
+            self._audio_again = True  # several failures at once: one more look when this one ends
+            return
+        self._audio_again = False
+        runner = JobRunner(audio_status_job, name="audio-devices", parent=self)
+        runner.result.connect(self.set_audio_status)
+        runner.finished.connect(lambda: self._audio_again and QTimer.singleShot(0, self.refresh_audio))
+        self._audio_probe = runner
+        runner.start()
+
+    @Slot(object)
+    def set_audio_status(self, status: DeviceStatus) -> None:
+        """The status bar and the tabs follow what the audio devices are now."""
+        if self.environment is not None:
+            self.environment.audio = status
+            self.environment.audio_input, self.environment.audio_output = status.input_ok, status.output_ok
+            self.environment.audio_message = status.message
+        if status.input_ok or status.output_ok:
+            self.audio_label.setText("Audio: " + ("in+out" if status.input_ok and status.output_ok
+                                                  else "in" if status.input_ok else "out only"))
+        else:
+            self.audio_label.setText("Audio: no device")
+        self.audio_label.setToolTip(status.message + (f"\n{status.notice}" if status.notice else ""))
+        for tab in self.model_tabs():
+            tab.set_audio_status(status)
+        if status.notice:
+            self.flash(status.notice)
 
     def model_tabs(self) -> list[ModelTab]:
         return [self.search_tab, self.units_tab, self.words_tab]
@@ -203,15 +240,30 @@ class MainWindow(QMainWindow):
             available=available,
             max_threads=os.cpu_count() or 1,
             parent=self,
+            audio=self.environment.audio if self.environment else None,
+            audio_input=audio.CHOSEN.input,
+            audio_output=audio.CHOSEN.output,
         )
         if dialog.exec():
-            self.apply_preferences(*dialog.values())
+            self.apply_preferences(*dialog.values(), *dialog.audio_values())
 
-    def apply_preferences(self, device: str, threads: int) -> None:
+    def apply_preferences(self, device: str, threads: int, audio_input: str | None = None,
+                          audio_output: str | None = None) -> None:
+        """Remember and apply: models move to `device`; the next sound played or recorded uses the audio devices
+        (None: unchanged; '' the system default)."""
         self.settings.setValue("device", device)
         self.settings.setValue("threads", threads)
         self.registry.set_device(device)
+        audio_changed = (audio_input, audio_output) != (None, None)
+        if audio_changed:
+            chosen_in = audio.CHOSEN.input if audio_input is None else audio_input
+            chosen_out = audio.CHOSEN.output if audio_output is None else audio_output
+            self.settings.setValue(AUDIO_INPUT_KEY, chosen_in)
+            self.settings.setValue(AUDIO_OUTPUT_KEY, chosen_out)
+            audio.choose_devices(chosen_in, chosen_out)
         self.refresh_environment()
+        if audio_changed:
+            self.refresh_audio()
 
     @Slot()
     def show_about(self) -> None:
@@ -229,6 +281,7 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt API)
+        audio.remove_problem_listener(self._audio_listener)
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("tab", self.tabs.currentIndex())
         for tab in self.model_tabs():

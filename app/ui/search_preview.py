@@ -1,9 +1,11 @@
-"""The Search tab's preview of the selected result: its title and why it matched, the actions on it (Play, Find
-similar, Reveal in folder, Copy path, Tags…, Favourite), its waveform (click to play from there) with the play head
-and the best-matching window, the similarity of each window of a long file, and its spectrogram.
+"""The Search tab's preview of the selected result: its title and why it matched, the transport (Play, Loop,
+Autoplay, volume: `search_transport.py`), the actions on it (Find similar, Tags…, Favourite, Reveal in folder, Copy
+path), its waveform (click to play from there) with the play head and the best-matching window, the similarity of
+each window of a long file, and its spectrogram.
 
 `PreviewPane` draws the `SearchState`'s previewed result and plays it (the space bar, from the best-matching part
-of a long file), reveals it in the file manager and copies its path; the other buttons are the tab's to connect.
+of a long file; by itself when the user selects it and Autoplay is on), reveals it in the file manager and copies
+its path; the other buttons are the tab's to connect.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from app.services.library.records import Hit
 from app.services.search.preview import Preview
 from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, format_duration, why_html
+from app.ui.search_transport import TransportBar
 from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
 
 MATCH_COLOUR = "#e8964c"
@@ -100,6 +103,7 @@ class PreviewPane(QWidget):
         self.player = Player()
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # a seam for tests
         self.start_s = 0.0  # where Play starts (click-to-seek sets it)
+        self.audition_next = False  # the user selected a result with Autoplay on: play its audio when it comes
         self.window_seconds = DEFAULT_WINDOW_S  # the model's window: the steps of the per-window similarity
         self._drawn: Preview | None = None  # the preview whose audio the plots show
         self._play_timer = QTimer(self)
@@ -122,9 +126,13 @@ class PreviewPane(QWidget):
         self.why_label.setTextFormat(Qt.TextFormat.RichText)
         self.why_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         col.addWidget(self.why_label)
-        row = QHBoxLayout()
-        self.play_button = QPushButton("Play")
+        self.transport = TransportBar()
+        self.play_button = self.transport.play_button
         self.play_button.clicked.connect(self.toggle_play)
+        self.transport.volume_changed.connect(self._volume_changed)
+        self.transport.loop_changed.connect(self._loop_changed)
+        col.addWidget(self.transport)
+        row = QHBoxLayout()
         self.similar_button = QPushButton("Find similar")
         self.similar_button.setToolTip("Sounds in the library that sound like this one")
         self.reveal_button = QPushButton("Reveal in folder")
@@ -137,7 +145,7 @@ class PreviewPane(QWidget):
         self.favourite_button = QPushButton(f"{STAR_OFF} Favourite")
         self.favourite_button.setCheckable(True)
         self.favourite_button.setToolTip("Mark or unmark the selected sounds as favourites")
-        for w in (self.play_button, self.similar_button, self.tags_button, self.favourite_button):
+        for w in (self.similar_button, self.tags_button, self.favourite_button):
             row.addWidget(w)
         row.addStretch(1)
         col.addLayout(row)
@@ -186,12 +194,18 @@ class PreviewPane(QWidget):
         else:
             self.why_label.setText(why_html(hit, self.state.channels()))
             if preview is None:
-                self.player.stop()
+                if not self.audition_next:  # else the sound plays on until the next one replaces it
+                    self.player.stop()
                 self.preview_title.setText(f"{breakable(display_name(hit.path.name))} · loading…")
             else:
-                if preview is not self._drawn:  # the same file again (a new search): only its scores changed
+                new = preview is not self._drawn  # else the same file again (a new search): only its scores changed
+                if new:
                     self._draw_audio(hit, preview)
                 self._draw_matches(hit)
+                if new and self.audition_next:
+                    self.audition_next = False
+                    if self.audio.output_ok:  # no device is a normal state: Play's tooltip says why, not each click
+                        self.play_from(self.start_s)
         self.update_actions()
 
     def _draw_audio(self, hit: Hit, preview: Preview) -> None:
@@ -239,7 +253,7 @@ class PreviewPane(QWidget):
         self.tags_button.setText("Tags…" if n <= 1 else f"Tags of {n}…")
         self.play_button.setEnabled(self.can_play())
         self.play_button.setToolTip(
-            "Play / stop (space bar); playback starts at the best-matching part of long files"
+            "Play / stop (Space or Enter; Escape stops); long files play from their best-matching part"
             if self.audio.output_ok else f"Playback unavailable: {self.audio.message}")
 
     # ------------------------------------------------------------------------------------------ playback
@@ -272,13 +286,24 @@ class PreviewPane(QWidget):
             self.error.emit(f"Playback unavailable: {self.audio.message}")
             return
         start = min(max(seconds, p.offset_s), p.end_s) - p.offset_s
+        self.player.volume, self.player.loop = self.transport.volume, self.transport.loop
         try:
             self.player.play(p.audio, p.sample_rate, start_seconds=start)
-        except Exception as e:  # the device vanished: a message, not a crash
+        except Exception as e:  # the device vanished: a message (already in the user's words), not a crash
             self.error.emit(f"Cannot play: {e}")
             return
+        if self.player.notice:
+            self.message.emit(self.player.notice)
         self.play_button.setText("Stop")
         self._play_timer.start()
+
+    @Slot(float)
+    def _volume_changed(self, volume: float) -> None:
+        self.player.volume = volume  # live: the sound playing gets louder or softer
+
+    @Slot(bool)
+    def _loop_changed(self, on: bool) -> None:
+        self.player.loop = on
 
     @Slot()
     def stop_playback(self) -> None:

@@ -128,7 +128,7 @@ class SearchTab(ModelTab):
         self.lists = ResultsLists(self.state)
         self.lists.more_clicked.connect(self.show_more)
         self.table = self.lists.table
-        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.table.itemSelectionChanged.connect(lambda: self._selection_changed(by_user=True))
         self.table.itemDoubleClicked.connect(lambda _: self.preview_pane.play_from_match())
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.marks = ResultMarks(self.state, self.run_on_session, self)
@@ -160,6 +160,14 @@ class SearchTab(ModelTab):
         self.play_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Space), self.page)
         self.play_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.play_shortcut.activated.connect(pane.toggle_play)
+        for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):  # in the list only: Enter in the query box searches
+            enter = QShortcut(QKeySequence(key), self.table)
+            enter.setContext(Qt.ShortcutContext.WidgetShortcut)
+            enter.activated.connect(pane.toggle_play)
+        # Escape stops the sound, and only that (dialogs and open lists close on their own Escape first)
+        self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.page)
+        self.stop_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.stop_shortcut.activated.connect(pane.stop_playback)
         for key, direction in ((Qt.Key.Key_Left, -1), (Qt.Key.Key_Right, 1)):
             shortcut = QShortcut(QKeySequence(Qt.Modifier.ALT | key), self.page)
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -438,8 +446,11 @@ class SearchTab(ModelTab):
     # ------------------------------------------------------------------------------------------ preview
 
     @Slot()
-    def _selection_changed(self) -> None:
+    def _selection_changed(self, by_user: bool = False) -> None:
+        """The user's selection (a click, the arrow keys) is heard at once with Autoplay on; the selection that
+        new results bring (typing, Back, a folder) is only shown: search as you type must not blare."""
         self.state.select(self.table.selected_rows(), self.table.currentRow())
+        self.preview_pane.audition_next = by_user and self.preview_pane.transport.autoplay  # before the state asks
         request, hit = self.state.preview_selected(), self.state.preview_hit
         if request is not None and hit is not None:
             self._run(None, lambda: preview_job(hit.path, hit.best_window_start_s), "preview",

@@ -271,6 +271,7 @@ def test_playback_space_bar_and_click_to_seek(qtbot, tab: SearchTab, registry: M
                                               tmp_path: Path) -> None:
     root = make_library(tmp_path / "lib")
     tab.preview_pane.player = Player(stream_factory=FakeSpeakers)
+    tab.preview_pane.transport.autoplay_button.setChecked(False)  # Autoplay: test_search_audition.py
     tab.set_audio_status(SPEAKERS)
     open_and_index(qtbot, tab, registry, root)
     search(qtbot, tab, "noise")

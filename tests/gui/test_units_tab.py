@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import sounddevice as sd
 import torch
 from PySide6.QtCore import Qt
 
@@ -312,3 +313,17 @@ def test_empty_views_show_their_frames(make_tab) -> None:
 def test_the_loaded_model_message_offers_recording_only_when_it_is_available(make_tab) -> None:
     assert "Load a file (recording is unavailable)" in make_tab(NO_DEVICE).status_label.text()
     assert "Press Space to record" in make_tab(MIC_ONLY).status_label.text()
+
+
+def test_a_microphone_gone_with_the_sound_server_is_said_in_plain_words(qtbot, make_tab) -> None:
+    tab = make_tab(MIC_ONLY)
+
+    def refuses(**_: object) -> object:
+        raise sd.PortAudioError("Error opening InputStream: Illegal combination of I/O devices [PaErrorCode -9993]",
+                                -9993)
+
+    tab.recorder_factory = lambda: Recorder(sample_rate=16000, block_size=512, stream_factory=refuses)
+    tab.toggle_recording()
+    text = tab.status_label.text()
+    assert tab.state == "idle" and text.startswith("Cannot record: The input device is no longer available"), text
+    assert "PaErrorCode" not in text and "Illegal" not in text

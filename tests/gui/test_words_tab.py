@@ -260,3 +260,18 @@ def test_empty_views_show_hints_until_words_are_added(qtbot, tab: WordsTab) -> N
     with qtbot.waitSignal(tab.items_changed, timeout=5_000):
         tab.clear_items()
     assert empty_state()
+
+
+def test_a_microphone_gone_with_the_sound_server_is_said_in_plain_words(qtbot, tab: WordsTab) -> None:
+    import sounddevice as sd
+
+    def refuses(**_: object) -> object:
+        raise sd.PortAudioError("Error opening InputStream: Illegal combination of I/O devices [PaErrorCode -9993]",
+                                -9993)
+
+    tab.set_audio_status(DeviceStatus(True, False, "input: USB mic", ["USB mic"], []))
+    tab.make_recorder = lambda: Recorder(sample_rate=SAMPLE_RATE, stream_factory=refuses)
+    tab.toggle_recording()
+    text = tab.status_label.text()
+    assert tab.recorder is None and text.startswith("Cannot record: The input device is no longer available"), text
+    assert "PaErrorCode" not in text
