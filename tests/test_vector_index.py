@@ -201,3 +201,33 @@ def test_bad_files_raise_index_file_error(tmp_path: Path) -> None:
         VectorIndex.load(tmp_path / "l2.faiss", DIM, SMALL)
     with pytest.raises(IndexFileError):
         VectorIndex.load(tmp_path / "missing.faiss", DIM, SMALL)
+
+
+def test_an_ivf_file_is_memory_mapped_and_copied_into_memory_on_the_first_change(tmp_path: Path) -> None:
+    """Issue 25: a 1M-file index took seconds to read; mapped, opening costs nothing until a change."""
+    n = 3000
+    x, q = clustered(n, 0), clustered(20, 1)
+    vi = VectorIndex.build(DIM, np.arange(n), x, SMALL)
+    path = tmp_path / "i.faiss"
+    vi.save(path)
+    back = VectorIndex.load(path, DIM, SMALL)
+    assert back._mapped and back.kind == "ivf"
+    assert np.array_equal(back.search(q, K)[1], vi.search(q, K)[1])
+    assert back.remove([0, 1, 2]) == 3 and not back._mapped  # the mapping is read-only: copied first
+    back.add([0], x[:1])
+    back.save(path)  # replaces the file it was mapped from
+    again = VectorIndex.load(path, DIM, SMALL)
+    assert len(again) == n - 2 and set(again.ids().tolist()) == set(range(n)) - {1, 2}
+    assert np.allclose(again.reconstruct([0]), x[:1], atol=1e-6)
+
+
+def test_an_index_under_a_name_c_cannot_take_is_streamed(tmp_path: Path) -> None:
+    import os
+
+    n = 2500
+    x = clustered(n, 0)
+    vi = VectorIndex.build(DIM, np.arange(n), x, SMALL)
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.faiss"))  # not UTF-8: a surrogate escape in Python
+    vi.save(odd)
+    back = VectorIndex.load(odd, DIM, SMALL)
+    assert not back._mapped and len(back) == n

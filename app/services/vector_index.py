@@ -19,6 +19,7 @@ Files of all three kinds carry their own parameters (HNSW M, IVF nlist/nprobe), 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ EXACT, HNSW, IVF = "exact", "hnsw", "ivf"
 _RANK = {EXACT: 0, HNSW: 1, IVF: 2}
 MIN_TRAIN_PER_LIST = 39  # FAISS k-means warns below this many training points per centroid
 READ_CHUNK = 1 << 22  # bytes per read while loading an index file
+IVF_FOURCC = b"IwFl"  # how FAISS files of an IndexIVFFlat begin
 TRAIN_PER_LIST = 64  # training sample = 64 points per list: enough for stable centroids, fast on 2 cores
 
 
@@ -92,6 +94,7 @@ class VectorIndex:
         self._kind = EXACT
         self._tombstones: set[int] = set()  # removed from an HNSW graph, not yet rebuilt away
         self._ivf_ids: np.ndarray | None = None  # cached ids of an IVF index (reading them walks every list)
+        self._mapped = False  # an IVF index whose lists are a read-only memory map of its file (`load`)
         self.index: faiss.Index = self._new_idmap(hnsw=False)
 
     # ------------------------------------------------------------------------------------------- building
@@ -132,7 +135,7 @@ class VectorIndex:
         """Replace the index with a fresh one of `kind` holding (ids, vecs). (N,), (N, D)"""
         if kind == IVF and not len(ids):
             kind = EXACT  # nothing to train on
-        self._kind, self._tombstones, self._ivf_ids = kind, set(), None
+        self._kind, self._tombstones, self._ivf_ids, self._mapped = kind, set(), None, False
         self.index = self._new_ivf(vecs) if kind == IVF else self._new_idmap(hnsw=kind == HNSW)
         if len(ids):
             self.index.add_with_ids(vecs, ids)
@@ -221,6 +224,7 @@ class VectorIndex:
         if self._tombstones & set(ids.tolist()):
             self.compact()  # an id coming back: drop its dead copy first
         if self._kind == IVF:
+            self._writable()
             self.index.remove_ids(faiss.IDSelectorArray(ids))  # the hash map keeps one entry per id: replace
             self._ivf_ids = None
         self.index.add_with_ids(_as_vectors(vectors, self.dim), ids)
@@ -245,6 +249,7 @@ class VectorIndex:
         if self._kind == EXACT:
             return int(self.index.remove_ids(faiss.IDSelectorBatch(ids)))
         if self._kind == IVF:
+            self._writable()
             self._ivf_ids = None
             return int(self.index.remove_ids(faiss.IDSelectorArray(np.unique(ids))))
         present = set(np.intersect1d(self._raw_ids(), ids).tolist()) - self._tombstones
@@ -340,12 +345,17 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: Path, dim: int, config: IndexConfig | None = None) -> VectorIndex:
-        """Read an index file; IndexFileError when it is missing, damaged or not what we expect."""
+        """Read an index file; IndexFileError when it is missing, damaged or not what we expect. An IVF file
+        (the 1M-file tier) is memory-mapped: opening costs no reading, a search reads the lists it probes, and
+        the lists are copied into memory on the first change (`_writable`)."""
         try:
             with open(path, "rb") as f:
-                # streamed through Python's file I/O (odd path names work) in chunks: no whole-file copies
-                # (reading a 1M-file index into bytes first copied 2 GB twice); already the concrete type
-                index = faiss.read_index(faiss.PyCallbackIOReader(f.read, READ_CHUNK))
+                mapped = f.read(4) == IVF_FOURCC and _mappable(path)
+                f.seek(0)
+                if mapped:
+                    index = faiss.read_index(os.fspath(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+                else:  # streamed through Python's file I/O (odd path names work) in chunks: no whole-file copies
+                    index = faiss.read_index(faiss.PyCallbackIOReader(f.read, READ_CHUNK))
         except OSError as e:
             raise IndexFileError(f"{path}: cannot read index ({e.strerror or e})") from None
         except Exception as e:  # faiss raises RuntimeError on any damage
@@ -353,11 +363,38 @@ class VectorIndex:
         vi = cls(dim, config)
         vi.index, vi._kind = index, _check_kind(index, dim, path)
         if vi._kind == IVF:
+            vi._mapped = mapped
             if vi.index.direct_map.type != faiss.DirectMap.Hashtable:
                 vi.index.set_direct_map_type(faiss.DirectMap.Hashtable)
             if vi.config.ivf_nprobe:  # an explicit setting overrides the file's
                 vi.index.nprobe = vi.config.ivf_nprobe
         return vi
+
+    def _writable(self) -> None:
+        """Copy a memory-mapped IVF index's lists into memory before changing them (the mapping is read-only)."""
+        if not self._mapped:
+            return
+        inv = self.index.invlists
+        lists = faiss.ArrayInvertedLists(inv.nlist, inv.code_size)
+        for lst in range(inv.nlist):
+            n = inv.list_size(lst)
+            if n:
+                ids, codes = inv.get_ids(lst), inv.get_codes(lst)
+                lists.add_entries(lst, n, ids, codes)
+                inv.release_ids(lst, ids)
+                inv.release_codes(lst, codes)
+        self.index.replace_invlists(lists, True)
+        lists.this.disown()
+        self._mapped = False
+
+
+def _mappable(path: Path) -> bool:
+    """FAISS maps a file by name: one whose name does not survive the trip to C is streamed instead."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_kind(index: faiss.Index, dim: int, path: Path) -> str:
