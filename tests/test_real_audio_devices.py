@@ -3,7 +3,11 @@ the user is told is in their words, and a fresh look at the devices says they ar
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +22,25 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseStack]:
     yield from running_stack(tmp_path_factory)
 
 
+ISOLATED = "EARSHOT_TEST_ISOLATED"
+
+
+def test_the_sound_server_going_away_in_a_process_of_its_own() -> None:
+    """ALSA keeps what it learnt of earlier tests' sound servers for the life of the process: the check below runs
+    in a fresh one, as the app does."""
+    if os.environ.get(ISOLATED):
+        pytest.skip("the inner run")
+    here = Path(__file__)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{here}::{INNER}"],
+                         cwd=here.parents[1], env={**os.environ, ISOLATED: "1"}, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+INNER = "test_the_sound_server_going_away_is_said_plainly_and_seen_by_a_fresh_look"
+
+
+@pytest.mark.skipif(not os.environ.get(ISOLATED), reason="runs in a process of its own (the test above)")
 def test_the_sound_server_going_away_is_said_plainly_and_seen_by_a_fresh_look(pulse: PulseStack) -> None:
     pulse.add_sink("speakers")
     before = device_status(rescan=True)

@@ -11,10 +11,12 @@ sounddevice is imported lazily (PortAudio may be missing), so importing this mod
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,19 +225,26 @@ def device_labels(devices: list[Any], sd: Any, direction: str) -> list[tuple[int
 
 
 # PortAudio lists devices once, when initialised; listing them again means closing it, which must not happen
-# under an open stream. The lock keeps a re-listing and the opening or closing of streams apart.
+# under a running stream (its callback would run on freed memory). Streams are tracked weakly: a stream left
+# open by an object that is gone, or one that finished, must not stop every later re-listing (PortAudio closes
+# what is still open when it terminates). The lock keeps a re-listing and the opening or closing of streams apart.
 _PA_LOCK = threading.RLock()
-_open_streams = 0
+_STREAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # stream -> the PortAudio session it was opened in
+_SESSION = [0]  # PortAudio sessions so far: a re-listing ends one (and closes the streams opened in it)
+
+
+def _running_streams() -> int:
+    return sum(1 for s in list(_STREAMS) if getattr(s, "active", False))
 
 
 def _relist(sd: Any) -> None:  # noqa: ANN401
-    """Make PortAudio list the devices again (a sound server gone or back), unless a stream is open."""
-    global _open_streams
+    """Make PortAudio list the devices again (a sound server gone or back), unless a stream is running."""
     with _PA_LOCK:
-        if _open_streams > 0 or not hasattr(sd, "_terminate"):
+        if _running_streams() or not hasattr(sd, "_terminate"):
             return
         try:
             sd._terminate()
+            _SESSION[0] += 1
             sd._initialize()
         except Exception as e:  # the next query says what is wrong
             log.info("re-listing audio devices failed: %r", e)
@@ -330,15 +339,19 @@ def _close_stream(stream: Any, direction: str, abort: bool = False) -> str:  # n
 
     abort: drop what is still buffered instead of waiting for it. An input whose source stopped delivering
     (a suspended PulseAudio source) never returns from PortAudio's stop, which waits for one more buffer."""
-    global _open_streams
     failure: Exception | None = None
     with _PA_LOCK:
+        try:
+            session = _STREAMS.pop(stream, _SESSION[0])
+        except TypeError:  # a test double that cannot be referenced weakly
+            session = _SESSION[0]
+        if session != _SESSION[0]:
+            return ""  # closed when PortAudio re-listed the devices
         for method in ("abort" if abort and hasattr(stream, "abort") else "stop", "close"):
             try:
                 getattr(stream, method)()
             except Exception as e:
                 failure = failure or e
-        _open_streams = max(0, _open_streams - 1)
     return audio_error_message(failure, direction) if failure is not None else ""
 
 
@@ -363,7 +376,6 @@ def _resolve_device(direction: str, device: int | str | None) -> tuple[int | str
 def _open_started(factory: Callable[..., Any], direction: str, **kwargs: Any) -> Any:  # noqa: ANN401
     """Open a float32 stream (sounddevice's InputStream/OutputStream or a test double) and start it; either
     step failing is a NoAudioDeviceError in the user's words, and a stream that will not start is closed."""
-    global _open_streams
     with _PA_LOCK:
         try:
             stream = factory(dtype="float32", **kwargs)
@@ -371,7 +383,8 @@ def _open_started(factory: Callable[..., Any], direction: str, **kwargs: Any) ->
             message = audio_error_message(e, direction)
             _report_problem(message)
             raise NoAudioDeviceError(message) from None
-        _open_streams += 1
+        with contextlib.suppress(TypeError):  # a test double that cannot be referenced weakly
+            _STREAMS[stream] = _SESSION[0]
         try:
             stream.start()
         except Exception as e:
