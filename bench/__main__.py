@@ -16,8 +16,10 @@ import torch
 
 
 def machine() -> dict:
-    return {"python": platform.python_version(), "torch": torch.__version__, "cpu": platform.processor() or
-            platform.machine(), "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
+    from bench.machine import cpu
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "cpu": cpu(),
+            "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
 
 
 OTHERS = ("search_quality", "library_quality", "fused_latency")  # benchmarks without the bench_ prefix

@@ -19,6 +19,12 @@ What is measured, exactly (the JSON says the same in `notes`):
   that rate's clips; audio seconds / wall seconds.
 - Peak memory: ru_maxrss of the process (whole process: model + library) after the library is built and after
   indexing; and the tracemalloc peak (Python + numpy allocations) while decoding the whole library.
+- A real-library-shaped set (`real_library`): the three development search libraries (bench/data/search_libraries:
+  flare, micropolis, tuxpaint-magic, 244 files with their original folders: one-shots, loops and ten 1-4-minute
+  music tracks, Ogg and WAV at several rates), indexed from scratch by a process of its own
+  (bench/index_process.py: the process's first indexing, model loading included in its wall time and peak RSS),
+  with the default (a long file's windows spread, embedding.LONG_FILE_WINDOWS) and with every window.
+- The machine: CPU model, the flags that decide its speed, load, and the measured float32 matmul peak.
 - Before/after: decoding the 11,127 Hz and 22,254 Hz clips to the model's rate with the old path
   (libsndfile + torchaudio.functional.resample, whose kernel is built from the exact rate ratio) against the
   one audio path (`core.audio.decode`, libsoxr). The old path is run on OLD_PATH_CLIPS clips per rate.
@@ -130,7 +136,34 @@ def index_once(folder: Path, embedder: RetrievalEmbedder) -> dict[str, Any]:
     return out
 
 
+def real_library(tmp: Path) -> dict[str, Any]:
+    """Index the development libraries (one folder each, original names) in fresh processes: default windows and
+    every window."""
+    import json
+    import subprocess
+    import sys
+
+    from bench import search_libraries
+    from bench.library_quality import CACHE
+
+    folder = tmp / "real-library"
+    for name in search_libraries.library_names():
+        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=False,
+                                       seed=0)
+        shutil.copytree(built["folder"], folder / name, ignore=shutil.ignore_patterns(".earshot", "*.json"))
+    out: dict[str, Any] = {}
+    for label, extra in (("default windows", []), ("every window", ["--max-windows", "0"])):
+        shutil.rmtree(folder / ".earshot", ignore_errors=True)
+        run = subprocess.run([sys.executable, "-m", "bench.index_process", str(folder), *extra], cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        out[label] = json.loads(run.stdout.strip().splitlines()[-1])
+    return out
+
+
 def run() -> dict[str, Any]:
+    from bench.machine import describe
+
+    machine = describe()
     threads = search_threads()
     torch.set_num_threads(threads)
     embedder = RetrievalEmbedder.from_checkpoint(MODEL, name=MODEL.stem)
@@ -155,7 +188,9 @@ def run() -> dict[str, Any]:
             by_backend[key] = {"warm_up_s": round(time.perf_counter() - t0, 2), **index_once(copy, embedder)}
         rss_after = max_rss_mb()
         old_new = before_after(by_rate, sr)
+        real = real_library(Path(tmp))
     return {
+        "machine": machine,
         "model": f"{MODEL.stem} ({MODEL.name})", "model_rate": sr, "window_s": window_s,
         "torch_threads": threads, "trunk_threads": trunk_threads(), "load_average": os.getloadavg(),
         "rates": list(RATES), "clips_per_rate": N_PER_RATE, "formats": "alternating 16-bit WAV / Ogg Vorbis",
@@ -165,6 +200,7 @@ def run() -> dict[str, Any]:
         "decode_only": decoding,
         "peak_rss_mb": {"after_building_library": rss_before, "after_indexing": rss_after},
         "decode_before_after": old_new,
+        "real_library": real,
         "notes": __doc__.split("What is measured, exactly (the JSON says the same in `notes`):")[1].strip(),
     }
 

@@ -1,0 +1,48 @@
+"""Index a folder from scratch in a process of its own and print what it cost as JSON: the first indexing of a
+process (imports, model loading, the graph cache), its peak RSS, wall and CPU seconds. Used by bench_indexing's
+real-library-shaped set; `python -m bench.index_process FOLDER [--max-windows N] [--backend int8|onnx|torch]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("folder", type=Path)
+    p.add_argument("--max-windows", type=int, default=None)
+    p.add_argument("--backend", default=None)
+    args = p.parse_args(argv)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    from app.services.jobs import drain
+    from app.services.search.embedder import load_embedder
+    from app.services.search.jobs import summarize
+    from app.services.search.session import SearchSession
+
+    embedder = load_embedder()
+    if args.backend:
+        embedder.set_backend(args.backend)
+    embedder.warm_up()
+    loaded = time.perf_counter() - t0
+    session = SearchSession.open(args.folder, embedder)
+    kwargs = {} if args.max_windows is None else {"max_windows": args.max_windows}
+    try:
+        s = summarize(drain(session.index_job(**kwargs)))
+    finally:
+        session.close()
+    wall = time.perf_counter() - t0
+    out = {k: s[k] for k in ("files", "embedded", "failed", "windows", "audio_seconds", "elapsed_s", "x_realtime")}
+    out.update({"backend": embedder.backend, "load_s": round(loaded, 2), "process_wall_s": round(wall, 2),
+                "cpu_s": round(time.process_time() - cpu0, 2),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
