@@ -33,7 +33,8 @@ from app.services.search.tags import TagEditor
 from app.services.search.vocabulary import Vocabulary
 from app.services.text_tower import TextTower as TextTowerType
 
-VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes
+VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
+VOCABULARY_GROWTH = 1.25  # or at once when the words come from this many times more files (the first pass)
 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
@@ -108,10 +109,11 @@ class SearchSession:
             return HitList()
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
-        indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
-        k = min(check_k(k), indexed[0])
+        *indexed, files = self.library.counts(models)  # runs on every keystroke: in memory, and one indexed lookup
+        # searchable while indexing runs: names as soon as the first pass has them, sounds as they are embedded
+        k = min(check_k(k), max(*indexed, files) if w > 0 else indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
-        vocab = self._vocabulary(tuple(indexed)) if k and w > 0 else None
+        vocab = self._vocabulary(self.library.text.stored) if k and w > 0 else None
         corrected = query.corrected(vocab)
         free_text = parse(corrected).free_text if corrected else query.free_text
         encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
@@ -136,15 +138,18 @@ class SearchSession:
         return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
                        no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
 
-    def _vocabulary(self, state: tuple[int, ...]) -> Vocabulary:
-        """The library's words (and the sentence encoder's English ones), read again when the index changed, at
-        most every VOCABULARY_REFRESH_S (reading them is linear in the library: not on every keystroke while an
-        index runs)."""
+    def _vocabulary(self, state: int) -> Vocabulary:
+        """The library's words (and the sentence encoder's English ones), read again when the index changed
+        (`state`: how many texts were stored), at most every VOCABULARY_REFRESH_S (reading them is linear in the
+        library: not on every keystroke while an index runs), but at once while the first pass multiplies the
+        words (a query typed early must not be "corrected" towards the few names known then)."""
         now = time.monotonic()
-        if self._vocab is None or (self._vocab[0] != state and now - self._vocab[1] >= VOCABULARY_REFRESH_S):
+        old = self._vocab
+        if old is None or (old[0] != state and (now - old[1] >= VOCABULARY_REFRESH_S
+                                                 or state > VOCABULARY_GROWTH * old[0][0])):
             tokenizer = getattr(self.text_encoder, "tokenizer", None)
             english = tokenizer.get_vocab() if tokenizer is not None else {}
-            self._vocab = (state, now, Vocabulary.of_texts(self.library.text.words(), english))
+            self._vocab = ((state,), now, Vocabulary.of_texts(self.library.text.words(), english))
         return self._vocab[2]
 
     def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
@@ -281,6 +286,12 @@ class SearchSession:
 
     def stats(self) -> LibraryStats:
         return self.library.stats()
+
+    def searchable_count(self, mode: str = "both") -> int:
+        """How many files a search in `mode` can find now: while indexing runs, names are searchable before the
+        sounds are embedded."""
+        sound = self.library.vectors.count(self.embedder.model_id)
+        return sound if check_mode(mode) == "sound" else max(sound, self.library.files.count())
 
     def indexed_count(self) -> int:
         return int(self.stats().vectors.get(self.embedder.model_id, 0))
