@@ -1,10 +1,11 @@
-"""Is the indexing row's time left honest? `python -m bench.eta_check [FOLDER]` prints JSON.
+"""Is the indexing row's time left honest? `python -m bench.eta_check [FOLDER ...]` prints JSON.
 
-Indexes a fresh copy of FOLDER (default: the `flare` library that `bench/library_quality.py` builds, real Debian
-game sounds) with the default retrieval model, loaded and warmed up as the app does, and records every progress
-report. For 10 %, 25 % and 50 % of the files: the ETA the row showed then (the first report past that share
-with an estimate) against the time the rest really took. Issue 24's done-when: within +-30 %. Not a test:
-the numbers depend on the machine and its load (printed beside them).
+Indexes a fresh copy of each FOLDER (default: the indexing benchmark's library, 120 sfx clips at six rates as WAV
+and Ogg, built as `bench/bench_indexing.py` builds it, and the `flare` library of `bench/library_quality.py`, real
+Debian game sounds whose long music comes first) with the default retrieval model, loaded and warmed up as the app
+does, and records every progress report. For 10 %, 25 % and 50 % of the files: the ETA the row showed then (the
+first report past that share with an estimate) against the time the rest really took. Issue 24's done-when: within
++-30 %. Not a test: the numbers depend on the machine and its load (printed beside them).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from app.services.search.embedder import RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.session import SearchSession
+from bench.bench_indexing import build_library
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "resources" / "models" / "retrieval-default.safetensors"
@@ -27,11 +29,24 @@ FLARE = Path.home() / ".cache" / "earshot" / "bench-library-quality" / "librarie
 SHARES = (0.10, 0.25, 0.50)
 
 
-def run(folder: Path = FLARE) -> dict[str, Any]:
+def run(folders: list[Path] | None = None) -> dict[str, Any]:
     cap_threads()
     embedder = RetrievalEmbedder.from_checkpoint(MODEL, name=MODEL.stem)
     embedder.warm_up()  # as the app's model loading does
     sentence_encoder_for(embedder)
+    if folders:
+        return {str(f): measure(f, embedder) for f in folders}
+    with tempfile.TemporaryDirectory(prefix="earshot-eta-set-") as tmp:
+        built = Path(tmp) / "indexing-benchmark"
+        built.mkdir()
+        build_library(built)
+        out = {"indexing benchmark set": measure(built, embedder)}
+    out["flare"] = measure(FLARE, embedder) if FLARE.is_dir() else "not built (python -m bench library_quality)"
+    return out
+
+
+def measure(folder: Path, embedder: RetrievalEmbedder) -> dict[str, Any]:
+    """Index a fresh copy of `folder`; the ETA shown at each share of the files against the time really left."""
     with tempfile.TemporaryDirectory(prefix="earshot-eta-") as tmp:
         copy = Path(tmp) / "library"
         shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(".earshot"))
@@ -63,4 +78,4 @@ def run(folder: Path = FLARE) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(Path(sys.argv[1]) if len(sys.argv) > 1 else FLARE), indent=2))
+    print(json.dumps(run([Path(a) for a in sys.argv[1:]]), indent=2))

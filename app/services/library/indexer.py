@@ -30,7 +30,7 @@ from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.catalog import CatalogRow
 from app.services.library.embedding import embed, pool, windows_of
-from app.services.library.eta import RateEta, windows_of_duration
+from app.services.library.eta import RateEta, work_of
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
@@ -221,7 +221,7 @@ class _IndexRun:
         self.done = 0
         self.outstanding = 0  # tasks the readers have not finished
         self.unnamed: list[ScannedFile] = []  # new files: no catalog row yet (pass 1 adds one)
-        self.work: list[float] = []  # per task: windows to embed (from its header), the ETA's unit of work
+        self.work: list[float] = []  # per task: its seconds of audio and a file's cost (eta.work_of), from its header
         self.remaining_work = 0.0  # of the tasks not finished
         self.eta = RateEta()
         self.phase = "scanning"  # scanning | names | audio | done
@@ -318,9 +318,7 @@ class _IndexRun:
         for start in range(0, len(unnamed), NAMES_CHUNK):
             self.lib.files.add_named(unnamed[start:start + NAMES_CHUNK])
             yield from self.emit(f"reading names ({min(start + NAMES_CHUNK, len(unnamed))}/{len(unnamed)})")
-        window = float(self.embedder.window_seconds)
-        sized = [windows_of_duration(i.duration if i else None, window) for i in (infos[t.file.key] for t in
-                                                                                  self.tasks)]
+        sized = [work_of(i.duration if i else None) for i in (infos[t.file.key] for t in self.tasks)]
         known = [w for w in sized if w is not None]
         typical = sum(known) / len(known) if known else 1.0  # a file whose header says nothing: a typical one
         self.work = [typical if w is None else w for w in sized]
