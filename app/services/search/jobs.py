@@ -39,9 +39,10 @@ def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters
 
 
 def similar_job(session: SearchSession, path: str | os.PathLike[str], k: int,
-                filters: SearchFilters | None, names_weight: float | None = None) -> Job[Results]:
+                filters: SearchFilters | None, names_weight: float | None = None,
+                any_length: bool = False) -> Job[Results]:
     yield {"message": f"finding sounds like {display_name(Path(path).name)}"}
-    hits = session.similar(path, k, filters, names_weight=names_weight)
+    hits = session.similar(path, k, filters, names_weight=names_weight, any_length=any_length)
     return Results(hits, display_name(Path(path).name), "similar", session.indexed_count(),
                    bool(filters and filters.active))
 

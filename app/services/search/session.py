@@ -12,12 +12,13 @@ import functools
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.services.audio import AudioError, audio_info
 from app.services.jobs import Job
 from app.services.library import names
 from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, fill
@@ -35,6 +36,8 @@ from app.services.text_tower import TextTower as TextTowerType
 
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
 VOCABULARY_GROWTH = 1.25  # or at once when the words come from this many times more files (the first pass)
+SIMILAR_LENGTH = 4.0  # find similar, same length: at most this many times shorter or longer than the sound started
+SIMILAR_SLACK_S = 1.0  # from, plus this (a 0.1-s click still finds 1-s hits; a 1-s one-shot finds 0.25..5 s)
 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
@@ -165,13 +168,18 @@ class SearchSession:
                             enc.embed_text([text])[0] if enc is not None else None)
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
-                filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
+                filters: SearchFilters | None = None, names_weight: float | None = None,
+                any_length: bool = False) -> list[Hit]:
         """Files that sound like a file (sound channel); names_weight > 0 adds how alike their names and tags
-        are (the MiniLM sentence vectors), fused with the same rule as text search."""
+        are (the MiniLM sentence vectors), fused with the same rule as text search. Only files of a similar
+        length unless `any_length` (`similar_lengths`): a one-shot finds one-shots, not the music and ambiences
+        whose average sounds alike."""
         k = self.capped_k(k)
         if k == 0:
             return []
         lib = self.library
+        if not any_length:
+            filters = similar_lengths(filters, self._duration_of(path_or_file_id))
         if not names_weight:
             return lib.search.similar(path_or_file_id, self.embedder, k, filters)
         sound = lib.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
@@ -190,6 +198,17 @@ class SearchSession:
             fill(lib, found.sound, found.ids(), self.embedder.model_id, sound_q)
         return self._hits(fused_ranking({}, found.semantic, found.sound, w), k, sound_q, None,
                           {h.file_id: h for h in sound})
+
+    def _duration_of(self, path_or_file_id: str | os.PathLike[str] | int) -> float | None:
+        """The length of the sound to find similar ones to: the catalog's, or the header of a file outside."""
+        lib = self.library
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
+        if fid is not None:
+            return lib.files.duration_of(fid)
+        try:
+            return audio_info(path_or_file_id).duration
+        except (AudioError, OSError):
+            return None  # the search says what is wrong with it
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
               known: dict[int, Hit] | None = None, sound_only: bool = False) -> list[Hit]:
@@ -306,6 +325,17 @@ def check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise ValueError(f"the number of results (-k) must be a whole number of at least 1, got {k!r}")
     return int(k)
+
+
+def similar_lengths(filters: SearchFilters | None, duration: float | None) -> SearchFilters | None:
+    """`filters` narrowed to lengths from duration / SIMILAR_LENGTH to duration * SIMILAR_LENGTH + SIMILAR_SLACK_S
+    (within the user's own duration filters); unchanged when the length is not known."""
+    if duration is None or not duration > 0:
+        return filters
+    f = filters or SearchFilters()
+    lo, hi = duration / SIMILAR_LENGTH, duration * SIMILAR_LENGTH + SIMILAR_SLACK_S
+    return replace(f, min_duration=max(lo, f.min_duration or 0.0),
+                   max_duration=hi if f.max_duration is None else min(hi, f.max_duration))
 
 
 def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
