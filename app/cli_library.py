@@ -53,6 +53,10 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
         else:
             p.add_argument("file", type=Path, nargs="?", default=None,
                            help="an audio file (in the library or not); or --record")
+            p.add_argument("--any-length", action="store_true",
+                           help="also sounds much longer or shorter than the file (by default only those from a "
+                                "quarter to four times its length, plus a second: music and ambiences do not "
+                                "crowd out the one-shots like a one-shot)")
             _add_record_arguments(p)
         p.add_argument("--library", type=Path, required=True, help="the (indexed) library folder")
         p.add_argument("--model", default=None, help=model_help)
@@ -237,7 +241,8 @@ def cmd_similar(args: argparse.Namespace) -> int:
         if args.save is not None:
             raise ValueError("similar: --save keeps a recording: use it with --record")
         return _search_command(args, lambda s, f: s.similar(args.file.resolve(), args.k, f,
-                                                            names_weight=args.names_weight))
+                                                            names_weight=args.names_weight,
+                                                            any_length=args.any_length))
     if args.file is not None:
         raise ValueError("similar: give an audio file or --record, not both")
     if not args.library.is_dir():  # before asking anyone to make a sound
@@ -246,7 +251,8 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="earshot-recording-") as tmp:
         query = _record_query(args.record, args.save, Path(tmp))
-        return _search_command(args, lambda s, f: s.similar(query, args.k, f, names_weight=args.names_weight))
+        return _search_command(args, lambda s, f: s.similar(query, args.k, f, names_weight=args.names_weight,
+                                                            any_length=args.any_length))
 
 
 # ---------------------------------------------------------------------------------- similar --record

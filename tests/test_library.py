@@ -603,8 +603,9 @@ def test_cancel_mid_job_leaves_a_consistent_library(tmp_path):
             break
     job.close()  # what the GUI runner does on Cancel; the conftest fixture checks no thread is left
     with Library.open(root) as lib:
-        n = lib.stats().files
+        n = lib.stats().vectors[emb.model_id]
         assert 4 <= n < 12
+        assert lib.stats().files == 12  # names first: every file was catalogued before any audio was read
         assert_consistent(lib, emb.model_id)
     emb.windows = 0
     report = drain(index_library(root, emb))
@@ -644,8 +645,9 @@ def test_kill_9_mid_indexing_then_resume(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     emb = ToneEmbedder()
     with Library.open(root) as lib:
-        committed = lib.stats().files
+        committed = lib.stats().vectors[emb.model_id]
         assert 8 <= committed < n_files
+        assert lib.stats().files == n_files  # named in the first pass, before any audio
         assert_consistent(lib, emb.model_id)  # the index file (a checkpoint) is repaired from the catalog
     report = drain(index_library(root, emb))
     assert len(report.embedded) == n_files - committed and report.unchanged == committed

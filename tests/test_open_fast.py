@@ -148,7 +148,7 @@ def test_the_vocabulary_is_counted_once_per_generation_of_the_words(library: Pat
     for _ in range(2):  # a second session (a new process) reads the counts back
         s = SearchSession(Library.open(library), ToneEmbedder())
         try:
-            assert s._vocabulary().has("tone")
+            assert s._vocabulary(0).has("tone")
         finally:
             s.close()
     assert len(counted) == 1
@@ -158,7 +158,7 @@ def test_the_vocabulary_is_counted_once_per_generation_of_the_words(library: Pat
         assert lib.text.words_generation() > before
     s = SearchSession(Library.open(library), ToneEmbedder())
     try:
-        assert s._vocabulary().has("thunderous")
+        assert s._vocabulary(0).has("thunderous")
     finally:
         s.close()
     assert len(counted) == 2

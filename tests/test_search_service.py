@@ -849,6 +849,6 @@ def test_a_text_query_makes_at_most_three_calls_into_the_library(fusion_session:
             want = [h.rel_path for h in s.search(text, 3, **kwargs)]
             assert want, text
             assert len(calls) <= 3, f"{text!r}: {calls}"
-        assert calls == ["library.vectors.counts", "library.candidates", "library.hits"]
+        assert calls == ["library.counts", "library.candidates", "library.hits"]
     finally:
         s.library = library

@@ -18,7 +18,8 @@ def request_job(session: SearchSession, request: SearchRequest) -> Job[Results]:
     if request.kind == "browse":
         return browse_job(session, request.filters, request.sort, request.descending, request.offset, request.k)
     if request.kind == "similar" and request.target is not None:
-        return similar_job(session, request.target, request.k, request.filters, names_weight=request.names_weight)
+        return similar_job(session, request.target, request.k, request.filters, names_weight=request.names_weight,
+                           any_length=request.any_length)
     return search_job(session, request.query, request.k, request.filters, mode=request.ranking,
                       names_weight=request.names_weight, prefix_last=True)  # the word being typed: a prefix too
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus, Player, display_name
 from app.services.library.embedding import window_starts
@@ -135,6 +135,12 @@ class PreviewPane(QWidget):
         row = QHBoxLayout()
         self.similar_button = QPushButton("Find similar")
         self.similar_button.setToolTip("Sounds in the library that sound like this one")
+        self.similar_length_box = QCheckBox("Similar length")
+        self.similar_length_box.setChecked(not self.state.similar_any_length)
+        self.similar_length_box.setToolTip(
+            "Find similar: only sounds from a quarter to four times as long as this one, so that music and "
+            "ambiences do not crowd out the one-shots like a one-shot (untick for any length)")
+        self.similar_length_box.toggled.connect(lambda on: self.state.set_similar_any_length(not on))
         self.reveal_button = QPushButton("Reveal in folder")
         self.reveal_button.setToolTip("Open the folder holding this file in the file manager")
         self.reveal_button.clicked.connect(self.reveal_selected)
@@ -150,7 +156,7 @@ class PreviewPane(QWidget):
         row.addStretch(1)
         col.addLayout(row)
         files = QHBoxLayout()  # a second row: the pane stays narrow enough to leave the names their width
-        for w in (self.reveal_button, self.copy_button):
+        for w in (self.similar_length_box, self.reveal_button, self.copy_button):
             files.addWidget(w)
         files.addStretch(1)
         col.addLayout(files)

@@ -96,6 +96,7 @@ class SearchRequest:
     sort: str = "name"  # browse: name | folder | duration | modified (app.services.search.browse.SORTS)
     descending: bool = False
     offset: int = 0  # browse: where the page starts; > 0 adds it to the results shown ("Show more")
+    any_length: bool = False  # similar: also files much longer or shorter than the target
 
     def shows_the_same(self, other: SearchRequest) -> bool:
         """Whether two requests list the same thing (the history's Back and Forward skip repeats)."""
@@ -112,6 +113,7 @@ class SearchState:
         self.mode = "text"  # what the results list shows: "text" search or "similar" to a file
         self.similar_to: Path | None = None
         self.similar_names_weight: float | None = None  # None: find similar by sound alone
+        self.similar_any_length = False  # find similar: lengths far from the target's too (music for a one-shot)
         self.default_balance = balance_position(NAMES_WEIGHT)
         self.balance = self.default_balance
         self.filters = SearchFilters()
@@ -188,6 +190,14 @@ class SearchState:
         self.k, self.sort, self.descending = RESULTS_K, "", False
         self.events.search.emit(True)
 
+    def set_similar_any_length(self, on: bool) -> None:
+        """Find similar among every length (on) or among lengths like the target's (off, the default); a similar
+        list shown is searched again."""
+        self.similar_any_length = bool(on)
+        if self.mode == "similar" and self.similar_to is not None:
+            self.k = RESULTS_K
+            self.events.search.emit(True)
+
     def ranking(self) -> tuple[str, float | None]:
         """(mode, names_weight) the balance asks for."""
         return balance(self.balance, self.default_balance)
@@ -206,7 +216,7 @@ class SearchState:
         if self.mode == "similar" and self.similar_to is not None:
             weight = self.similar_names_weight
             return SearchRequest(self._request, "similar", "", self.similar_to, "both" if weight else "sound",
-                                 weight, self.filters, self.k)
+                                 weight, self.filters, self.k, any_length=self.similar_any_length)
         text = self.query.strip()
         if not text:
             return SearchRequest(self._request, "browse", "", None, "names", None, self.filters, self.k,

@@ -312,7 +312,13 @@ class SearchTab(ModelTab):
         if session is None or self.indexing.running():
             return
         self.indexing.watch(self._run(session, lambda: index_session_job(session), "index",
-                                      self.indexing.show_outcome, self.indexing.show_progress))
+                                      self.indexing.show_outcome, self._index_progress))
+
+    @Slot(dict)
+    def _index_progress(self, p: dict[str, Any]) -> None:
+        self.indexing.show_progress(p)
+        if p.get("names_ready") and self.state.mode == "text":
+            self.run_search()  # names are searchable now, before any sound is embedded: what was typed finds them
 
     def _indexing_ended(self, outcome: IndexOutcome | None, changed: bool) -> None:
         if changed and self.state.mode == "text":

@@ -35,13 +35,19 @@ def format_duration(seconds: float) -> str:
 
 
 def format_progress(p: dict[str, Any]) -> str:
-    """'Indexing 12/40 files · 35.2 s of audio · about 12 s left'."""
+    """'Indexing 12/40 files · 35.2 s of audio · about 12 s left' (the time left at the rate measured so far;
+    'estimating time left…' until a few files have been embedded); the first pass: 'Reading names and tags'."""
+    if p.get("phase") == "names":
+        return "Reading names and tags (name search works when this is done)" + (
+            f" · {p['message']}" if p.get("message") else "")
     parts = [f"Indexing {p.get('files_done', p.get('step', 0))}/{p.get('files_total', p.get('total', 0))} files"]
     if p.get("audio_seconds"):
         parts.append(f"{format_duration(float(p['audio_seconds']))} of audio")
     eta = p.get("eta_s")
     if isinstance(eta, int | float):
         parts.append(f"about {format_duration(max(0.0, float(eta)))} left")
+    elif p.get("phase") == "audio":
+        parts.append("estimating time left…")
     elif p.get("message"):
         parts.append(str(p["message"]))
     return " · ".join(parts)

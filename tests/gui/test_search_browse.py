@@ -269,3 +269,18 @@ def test_find_similar_says_so_and_back_forward_walk_the_lists(qtbot, tab: Search
     wait_results(qtbot, tab, lambda: tab.query_edit.setText("bazooka"), "text")
     assert not tab.forward_button.isEnabled()
 
+
+
+def test_find_similar_keeps_to_similar_lengths_unless_the_box_is_unticked(qtbot, tab: SearchTab) -> None:
+    """Issue 24: a short sound's similar list holds no sound many times longer; "Similar length" (ticked by
+    default) unticked, every length comes back, searched again at once."""
+    box = tab.preview_pane.similar_length_box
+    assert box.isChecked() and box.isVisibleTo(tab)
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("pop gun"), "text")
+    hit = next(h for h in tab.state.hits if h.name.endswith("pop_gun_cork.wav"))  # 0.3 s: similar up to 2.2 s
+    wait_results(qtbot, tab, lambda: tab.find_similar(hit), "similar")
+    show_all(qtbot, tab)
+    assert tab.state.hits and max(h.duration for h in tab.state.hits) <= 2.2
+    wait_results(qtbot, tab, lambda: box.setChecked(False), "similar")
+    show_all(qtbot, tab)
+    assert len(tab.state.hits) == len(FILES) - 1 and max(h.duration for h in tab.state.hits) == pytest.approx(3.0)

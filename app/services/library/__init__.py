@@ -20,7 +20,9 @@ Modules (tested in tests/test_library.py and tests/test_library_text.py):
 - pages.py         catalog rows read off the SQLite pages themselves, for salvage;
 - scan.py          walking the folder (`scan_folder`), hashing (`hash_file`), change detection inputs;
 - embedding.py     windows -> vectors -> pooled file vector (`embed_file`);
-- indexer.py       the threaded, incremental index job (`index_library`);
+- indexer.py       the threaded, incremental index job (`index_library`): names first (every new file catalogued
+                   and searchable by name before any audio is read), then the audio;
+- eta.py           the indexing row's time left, from the rate measured (`RateEta`);
 - sharded.py       indexing under torchrun (`sharded_index_job`), through the public API only;
 - names.py         folder and file-name words, UCS CatIDs expanded (data/ucs_categories.csv);
 - tags.py          embedded tags (mutagen + RIFF INFO/bext/iXML) as search text, problems recorded not raised.

@@ -4,11 +4,17 @@ Paths are stored relative to the library root, '/'-separated, as BLOBs of the ra
 (`os.fsencode`): non-UTF-8 names round-trip exactly; in Python they are `os.fsdecode` strings (surrogate-escaped),
 and `audio.display_name` makes them printable. Moved or renamed files are recognised by hash and keep their row
 and vectors; a copy of a known file gets a copy of its vector (`record`).
+
+Names first: the indexer's first pass adds a row for every new file before any audio is read (`add_named`: path,
+size, mtime, the header's duration; no hash, no vector), so that names, folders and tags are searchable at once.
+Such a row is *named*: status 'ok', hash NULL. When the second pass finds that its content is a catalogued file
+that moved, the moved row is kept (its vectors, user tags, favourites) and the named row goes (`record`).
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,8 +25,10 @@ from app.services.library import catalog
 from app.services.library.catalog import KNOWN_CONTENT, CatalogRow, id_chunks
 from app.services.library.records import FailedFile, PathLike
 from app.services.library.scan import ScannedFile
+from app.services.library.text_channel import TextChannel, is_text_model
 
 if TYPE_CHECKING:
+    from app.services.audio import AudioInfo
     from app.services.library.library import Library
 
 _ROW = ("SELECT id, path, size, mtime_ns, hash, status,"
@@ -70,6 +78,22 @@ class FileTable:
             r = self.library.db.execute("SELECT path, status, error FROM files WHERE id = ?", (file_id,)).fetchone()
         return (os.fsdecode(bytes(r[0])), r[1], r[2] or "") if r else None
 
+    def count(self) -> int:
+        """How many readable files the catalog holds (embedded or only named so far)."""
+        with self.library.lock:
+            return int(self.library.db.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0])
+
+    def id_bound(self) -> int:
+        """An upper bound on how many files the catalog holds, at once (ids are never reused): caps a search's k."""
+        with self.library.lock:
+            return int(self.library.db.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()[0])
+
+    def duration_of(self, file_id: int) -> float | None:
+        """A file's length in seconds as catalogued (None when not known)."""
+        with self.library.lock:
+            r = self.library.db.execute("SELECT duration FROM files WHERE id = ?", (file_id,)).fetchone()
+        return float(r[0]) if r and r[0] is not None else None
+
     def failed(self) -> list[FailedFile]:
         """Files that could not be read, by path."""
         with self.library.lock:
@@ -109,15 +133,19 @@ class FileTable:
                 return "stale"  # the content was replaced during this run: the caller reads the file after all
             removed: list[int] = []
             target = self._row_at(key, model_id)
-            if target is None and digest is not None:
+            named = target is not None and target.hash is None and target.status == "ok"  # from the first pass
+            if (target is None or named) and digest is not None:
                 for r in db.execute("SELECT id, path FROM files WHERE hash = ? ORDER BY id", (digest,)):
                     if bytes(r[1]) not in seen:  # its file is gone: this is where it went
+                        if named:  # the moved row, with its vectors and the user's marks, replaces the named one
+                            removed += self._fold_into(db, target.id, r[0])
                         db.execute("UPDATE files SET path = ? WHERE id = ?", (key, r[0]))
                         target = self._row_at(key, model_id)
-                        outcome = "moved"
+                        outcome, named = "moved", False
                         break
             if target is not None and target.hash != digest:
-                removed += store.drop(db, target.id)  # new content: every model's vector is stale
+                # new content: every model's vector is stale; a named row has only its text vector, which is not
+                removed += self._drop_sound(db, target.id) if named else store.drop(db, target.id)
                 target.has_vector = False
             if reuse:
                 src = db.execute(KNOWN_CONTENT + " LIMIT 1", (digest, model_id, target.id if target else -1)
@@ -160,6 +188,21 @@ class FileTable:
             if added is not None:
                 store.add(model_id, [added[0]], added[1][None])
         return outcome
+
+    def add_named(self, files: Sequence[tuple[ScannedFile, AudioInfo | None]]) -> int:
+        """The first pass: a row for each new file (path, size, mtime, format, what its header says; no hash, no
+        vector) in one transaction, so that its name can be searched before its audio is read. A path that has a
+        row already is left alone. Returns how many rows were added."""
+        now, added = time.time(), 0
+        with self.library.transaction() as db:
+            for f, info in files:
+                facts = (info.duration, info.sample_rate, info.channels) if info is not None else (None, None, None)
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO files(path, size, mtime_ns, hash, duration, sample_rate, channels, status,"
+                    " indexed_at, format) VALUES (?, ?, ?, NULL, ?, ?, ?, 'ok', ?, ?)",
+                    (f.key, f.size, f.mtime_ns, *facts, now, catalog.file_format(f.key)))
+                added += cur.rowcount
+        return added
 
     def placeholders(self, files: Sequence[tuple[int, bytes]], reason: str) -> list[str]:
         """Rows for files known only by id and path (after a salvage): failed with `reason` until the next index
@@ -207,6 +250,32 @@ class FileTable:
                 db.execute("DELETE FROM files WHERE id = ?", (fid,))
         self.library.vectors.unindex(removed)
         return len(file_ids)
+
+    def _fold_into(self, db: sqlite3.Connection, named: int, moved: int) -> list[int]:
+        """A named row turned out to be a catalogued file that moved (inside the caller's transaction): the moved
+        row keeps its sound vectors and takes the named row's text (derived from the new path) and text vectors,
+        and the user's tags and favourite given to it meanwhile; the named row goes. Returns the vector ids to
+        unindex (the moved row's text vectors of its old path)."""
+        removed = [v for (v, m) in db.execute("SELECT id, model_id FROM vectors WHERE file_id = ?", (moved,)
+                                              ).fetchall() if is_text_model(m)]
+        db.execute(f"DELETE FROM vectors WHERE id IN ({','.join('?' * len(removed))})", removed)
+        if db.execute("SELECT 1 FROM texts WHERE file_id = ?", (named,)).fetchone():
+            db.execute("DELETE FROM texts WHERE file_id = ?", (moved,))
+            db.execute("UPDATE texts SET file_id = ? WHERE file_id = ?", (moved, named))
+        db.execute("UPDATE vectors SET file_id = ? WHERE file_id = ?", (moved, named))  # its text vectors: ids kept
+        db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) SELECT ?, tag, added_at FROM user_tags"
+                   " WHERE file_id = ?", (moved, named))
+        db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) SELECT ?, added_at FROM favourites"
+                   " WHERE file_id = ?", (moved, named))
+        db.execute("DELETE FROM files WHERE id = ?", (named,))
+        TextChannel.write_keywords(db, moved)
+        return removed
+
+    def _drop_sound(self, db: sqlite3.Connection, file_id: int) -> list[int]:
+        """Delete a file's sound vectors, keeping its text vector (which follows its text, not its bytes)."""
+        models = [m for (m,) in db.execute("SELECT model_id FROM vectors WHERE file_id = ?", (file_id,))]
+        return [v for m in dict.fromkeys(models) if not is_text_model(m)
+                for v in self.library.vectors.drop(db, file_id, m)]
 
     def _row_at(self, key: bytes, model_id: str) -> CatalogRow | None:
         r = self.library.db.execute(_ROW + " WHERE path = ?", (model_id, key)).fetchone()

@@ -1,11 +1,14 @@
-"""The incremental, threaded index job: bring a model's vectors up to date with the folder.
+"""The incremental, threaded index job: bring a model's vectors up to date with the folder, names first.
 
-Only new and changed files are read. Worker threads hash, decode and (when the embedder has
-`prepare_windows`) run its front end ahead of the model through a bounded queue, so that work overlaps the
-model's runs, and tell the job what they found in typed messages (Known, Windows, Done, Error, Gone, Changed,
-Fatal); the job (a generator) embeds in batches and commits each file in its own transaction through
-`library.files.record`. Files that fail (corrupt, empty, header only) are recorded with status 'error' and
-skipped until they change; files that could not be read at all (no hash) are retried every run.
+Pass 1 (seconds, no audio decoded): a catalog row for every new file (its header's duration, rate, channels) and
+the text channel brought up to date (names, folders, embedded tags -> keywords and sentence vectors), so that a
+name search answers before any sound is embedded. Pass 2: the audio. Only new and changed files are read.
+Worker threads hash, decode and (when the embedder has `prepare_windows`) run its front end ahead of the model
+through a bounded queue, so that work overlaps the model's runs, and tell the job what they found in typed messages
+(Known, Windows, Done, Error, Gone, Changed, Fatal); the job (a generator) embeds in batches and commits each file
+in its own transaction through `library.files.record`. Files that fail (corrupt, empty, header only) are recorded
+with status 'error' and skipped until they change; files that could not be read at all (no hash) are retried every
+run.
 """
 
 from __future__ import annotations
@@ -27,11 +30,15 @@ from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.catalog import CatalogRow
 from app.services.library.embedding import LONG_FILE_WINDOWS, embed, pool, windows_of
+from app.services.library.eta import RateEta, work_of
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
 from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
 from core.files import hash_file
+
+NAMES_CHUNK = 256  # new files named per transaction in pass 1 (a progress report, a cancel point between)
+PAUSED_S = 1.0  # a job resumed this long after it yielded was paused: the ETA leaves that time out
 
 # ------------------------------------------------------------------- what the readers tell the job (one queue)
 
@@ -209,11 +216,17 @@ class _IndexRun:
         self.reader: _Reader | None = None
         self.tasks: list[_Task] = []
         self.seen: set[bytes] = set()  # relative paths present in the folder
+        self.scanned: dict[bytes, int] = {}  # their mtimes when scanned
         self.state: dict[int, _Pending] = {}  # files being embedded
         # (task, windows (w, S) or the embedder's prepared windows, coverage (w,))
         self.batch: list[tuple[int, Any, np.ndarray]] = []
-        self.done = self.done_bytes = self.total_bytes = 0
+        self.done = 0
         self.outstanding = 0  # tasks the readers have not finished
+        self.unnamed: list[ScannedFile] = []  # new files: no catalog row yet (pass 1 adds one)
+        self.work: list[float] = []  # per task: its seconds of audio and a file's cost (eta.work_of), from its header
+        self.remaining_work = 0.0  # of the tasks not finished
+        self.eta = RateEta()
+        self.phase = "scanning"  # scanning | names | audio | done
 
     # ------------------------------------------------------------------------------------------ planning
 
@@ -226,6 +239,7 @@ class _IndexRun:
         lib.vectors.index(self.model_id)  # load and repair before changing anything
         rows = lib.files.rows(self.model_id)
         self.seen = {f.key for f in found.files}
+        self.scanned = {f.key: f.mtime_ns for f in found.files}
         # rows under folders that are away (a network share briefly down, a drive not mounted) are kept, hidden,
         # not re-read
         away: list[CatalogRow] = []
@@ -242,6 +256,8 @@ class _IndexRun:
         r.unavailable = len({w.id for w in away})
         for f in found.files:
             row = rows.get(f.key)
+            if row is None:
+                self.unnamed.append(f)
             if row is None or (row.size, row.mtime_ns) != (f.size, f.mtime_ns) or self.rehash:
                 self.tasks.append(_Task(f))
             elif (row.status == "ok" and row.has_vector) or (
@@ -252,7 +268,6 @@ class _IndexRun:
         # vanished rows whose size matches no file to read cannot have moved: drop them now
         sizes = {t.file.size for t in self.tasks}
         r.removed += lib.files.delete([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
-        self.total_bytes = sum(t.file.size for t in self.tasks) or 1
         return frozenset(w.hash for w in rows.values()
                          if w.hash and (w.has_vector or (w.status == "error" and not self.retry_failed)))
 
@@ -275,16 +290,56 @@ class _IndexRun:
     # -------------------------------------------------------------------------------------------- running
 
     def progress(self, message: str) -> Progress:
-        elapsed = time.monotonic() - self.t0
-        eta = elapsed * (self.total_bytes - self.done_bytes) / self.done_bytes if self.done_bytes else None
+        """A progress report: files, audio embedded, the phase, and the time left at the measured rate (None while
+        it is being measured, and outside the audio pass)."""
+        eta = self.eta.eta(time.monotonic(), self.remaining_work) if self.phase == "audio" else None
         n = len(self.tasks)
         return {"step": self.done, "total": n, "files_done": self.done, "files_total": n,
-                "audio_seconds": self.report.audio_seconds, "eta_s": eta, "message": message}
+                "audio_seconds": self.report.audio_seconds, "eta_s": eta, "phase": self.phase, "message": message}
+
+    def emit(self, message: str) -> Iterator[Progress]:
+        """Yield a progress report; a resume long after it means the runner paused the job: not the work's time."""
+        before = time.monotonic()
+        yield self.progress(message)
+        if (gap := time.monotonic() - before) > PAUSED_S:
+            self.eta.pause(gap)
+
+    def embedded_seconds(self, duration: float) -> float:
+        """How much of a file's audio the model reads: a long file only its spread windows (embedding.py)."""
+        window = float(getattr(self.embedder, "window_seconds", 0.0) or 0.0)
+        return min(duration, self.max_windows * window) if self.max_windows and window > 0 else duration
+
+    def names_pass(self) -> Iterator[Progress]:
+        """Pass 1, before any audio is read: a row for each new file with what its header says, then the text
+        channel (names, folders, tags; their sentence vectors), each committed as it goes. Also sizes each task's
+        work for the ETA (headers are cheap: no audio is decoded)."""
+        self.phase = "names"
+        infos: dict[bytes, AudioInfo | None] = {}
+        for t in self.tasks:
+            try:
+                infos[t.file.key] = audio_info(t.file.path)
+            except (AudioError, OSError):
+                infos[t.file.key] = None  # pass 2 finds out what is wrong with it
+        # a file whose header cannot be read is not listed before pass 2 has said why (it fails there)
+        unnamed = [(f, info) for f in self.unnamed if (info := infos.get(f.key)) is not None]
+        for start in range(0, len(unnamed), NAMES_CHUNK):
+            self.lib.files.add_named(unnamed[start:start + NAMES_CHUNK])
+            yield from self.emit(f"reading names ({min(start + NAMES_CHUNK, len(unnamed))}/{len(unnamed)})")
+        headers = (infos[t.file.key] for t in self.tasks)
+        sized = [work_of(self.embedded_seconds(i.duration) if i else None) for i in headers]
+        known = [w for w in sized if w is not None]
+        typical = sum(known) / len(known) if known else 1.0  # a file whose header says nothing: a typical one
+        self.work = [typical if w is None else w for w in sized]
+        self.remaining_work = sum(self.work)
+        yield from self.text_pass()
+        self.phase = "audio"
+        yield {**self.progress("names and tags searchable; embedding the audio"), "names_ready": True}
 
     def run(self) -> Job[IndexReport]:
-        yield {**self.progress("scanning folder"), "eta_s": None}
-        self.reader = reader = _Reader(self.embedder, self.plan(), self.batch_size, self.out, self.stop,
-                                       self.max_windows)
+        yield self.progress("scanning folder")
+        known = self.plan()
+        yield from self.names_pass()
+        self.reader = reader = _Reader(self.embedder, known, self.batch_size, self.out, self.stop, self.max_windows)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="earshot-index")
         for i, t in enumerate(self.tasks):
             self.pool.submit(reader, i, t)
@@ -298,13 +353,13 @@ class _IndexRun:
             if msg is None:  # the readers are behind: embed what we have; let the runner pause/cancel
                 if self.batch or any(p.done for p in self.state.values()):
                     self.flush()
-                    yield self.progress(f"embedded {self.done}/{len(self.tasks)} files")
+                    yield from self.emit(f"embedded {self.done}/{len(self.tasks)} files")
                 elif time.monotonic() - last_beat > 0.5:
                     last_beat = time.monotonic()
-                    yield self.progress("reading files")
+                    yield from self.emit("reading files")
                 continue
             if self.handle(msg):
-                yield self.progress(display_name(self.tasks[msg.task].file.rel))
+                yield from self.emit(display_name(self.tasks[msg.task].file.rel))
             if time.monotonic() - last_save > self.checkpoint_seconds:
                 self.lib.vectors.save(self.model_id)
                 last_save = time.monotonic()
@@ -314,7 +369,8 @@ class _IndexRun:
         self.lib.vectors.save(self.model_id)
         if self.report.moved or self.report.removed:
             self.lib.user_tags.mirror()  # the tags of moved and removed files: their paths in the mirror
-        yield from self.text_pass()
+        self.phase = "done"
+        yield from self.text_pass()  # files that moved, or changed while pass 2 read them
         if self.model_id in self.lib.model_errors():
             self.lib.set_model_error(self.model_id, None)  # it works now
         self.report.elapsed_s = time.monotonic() - self.t0
@@ -328,12 +384,14 @@ class _IndexRun:
         stale = lib.text.stale()
         for n, (fid, key, mtime_ns) in enumerate(stale):
             text = derive_text(lib.root, key)
+            if self.phase == "names":  # derived from the file as scanned, which pass 2 records: not stale then
+                mtime_ns = self.scanned.get(key, mtime_ns)
             if lib.text.store(fid, key, mtime_ns, text):
                 r.texts += 1
                 if text.problem:
                     r.tag_problems.append(FailedFile(os.fsdecode(key), text.problem, fid))
             if n % 50 == 49:
-                yield {**self.progress(f"reading names and tags ({n + 1}/{len(stale)})"), "step": len(self.tasks)}
+                yield from self.emit(f"reading names and tags ({n + 1}/{len(stale)})")
         enc = self.text_encoder
         if enc is None:
             return
@@ -347,7 +405,7 @@ class _IndexRun:
             r.text_vectors += sum(v is not None for _, _, v in batch)
             lib.text.store_vectors(enc.model_id, batch)
             done += len(chunk)
-            yield {**self.progress(f"embedding names and tags ({done}/{len(pending)})"), "step": len(self.tasks)}
+            yield from self.emit(f"embedding names and tags ({done}/{len(pending)})")
         lib.vectors.save(enc.model_id)
 
     def shutdown(self) -> None:
@@ -409,8 +467,16 @@ class _IndexRun:
             case Gone():
                 self.seen.discard(t.file.key)
         self.outstanding -= 1
-        self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
+        self.finished(i)
         return True
+
+    def finished(self, i: int, embedded: bool = False) -> None:
+        """Task i is over: its work leaves what remains; embedded, it also tells the ETA how fast work goes."""
+        self.done += 1
+        work = self.work[i] if i < len(self.work) else 0.0
+        self.remaining_work = max(0.0, self.remaining_work - work)
+        if embedded:
+            self.eta.done(time.monotonic(), work)
 
     def forget(self, i: int) -> None:
         """Drop what was read of a file (it changed, failed late, or is known after all)."""
@@ -476,7 +542,7 @@ class _IndexRun:
         (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
         self.report.windows += len(vecs)
         self.report.audio_seconds += info.duration
-        self.done, self.done_bytes = self.done + 1, self.done_bytes + t.file.size
+        self.finished(i, embedded=True)
 
     def store_known(self, t: _Task, digest: str, st: os.stat_result) -> bool:
         """Content already catalogued (moved, copied, touched); False if it no longer is."""

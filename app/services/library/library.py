@@ -232,6 +232,12 @@ class Library:
 
     # -------------------------------------------------------------------------------------------- reading
 
+    def counts(self, model_ids: Sequence[str]) -> list[int]:
+        """How many vectors each model's index holds (in memory) and, last, an upper bound on the files catalogued
+        (ids are never reused): while indexing runs, names are searchable before their files have any vector."""
+        with self.lock:
+            return [*self.vectors.counts(model_ids), self.files.id_bound()]
+
     def stats(self) -> LibraryStats:
         with self.lock:
             files, ok, secs = self.db.execute(

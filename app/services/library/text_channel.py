@@ -105,6 +105,7 @@ class TextChannel:
         self.library = library
         self._reader: sqlite3.Connection | None = None  # keyword_search's read-only connection, opened on first use
         self._reader_lock: threading.Lock | threading.RLock = library.lock
+        self.stored = 0  # texts stored since the library opened: searches read the words again as they grow
 
     # ----------------------------------------------------------------------------------- deriving, storing
 
@@ -142,6 +143,7 @@ class TextChannel:
                        (file_id, key, mtime_ns, TEXT_VERSION, text.name, text.folder, text.tags, text.problem,
                         old[0] if old else None))
             self.write_keywords(db, file_id)
+        self.stored += 1
         return True
 
     @staticmethod

@@ -87,5 +87,5 @@ def browse_job(session: SearchSession, filters: SearchFilters | None, sort: str,
                limit: int) -> Job[BrowseResults]:
     yield {"message": "listing sounds"}
     page = browse(session.library, session.embedder.model_id, filters, sort, descending, offset, limit)
-    return BrowseResults(page.hits, "", "browse", session.indexed_count(), bool(filters and filters.active),
+    return BrowseResults(page.hits, "", "browse", session.searchable_count("names"), bool(filters and filters.active),
                          total=page.total, offset=offset)

@@ -35,13 +35,14 @@ def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters
                names_weight: float | None = None, prefix_last: bool = False) -> Job[Results]:
     yield {"message": f"searching for “{text}”"}
     hits = session.search(text, k, filters, mode=mode, names_weight=names_weight, prefix_last=prefix_last)
-    return Results(hits, text, "text", session.indexed_count(), bool(filters and filters.active))
+    return Results(hits, text, "text", session.searchable_count(mode), bool(filters and filters.active))
 
 
 def similar_job(session: SearchSession, path: str | os.PathLike[str], k: int,
-                filters: SearchFilters | None, names_weight: float | None = None) -> Job[Results]:
+                filters: SearchFilters | None, names_weight: float | None = None,
+                any_length: bool = False) -> Job[Results]:
     yield {"message": f"finding sounds like {display_name(Path(path).name)}"}
-    hits = session.similar(path, k, filters, names_weight=names_weight)
+    hits = session.similar(path, k, filters, names_weight=names_weight, any_length=any_length)
     return Results(hits, display_name(Path(path).name), "similar", session.indexed_count(),
                    bool(filters and filters.active))
 

@@ -12,12 +12,13 @@ import functools
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.services.audio import AudioError, audio_info
 from app.services.jobs import Job
 from app.services.library import names
 from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, fill
@@ -34,8 +35,11 @@ from app.services.search.tags import TagEditor
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from app.services.text_tower import TextTower as TextTowerType
 
-VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes
+VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
+VOCABULARY_GROWTH = 1.25  # or at once when the words come from this many times more files (the first pass)
 VOCABULARY_FILE = "vocabulary.json"  # beside the catalog: the word counts of its names, folders and tags
+SIMILAR_LENGTH = 4.0  # find similar, same length: at most this many times shorter or longer than the sound started
+SIMILAR_SLACK_S = 1.0  # from, plus this (a 0.1-s click still finds 1-s hits; a 1-s one-shot finds 0.25..5 s)
 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
@@ -63,7 +67,8 @@ class SearchSession:
         self.library = library
         self.embedder = embedder
         self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
-        self._vocab: tuple[int, float, Vocabulary] | None = None  # (words generation, when read, the words)
+        self._vocab: tuple[int, float, Vocabulary, int] | None = None  # (words generation, when read, the words,
+        # texts stored then)
         self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
 
     @classmethod
@@ -111,10 +116,11 @@ class SearchSession:
             return HitList()
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
-        indexed = self.library.vectors.counts(models)  # in memory: runs on every keystroke
-        k = min(check_k(k), indexed[0])
+        *indexed, files = self.library.counts(models)  # runs on every keystroke: in memory, and one indexed lookup
+        # searchable while indexing runs: names as soon as the first pass has them, sounds as they are embedded
+        k = min(check_k(k), max(*indexed, files) if w > 0 else indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
-        vocab = self._vocabulary() if k and w > 0 else None
+        vocab = self._vocabulary(self.library.text.stored) if k and w > 0 else None
         corrected = query.corrected(vocab)
         free_text = parse(corrected).free_text if corrected else query.free_text
         encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
@@ -139,23 +145,27 @@ class SearchSession:
         return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
                        no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
 
-    def _vocabulary(self) -> Vocabulary:
+    def _vocabulary(self, stored: int) -> Vocabulary:
         """The library's words (and the sentence encoder's English ones), read again when its names, folders or
-        tags changed, at most every VOCABULARY_REFRESH_S (not on every keystroke while an index runs); kept
-        beside the catalog, so that a large library's first query does not count them again."""
+        tags changed, at most every VOCABULARY_REFRESH_S (not on every keystroke while an index runs), but at once
+        while the first pass multiplies them (`stored`: texts stored since opening; a query typed early must not
+        be "corrected" towards the few names known then). Kept beside the catalog, so that a large library's
+        first query does not count them again."""
         now = time.monotonic()
-        if self._vocab is not None and now - self._vocab[1] < VOCABULARY_REFRESH_S:
-            return self._vocab[2]
+        old = self._vocab
+        growing = old is not None and stored > VOCABULARY_GROWTH * old[3]
+        if old is not None and now - old[1] < VOCABULARY_REFRESH_S and not growing:
+            return old[2]
         generation = self.library.text.words_generation()
-        if self._vocab is None or self._vocab[0] != generation:
+        if old is None or old[0] != generation:
             if self._english is None:
                 tokenizer = getattr(self.text_encoder, "tokenizer", None)
                 self._english = english_words(tokenizer.get_vocab() if tokenizer is not None else ())
             counts = cached_counts(self.library.catalog_dir / VOCABULARY_FILE, generation, self.library.text.words,
                                    write=not self.library.read_only)
-            self._vocab = (generation, now, Vocabulary(counts, self._english))
+            self._vocab = (generation, now, Vocabulary(counts, self._english), stored)
         else:
-            self._vocab = (generation, now, self._vocab[2])
+            self._vocab = (generation, now, old[2], stored)
         return self._vocab[2]
 
     def encode_query(self, text: str, sound: bool = True, names: bool = True) -> QueryVectors:
@@ -171,13 +181,18 @@ class SearchSession:
                             enc.embed_text([text])[0] if enc is not None else None)
 
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
-                filters: SearchFilters | None = None, names_weight: float | None = None) -> list[Hit]:
+                filters: SearchFilters | None = None, names_weight: float | None = None,
+                any_length: bool = False) -> list[Hit]:
         """Files that sound like a file (sound channel); names_weight > 0 adds how alike their names and tags
-        are (the MiniLM sentence vectors), fused with the same rule as text search."""
+        are (the MiniLM sentence vectors), fused with the same rule as text search. Only files of a similar
+        length unless `any_length` (`similar_lengths`): a one-shot finds one-shots, not the music and ambiences
+        whose average sounds alike."""
         k = self.capped_k(k)
         if k == 0:
             return []
         lib = self.library
+        if not any_length:
+            filters = similar_lengths(filters, self._duration_of(path_or_file_id))
         if not names_weight:
             return lib.search.similar(path_or_file_id, self.embedder, k, filters)
         sound = lib.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
@@ -196,6 +211,17 @@ class SearchSession:
             fill(lib, found.sound, found.ids(), self.embedder.model_id, sound_q)
         return self._hits(fused_ranking({}, found.semantic, found.sound, w), k, sound_q, None,
                           {h.file_id: h for h in sound})
+
+    def _duration_of(self, path_or_file_id: str | os.PathLike[str] | int) -> float | None:
+        """The length of the sound to find similar ones to: the catalog's, or the header of a file outside."""
+        lib = self.library
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
+        if fid is not None:
+            return lib.files.duration_of(fid)
+        try:
+            return audio_info(path_or_file_id).duration
+        except (AudioError, OSError):
+            return None  # the search says what is wrong with it
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
               known: dict[int, Hit] | None = None, sound_only: bool = False) -> list[Hit]:
@@ -293,6 +319,12 @@ class SearchSession:
     def stats(self) -> LibraryStats:
         return self.library.stats()
 
+    def searchable_count(self, mode: str = "both") -> int:
+        """How many files a search in `mode` can find now: while indexing runs, names are searchable before the
+        sounds are embedded."""
+        sound = self.library.vectors.count(self.embedder.model_id)
+        return sound if check_mode(mode) == "sound" else max(sound, self.library.files.count())
+
     def indexed_count(self) -> int:
         return int(self.stats().vectors.get(self.embedder.model_id, 0))
 
@@ -306,6 +338,17 @@ def check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise ValueError(f"the number of results (-k) must be a whole number of at least 1, got {k!r}")
     return int(k)
+
+
+def similar_lengths(filters: SearchFilters | None, duration: float | None) -> SearchFilters | None:
+    """`filters` narrowed to lengths from duration / SIMILAR_LENGTH to duration * SIMILAR_LENGTH + SIMILAR_SLACK_S
+    (within the user's own duration filters); unchanged when the length is not known."""
+    if duration is None or not duration > 0:
+        return filters
+    f = filters or SearchFilters()
+    lo, hi = duration / SIMILAR_LENGTH, duration * SIMILAR_LENGTH + SIMILAR_SLACK_S
+    return replace(f, min_duration=max(lo, f.min_duration or 0.0),
+                   max_duration=hi if f.max_duration is None else min(hi, f.max_duration))
 
 
 def highlight(fields: dict[str, str], query: Query) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
