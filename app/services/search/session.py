@@ -173,7 +173,7 @@ class SearchSession:
         names' encoder), each when asked. When the text tower is the frozen MiniLM that also makes the sentence
         vectors, one forward pass gives both (half the query-encoding time)."""
         enc = self.text_encoder if names else None
-        tower = self.embedder
+        tower = (getattr(self.embedder, "text_tower", None) or self.embedder) if sound else None
         if sound and enc is not None and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
                 and tower.shares_encoder_with(enc):
             return QueryVectors(*tower.embed_with_mean(text))
