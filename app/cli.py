@@ -16,6 +16,7 @@ from typing import Any
 
 from app import __version__
 from app.cli_library import add_library_parsers
+from core import memory
 from core.config import bound_numbers, number
 
 Handler = Callable[[argparse.Namespace], int]
@@ -104,6 +105,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     listen_for_interrupt()
+    memory.limit_arenas()  # before any worker thread allocates (core/memory.py)
     parser = build_parser(argv)
     problem = unknown_command(argv, subcommands(parser))
     if problem:

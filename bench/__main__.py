@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 
 def machine() -> dict:
+    import torch
+
     from bench.machine import cpu
 
     return {"python": platform.python_version(), "torch": torch.__version__, "cpu": cpu(),
@@ -39,6 +39,8 @@ def main(names: list[str]) -> int:
             print(f"unknown benchmark {name}; available: {', '.join(found)}", file=sys.stderr)
             return 2
         start = time.perf_counter()
+        # machine() imports torch: after the run, so that a benchmark of processes it starts (startup) measures
+        # their memory, not the pages they share with a large parent
         result = importlib.import_module(f"bench.{name}").run()
         record = {"benchmark": name, "machine": machine(), "wall_s": round(time.perf_counter() - start, 2),
                   "result": result}

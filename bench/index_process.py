@@ -12,6 +12,18 @@ import time
 from pathlib import Path
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started: Linux's VmHWM (ru_maxrss would also count the pages
+    of the parent it was forked from, a benchmark holding models in memory), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("folder", type=Path)
@@ -19,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default=None)
     args = p.parse_args(argv)
     t0, cpu0 = time.perf_counter(), time.process_time()
+    from core import memory
+
+    memory.limit_arenas()  # as `earshot` does at start
     from app.services.jobs import drain
     from app.services.search.embedder import load_embedder
     from app.services.search.jobs import summarize
@@ -39,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {k: s[k] for k in ("files", "embedded", "failed", "windows", "audio_seconds", "elapsed_s", "x_realtime")}
     out.update({"backend": embedder.backend, "load_s": round(loaded, 2), "process_wall_s": round(wall, 2),
                 "cpu_s": round(time.process_time() - cpu0, 2),
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+                "peak_rss_mb": peak_rss_mb()})
     print(json.dumps(out))
     return 0
 

@@ -350,6 +350,7 @@ def session_from_bytes(model: bytes, threads: int) -> Any:  # onnxruntime.Infere
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
+    opts.enable_cpu_mem_arena = False
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep: the GUI needs a core
     return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 

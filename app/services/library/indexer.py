@@ -35,9 +35,11 @@ from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
 from app.services.library.scan import ScannedFile
 from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
+from core import memory
 from core.files import hash_file
 
 NAMES_CHUNK = 256  # new files named per transaction in pass 1 (a progress report, a cancel point between)
+TRIM_EVERY_S = 1.0  # freed memory is handed back at most this often (core/memory.py)
 PAUSED_S = 1.0  # a job resumed this long after it yielded was paused: the ETA leaves that time out
 
 # ------------------------------------------------------------------- what the readers tell the job (one queue)
@@ -205,6 +207,7 @@ class _IndexRun:
         self.rehash = rehash
         self.text_encoder: TextEncoder | None = None
         self.max_windows = LONG_FILE_WINDOWS
+        self.trimmed = time.monotonic()
         self.report = IndexReport(self.model_id)
         self.t0 = time.monotonic()
         self.stop = threading.Event()
@@ -540,6 +543,9 @@ class _IndexRun:
         outcome = self.lib.files.record(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
                                        meta=meta, vectors=pool(vecs, cover))
         (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
+        if time.monotonic() - self.trimmed > TRIM_EVERY_S:  # the threads' freed buffers back to the system
+            memory.trim()
+            self.trimmed = time.monotonic()
         self.report.windows += len(vecs)
         self.report.audio_seconds += info.duration
         self.finished(i, embedded=True)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 KIND = "retrieval"
 TEXT_CACHE_SIZE = 256  # search-as-you-type asks for the same prefixes again and again
+FRONTEND_ROWS = 4  # windows through the front end at once: a 10-s window's spectrogram is 8 MB, 16 of them 130 MB
 DEFAULT_ENCODER = object()  # "the default sentence encoder, loaded on first use" (None means: keywords only)
 
 
@@ -205,15 +206,24 @@ class RetrievalEmbedder:
             groups.setdefault(self._group(n), []).append(i)
         prepared = PreparedWindows(len(x))
         with torch.inference_mode():
-            for n, rows in groups.items():
-                wave = torch.from_numpy(_padded(x[rows], n)).to(self.device)  # (b, n)
-                real = torch.from_numpy(np.minimum(lengths[rows], n)).to(self.device)  # (b,)
-                if self.aisfx:  # (b, T, 96), each row peak-normalised over its real samples; (b,) real frames
-                    feats, frames = self.frontend(wave, real), self.frontend.num_frames(real)
-                else:  # PaSST groups are of one real length, n: one window, never two
-                    feats, frames = self.frontend(wave)[..., : self.model.config.audio.window_frames], None
-                prepared.groups.append((np.asarray(rows), feats, frames))
+            for n, group in groups.items():
+                for at in range(0, len(group), FRONTEND_ROWS):
+                    rows = group[at:at + FRONTEND_ROWS]
+                    prepared.groups.append(self._front_end(x, rows, n, lengths))
         return prepared
+
+    def _front_end(self, x: np.ndarray, rows: list[int], n: int, lengths: np.ndarray
+                   ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None]:
+        """Front-end frames of some windows of one group (cut or padded to n samples)."""
+        import torch
+
+        with torch.inference_mode():
+            wave = torch.from_numpy(_padded(x[rows], n)).to(self.device)  # (b, n)
+            real = torch.from_numpy(np.minimum(lengths[rows], n)).to(self.device)  # (b,)
+            if self.aisfx:  # (b, T, 96), each row peak-normalised over its real samples; (b,) real frames
+                return np.asarray(rows), self.frontend(wave, real), self.frontend.num_frames(real)
+            # PaSST groups are of one real length, n: one window, never two
+            return np.asarray(rows), self.frontend(wave)[..., : self.model.config.audio.window_frames], None
 
     def embed_prepared(self, batches: Sequence[PreparedWindows]) -> np.ndarray:
         """Prepared windows (of one or several files) -> (sum of their windows, dim) unit vectors, in order.
