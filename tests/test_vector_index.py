@@ -203,8 +203,11 @@ def test_bad_files_raise_index_file_error(tmp_path: Path) -> None:
         VectorIndex.load(tmp_path / "missing.faiss", DIM, SMALL)
 
 
-def test_an_ivf_file_is_memory_mapped_and_copied_into_memory_on_the_first_change(tmp_path: Path) -> None:
-    """Issue 25: a 1M-file index took seconds to read; mapped, opening costs nothing until a change."""
+def test_an_ivf_file_is_mapped_searched_at_once_and_copied_into_memory(tmp_path: Path) -> None:
+    """Issue 25: a 1M-file index took seconds to read. Mapped, it is searched at once; a copy in memory replaces
+    the mapping in the background (searches on it are faster), or before a change (the mapping is read-only)."""
+    import threading
+
     n = 3000
     x, q = clustered(n, 0), clustered(20, 1)
     vi = VectorIndex.build(DIM, np.arange(n), x, SMALL)
@@ -213,15 +216,30 @@ def test_an_ivf_file_is_memory_mapped_and_copied_into_memory_on_the_first_change
     back = VectorIndex.load(path, DIM, SMALL)
     assert back._mapped and back.kind == "ivf"
     assert np.array_equal(back.search(q, K)[1], vi.search(q, K)[1])
-    assert back.remove([0, 1, 2]) == 3 and not back._mapped  # the mapping is read-only: copied first
-    back.add([0], x[:1])
-    back.save(path)  # replaces the file it was mapped from
-    again = VectorIndex.load(path, DIM, SMALL)
-    assert len(again) == n - 2 and set(again.ids().tolist()) == set(range(n)) - {1, 2}
-    assert np.allclose(again.reconstruct([0]), x[:1], atol=1e-6)
+    lock = threading.RLock()
+    with lock:  # a search holds the lock: the copy is made meanwhile, swapped in after
+        back.copy_in_background(lock)
+        for _ in range(200):
+            if back._copied is not None:
+                break
+            threading.Event().wait(0.01)
+        assert back._mapped and np.array_equal(back.search(q, K)[1], vi.search(q, K)[1])
+    for _ in range(200):
+        if not back._mapped:
+            break
+        threading.Event().wait(0.01)
+    assert not back._mapped and np.array_equal(back.search(q, K)[1], vi.search(q, K)[1])
+
+    again = VectorIndex.load(path, DIM, SMALL)  # a change before any copy: copied first
+    assert again._mapped and again.remove([0, 1, 2]) == 3 and not again._mapped
+    again.add([0], x[:1])
+    again.save(path)  # replaces the file it was mapped from
+    third = VectorIndex.load(path, DIM, SMALL)
+    assert len(third) == n - 2 and set(third.ids().tolist()) == set(range(n)) - {1, 2}
+    assert np.allclose(third.reconstruct([0]), x[:1], atol=1e-6)
 
 
-def test_an_index_under_a_name_c_cannot_take_is_streamed(tmp_path: Path) -> None:
+def test_an_index_under_a_name_c_cannot_take_is_streamed(tmp_path: Path, monkeypatch) -> None:
     import os
 
     n = 2500
@@ -229,5 +247,9 @@ def test_an_index_under_a_name_c_cannot_take_is_streamed(tmp_path: Path) -> None
     vi = VectorIndex.build(DIM, np.arange(n), x, SMALL)
     odd = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.faiss"))  # not UTF-8: a surrogate escape in Python
     vi.save(odd)
+    flags: list[object] = []
+    real = faiss.read_index
+    monkeypatch.setattr(faiss, "read_index", lambda f, *a: flags.append(type(f).__name__) or real(f, *a))
     back = VectorIndex.load(odd, DIM, SMALL)
-    assert not back._mapped and len(back) == n
+    assert flags == ["PyCallbackIOReader"]
+    assert len(back) == n and np.allclose(back.reconstruct([5]), x[5:6], atol=1e-6)

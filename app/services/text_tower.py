@@ -185,6 +185,9 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)).astype(np.float32)
 
 
+SMALL_ROWS = 48  # token rows below which linear() takes the transposed product (a typed query's few tokens)
+
+
 def _is_linear(name: str, w: np.ndarray) -> bool:
     return w.ndim == 2 and name.startswith("encoder.layer.") and name.endswith(".weight")
 
@@ -193,7 +196,11 @@ def linear(x: np.ndarray, w: dict[str, np.ndarray], name: str) -> np.ndarray:
     """nn.Linear with the weight stored transposed: (..., in) -> (..., out). Flattened to one 2-D product (one
     BLAS call: a stacked (B, T, in) @ (in, out) is not one)."""
     weight = w[name + ".weight"]
-    y = x.reshape(-1, x.shape[-1]) @ weight + w[name + ".bias"]  # (B*T, out)
+    flat = x.reshape(-1, x.shape[-1])  # (B*T, in)
+    if len(flat) <= SMALL_ROWS:  # a query: OpenBLAS runs the transposed product 1.5x faster at a few rows
+        y = np.ascontiguousarray((weight.T @ flat.T).T) + w[name + ".bias"]
+    else:
+        y = flat @ weight + w[name + ".bias"]  # (B*T, out)
     return y.reshape(*x.shape[:-1], weight.shape[1])
 
 

@@ -96,6 +96,7 @@ class VectorStore:
                 if changed:
                     events.append(f"repaired index {path.name}: +{len(missing)} -{len(extra)} vectors")
             self._indexes[model_id] = vi
+            vi.copy_in_background(self.lock)  # a mapped 1M-file index: searched now, in memory in a few seconds
             if changed:
                 self._dirty.add(model_id)
                 self.save(model_id)
@@ -139,9 +140,18 @@ class VectorStore:
             for model_id in list(self._dirty):
                 self.save(model_id)
 
+    def wait_in_memory(self, timeout: float | None = None) -> bool:
+        """Wait for the loaded indexes' background copies (a mapped 1M-file index); True when all are in memory."""
+        with self.lock:
+            loaded = [vi for vi in self._indexes.values() if vi is not None]
+        return all([vi.wait_copied(timeout) for vi in loaded])
+
     def unload(self) -> None:
         """Forget the loaded indexes (after `save_all`, when the library closes)."""
         with self.lock:
+            for vi in self._indexes.values():
+                if vi is not None:
+                    vi.abandon()
             self._indexes.clear()
             self._dirty.clear()
 
