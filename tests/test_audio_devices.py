@@ -13,9 +13,10 @@ import sounddevice as sd
 
 from app.services import audio
 from app.services.audio import NoAudioDeviceError, Player, Recorder, audio_error_message, choose_devices
+from tests.fake_streams import FakeStream
 
 
-class Stream:
+class Stream(FakeStream):
     """Stands in for sounddevice.InputStream / OutputStream; the test pulls the callback itself."""
 
     opened: list[Stream] = []
@@ -25,15 +26,6 @@ class Stream:
         self.callback, self.device = callback, device
         self.active = self.closed = False
         Stream.opened.append(self)
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 @pytest.fixture(autouse=True)

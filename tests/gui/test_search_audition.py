@@ -20,11 +20,12 @@ from app.services.recording import record_job
 from app.services.registry import ModelRegistry
 from app.ui.results_table import ResultsTable
 from app.ui.search_tab import SearchTab
+from tests.fake_streams import FakeStream
 
 GONE = "Error opening InputStream: Illegal combination of I/O devices [PaErrorCode -9993]"  # as seen for real
 
 
-class Speakers:
+class Speakers(FakeStream):
     """Stands in for sounddevice.OutputStream: it stays active and the test pulls blocks through the callback."""
 
     opened: list[Speakers] = []
@@ -33,15 +34,6 @@ class Speakers:
         self.callback, self.blocksize, self.channels = callback, blocksize, channels
         self.active = False
         Speakers.opened.append(self)
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    def close(self) -> None:
-        self.active = False
 
     def pull(self) -> np.ndarray:
         out = np.zeros((self.blocksize, self.channels), np.float32)

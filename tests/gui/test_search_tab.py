@@ -31,28 +31,13 @@ from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import RetrievalConfig, RetrievalModel
 from models.text import text_tiny
+from tests.fake_streams import FakeSpeakers
 
 SR = 32000
 WINDOW_S = 2.0
 NO_AUDIO = DeviceStatus(False, False, "no audio input device (microphone) found; no audio output device found")
 SPEAKERS = DeviceStatus(False, True, "output: fake speakers", [], ["fake speakers"])
 SHOTS = Path(__file__).resolve().parents[2] / "bench" / "out" / "screenshots"
-
-
-class FakeSpeakers:
-    """Stands in for sounddevice.OutputStream; nothing pulls audio, so playback stays 'playing'."""
-
-    def __init__(self, **kwargs: object) -> None:
-        self.active = False
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    def close(self) -> None:
-        self.active = False
 
 
 def write_tiny_model(folder: Path, name: str = "tiny-retrieval", **audio_overrides: object) -> Path:

@@ -26,6 +26,7 @@ from models.frontends import MFCC, frontend_to_dict
 from models.inverter import InverterConfig
 from models.units import UnitsConfig, UnitsModel
 from models.vqvae import VQVAEConfig
+from tests.fake_streams import FakeSpeakers
 
 MIC_ONLY = DeviceStatus(True, False, "input: fake mic; no audio output device found", ["fake mic"], [])
 MIC_AND_SPEAKERS = DeviceStatus(True, True, "input: fake mic; output: fake speakers", ["fake mic"], ["fake"])
@@ -71,22 +72,6 @@ class FakeMic:
 
     def close(self) -> None:
         self.stop()
-
-
-class FakeSpeakers:
-    """Stands in for sounddevice.OutputStream; nothing pulls audio, so playback stays 'playing'."""
-
-    def __init__(self, **kwargs: object) -> None:
-        self.active = False
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    def close(self) -> None:
-        self.active = False
 
 
 def tiny_units_model() -> UnitsModel:
