@@ -404,8 +404,12 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
     embedder = load_query_embedder(args.model) if text_only else LazyEmbedder(args.model)
     session = SearchSession.open(args.library, embedder)
     if session.indexed_count() == 0:  # its names may still be searched (the text channel has no model)
-        print(f"earshot: {args.library} has no sounds indexed with {embedder.name}; run `earshot index "
-              f"{args.library}` first", file=sys.stderr)
+        message = (f"{args.library} has no sounds indexed with {embedder.name}; run `earshot index {args.library}` "
+                   "first")
+        if not text_only or getattr(args, "mode", "both") == "sound":  # nothing this command could answer from
+            session.close()
+            raise ValueError(message)
+        print(f"earshot: {message}", file=sys.stderr)
     return session
 
 
@@ -433,7 +437,8 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
     for note in _search_notes(hits):
         print(note)
     if not hits:
-        print("no results")
+        print("no results" + ("; --any-length also lists sounds of other lengths"
+                              if getattr(args, "any_length", True) is False else ""))
     else:
         print(f"{'score':>7}  {'duration':>8}  path")
     for h in hits:

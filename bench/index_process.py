@@ -1,12 +1,13 @@
 """Index a folder from scratch in a process of its own and print what it cost as JSON: the first indexing of a
 process (imports, model loading, the graph cache), its peak RSS, wall and CPU seconds. Used by bench_indexing's
-real-library-shaped set; `python -m bench.index_process FOLDER [--max-windows N] [--backend int8|onnx|torch]`."""
+real-library-shaped set; `python -m bench.index_process FOLDER [--fresh] [--max-windows N] [--backend B]`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import resource
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folder", type=Path)
     p.add_argument("--max-windows", type=int, default=None)
     p.add_argument("--backend", default=None)
+    p.add_argument("--fresh", action="store_true", help="delete FOLDER/.earshot first (else a folder indexed "
+                   "before is refused: re-indexing it would measure nothing)")
     args = p.parse_args(argv)
+    if (args.folder / ".earshot").exists():
+        if not args.fresh:
+            print(f"{args.folder} has a catalog already: pass --fresh to delete it first", file=sys.stderr)
+            return 2
+        shutil.rmtree(args.folder / ".earshot")
     t0, cpu0 = time.perf_counter(), time.process_time()
     from core import memory
 

@@ -41,3 +41,22 @@ def test_search_on_a_folder_never_indexed_says_how_to_index_it_and_creates_nothi
         err = capsys.readouterr().err
         assert "has not been indexed yet" in err and f"earshot index {folder}" in err
     assert not (folder / ".earshot").exists()
+
+
+def test_similar_and_sound_search_on_a_library_without_sounds_for_the_model_exit_2(tmp_path, capsys) -> None:
+    """Issue 25 sweep: they said "no sounds indexed" and then "no results" with exit 0."""
+    import shutil
+
+    from app.cli import main
+    from tests.test_library import make_library, write_retrieval_checkpoint
+
+    root = make_library(tmp_path / "lib")
+    model = write_retrieval_checkpoint(tmp_path / "a.safetensors")
+    other = tmp_path / "b.safetensors"
+    shutil.copy(model, other)  # another name: another model id, nothing indexed with it
+    assert main(["index", str(root), "--model", model]) == 0
+    capsys.readouterr()
+    assert main(["similar", str(root / "tone_440.wav"), "--library", str(root), "--model", str(other)]) == 2
+    assert "no sounds indexed" in capsys.readouterr().err
+    assert main(["search", "a tone", "--library", str(root), "--model", str(other), "--mode", "sound"]) == 2
+    assert main(["search", "tone", "--library", str(root), "--model", str(other), "--mode", "names"]) == 0

@@ -64,3 +64,25 @@ def test_the_cli_can_embed_every_window(tmp_path, monkeypatch) -> None:
     write(tmp_path / "lib2" / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))
     assert main(["index", str(tmp_path / "lib2"), "--model", str(tmp_path / "m.safetensors"), "--json"]) == 0
     assert seen == [0, embedding.LONG_FILE_WINDOWS]
+
+
+@pytest.mark.parametrize(("rate", "extra"), [(96000, 1), (8000, 3), (22050, 2)])
+def test_a_last_window_of_a_few_samples_is_left_out_and_the_moment_found(tmp_path, rate: int, extra: int) -> None:
+    """A long file whose length is a few samples past a window boundary, at a rate the model resamples from:
+    the tail (peak-normalised on its own, it once "matched" best) is not embedded, and the best moment is the
+    window the tone is in (issue 25 sweep: 10 of 15 such files said 60 s for a tone at 20 s)."""
+    import soundfile as sf
+
+    emb = ToneEmbedder(window_seconds=1.0)
+    root = tmp_path / "lib"
+    root.mkdir()
+    seconds = 12
+    x = 0.01 * np.random.default_rng(0).standard_normal(seconds * rate + extra).astype(np.float32)
+    t = np.arange(rate) / rate
+    x[7 * rate:8 * rate] += 0.5 * np.sin(2 * np.pi * 1500 * t)  # the tone in window 7
+    sf.write(root / "long.wav", x, rate, subtype="FLOAT")
+    drain(index_library(root, emb, max_windows=0))
+    with Library.open(root) as lib:
+        hit = lib.search.by_text("1500 Hz", emb, k=1)[0]
+        assert len(hit.window_scores) == seconds and hit.best_window_start_s == 7.0
+    drain(index_library(root, emb))  # nothing changed: nothing to do

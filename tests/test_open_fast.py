@@ -155,7 +155,7 @@ def test_the_vocabulary_is_counted_once_per_generation_of_the_words(library: Pat
     with Library.open(library) as lib:
         before = lib.text.words_generation()
         lib.user_tags.add([1], ["thunderous"])
-        assert lib.text.words_generation() > before
+        assert lib.text.words_generation() != before
     s = SearchSession(Library.open(library), ToneEmbedder())
     try:
         assert s._vocabulary(0).has("thunderous")

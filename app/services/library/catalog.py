@@ -183,10 +183,12 @@ def _migrate_v3(db: sqlite3.Connection) -> None:
 def _migrate_v4(db: sqlite3.Connection) -> None:
     """v5: opening a large library without reading all of it. Each index file's size and mtime when written
     (`index_files.stat`: a file that still has them is trusted without hashing it); a generation number of the
-    words of names, folders and tags (`counters.words`, bumped by triggers), which keys the cached vocabulary."""
+    words of names, folders and tags (`counters.words`, bumped by triggers) and a random number of this catalog
+    (`counters.catalog`: a catalog made anew starts its generations again), which key the cached vocabulary."""
     db.execute("ALTER TABLE index_files ADD COLUMN stat TEXT")
     db.execute("CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
     db.execute("INSERT INTO counters VALUES ('words', 0)")
+    db.execute("INSERT INTO counters VALUES ('catalog', abs(random()))")  # this catalog, not a rebuilt one
     for table, update in (("texts", "UPDATE OF name, folder, tags"), ("user_tags", "UPDATE")):
         for name, event in (("insert", "INSERT"), ("update", update), ("delete", "DELETE")):
             db.execute(f"CREATE TRIGGER {table}_words_{name} AFTER {event} ON {table}"
@@ -392,6 +394,17 @@ def disk_full_message(path: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------- integrity
+
+
+def fts_problems(db: sqlite3.Connection) -> list[str]:
+    """Damage in the keyword index that `quick_check` does not see (FTS5's own integrity check); [] when sound."""
+    try:
+        db.execute("INSERT INTO text_fts(text_fts) VALUES ('integrity-check')")
+    except sqlite3.DatabaseError as e:
+        if isinstance(e, sqlite3.OperationalError) and "vtable constructor" not in str(e) and "corrupt" not in str(e):
+            raise  # locked, disk full: not damage
+        return [f"keyword index: {e}"]
+    return []
 
 
 def quick_check(db: sqlite3.Connection) -> list[str]:

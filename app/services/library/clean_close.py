@@ -48,22 +48,39 @@ def take_stamp(catalog: Path) -> Stamp | None:
     removed either way (a crash from now on must not leave a stale one)."""
     path = catalog.parent / STAMP_NAME
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        stamp = Stamp(int(doc["size"]), int(doc["mtime_ns"]), float(doc["checked_at"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        text = None
+    forget(catalog)
+    try:  # anything odd in it (a number too large, nesting too deep, other types): no stamp
+        doc = json.loads(text) if text is not None and len(text) < 4096 else None
+        stamp = Stamp(int(doc["size"]), int(doc["mtime_ns"]), float(doc["checked_at"])) if doc else None
+    except Exception:
         stamp = None
-    with contextlib.suppress(OSError):
-        path.unlink()
-    wal = catalog.with_name(catalog.name + "-wal")
-    if stamp is None or wal.exists() or _stat(catalog) != (stamp.size, stamp.mtime_ns):
+    if stamp is None or _wal_in_use(catalog) or _stat(catalog) != (stamp.size, stamp.mtime_ns):
         return None
     return stamp
+
+
+def forget(catalog: Path) -> None:
+    """Remove the stamp: the next open runs the full check (the catalog was found damaged while in use)."""
+    with contextlib.suppress(OSError):
+        (catalog.parent / STAMP_NAME).unlink()
+
+
+def _wal_in_use(catalog: Path) -> bool:
+    """A write-ahead log with content: writes the main file does not have yet (an empty one is what a reader
+    that opened the catalog read-only leaves behind)."""
+    try:
+        return catalog.with_name(catalog.name + "-wal").stat().st_size > 0
+    except OSError:
+        return False
 
 
 def write_stamp(catalog: Path, checked_at: float) -> None:
     """After the last connection closed: the catalog is consistent as it is now (a failure only costs a check)."""
     st = _stat(catalog)
-    if st is None or catalog.with_name(catalog.name + "-wal").exists():
+    if st is None or _wal_in_use(catalog):
         return  # another process still has it open: its writes would outdate the stamp
     with contextlib.suppress(OSError), atomic_path(catalog.parent / STAMP_NAME) as tmp:
         tmp.write_text(json.dumps({"size": st[0], "mtime_ns": st[1], "checked_at": checked_at}), encoding="utf-8")

@@ -19,16 +19,26 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import iter_blocks
+from app.services.audio import audio_info, iter_blocks
 from app.services.library.catalog import normalise
 from app.services.library.records import Embedder, PathLike, PreparingEmbedder
 
 LONG_FILE_WINDOWS = 6  # windows embedded from a long file by default (0: all of them)
 
 
+MIN_TAIL = 0.05  # a last window with less audio than this share of a window is left out (the file has others): a
+# few samples of a long file's end, peak-normalised on their own, once "matched" better than what the file holds
+
+
 def window_count(duration: float, window_seconds: float) -> int:
-    """How many windows a file of `duration` seconds has (the last one partly padded)."""
-    return max(1, math.ceil(round(duration / window_seconds, 6))) if window_seconds > 0 else 1
+    """How many windows a file of `duration` seconds is embedded from: whole windows, and a last, partly padded
+    one when it holds MIN_TAIL of a window or is the only one. The same count from the header's duration as the
+    decoder gives (a resampler that drops a last sample changes nothing)."""
+    if window_seconds <= 0:
+        return 1
+    full = math.floor(duration / window_seconds + 1e-9)
+    rest = duration - full * window_seconds
+    return max(1, full + (1 if rest >= MIN_TAIL * window_seconds or full == 0 else 0))
 
 
 def spread_windows(n: int, max_windows: int) -> list[int]:
@@ -60,7 +70,7 @@ def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int 
     buf: list[np.ndarray] = []
     cover: list[float] = []
     for i, block in enumerate(iter_blocks(path, embedder.sample_rate, embedder.window_seconds, pad_last=False)):
-        if keep is not None and i not in keep:
+        if (keep is not None and i not in keep) or (i and len(block) < MIN_TAIL * size):
             continue
         cover.append(len(block) / size)
         buf.append(block if len(block) == size else np.pad(block, (0, size - len(block))))
@@ -95,10 +105,13 @@ def embed(embedder: Embedder, batches: np.ndarray | Sequence[Any]) -> np.ndarray
     return out
 
 
-def embed_file(path: PathLike, embedder: Embedder, batch: int = 16) -> tuple[np.ndarray, np.ndarray]:
-    """(file vector (D,), window vectors (W, D)) of one file, streamed window by window."""
+def embed_file(path: PathLike, embedder: Embedder, batch: int = 16, max_windows: int = LONG_FILE_WINDOWS
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(file vector (D,), window vectors (W, D)) of one file, streamed window by window; a long file from
+    `max_windows` spread windows (0: every one), as the indexer does."""
     vecs, covers = [], []
-    for windows, cover in windows_of(path, embedder, batch):
+    duration = audio_info(path).duration if max_windows else 0.0
+    for windows, cover in windows_of(path, embedder, batch, max_windows, duration):
         vecs.append(embed(embedder, windows))
         covers.append(cover)
     return pool(np.concatenate(vecs), np.concatenate(covers))

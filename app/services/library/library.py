@@ -147,6 +147,24 @@ class Library:
         self.events.append(f"The catalog is damaged ({'; '.join(problems)[:200]}): Earshot repairs it the next "
                            "time this library is opened")
 
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Damage SQLite meets while the library is in use (a page that no longer reads) becomes a LibraryError
+        that says so, and the next open runs the full check, which repairs it (no clean stamp is left)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "vtable constructor" not in str(e):
+                raise  # locked, disk full, ...: not damage
+            self._mark_damaged(e)
+            raise LibraryError(f"The catalog of {display_name(self.root)} is damaged ({e}): Earshot repairs it the "
+                               "next time this library is opened") from None
+
+    def _mark_damaged(self, error: BaseException) -> None:
+        self._damaged = True
+        clean_close.forget(self.catalog_path)
+        self.events.append(f"catalog damaged while in use: {error}")
+
     @property
     def closed(self) -> bool:
         return self.db is None
@@ -262,7 +280,7 @@ def _connect_or_salvage(path: Path, check: bool = True
     try:
         try:
             db = catalog.connect(path)
-            problems = catalog.quick_check(db) if check else []
+            problems = (catalog.quick_check(db) or catalog.fts_problems(db)) if check else []
         except sqlite3.OperationalError:
             raise  # locked, disk full, ...: not damage
         except sqlite3.DatabaseError as e:  # "not a database", "malformed"

@@ -283,10 +283,12 @@ class TextChannel:
                 " WHERE u.file_id = t.file_id), '') FROM texts t").fetchall()
         return [r[0] for r in rows]
 
-    def words_generation(self) -> int:
-        """A number that changes whenever a name, folder, embedded tag or user tag does (catalog triggers)."""
+    def words_generation(self) -> str:
+        """Changes whenever a name, folder, embedded tag or user tag does (catalog triggers), and with the catalog
+        (one made anew counts from 0 again)."""
         with self.library.lock:
-            return int(self.library.db.execute("SELECT value FROM counters WHERE name = 'words'").fetchone()[0])
+            rows = dict(self.library.db.execute("SELECT name, value FROM counters WHERE name IN ('words', 'catalog')"))
+        return f"{rows.get('catalog', 0)}:{rows['words']}"
 
     def fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """file id -> (path, embedded tag text) for the why-matched display."""

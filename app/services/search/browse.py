@@ -86,6 +86,7 @@ def browse(library: Library, model_id: str, filters: SearchFilters | None = None
 def browse_job(session: SearchSession, filters: SearchFilters | None, sort: str, descending: bool, offset: int,
                limit: int) -> Job[BrowseResults]:
     yield {"message": "listing sounds"}
-    page = browse(session.library, session.embedder.model_id, filters, sort, descending, offset, limit)
+    with session.library.guard():
+        page = browse(session.library, session.embedder.model_id, filters, sort, descending, offset, limit)
     return BrowseResults(page.hits, "", "browse", session.searchable_count("names"), bool(filters and filters.active),
                          total=page.total, offset=offset)

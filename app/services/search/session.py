@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from app.services.search.tags import TagEditor
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from app.services.text_tower import TextTower as TextTowerType
 
+T = TypeVar("T")
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
 VOCABULARY_GROWTH = 1.25  # or at once when the words come from this many times more files (the first pass)
 VOCABULARY_FILE = "vocabulary.json"  # beside the catalog: the word counts of its names, folders and tags
@@ -44,6 +45,15 @@ SIMILAR_SLACK_S = 1.0  # from, plus this (a 0.1-s click still finds 1-s hits; a 
 if TYPE_CHECKING:
     from app.services.text_tower import SentenceEncoder
     from app.services.vector_index import IndexConfig
+
+
+def guarded(method: Callable[..., T]) -> Callable[..., T]:
+    """Damage met in the catalog while `method` reads it becomes a LibraryError that says so (Library.guard)."""
+    @functools.wraps(method)
+    def wrapper(self: SearchSession, *args: Any, **kwargs: Any) -> T:
+        with self.library.guard():
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 @dataclass
@@ -67,7 +77,7 @@ class SearchSession:
         self.library = library
         self.embedder = embedder
         self._text_encoder = text_encoder  # DEFAULT_ENCODER: the default MiniLM, loaded on first use
-        self._vocab: tuple[int, float, Vocabulary, int] | None = None  # (words generation, when read, the words,
+        self._vocab: tuple[str, float, Vocabulary, int] | None = None  # (words generation, when read, the words,
         # texts stored then)
         self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
 
@@ -93,10 +103,16 @@ class SearchSession:
         """The library's incremental indexing job, with threads capped so that a core stays free."""
         cap_threads()
         readers = workers or (1 if (os.cpu_count() or 2) <= 2 else 2)
-        return index_library(self.library, self.embedder, workers=readers, text_encoder=self.text_encoder, **kwargs)
+        return self._guarded(index_library(self.library, self.embedder, workers=readers,
+                                           text_encoder=self.text_encoder, **kwargs))
+
+    def _guarded(self, job: Job[Any]) -> Job[Any]:
+        with self.library.guard():
+            return (yield from job)
 
     # -- searching
 
+    @guarded
     def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
                names_weight: float | None = None, prefix_last: bool = False) -> HitList:
         """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
@@ -180,6 +196,7 @@ class SearchSession:
         return QueryVectors(self.embedder.embed_text([text])[0] if sound else None,
                             enc.embed_text([text])[0] if enc is not None else None)
 
+    @guarded
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None, names_weight: float | None = None,
                 any_length: bool = False) -> list[Hit]:
@@ -265,20 +282,25 @@ class SearchSession:
     def tags(self) -> TagEditor:
         return TagEditor(self.library, self.text_encoder)
 
+    @guarded
     def add_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
         """Tag files (several at once); only the changed files' sentence vectors are embedded again. Returns the
         files whose tags changed; ValueError for a bad tag, LibraryError for an unknown file id (nothing changed)."""
         return self.tags.add_tags(file_ids, tags)
 
+    @guarded
     def remove_tags(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
         return self.tags.remove_tags(file_ids, tags)
 
+    @guarded
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
         self.library.user_tags.set_favourite(file_ids, on)
 
+    @guarded
     def tags_of(self, file_id: int) -> list[str]:
         return self.library.user_tags.of(file_id)
 
+    @guarded
     def all_tags(self) -> list[str]:
         return self.library.user_tags.all()
 
@@ -295,6 +317,7 @@ class SearchSession:
         k = check_k(k)
         return min(k, self.library.vectors.count(self.embedder.model_id))  # in memory: runs on every keystroke
 
+    @guarded
     def window_scores(self, hit: Hit, query: str | np.ndarray | None = None) -> WindowScores:
         """Per-window similarity of a hit's file: to the query it was found by (None), a text or a vector."""
         step = self.embedder.window_seconds
@@ -313,9 +336,11 @@ class SearchSession:
 
     # -- catalog views
 
+    @guarded
     def failed_files(self) -> list[FailedFile]:
         return self.library.files.failed()
 
+    @guarded
     def stats(self) -> LibraryStats:
         return self.library.stats()
 
@@ -328,6 +353,7 @@ class SearchSession:
     def indexed_count(self) -> int:
         return int(self.stats().vectors.get(self.embedder.model_id, 0))
 
+    @guarded
     def folders(self) -> list[str]:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
         return self.library.files.folders()

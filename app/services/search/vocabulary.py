@@ -190,14 +190,16 @@ def english_words(words: Iterable[str]) -> frozenset[str]:
     return frozenset(w for w in words if w.isalpha())
 
 
-def cached_counts(path: Path, generation: int, texts: Callable[[], Iterable[str]], write: bool = True
+def cached_counts(path: Path, generation: str, texts: Callable[[], Iterable[str]], write: bool = True
                   ) -> Counter[str]:
     """The word counts of the library's texts at `generation`: from `path` when it holds that generation, else
     counted from `texts()` and written there (atomically; not when `write` is False: a read-only library)."""
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+    try:  # anything odd in the file (other types, numbers too large, nesting too deep): counted again
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc["generation"] == generation:
             return Counter({str(w): int(c) for w, c in doc["counts"].items()})
+    except Exception:
+        pass
     counts: Counter[str] = Counter()
     for text in texts():
         counts.update(set(re.findall(r"[^\W_]+", text.lower())))
