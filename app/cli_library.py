@@ -407,6 +407,7 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
         message = (f"{args.library} has no sounds indexed with {embedder.name}; run `earshot index {args.library}` "
                    "first")
         if not text_only or getattr(args, "mode", "both") == "sound":  # nothing this command could answer from
+            print_events(session.library, as_json=args.json)  # what opening repaired is said all the same
             session.close()
             raise ValueError(message)
         print(f"earshot: {message}", file=sys.stderr)

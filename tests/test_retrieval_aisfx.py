@@ -140,7 +140,8 @@ def test_library_indexes_and_searches_with_an_aisfx_tower_checkpoint(tmp_path: P
         assert len(report.embedded) == 4 and not report.failed
         hits = session.search("a bell rings", k=10, mode="sound")  # the sound channel, exactly
         q = embedder.embed_text(["a bell rings"])[0]
-        ranked = sorted(((float(embed_file(h.path, embedder)[0] @ q), h.rel_path) for h in hits), reverse=True)
+        ranked = sorted(((float(embed_file(h.path, embedder)[0] @ q), h.rel_path) for h in hits),
+                        key=lambda sr: (-sr[0], sr[1]))  # the same audio twice: by path (= file id order)
         assert [h.rel_path for h in hits] == [r for _, r in ranked] and len(hits) == 4
         chirp = embed_file(root / "chirp.wav", embedder)[0]
         assert max(float(chirp @ embed_file(root / o, embedder)[0]) for o in ("long.wav", "tone.wav")) < 0.999

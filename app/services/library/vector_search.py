@@ -81,15 +81,9 @@ class VectorSearch:
                 " m.window_seconds FROM vectors v JOIN files f ON f.id = v.file_id"
                 " JOIN models m ON m.model_id = v.model_id"
                 f" WHERE v.id IN ({','.join('?' * len(found))})", [i for i, _ in found])}
-        hits = []
-        for vid, score in found:
-            r = rows.get(vid)
-            if r is None or r[1] in exclude:
-                continue
-            hits.append(self._hit(r[1:], q, score))
-            if len(hits) == k:
-                break
-        return hits
+        kept = sorted(((score, rows[vid]) for vid, score in found if vid in rows and rows[vid][1] not in exclude),
+                      key=lambda sr: (-sr[0], sr[1][1]))  # equal scores by file id, not by embedding order
+        return [self._hit(r[1:], q, score) for score, r in kept[:k]]
 
     def nearest_files(self, query: np.ndarray, model_id: str, k: int, filters: SearchFilters | None = None,
                       exclude: Sequence[int] = ()) -> list[tuple[int, float]]:
@@ -104,7 +98,8 @@ class VectorSearch:
                 [v for v, _ in found]).fetchall())
         skip = set(exclude)
         out = [(owner[v], s) for v, s in found if v in owner and owner[v] not in skip]
-        return out[:k]
+        # equal scores (the same audio twice) by file id: not by the order the files happened to be embedded in
+        return sorted(out, key=lambda fs: (-fs[1], fs[0]))[:k]
 
     def top_vectors(self, q: np.ndarray, model_id: str, k: int, filters: SearchFilters | None, extra: int = 0
                     ) -> tuple[list[tuple[int, float]], int]:
