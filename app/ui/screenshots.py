@@ -112,8 +112,9 @@ def drive_search(window: Any, indexed: list[Any], step: Step, query: str,  # noq
     if not tab.state.hits:
         warn(f"search: no results for “{query}”")
         return
-    if tab.state.selected_hit() is None or tab.state.preview is None:
-        tab.table.selectRow(0)
+    if tab.state.selected_hit() is not tab.state.hits[0] or tab.state.preview is None:
+        tab.table.selectRow(0)  # the best match (a sound selected while browsing stays selected otherwise)
+        tab.table.scrollToTop()
     step.wait(lambda: tab.state.preview is not None and tab.state.preview_hit is not None,
               "the preview of the first result")
 
