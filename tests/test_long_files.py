@@ -32,8 +32,9 @@ def test_a_long_file_stores_its_spread_windows_and_finds_the_best_moment(tmp_pat
     write(root / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))
     write(root / "short.wav", tone(3000, 0.5))
     emb = ToneEmbedder()
-    drain(index_library(root, emb, max_windows=max_windows))
+    report = drain(index_library(root, emb, max_windows=max_windows))
     assert emb.windows == stored + 1
+    assert report.spread == (1 if max_windows else 0)  # the Search tab says how many long files were spread
     with Library.open(root) as lib:
         assert lib.db.execute("SELECT n_windows FROM vectors v JOIN files f ON f.id = v.file_id"
                               " WHERE f.path = ?", (b"long.wav",)).fetchone()[0] == stored

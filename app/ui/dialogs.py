@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from app import __version__
 from app.services.audio import DeviceStatus
+from app.services.library.embedding import LONG_FILE_WINDOWS
 from app.services.registry import ModelEntry, default_models_dir, user_models_dir
 
 DEVICE_LABELS = {"auto": "Automatic (best available)", "cpu": "CPU", "cuda": "CUDA GPU", "mps": "Apple GPU (MPS)"}
@@ -32,7 +34,7 @@ class PreferencesDialog(QDialog):
 
     def __init__(self, device: str, threads: int, available: list[str], max_threads: int,
                  parent: QWidget | None = None, audio: DeviceStatus | None = None,
-                 audio_input: str = "", audio_output: str = "") -> None:
+                 audio_input: str = "", audio_output: str = "", every_window: bool = False) -> None:
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         form = QFormLayout()
@@ -58,6 +60,13 @@ class PreferencesDialog(QDialog):
         self.audio_input = self._audio_combo(audio.inputs, audio_input,
                                              "The microphone that Record (Search, Units, Words) listens to")
         form.addRow("Audio input", self.audio_input)
+        self.every_window = QCheckBox("Embed every 10-s window of long files")
+        self.every_window.setChecked(every_window)
+        self.every_window.setToolTip(
+            f"Off (the default): a long file (music, an ambience) is heard in {LONG_FILE_WINDOWS} windows spread "
+            "evenly over it, a fraction of the time; a short event between them is found less well. On: every "
+            "window, for files indexed from now on.")
+        form.addRow("Long files", self.every_window)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -67,6 +76,10 @@ class PreferencesDialog(QDialog):
 
     def values(self) -> tuple[str, int]:
         return str(self.device.currentData()), int(self.threads.value())
+
+    def index_values(self) -> bool:
+        """Embed every window of long files."""
+        return self.every_window.isChecked()
 
     def audio_values(self) -> tuple[str, str]:
         """(input, output) device labels, '' for the system default; a choice is kept while no device is found."""

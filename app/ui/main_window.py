@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 ORGANIZATION = "Earshot"
 APPLICATION = "Earshot"
 AUDIO_INPUT_KEY, AUDIO_OUTPUT_KEY = "audio/input", "audio/output"  # device labels; '' = the system default
+EVERY_WINDOW_KEY = "index/every_window"  # embed every window of long files (default: spread windows)
 
 
 def demo_library() -> Path:
@@ -60,6 +61,7 @@ class MainWindow(QMainWindow):
 
         self.tabs = QTabWidget()
         self.search_tab = SearchTab()
+        self.search_tab.every_window = self.settings.value(EVERY_WINDOW_KEY, False, type=bool)
         self.units_tab = UnitsTab()
         self.words_tab = WordsTab()
         self.train_tab = TrainTab()
@@ -243,16 +245,20 @@ class MainWindow(QMainWindow):
             audio=self.environment.audio if self.environment else None,
             audio_input=audio.CHOSEN.input,
             audio_output=audio.CHOSEN.output,
+            every_window=self.search_tab.every_window,
         )
         if dialog.exec():
-            self.apply_preferences(*dialog.values(), *dialog.audio_values())
+            self.apply_preferences(*dialog.values(), *dialog.audio_values(), every_window=dialog.index_values())
 
     def apply_preferences(self, device: str, threads: int, audio_input: str | None = None,
-                          audio_output: str | None = None) -> None:
+                          audio_output: str | None = None, every_window: bool | None = None) -> None:
         """Remember and apply: models move to `device`; the next sound played or recorded uses the audio devices
-        (None: unchanged; '' the system default)."""
+        (None: unchanged; '' the system default); the next indexing embeds every window of long files or not."""
         self.settings.setValue("device", device)
         self.settings.setValue("threads", threads)
+        if every_window is not None:
+            self.settings.setValue(EVERY_WINDOW_KEY, every_window)
+            self.search_tab.every_window = every_window
         self.registry.set_device(device)
         audio_changed = (audio_input, audio_output) != (None, None)
         if audio_changed:

@@ -77,6 +77,7 @@ class SearchTab(ModelTab):
         self._job_sessions: dict[JobRunner, SearchSession] = {}  # retiring a session cancels (and awaits) these
         self._search_runner: JobRunner | None = None
         self._more_wanted = False  # "Show more" was clicked while a search ran: asked for when it ends
+        self.every_window = False  # Preferences: embed every window of a long file (default: spread windows)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -311,7 +312,8 @@ class SearchTab(ModelTab):
         session = self.session
         if session is None or self.indexing.running():
             return
-        self.indexing.watch(self._run(session, lambda: index_session_job(session), "index",
+        windows = {"max_windows": 0} if self.every_window else {}
+        self.indexing.watch(self._run(session, lambda: index_session_job(session, **windows), "index",
                                       self.indexing.show_outcome, self._index_progress))
 
     @Slot(dict)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.services.audio import display_name
+from app.services.library.embedding import LONG_FILE_WINDOWS
 from app.services.search.jobs import summarize
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ def index_summary(outcome: IndexOutcome) -> tuple[str, int]:
                  f"{s['failed']} failed")
     if s["audio_seconds"]:
         text += f" · {format_duration(s['audio_seconds'])} of audio at {s['x_realtime']:.0f}× real time"
+    if s["long_files_spread"]:
+        n = s["long_files_spread"]
+        text += (f" · {n} long file{'s' if n != 1 else ''} heard in {LONG_FILE_WINDOWS} spread windows "
+                 "(Preferences: every window)")
     return text, changed
 
 

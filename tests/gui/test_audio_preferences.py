@@ -142,3 +142,42 @@ def test_the_status_bar_follows_a_device_that_fails(qtbot, fake_sd: FakeSoundDev
     assert not win.search_tab.preview_pane.audio.output_ok  # the tabs follow: Play says why it is off
     assert not win.words_tab.audio.input_ok
     assert "no audio output device" in win.search_tab.preview_pane.play_button.toolTip()
+
+
+def test_embedding_every_window_of_long_files_is_a_remembered_preference(qtbot, fake_sd: FakeSoundDevice,
+                                                                         tmp_path: Path, monkeypatch) -> None:
+    """Issue 25 item 2: long files are heard in spread windows by default; Preferences can ask for every window,
+    the next indexing does so, and the choice is kept for the next session."""
+    from app.services.search import jobs
+    from app.ui import search_tab
+
+    win = make_window(qtbot, tmp_path)
+    dialog = PreferencesDialog("cpu", 1, ["cpu"], 2, every_window=win.search_tab.every_window)
+    qtbot.addWidget(dialog)
+    assert dialog.every_window.text() == "Embed every 10-s window of long files"
+    assert not dialog.index_values() and not win.search_tab.every_window
+    asked: list[dict] = []
+    monkeypatch.setattr(search_tab, "index_session_job",
+                        lambda session, **kw: asked.append(kw) or jobs.index_session_job(session, **kw))
+    win.search_tab.session = SimpleNamespace()  # start_indexing's job factory is only called by the runner
+    win.search_tab._run = lambda session, factory, *a, **k: factory  # run nothing: look at what it would ask
+    win.search_tab.indexing.watch = lambda factory: factory()
+    win.search_tab.indexing.running = lambda: False
+    win.search_tab.start_indexing()
+    win.apply_preferences("cpu", 1, every_window=True)
+    win.search_tab.start_indexing()
+    assert [a.get("max_windows") for a in asked] == [None, 0]
+    win.search_tab.session = None
+    win.close()
+    again = make_window(qtbot, tmp_path)
+    assert again.search_tab.every_window
+
+
+def test_the_index_summary_says_how_many_long_files_were_heard_in_spread_windows() -> None:
+    from app.services.library.records import IndexReport
+    from app.services.search.jobs import IndexOutcome
+    from app.ui.search_text import index_summary
+
+    report = IndexReport("m", embedded=["a.wav", "b.ogg"], spread=1, audio_seconds=200.0, elapsed_s=1.0)
+    text, _ = index_summary(IndexOutcome(report, [], [], 2))
+    assert "1 long file heard in 6 spread windows (Preferences: every window)" in text

@@ -30,7 +30,7 @@ from app.services.audio import AudioError, AudioInfo, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.catalog import CatalogRow
-from app.services.library.embedding import LONG_FILE_WINDOWS, embed, pool, windows_of
+from app.services.library.embedding import LONG_FILE_WINDOWS, embed, pool, window_count, windows_of
 from app.services.library.eta import RateEta, work_of
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
@@ -550,6 +550,8 @@ class _IndexRun:
             memory.trim()
             self.trimmed = time.monotonic()
         self.report.windows += len(vecs)
+        if self.max_windows and window_count(info.duration, self.embedder.window_seconds) > len(vecs):
+            self.report.spread += 1
         self.report.audio_seconds += info.duration
         self.finished(i, embedded=True)
 

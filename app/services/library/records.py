@@ -163,6 +163,7 @@ class IndexReport:
     removed: int = 0  # catalog rows of files that are gone
     requeued: int = 0  # files that changed while being read
     windows: int = 0  # windows embedded
+    spread: int = 0  # long files embedded from spread windows, not every one (embedding.LONG_FILE_WINDOWS)
     audio_seconds: float = 0.0  # audio embedded
     elapsed_s: float = 0.0
     scan_errors: list[str] = field(default_factory=list)

@@ -79,6 +79,7 @@ def summarize(report: IndexReport) -> dict[str, Any]:
         "removed": report.removed,
         "failed": len(report.failed),
         "windows": report.windows,
+        "long_files_spread": report.spread,
         "audio_seconds": round(report.audio_seconds, 3),
         "elapsed_s": round(report.elapsed_s, 3),
         "x_realtime": round(report.audio_seconds / elapsed, 2) if report.audio_seconds else 0.0,
