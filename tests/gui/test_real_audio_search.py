@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from real_audio_stack import PulseStack, running_stack
-from test_search_tab import NO_AUDIO, open_and_index, write_tiny_model
+from test_search_tab import NO_AUDIO, open_and_index, tiny_registry
 
 from app.services.audio import decode, device_status
 from app.services.registry import ModelRegistry
@@ -29,10 +29,7 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseStack]:
 
 @pytest.fixture
 def registry(tmp_path: Path) -> ModelRegistry:
-    write_tiny_model(tmp_path / "models")  # untrained, but the same sound still gives the same vector
-    reg = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cpu")
-    reg.scan()
-    return reg
+    return tiny_registry(tmp_path / "models")  # untrained, but the same sound still gives the same vector
 
 
 @pytest.fixture

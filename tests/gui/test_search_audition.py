@@ -13,7 +13,7 @@ import pytest
 import sounddevice as sd
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from test_search_tab import NO_AUDIO, SPEAKERS, make_library, open_and_index, search, write_tiny_model
+from test_search_tab import NO_AUDIO, SPEAKERS, make_library, open_and_index, search, tiny_registry
 
 from app.services.audio import DeviceStatus, Player, Recorder
 from app.services.recording import record_job
@@ -49,10 +49,7 @@ def refuses(**_: object) -> object:
 
 @pytest.fixture
 def registry(tmp_path: Path) -> ModelRegistry:
-    write_tiny_model(tmp_path / "models")
-    reg = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cpu")
-    reg.scan()
-    return reg
+    return tiny_registry(tmp_path / "models")
 
 
 def new_tab(qtbot, registry: ModelRegistry) -> SearchTab:

@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QHeaderView, QStyleOptionViewItem
-from test_search_tab import NO_AUDIO, SR, open_and_index, write, write_tiny_model
+from test_search_tab import NO_AUDIO, SR, open_and_index, tiny_registry, write
 
 from app.services.registry import ModelRegistry
 from app.ui import search_state
@@ -48,10 +48,7 @@ def make_long_library(root: Path) -> Path:
 
 @pytest.fixture
 def registry(tmp_path: Path) -> ModelRegistry:
-    write_tiny_model(tmp_path / "models")
-    reg = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cpu")
-    reg.scan()
-    return reg
+    return tiny_registry(tmp_path / "models")
 
 
 @pytest.fixture

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.services.registry import ModelRegistry
 from app.services.search.embedder import RetrievalEmbedder, default_text_encoder
 from app.ui.search_tab import SearchTab
-from tests.gui.test_search_tab import NO_AUDIO, write_tiny_model
+from tests.gui.test_search_tab import NO_AUDIO, tiny_registry
 from tests.test_library_names_first import make_names_library
 
 SLOW_S = 0.1  # per audio window: the whole library's audio takes 17 s or more
@@ -28,9 +27,7 @@ def test_a_name_search_answers_within_5_s_of_opening_while_the_audio_is_embedded
         return real(self, batches)
 
     monkeypatch.setattr(RetrievalEmbedder, "embed_prepared", slow)
-    write_tiny_model(tmp_path / "models")
-    registry = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cpu")
-    registry.scan()
+    registry = tiny_registry(tmp_path / "models")
     root = tmp_path / "lib"
     target = make_names_library(root)
     tab = SearchTab()

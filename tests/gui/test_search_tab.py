@@ -75,12 +75,17 @@ def shot(widget: SearchTab, name: str) -> None:
     widget.grab().save(str(SHOTS / f"search_{name}.png"))
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> ModelRegistry:
-    write_tiny_model(tmp_path / "models")
-    reg = ModelRegistry(folders=[(tmp_path / "models", "user")], device="cpu")
+def tiny_registry(folder: Path) -> ModelRegistry:
+    """A registry of `folder` holding the tiny retrieval model (write_tiny_model), scanned, on the CPU."""
+    write_tiny_model(folder)
+    reg = ModelRegistry(folders=[(folder, "user")], device="cpu")
     reg.scan()
     return reg
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> ModelRegistry:
+    return tiny_registry(tmp_path / "models")
 
 
 @pytest.fixture
