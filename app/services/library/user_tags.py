@@ -116,14 +116,8 @@ class UserTags:
 
     def table(self) -> Iterator[tuple[str, list[str], bool]]:
         """(relative path, tags, favourite) of every file with tags or a favourite mark, by path: the export."""
-        with self.library.lock:
-            rows = self.library.db.execute(
-                "SELECT f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
-                " WHERE u.file_id = f.id ORDER BY tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
-                " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
-                " OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.path").fetchall()
-        for path, tags, fav in rows:
-            yield os.fsdecode(bytes(path)), tags.split("\x1f") if tags else [], bool(fav)
+        for f in self._marked("path"):
+            yield f.path, f.tags, f.favourite
 
     # ---------------------------------------------------------------------------------------------- inside
 
@@ -137,6 +131,19 @@ class UserTags:
         if changed:
             self.mirror()
         return changed
+
+    def _marked(self, order: str) -> list[MirroredFile]:
+        """Every file with tags or a favourite mark (id, relative path, tags sorted, mark), by `order` ("id" |
+        "path"): what the export and the mirror write."""
+        assert order in ("id", "path")
+        with self.library.lock:
+            rows = self.library.db.execute(
+                "SELECT f.id, f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
+                " WHERE u.file_id = f.id ORDER BY tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
+                " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
+                f" OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.{order}").fetchall()
+        return [MirroredFile(fid, os.fsdecode(bytes(p)), tags.split("\x1f") if tags else [], bool(fav))
+                for fid, p, tags, fav in rows]
 
     @staticmethod
     def _known_ids(db: sqlite3.Connection, file_ids: Sequence[int]) -> list[int]:
@@ -163,14 +170,7 @@ class UserTags:
             self._stale = True
             return
         self._stale = False
-        with self.library.lock:
-            rows = self.library.db.execute(
-                "SELECT f.id, f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
-                " WHERE u.file_id = f.id ORDER BY tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
-                " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
-                " OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.id").fetchall()
-        files = [MirroredFile(fid, os.fsdecode(bytes(p)), tags.split("\x1f") if tags else [], bool(fav))
-                 for fid, p, tags, fav in rows]
+        files = self._marked("id")
         if not files and not self.mirror_path.exists():
             return  # never tagged: no file to write
         try:
