@@ -396,12 +396,18 @@ def disk_full_message(path: Path) -> str:
 # ------------------------------------------------------------------------------------------- integrity
 
 
+def is_damage(e: sqlite3.DatabaseError) -> bool:
+    """Does this error say the file is damaged? Locked, busy or full (OperationalError) is not, except the
+    messages FTS5 gives for a keyword index it cannot read."""
+    return not isinstance(e, sqlite3.OperationalError) or "vtable constructor" in str(e) or "corrupt" in str(e)
+
+
 def fts_problems(db: sqlite3.Connection) -> list[str]:
     """Damage in the keyword index that `quick_check` does not see (FTS5's own integrity check); [] when sound."""
     try:
         db.execute("INSERT INTO text_fts(text_fts) VALUES ('integrity-check')")
     except sqlite3.DatabaseError as e:
-        if isinstance(e, sqlite3.OperationalError) and "vtable constructor" not in str(e) and "corrupt" not in str(e):
+        if not is_damage(e):
             raise  # locked, disk full: not damage
         return [f"keyword index: {e}"]
     return []

@@ -154,7 +154,7 @@ class Library:
         try:
             yield
         except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "vtable constructor" not in str(e):
+            if not catalog.is_damage(e):
                 raise  # locked, disk full, ...: not damage
             self._mark_damaged(e)
             raise LibraryError(f"The catalog of {display_name(self.root)} is damaged ({e}): Earshot repairs it the "
