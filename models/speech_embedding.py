@@ -14,7 +14,9 @@ What it computes (16 kHz mono float audio in [-1, 1] -> 96-d frames):
      the units step; openWakeWord uses 8). Each window is floored at its own maximum - 80 dB (the graph's
      top-db clip, applied per window so a window's embedding depends on its own samples only; config
      `floor="call"` floors at the whole call's maximum instead, as the graph does on a whole clip, which
-     is faster over zero padding) and scaled x/10 + 2 (openWakeWord's transform).
+     is faster over zero padding; `floor="fixed"` floors every mel frame at `floor_db`, so no window is
+     computed on its own and a stream never recomputes: the units front end's choice) and scaled x/10 + 2
+     (openWakeWord's transform).
   3. embedding: a (76, 32) window -> 20 conv layers (BatchNorm folded into weights and biases) with
      LeakyReLU(0.2) floored at -0.4 and 2-D max pooling -> 96-d. Frame k is the window starting at sample
      k · stride_frames · 160.
@@ -77,6 +79,11 @@ AMIN = 1e-10
 LEAK = 0.2
 FLOOR = -0.4  # LeakyReLU output floored here (the graph's Max with a constant)
 TRUNK_STEP = 4  # mel frames per position of the trunk map (the first two time pools: 2 x 2)
+FLOORS = ("window", "call", "fixed")
+# The "fixed" floor: about the 5th percentile (16.0 dB) of the per-window floors (peak - 80 dB) over the real
+# voices of the units training data (FSDD, the speech corpus's train split), rounded down: on ordinary
+# recordings it acts where the per-window floor did, on digital silence and zero padding.
+FIXED_FLOOR_DB = 15.0
 
 # (kernel (time, mel), in, out, max pool (time, mel) after the layer or None); BatchNorm is folded in
 LAYERS: tuple[tuple[tuple[int, int], int, int, tuple[int, int] | None], ...] = (
@@ -97,13 +104,15 @@ class SpeechEmbeddingWeightsError(RuntimeError):
 class SpeechEmbeddingConfig:
     stride_frames: int = 4  # mel frames (10 ms) between embedding frames: 4 = 40 ms; 8 = openWakeWord's 80 ms
     window_batch: int = 256  # windows per conv pass (bounds memory on long files)
-    floor: str = "window"  # top-db floor from each window's own peak ("window": streamable, the default) or
+    floor: str = "window"  # top-db floor from each window's own peak ("window": streamable, the default),
     #                        from the whole call's peak ("call": the mel graph's own rule on a whole clip;
-    #                        one shared trunk pass even over zero padding, no stream)
+    #                        one shared trunk pass even over zero padding, no stream) or at `floor_db` for
+    #                        every mel frame ("fixed": streamable, and every window shares the trunk rows)
+    floor_db: float = FIXED_FLOOR_DB  # the "fixed" floor, in the mel's dB (int16-scaled input)
 
     def __post_init__(self) -> None:
-        if self.floor not in ("window", "call"):
-            raise ValueError(f"floor must be 'window' or 'call', got {self.floor!r}")
+        if self.floor not in FLOORS:
+            raise ValueError(f"floor must be one of {', '.join(FLOORS)}, got {self.floor!r}")
         if not 1 <= self.stride_frames <= WINDOW_FRAMES:
             raise ValueError(f"stride_frames must lie in 1..{WINDOW_FRAMES}, got {self.stride_frames}")
         if self.window_batch < 1:
@@ -206,9 +215,12 @@ class SpeechEmbedding(nn.Module):
         return out[..., 0].transpose(1, 2)
 
     def embed_windows(self, windows: torch.Tensor) -> torch.Tensor:
-        """(W, 76, 32) mel windows in dB -> (W, 96): per-window top-db floor, x/10 + 2, the conv stack."""
-        peak = windows.amax(dim=(1, 2), keepdim=True)  # (W, 1, 1)
-        h = (torch.maximum(windows, peak - TOP_DB) / 10.0 + 2.0).unsqueeze(1)  # (W, 1, 76, 32)
+        """(W, 76, 32) mel windows in dB -> (W, 96): the floor, x/10 + 2, the conv stack."""
+        if self.config.floor == "fixed":
+            floored = windows.clamp_min(self.config.floor_db)
+        else:  # the window's own top-db floor ("call": a no-op after the call's floor)
+            floored = torch.maximum(windows, windows.amax(dim=(1, 2), keepdim=True) - TOP_DB)
+        h = (floored / 10.0 + 2.0).unsqueeze(1)  # (W, 1, 76, 32)
         return self.conv_stack(h).flatten(1)  # (W, 96, 1, 1) -> (W, 96)
 
     def embed_mel(self, mel: torch.Tensor) -> torch.Tensor:
@@ -221,6 +233,8 @@ class SpeechEmbedding(nn.Module):
         stride = self.config.stride_frames
         if self.config.floor == "call":  # then every window's own floor is a no-op (its peak <= the call's)
             mel = torch.maximum(mel, mel.amax(dim=(1, 2), keepdim=True) - TOP_DB)
+        elif self.config.floor == "fixed":  # per frame: the trunk's rows hold for every window
+            mel = mel.clamp_min(self.config.floor_db)
         windows = mel.unfold(1, WINDOW_FRAMES, stride)  # (B, T, 32, 76)
         B, T = windows.shape[:2]
         flat = windows.transpose(2, 3).reshape(B * T, WINDOW_FRAMES, N_MELS)  # (B·T, 76, 32)
@@ -236,7 +250,7 @@ class SpeechEmbedding(nn.Module):
             seg = scaled[:, :, TRUNK_STEP * k0: TRUNK_STEP * (k0 + m - 1) + WINDOW_FRAMES]
             parts.append(self.head(self.trunk(seg)))  # (B, m, 96)
         out = torch.cat(parts, dim=1)[:, ::r].contiguous()  # (B, T, 96)
-        return out if self.config.floor == "call" else self.redo_floored(out, flat)
+        return self.redo_floored(out, flat) if self.config.floor == "window" else out
 
     def redo_floored(self, out: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
         """Recompute, window by window, the frames of `out` (B, T, 96) whose window in `flat` (B·T, 76, 32)
@@ -262,8 +276,9 @@ class SpeechEmbedding(nn.Module):
         return out[0] if single else out
 
     def stream(self) -> SpeechEmbeddingStream:
-        if self.config.floor != "window":
-            raise ValueError("a stream needs floor='window' (a call-wide floor depends on audio not yet heard)")
+        if self.config.floor == "call":
+            raise ValueError("a stream needs floor='window' or 'fixed' (a call-wide floor depends on audio not yet "
+                             "heard)")
         return SpeechEmbeddingStream(self)
 
 
@@ -296,6 +311,8 @@ class SpeechEmbeddingStream:
         if n_new > 0:
             used = self.samples[: N_FFT + (n_new - 1) * MEL_HOP]
             new_mel = self.model.mel_db(used[None])[0]  # (n_new, 32)
+            if self.model.config.floor == "fixed":
+                new_mel = new_mel.clamp_min(self.model.config.floor_db)
             self.samples = self.samples[n_new * MEL_HOP:]
         self.mel = torch.cat([self.mel, new_mel])
         stride = self.model.config.stride_frames
@@ -306,9 +323,10 @@ class SpeechEmbeddingStream:
         ks = [k for k in range(self.stride4, self.stride4 + len(new4)) if k % r == 0]  # the frames to emit
         out = new4[[k - self.stride4 for k in ks]]
         self.stride4 += len(new4)
-        flat = torch.stack([self.mel[TRUNK_STEP * (k - self.mel_start):][:WINDOW_FRAMES] for k in ks]) if ks \
-            else torch.zeros(0, WINDOW_FRAMES, N_MELS)
-        out = self.model.redo_floored(out[None].clone(), flat)[0]
+        if self.model.config.floor == "window":
+            flat = torch.stack([self.mel[TRUNK_STEP * (k - self.mel_start):][:WINDOW_FRAMES] for k in ks]) if ks \
+                else torch.zeros(0, WINDOW_FRAMES, N_MELS)
+            out = self.model.redo_floored(out[None].clone(), flat)[0]
         following = -(-self.stride4 // r) * r  # the next stride-4 window that will be emitted
         self.mel = self.mel[TRUNK_STEP * (following - self.mel_start):]
         self.mel_start = following

@@ -8,6 +8,7 @@ on the mel.
 """
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -80,7 +81,7 @@ def test_call_floor_matches_onnxruntime_on_a_whole_clip(model: SpeechEmbedding, 
     with torch.no_grad():
         ours = call(x, pad="center").numpy()
     np.testing.assert_allclose(ours, ref, atol=ATOL, rtol=0)
-    with pytest.raises(ValueError, match="floor='window'"):
+    with pytest.raises(ValueError, match="floor='window' or 'fixed'"):
         call.stream()
 
 
@@ -95,20 +96,28 @@ def test_mel_matches_onnxruntime(model: SpeechEmbedding, speech: np.ndarray) -> 
     np.testing.assert_allclose(ours, ref, atol=ATOL, rtol=0)
 
 
+def variant(model: SpeechEmbedding, **config: Any) -> SpeechEmbedding:  # noqa: ANN401
+    """`model`'s weights under another config."""
+    other = SpeechEmbedding(SpeechEmbeddingConfig(**config))
+    other.load_state_dict(model.state_dict())
+    return other
+
+
 @needs_weights
+@pytest.mark.parametrize("floor", ["window", "fixed"])
 @pytest.mark.parametrize("pad", ["center", "causal"])
-def test_shared_convolution_equals_window_by_window(model: SpeechEmbedding, speech: np.ndarray, pad: str) -> None:
+def test_shared_convolution_equals_window_by_window(model: SpeechEmbedding, speech: np.ndarray, pad: str,
+                                                     floor: str) -> None:
     """The fast path (conv stack once per phase, floored windows redone) equals each window on its own, also
     with zero padding where the top-db floor bites, and with small chunks."""
     x = torch.from_numpy(speech)
+    model = variant(model, floor=floor)
     with torch.no_grad():
         fast = model(x, pad=pad)
         mel = model.mel_db(se.pad_wave(x[None], model.hop_samples, pad))[0]
         windows = mel.unfold(0, se.WINDOW_FRAMES, model.config.stride_frames).transpose(1, 2)  # (T', 76, 32)
         slow = model.embed_windows(windows)[: len(fast)]
-        chunked = SpeechEmbedding(SpeechEmbeddingConfig(window_batch=3))
-        chunked.load_state_dict(model.state_dict())
-        small = chunked(x, pad=pad)
+        small = variant(model, window_batch=3, floor=floor)(x, pad=pad)
     assert fast.shape == (model.num_frames(len(speech), pad), 96)
     torch.testing.assert_close(fast, slow, atol=ATOL, rtol=0)
     torch.testing.assert_close(small, fast, atol=ATOL, rtol=0)
@@ -131,14 +140,12 @@ def test_other_strides(model: SpeechEmbedding, speech: np.ndarray) -> None:
 
 
 @needs_weights
-@pytest.mark.parametrize("stride", [4, 8, 3])
-def test_stream_equals_whole_causal(model: SpeechEmbedding, speech: np.ndarray, stride: int) -> None:
+@pytest.mark.parametrize(("stride", "floor"), [(4, "window"), (8, "window"), (3, "window"), (4, "fixed"),
+                                               (3, "fixed")])
+def test_stream_equals_whole_causal(model: SpeechEmbedding, speech: np.ndarray, stride: int, floor: str) -> None:
     """Pushing blocks of uneven sizes gives the frames of the whole-file causal call, one per hop (40 ms at
     the default stride; 8 and 3 take the trunk's every other window and the window-by-window path)."""
-    if stride != model.config.stride_frames:
-        other = SpeechEmbedding(SpeechEmbeddingConfig(stride_frames=stride))
-        other.load_state_dict(model.state_dict())
-        model = other
+    model = variant(model, stride_frames=stride, floor=floor)
     with torch.no_grad():
         whole = model(torch.from_numpy(speech), pad="causal")
     stream = model.stream()
@@ -234,3 +241,22 @@ def test_local_paths_and_safetensors_round_trip(tmp_path: Path, model: SpeechEmb
     for other in (from_folder, from_file, from_st):
         for k, v in model.state_dict().items():
             assert torch.equal(other.state_dict()[k], v), k
+
+
+@needs_weights
+def test_fixed_floor_is_per_frame_and_skips_no_window(model: SpeechEmbedding, speech: np.ndarray) -> None:
+    """floor="fixed" floors each mel frame at floor_db whatever the window around it: digital silence reads
+    as the floor (not as 80 dB below a window's peak), and a loud window keeps everything above the floor."""
+    fixed = variant(model, floor="fixed")
+    quiet = np.concatenate([np.zeros(16000, np.float32), speech, np.zeros(16000, np.float32)])
+    with torch.no_grad():
+        mel = model.mel_db(torch.from_numpy(quiet)[None])[0]
+        windows = mel.unfold(0, se.WINDOW_FRAMES, 4).transpose(1, 2)  # (T, 76, 32)
+        scaled = (windows.clamp_min(se.FIXED_FLOOR_DB) / 10.0 + 2.0).unsqueeze(1)  # (T, 1, 76, 32)
+        by_hand = model.conv_stack(scaled).flatten(1)  # (T, 96): no other floor
+        ours = fixed(torch.from_numpy(quiet), pad="none")
+        window_floor = model(torch.from_numpy(quiet), pad="none")
+    torch.testing.assert_close(ours, by_hand[: len(ours)], atol=ATOL, rtol=0)
+    assert (ours - window_floor).abs().amax() > 0.1  # the silence reads differently under the two floors
+    with pytest.raises(ValueError, match="floor must be one of"):
+        SpeechEmbeddingConfig(floor="frame")

