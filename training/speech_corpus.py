@@ -567,6 +567,24 @@ def build_corpus(
     return summary
 
 
+def build_heldout_set(
+    out_dir: str | os.PathLike[str],
+    split: str,
+    sources: Sequence[RealSource] = REAL_SOURCES,
+    seed: int = 0,
+    list_files: Callable[[str], list[str]] = dpkg_files,
+    doc_root: str | os.PathLike[str] = "/usr/share/doc",
+) -> Job:
+    """Job: one evaluation-only set alone (`split`, e.g. heldout-letters): `build_corpus` over the real sources of
+    that split and no TTS, so its files and rows are those the whole corpus has for the split."""
+    chosen = [s for s in sources if s.split == split]
+    if not split.startswith("heldout-") or not chosen:
+        sets = ", ".join(sorted({s.split for s in sources if s.split}))
+        raise ValueError(f"no evaluation set {split!r} (sets: {sets})")
+    return build_corpus(out_dir, heldout_packages=(), heldout_speakers=(), sources=chosen, voices=[], words=[],
+                        sentences=[], seed=seed, list_files=list_files, doc_root=doc_root)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -588,9 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the whole corpus")
     args = p.parse_args(argv)
     if args.only_split:
-        sources = [s for s in REAL_SOURCES if s.split == args.only_split]
-        return espeak_corpus.run_cli(build_corpus(args.out, heldout_packages=(), heldout_speakers=(), sources=sources,
-                                                  voices=[], words=[], sentences=[], seed=args.seed))
+        return espeak_corpus.run_cli(build_heldout_set(args.out, args.only_split, seed=args.seed))
     packages = DEFAULT_HELDOUT_PACKAGES if args.heldout_package is None else [p for p in args.heldout_package if p]
     speakers = DEFAULT_HELDOUT_SPEAKERS if args.heldout_speaker is None else [s for s in args.heldout_speaker if s]
     job = build_corpus(args.out, args.words, args.sentences, args.dev_words, args.dev_fraction, packages, speakers,
