@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -247,6 +248,64 @@ def test_kajongg_texts_are_all_in_the_dictionary():
     assert all(text_to_phonemes(t) for t in texts.values())
     kajongg = next(s for s in sc.REAL_SOURCES if s.package == "kajongg")
     assert kajongg.split == "heldout-kajongg"  # evaluation only, never a training split
+
+
+def test_letter_and_number_sets_are_labelled_by_file_name_and_never_trained_on():
+    from models.phonemes import text_to_phonemes
+    from training.reserved import is_held_out
+
+    letters, numbers = dict(sc.LETTER_TEXTS), dict(sc.NUMBER_TEXTS)
+    assert len(letters) == 26 and letters["a"] == "a." and letters["w"] == "w."
+    assert text_to_phonemes(letters["a"]) == ["EY"]  # the letter's name, not the word "a" (AH)
+    assert text_to_phonemes(letters["z"]) == ["Z", "IY"]
+    assert numbers["7"] == numbers["seven"] == "seven" and numbers["thirty"] == "thirty"
+    assert all(text_to_phonemes(t) for t in (*letters.values(), *numbers.values()))
+    by_split: dict[str, set[str]] = {}
+    for src in sc.REAL_SOURCES:
+        by_split.setdefault(src.split, set()).add(src.package)
+        if src.split in ("heldout-letters", "heldout-numbers"):
+            assert is_held_out(src.package)  # units training and the noise bank never read these packages
+            labelled = {stem for stem, _ in src.texts}
+            # the pattern keeps only files the table names, so every file of the set is a labelled word
+            assert all(re.fullmatch(src.pattern, f"{stem}.{ext}") is None or stem in labelled
+                       for stem in ("A", "a", "h", "x", "1", "9", "seven", "all", "loveall", "click", "King")
+                       for ext in ("wav", "ogg"))
+    assert by_split["heldout-letters"] == {"gentle", "qabcs-data", "scid-data"}
+    assert by_split["heldout-numbers"] == {"csmash-data", "scid-data"}
+    assert {"heldout-kajongg", "heldout-letters", "heldout-numbers"} <= set(sc.HELDOUT_SETS)
+
+
+def test_an_evaluation_package_is_refused_a_training_split(tmp_path, fake_packages):
+    files, docs = fake_packages
+    src = sc.RealSource("gentle", "gentle-voxeo", "en", str(Path(files["prompts-a"][0]).parent) + "/")
+    with pytest.raises(ValueError, match="held out to evaluate the speech models"):
+        sc.real_items([src], (), 0.05, 0, lambda p: files["prompts-a"], docs)
+
+
+def test_one_heldout_set_alone_has_the_rows_of_the_whole_corpus(tmp_path, fake_packages):
+    """`--only-split` (build_heldout_set) writes the same rows as the whole corpus's build, and no TTS."""
+    _, docs = fake_packages
+    root = tmp_path / "letters"
+    root.mkdir()
+    files = []
+    for stem in ("A", "B", "hello", "c"):  # "c" and "hello" are not in the upper-case letter pattern
+        sf.write(root / f"{stem}.wav", burst(0.5, 8000), 8000, subtype="PCM_16")
+        files.append(str(root / f"{stem}.wav"))
+    letters = sc.RealSource("letter-pkg", "letters-1", "en", str(root) + "/", pattern=r"[A-Z]\.wav$",
+                            texts=tuple((c.upper(), t) for c, t in sc.LETTER_TEXTS), split="heldout-letters",
+                            license="GPL")
+    prompts = sc.RealSource("prompt-pkg", "spk", "en", str(root) + "/", pattern=r"hello\.wav$", license="GPL")
+    whole, alone = tmp_path / "whole", tmp_path / "alone"
+    run(sc.build_corpus(whole, sources=[prompts, letters], heldout_packages=(), heldout_speakers=(), voices=[],
+                        words=[], sentences=[], list_files=lambda p: files, doc_root=docs))
+    run(sc.build_heldout_set(alone, "heldout-letters", [prompts, letters], list_files=lambda p: files,
+                             doc_root=docs))
+    assert {r["speaker"] for r in read_csv(whole / "utterances.csv")} == {"spk", "letters-1"}
+    assert read_csv(alone / "words.csv") == [r for r in read_csv(whole / "words.csv") if r["split"] != "train"]
+    assert [(r["word"], r["phonemes"]) for r in read_csv(alone / "words.csv")] == [("a.", "EY"), ("b.", "B IY")]
+    assert [r["speaker"] for r in read_csv(alone / "utterances.csv")] == ["letters-1", "letters-1"]
+    with pytest.raises(ValueError, match="no evaluation set"):
+        sc.build_heldout_set(alone, "train", [prompts, letters])
 
 
 def test_a_source_package_that_is_not_installed_is_named_not_silently_dropped(fake_packages, tmp_path):

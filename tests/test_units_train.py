@@ -361,7 +361,7 @@ def test_augmented_training_runs_records_its_settings_and_refuses_feature_normal
 
 
 def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_path: Path, fsdd: Path) -> None:
-    wavs = sorted((fsdd / "recordings").glob("*_george_*.wav"))[:5]
+    wavs = sorted((fsdd / "recordings").glob("*_george_*.wav"))[:6]
     folder = tmp_path / "corpus"
     folder.mkdir()
     with open(folder / "utterances.csv", "w", newline="") as f:
@@ -372,6 +372,7 @@ def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_pa
         w.writerow([str(wavs[2]), "c", 1, "asterisk-core-sounds-en-gsm", "train"])  # reserved: never read
         w.writerow([str(wavs[3]), "d", 1, "flite", "dev"])
         w.writerow([str(wavs[4]), "e", 1, "kajongg", "heldout-kajongg"])  # the speech models' held-out voices
+        w.writerow([str(wavs[5]), "f", 1, "qabcs-data", "train"])  # a held-out set's package, whatever its split
     with open(folder / "words.csv", "w", newline="") as f:
         csv.writer(f).writerows([["path", "word", "speaker", "split"], [str(wavs[3]), "zero", "d", "train"]])
     train = list_clips([folder], "train", tables=TRAIN_CSV_NAMES)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
-# Earshot's own held-out speech (training/speech_corpus.py, split "heldout-kajongg"): real voices the speech
-# models are measured on, so they must not reach a speech model as augmentation noise either
-SPEECH_EVAL_PACKAGES = ("kajongg",)
+# Earshot's own held-out speech (training/speech_corpus.py, splits "heldout-kajongg", "heldout-letters",
+# "heldout-numbers"): real voices the speech models are measured on, so they must not reach a speech model as
+# training data or augmentation noise either
+SPEECH_EVAL_PACKAGES = ("kajongg", "gentle", "qabcs-data", "scid-data", "csmash-data")
 
 
 def is_reserved(package: str) -> bool:

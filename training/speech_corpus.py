@@ -15,7 +15,9 @@ Sources (`REAL_SOURCES`, `TTS_VOICES`):
   asterisk-prompt-fr-armelle, asterisk-prompt-it-menardi-wav) and the hedgewars game's voice packs recorded
   by actors (short English lines, one voice per folder; those that are one CMUdict word also go to
   words.csv), and, for evaluation only, the kajongg game's four English voices reading the same 42 tile
-  names and calls ("bamboo three", "pung"; `KAJONGG_TEXTS`). Files are listed with `dpkg -L`, so only files
+  names and calls ("bamboo three", "pung"; `KAJONGG_TEXTS`), spoken letters (GENtle's Voxeo prompts, qABCs'
+  English alphabet, Scid's a-h; `LETTER_TEXTS`) and spoken numbers (cannonsmash's umpire, Scid's 1-8;
+  `NUMBER_TEXTS`), each file labelled by its name. Files are listed with `dpkg -L`, so only files
   a package owns are read; tones, beeps, grunts and silences are left out by name. No transcripts ship with
   them, so `text` holds the file's name (kajongg: its words).
 - synthetic, built from human recordings: flite's awb, rms, slt (CMU ARCTIC clustergen) and kal16 (diphone),
@@ -28,13 +30,15 @@ Words are CMUdict words (`espeak_corpus.candidate_words`), sentences come from t
 Splits: the real packages in `heldout_packages` and speakers in `heldout_speakers` are `heldout` (never
 trained on: evaluation on real voices no model heard; by default the French prompt voice Armelle and three
 hedgewars English voices); kajongg is always `heldout-kajongg` (a second held-out set of real English
-speakers, reading clean words); TTS words are split into train/dev by word; other utterances get a deterministic
-`dev_fraction` dev share. Reserved packages (`training/reserved.py`) are refused wherever they come in.
-Deterministic given the seed, and resumable: files already on disk are kept. A source package that is not
-installed gives nothing (`missing_packages` in the summary); install them all first:
+speakers, reading clean words), the letters `heldout-letters` and the numbers `heldout-numbers` (a package of
+`reserved.SPEECH_EVAL_PACKAGES` gets no other split); `--only-split heldout-letters` builds one of these sets
+alone (no TTS), with the same rows as the whole corpus; TTS words are split into train/dev by word; other
+utterances get a deterministic `dev_fraction` dev share. Reserved packages (`training/reserved.py`) are refused
+wherever they come in. Deterministic given the seed, and resumable: files already on disk are kept. A source
+package that is not installed gives nothing (`missing_packages` in the summary); install them all first:
 `apt-get install --no-install-recommends asterisk-core-sounds-{es,fr,it,ru}-wav asterisk-prompt-es-co
-asterisk-prompt-fr-armelle asterisk-prompt-it-menardi-wav hedgewars-data kajongg flite festival
-festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts espeak-ng`.
+asterisk-prompt-fr-armelle asterisk-prompt-it-menardi-wav hedgewars-data kajongg gentle qabcs-data scid-data
+csmash-data flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts espeak-ng`.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from core import audio as audio_path
 from core.files import atomic_path
 from training import espeak_corpus
 from training.reserved import check_not_reserved as check_package
+from training.reserved import is_speech_eval
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -89,6 +94,7 @@ class RealSource:
     texts: tuple[tuple[str, str], ...] = ()
     split: str = ""  # an evaluation-only source: every file gets this split, whatever the held-out settings
     min_rms_db: float = MIN_RMS_DB  # quieter files are left out (a source recorded very low sets its own)
+    min_seconds: float = MIN_SECONDS  # shorter files are left out (a source of clipped single letters sets its own)
 
 
 _NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -104,6 +110,14 @@ KAJONGG_TEXTS = (
     ("originalcall", "original call"), ("violatesoriginalcall", "violates original call"),
     ("dangerousgame", "dangerous game"),
 )
+
+# Spoken letters (split "heldout-letters"): a file named after a letter says that letter's name; its word is
+# CMUdict's entry for the letter ("a." = EY, "w." = D AH B AH L Y UW), not the word "a" (AH).
+LETTER_TEXTS = tuple((c, f"{c}.") for c in "abcdefghijklmnopqrstuvwxyz")
+# Spoken numbers (split "heldout-numbers"): a file named after a number says it ("7" or "seven" -> "seven")
+_NUMBER_WORDS = ("zero", *_NUMBERS, "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+                 "seventeen", "eighteen", "nineteen", "twenty", "thirty")
+NUMBER_TEXTS = (*((w, w) for w in _NUMBER_WORDS), *((str(i), w) for i, w in enumerate(_NUMBER_WORDS) if i <= 9))
 
 REAL_SOURCES = (
     RealSource("asterisk-core-sounds-es-wav", "es_MX_f_Allison", "es-MX"),
@@ -128,7 +142,28 @@ REAL_SOURCES = (
                pattern=r"(?P<voice>male1|male2|female1|female2)/[^/]+$", texts=KAJONGG_TEXTS,
                split="heldout-kajongg", license="GPL-2+ (voices/*/COPYRIGHT: Wolfgang Rohdewald)",
                min_rms_db=-70.0),  # two voices are recorded ~20 dB low (peaks near -38 dBFS): kept as they are
+    # evaluation only (split "heldout-letters"): the 26 letter names read by two voices, a-h by a third. GENtle
+    # reads DNA aloud with Voxeo's telephone prompts (8 kHz mu-law); qABCs' US English alphabet (its other
+    # English set, en_gb, is left out: 24 kHz like the package's other languages, likely synthetic); Scid's
+    # board files (a-h; its 1-8 are in the numbers set, its piece names are not used)
+    RealSource("gentle", "gentle-voxeo", "en", "/usr/share/gentle/wav/", pattern=r"[A-Z]\.wav$",
+               texts=tuple((c.upper(), t) for c, t in LETTER_TEXTS), split="heldout-letters",
+               license="LGPL-3 (wav/*: 2005 Voxeo Corporation)"),
+    RealSource("qabcs-data", "qabcs-en", "en", "/usr/share/qabcs/abcs/en/sounds/alpha/", pattern=r"[a-z]\.ogg$",
+               texts=LETTER_TEXTS, split="heldout-letters",
+               license="GPL-3+ (Files: *; en/abc1.properties credits Jordan Irwin)"),
+    RealSource("scid-data", "scid", "en", "/usr/share/scid/sounds/", pattern=r"[a-h]\.wav$", texts=LETTER_TEXTS,
+               split="heldout-letters", license="GPL-2.0 (Files: *: Shane Hudson)", min_seconds=0.2),
+    # evaluation only (split "heldout-numbers"): cannonsmash's umpire calls zero-twenty and thirty (one voice; its
+    # "all", "love all" and game sounds are left out), and Scid's 1-8 (a second voice, the one of its letters)
+    RealSource("csmash-data", "csmash", "en", "/usr/share/games/csmash/wav/",
+               pattern=r"(" + "|".join(stem for stem, _ in NUMBER_TEXTS if not stem.isdigit()) + r")\.wav$",
+               texts=NUMBER_TEXTS, split="heldout-numbers", license="GPL-2+ (Kanna Yoshihiro)"),
+    RealSource("scid-data", "scid", "en", "/usr/share/scid/sounds/", pattern=r"[1-8]\.wav$", texts=NUMBER_TEXTS,
+               split="heldout-numbers", license="GPL-2.0 (Files: *: Shane Hudson)", min_seconds=0.2),
 )
+# the evaluation-only sets: `python -m training.speech_corpus OUT --only-split heldout-letters` builds one alone
+HELDOUT_SETS = tuple(sorted({s.split for s in REAL_SOURCES if s.split}))
 # evaluation only: a real French prompt voice (units) and three real English game voices (units and words)
 DEFAULT_HELDOUT_PACKAGES = ("asterisk-prompt-fr-armelle",)
 DEFAULT_HELDOUT_SPEAKERS = ("hedgewars-British", "hedgewars-Mobster", "hedgewars-Pirate")
@@ -175,6 +210,7 @@ class Item:
     word: str = ""  # isolated words only
     phonemes: str = ""  # ARPAbet of `word` when the source named the text (`RealSource.texts`)
     min_rms_db: float = MIN_RMS_DB
+    min_seconds: float = MIN_SECONDS
 
 
 def dpkg_files(package: str) -> list[str]:
@@ -228,6 +264,10 @@ def real_items(
     items = []
     for src in sources:
         check_package(src.package)
+        # the speech models' evaluation packages are never a training split, whatever a source says
+        if is_speech_eval(src.package) and not src.split.startswith("heldout-"):
+            raise ValueError(f"package {src.package!r} is held out to evaluate the speech models: its source needs "
+                             f"an evaluation split ('heldout-...'), not {src.split or 'train/dev'!r}")
         license_ = src.license or package_license(src.package, doc_root)
         texts = dict(src.texts)
         for f in sorted(list_files(src.package)):
@@ -250,7 +290,7 @@ def real_items(
             out = f"real/{src.package}/{Path(rel).with_suffix('.wav')}"
             items.append(Item(out, speaker, 1, language, src.package, license_,
                               said or Path(rel).with_suffix("").as_posix(), split, origin=f, word=word,
-                              phonemes=phonemes, min_rms_db=src.min_rms_db))
+                              phonemes=phonemes, min_rms_db=src.min_rms_db, min_seconds=src.min_seconds))
     return items
 
 
@@ -384,12 +424,12 @@ def make_one(it: Item, out_dir: Path) -> None:
 
 
 def keep_usable(items: Iterable[Item], out_dir: Path) -> list[Item]:
-    """Items whose file exists, lasts MIN_SECONDS .. MAX_SECONDS (prompt sets hold a few long pauses) and
-    is louder than its source's `min_rms_db`."""
+    """Items whose file exists, lasts its source's `min_seconds` .. MAX_SECONDS (prompt sets hold a few long
+    pauses) and is louder than its source's `min_rms_db`."""
     out = []
     for it in items:
         path = out_dir / it.path
-        if path.is_file() and MIN_SECONDS <= audio_path.audio_info(path).duration <= MAX_SECONDS:
+        if path.is_file() and it.min_seconds <= audio_path.audio_info(path).duration <= MAX_SECONDS:
             wave, _ = read_mono(path)
             if 20 * np.log10(np.sqrt(np.mean(np.square(wave, dtype=np.float64))) + 1e-12) > it.min_rms_db:
                 out.append(it)
@@ -527,6 +567,24 @@ def build_corpus(
     return summary
 
 
+def build_heldout_set(
+    out_dir: str | os.PathLike[str],
+    split: str,
+    sources: Sequence[RealSource] = REAL_SOURCES,
+    seed: int = 0,
+    list_files: Callable[[str], list[str]] = dpkg_files,
+    doc_root: str | os.PathLike[str] = "/usr/share/doc",
+) -> Job:
+    """Job: one evaluation-only set alone (`split`, e.g. heldout-letters): `build_corpus` over the real sources of
+    that split and no TTS, so its files and rows are those the whole corpus has for the split."""
+    chosen = [s for s in sources if s.split == split]
+    if not split.startswith("heldout-") or not chosen:
+        sets = ", ".join(sorted({s.split for s in sources if s.split}))
+        raise ValueError(f"no evaluation set {split!r} (sets: {sets})")
+    return build_corpus(out_dir, heldout_packages=(), heldout_speakers=(), sources=chosen, voices=[], words=[],
+                        sentences=[], seed=seed, list_files=list_files, doc_root=doc_root)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -543,7 +601,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=f"real speaker kept out of training (repeatable; default "
                         f"{', '.join(DEFAULT_HELDOUT_SPEAKERS)}); '' for none")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only-split", choices=HELDOUT_SETS, default=None,
+                   help="build only this evaluation set (its real sources, no TTS): the same files and rows as in "
+                        "the whole corpus")
     args = p.parse_args(argv)
+    if args.only_split:
+        return espeak_corpus.run_cli(build_heldout_set(args.out, args.only_split, seed=args.seed))
     packages = DEFAULT_HELDOUT_PACKAGES if args.heldout_package is None else [p for p in args.heldout_package if p]
     speakers = DEFAULT_HELDOUT_SPEAKERS if args.heldout_speaker is None else [s for s in args.heldout_speaker if s]
     job = build_corpus(args.out, args.words, args.sentences, args.dev_words, args.dev_fraction, packages, speakers,

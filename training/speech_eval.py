@@ -344,8 +344,8 @@ def add_units_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test",
-                   help="CSV rows of this split: test (FSDD), heldout and heldout-kajongg (speech corpus), dev, "
-                        "train ... 'all': every row")
+                   help="CSV rows of this split: test (FSDD), heldout, heldout-kajongg, heldout-letters and "
+                        "heldout-numbers (speech corpus), dev, train ... 'all': every row")
     p.add_argument("--speaker", action="append", default=[], help="only these speakers; repeatable")
     p.add_argument("--exclude-speaker", action="append", default=[], help="leave these speakers out; repeatable")
 
