@@ -153,7 +153,7 @@ def test_split_is_by_package_and_recorded(tmp_path):
 
 
 @pytest.mark.parametrize("package", ["tuxpaint-stamps-default", "ktuberling-data", "klettres",
-                                     "asterisk-core-sounds-en-gsm", "KTuberling"])
+                                     "asterisk-core-sounds-en-gsm", "KTuberling", "triplea-data"])
 def test_reserved_packages_are_refused_everywhere(package, tmp_path):
     assert sc.is_reserved(package)
     assert package not in sc.find_sound_packages(f"{package}: /usr/share/x/a.wav\nok-pkg: /usr/share/b.wav\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en")
+RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en", "triplea")
 # Earshot's own held-out speech (training/speech_corpus.py, splits "heldout-kajongg", "heldout-letters",
 # "heldout-numbers"): real voices the speech models are measured on, so they must not reach a speech model as
 # training data or augmentation noise either
