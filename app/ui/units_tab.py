@@ -12,6 +12,7 @@ Tests inject audio through `recorder_factory`, `player_factory` and `device_stat
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,12 @@ from PySide6.QtWidgets import (
 
 from app.services.audio import AudioError, DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import format_progress
+from app.services.levels import InputLevel
 from app.services.recording import silence_problem
 from app.services.registry import ModelEntry
 from app.services.units import LiveStream, Resynthesis, UnitsSession, load_session
 from app.ui.tab_base import ModelTab
-from app.ui.unit_plots import LIVE_LEVELS, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
+from app.ui.unit_plots import LIVE_LEVELS, LevelMeter, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
 from app.workers import JobRunner
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
@@ -83,6 +85,7 @@ class UnitsTab(ModelTab):
         self._live_frames = 0  # frames received this recording
         self._live_units: list[int] = []
         self._levels: tuple[float, float] | None = None  # colour range of the original, reused for the resynthesis
+        self.input_level = InputLevel()  # the meter's state: fed from the blocks `_tick` drains
 
         self.timer = QTimer(self)
         self.timer.setInterval(TICK_MS)
@@ -103,6 +106,9 @@ class UnitsTab(ModelTab):
         self.load_button = QPushButton("&Load file…")
         self.load_button.setToolTip("Encode an audio file (any format, rate and channel count); no device needed")
         self.load_button.clicked.connect(self.choose_file)
+        self.level_meter = LevelMeter()
+        self.level_meter.setToolTip("Input level while recording: RMS (solid), peak (light), held peak (line); "
+                                    "red from −1 dBFS up: the input clips, turn the gain down")
         self.device_label = QLabel("")
         self.device_label.setStyleSheet("color: #a05a00")
         self.device_label.setWordWrap(True)  # device messages can be long; never widen the window for them
@@ -111,7 +117,8 @@ class UnitsTab(ModelTab):
         self.xrun_label.setToolTip("Input overflows: audio the app could not take in time (dropped)")
 
         top = QHBoxLayout()
-        for w in (self.model_label, self.model_combo, self.record_button, self.load_button, self.device_label):
+        for w in (self.model_label, self.model_combo, self.record_button, self.level_meter, self.load_button,
+                  self.device_label):
             top.addWidget(w)
         top.addWidget(self.xrun_label)
 
@@ -285,6 +292,7 @@ class UnitsTab(ModelTab):
         self.device_label.setText(f"{' and '.join(off).capitalize()} unavailable: {reason}" if off else "")
         self.record_button.setToolTip(f"Recording unavailable: {reason}" if not input_ok
                                       else "Record from the microphone (Space)")
+        self.level_meter.setEnabled(recording)  # idle or without a microphone: an empty trough
         self.load_button.setEnabled(idle and ready)
         self.model_combo.setEnabled(idle)
         has_units = ready and bool(self.session.units) and idle
@@ -357,6 +365,8 @@ class UnitsTab(ModelTab):
         self.resynthesis = None
         self._clear_views()
         self.state = "recording"
+        self.input_level.start(time.monotonic())
+        self.level_meter.show_level(self.input_level)
         self._say(f"Recording… units appear about {self.session.lookahead_ms:.0f} ms behind the audio. "
                   "Space stops.")
         self.run_job(self.live.run, "live", self._live_done, self._live_error, on_progress=_quiet)
@@ -372,6 +382,7 @@ class UnitsTab(ModelTab):
         self._stop_reason = recorder.error  # set when the recording ended by itself (not by closing it now)
         recorder.stop()
         tail.append(recorder.drain())  # what arrived between the last tick and the stream's stop
+        self._end_level()
         for block in tail:
             self.live.put(block)
         self.live.close()
@@ -385,6 +396,8 @@ class UnitsTab(ModelTab):
         if self.state == "recording" and recorder is not None and self.live is not None:
             block = recorder.drain()
             self.live.put(block)
+            self.input_level.update(block, time.monotonic())  # a max and a mean over ~33 ms: cheap here
+            self.level_meter.show_level(self.input_level)
             self.xrun_label.setText(f"xruns: {recorder.overflows}")
             if recorder.error or not recorder.recording:
                 self.stop_recording(f"Recording stopped: {recorder.error or 'the input closed'}. "
@@ -444,8 +457,13 @@ class UnitsTab(ModelTab):
         self._end_live()
         self._say(f"Live encoding failed: {message}")
 
+    def _end_level(self) -> None:
+        self.input_level.stop()
+        self.level_meter.show_level(self.input_level)
+
     def _end_live(self) -> None:
         self.timer.stop()
+        self._end_level()
         if self.recorder is not None:
             self.recorder.stop()
             self.xrun_label.setText(f"xruns: {self.recorder.overflows}")

@@ -211,6 +211,31 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     save_for_review(tab, "units-tab-live.png")
 
 
+def red_pixels(widget) -> int:
+    """Pixels of the meter drawn in clipping red (its 3-pixel tick at -1 dBFS is below any count checked)."""
+    image = widget.grab().toImage()
+    return sum(1 for x in range(image.width()) for y in range(image.height())
+               if (c := image.pixelColor(x, y)).red() > 180 and c.green() < 90 and c.blue() < 90)
+
+
+def test_the_input_meter_follows_the_recording_and_shows_clipping_in_red(qtbot, make_tab, fsdd: Path) -> None:
+    tab = make_tab(MIC_ONLY)
+    meter, level = tab.level_meter, tab.input_level
+    assert not meter.isEnabled() and not level.active and red_pixels(meter) < 10  # idle: nothing shown
+    voice = speech(fsdd, 2)
+    voice = 0.3 * voice / np.abs(voice).max()  # peaks at -10.5 dBFS
+    record(qtbot, tab, np.concatenate([voice, np.clip(voice * 20, -1, 1)]), speed=2.0)  # then clipped speech
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: level.peak_db > -30, timeout=10_000)
+    assert meter.isEnabled() and level.active and -30 < level.peak_db < -10 and level.rms_db < level.peak_db
+    assert not level.clipping and red_pixels(meter) < 10
+    qtbot.waitUntil(lambda: level.clipping, timeout=10_000)
+    assert red_pixels(meter) > 50  # the bar turns red
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: tab.state == "idle", timeout=30_000)
+    assert not meter.isEnabled() and not level.active and red_pixels(meter) < 10  # stopped: empty again
+
+
 def test_device_vanishing_mid_recording_leaves_the_tab_usable(qtbot, make_tab, fsdd: Path) -> None:
     tab = make_tab(MIC_ONLY)
     messages: list[str] = []
@@ -235,7 +260,7 @@ def test_device_vanishing_mid_recording_leaves_the_tab_usable(qtbot, make_tab, f
 
 def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tmp_path: Path, monkeypatch) -> None:
     tab = make_tab(NO_DEVICE)
-    assert not tab.record_button.isEnabled()
+    assert not tab.record_button.isEnabled() and not tab.level_meter.isEnabled()
     assert "Recording and playback unavailable: no audio input device" in tab.device_label.text()
     assert "no audio input device" in tab.record_button.toolTip()
     press(qtbot, tab, Qt.Key.Key_Space)  # nothing happens without a microphone
