@@ -37,12 +37,13 @@ from app.services.jobs import format_progress
 from app.services.levels import InputLevel
 from app.services.recording import silence_problem
 from app.services.registry import ModelEntry
-from app.services.units import LiveStream, Resynthesis, UnitsSession, load_session
+from app.services.units import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
 from app.ui.tab_base import ModelTab
 from app.ui.unit_plots import LIVE_LEVELS, LevelMeter, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
 from app.workers import JobRunner
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
+AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")
 TICK_MS = 33  # ~30 Hz drain + redraw
 
 
@@ -85,6 +86,7 @@ class UnitsTab(ModelTab):
         self._live_frames = 0  # frames received this recording
         self._live_units: list[int] = []
         self._levels: tuple[float, float] | None = None  # colour range of the original, reused for the resynthesis
+        self.voice_override: int | None = None  # a voice the user chose; None: Auto (the one that fits)
         self.input_level = InputLevel()  # the meter's state: fed from the blocks `_tick` drains
 
         self.timer = QTimer(self)
@@ -151,7 +153,10 @@ class UnitsTab(ModelTab):
 
         self.speaker_label = QLabel("&Voice:")
         self.speaker_combo = QComboBox()
-        self.speaker_combo.setToolTip("Voice of the resynthesis (the model's speaker table)")
+        self.speaker_combo.setToolTip("Voice of the resynthesis. Auto: the training voice that fits the first second "
+                                      "of the speech best, chosen anew for each recording or file. A voice chosen "
+                                      "here is kept for every recording until Auto is chosen again.")
+        self.speaker_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.speaker_label.setBuddy(self.speaker_combo)
         self.speaker_combo.currentIndexChanged.connect(self._speaker_chosen)
         self.play_original_button = QPushButton("Play &original")
@@ -253,8 +258,9 @@ class UnitsTab(ModelTab):
         self.session, self.loaded_name = session, name
         self.speaker_combo.blockSignals(True)
         self.speaker_combo.clear()
-        self.speaker_combo.addItems(session.speakers)
+        self.speaker_combo.addItems([AUTO_VOICE, *session.speakers])  # item k + 1 is voice k
         self.speaker_combo.blockSignals(False)
+        self.voice_override = None  # another model has another speaker table: back to Auto
         self.resynthesis = None  # the previous model's: its views are cleared below
         self._clear_views()  # nothing encoded with this model yet; the histogram spans its codebook
         can_record = self.audio_status is not None and self.audio_status.input_ok
@@ -414,6 +420,7 @@ class UnitsTab(ModelTab):
         if len(frames):
             self._live_spec.append(frames)
             self._live_frames += len(frames)
+        self._show_voice_fit(self.session.voice_fit)  # the worker fits it once a second of speech is in
         self._redraw_live()
 
     def _redraw_live(self) -> None:
@@ -514,6 +521,7 @@ class UnitsTab(ModelTab):
         self.resynth_view.clear_frames()
         self.histogram.set_counts(np.zeros(self.session.codebook_size if self.session else 0, np.int64))
         self.histogram.setTitle("codebook usage", size="9pt")
+        self._show_voice_fit(None)  # a new utterance: its voice is not fitted yet
 
     def _show_review(self) -> None:
         s = self.session
@@ -523,6 +531,7 @@ class UnitsTab(ModelTab):
         self.original_strip.set_units(s.units, s.unit_seconds)
         self.histogram.set_counts(s.codebook_histogram())
         used = int((s.codebook_histogram() > 0).sum())
+        self._show_voice_fit(s.voice_fit)
         self.histogram.setTitle(f"codebook usage: {used} of {s.codebook_size} units", size="9pt")
 
     def start_resynthesis(self) -> None:
@@ -532,15 +541,24 @@ class UnitsTab(ModelTab):
         if self.state != "idle":
             self._pending_resynthesis = True
             return
-        speaker = max(0, self.speaker_combo.currentIndex())
+        speaker = self.voice_override  # None: the session's fitted voice (fitted in the job if not yet)
         self.state = "resynthesising"
         self.run_job(lambda: s.resynthesize_job(speaker), "resynth", self._resynthesised)
         self._update_controls()
 
     @Slot(int)
     def _speaker_chosen(self, index: int) -> None:
-        if index >= 0 and self.session is not None and self.session.finished:
+        if index < 0:
+            return
+        self.voice_override = index - 1 if index > 0 else None  # sticks across recordings until Auto again
+        if self.session is not None and self.session.finished:
             self.start_resynthesis()
+
+    def _show_voice_fit(self, fit: VoiceFit | None) -> None:
+        """Item 0 says which voice Auto stands for: the one fitted to this utterance's speech, once known."""
+        text = f"{AUTO_VOICE}: {fit.name}" if fit is not None else AUTO_VOICE
+        if self.speaker_combo.count() and self.speaker_combo.itemText(0) != text:
+            self.speaker_combo.setItemText(0, text)
 
     def _resynthesised(self, result: Resynthesis) -> None:
         self.resynthesis = result
@@ -548,8 +566,10 @@ class UnitsTab(ModelTab):
         hop = s.hop_seconds if s else 0.01
         self.resynth_view.set_frames(result.spectrogram, hop, levels=self._levels)
         self.resynth_view.setTitle(f"resynthesis from units only ({result.speaker})", size="9pt")
+        self._show_voice_fit(s.voice_fit if s else None)
+        why = " (the voice that fits the speech best)" if self.voice_override is None else ""
         if len(result.audio):
-            self._say(f"Resynthesised {len(result.audio) / result.sample_rate:.2f} s as {result.speaker}. "
+            self._say(f"Resynthesised {len(result.audio) / result.sample_rate:.2f} s as {result.speaker}{why}. "
                       "P plays it.")
         else:
             self._say("Too short for a single unit: nothing to resynthesise.")

@@ -188,7 +188,9 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     assert tab.original_view.n_frames == s.n_frames > 0 and tab.original_strip.units == s.units
     assert tab.resynth_view.n_frames > 0.9 * s.n_frames
     assert tab.histogram.counts.sum() == len(s.units) and len(tab.histogram.counts) == 16
-    assert abs(len(tab.resynthesis.audio) - s.n_samples) <= 160 and tab.resynthesis.speaker == "ann"
+    fit = s.voice_fit  # fitted live, on the first second of speech: Auto resynthesises with it
+    assert fit is not None and fit.end < 1.5 and tab.speaker_combo.currentText() == f"Auto: {fit.name}"
+    assert abs(len(tab.resynthesis.audio) - s.n_samples) <= 160 and tab.resynthesis.speaker == fit.name
     assert tab.xrun_label.text() == "xruns: 0"
     for button in (tab.play_original_button, tab.play_resynth_button, tab.export_units_button,
                    tab.export_wav_button, tab.record_button, tab.load_button):
@@ -198,8 +200,9 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     assert tab.player is not None and tab.player.playing
     assert tab.player.duration == pytest.approx(len(tab.resynthesis.audio) / 16000)
 
-    tab.speaker_combo.setCurrentIndex(1)  # another voice: resynthesised again
-    qtbot.waitUntil(lambda: tab.resynthesis.speaker == "bob" and tab.state == "idle", timeout=30_000)
+    other = "bob" if fit.name == "ann" else "ann"
+    tab.speaker_combo.setCurrentText(other)  # another voice: resynthesised again
+    qtbot.waitUntil(lambda: tab.resynthesis.speaker == other and tab.state == "idle", timeout=30_000)
 
     assert tab.original_strip.labels_shown == 0  # 2 s in a narrow view: too small for ids
     tab.original_view.setXRange(0.5, 1.0, padding=0)  # zoomed in (as with the wheel): ids written on units
@@ -290,6 +293,33 @@ def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tm
     qtbot.waitUntil(lambda: tab.state == "idle", timeout=10_000)
     assert "not found" in tab.status_label.text()
     assert tab.load_button.isEnabled()
+
+
+def test_a_chosen_voice_sticks_until_auto_is_chosen_again(qtbot, make_tab, fsdd: Path) -> None:
+    tab = make_tab(NO_DEVICE)
+    combo = tab.speaker_combo
+    assert [combo.itemText(i) for i in range(combo.count())] == ["Auto", "ann", "bob"]
+
+    def load(path: Path) -> str:
+        tab.load_file(path)
+        qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+        return tab.session.voice_fit.name
+
+    first, second = fsdd_files(fsdd, 12)[0], fsdd_files(fsdd, 12)[11]
+    fitted = load(first)
+    assert combo.currentText() == f"Auto: {fitted}" and tab.resynthesis.speaker == fitted
+    chosen = "bob" if fitted == "ann" else "ann"
+    combo.setCurrentText(chosen)  # the user overrides Auto
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis.speaker == chosen, timeout=30_000)
+
+    fitted = load(second)  # a new utterance: the chosen voice stays, Auto still says what it would pick
+    assert fitted != chosen, "pick another file: this one's fitted voice cannot tell a kept choice from Auto"
+    assert tab.resynthesis.speaker == chosen and combo.currentText() == chosen
+    assert combo.itemText(0) == f"Auto: {fitted}"
+
+    combo.setCurrentIndex(0)  # Auto again: the fitted voice
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis.speaker == fitted, timeout=30_000)
+    assert "fits the speech best" in tab.status_label.text()
 
 
 def test_controls_reachable_by_tab_and_unit_colours_fixed(make_tab) -> None:
