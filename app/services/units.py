@@ -39,7 +39,9 @@ shorter utterance; `resynthesize_job(speaker)` with an explicit voice overrides 
 
 Units text export (`export_units_text`): one line of space-separated `START:ID` tokens, START = the unit's
 start time in seconds with 3 decimals (unit u starts at u · 0.04 s and lasts 0.04 s), ID = the codebook index,
-e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units).
+e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units). The same
+units as a Praat TextGrid (`export_textgrid`, `app/services/textgrid.py`): built from those tokens, so its
+boundaries are theirs; a "words" tier when `words` are known. Both files are written atomically.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ import torch
 
 from app.services.audio import decode, save_wav
 from app.services.jobs import Job
+from app.services.textgrid import Word, write_units_textgrid
 from core.audio import SOXR, sanitize, trim_span
+from core.files import atomic_path
 from core.frontends import FRAMES_PER_UNIT
 from core.voices import fitting_voice
 
@@ -171,6 +175,7 @@ class UnitsSession:
         self.resynthesis = None
         self.source = None
         self.voice_fit: VoiceFit | None = None
+        self.words: list[Word] = []  # (start s, end s, word) when known: the TextGrid gets a words tier
 
     def feed(self, audio_block: np.ndarray) -> tuple[list[int], np.ndarray]:
         """Audio (n,) or (n, C) at `sample_rate` -> (new unit ids, new spectrogram frames (t, F) log10)."""
@@ -359,8 +364,14 @@ class UnitsSession:
 
     def export_units_text(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
-        path.write_text(self.units_text(), encoding="utf-8")
+        with atomic_path(path) as tmp:
+            tmp.write_text(self.units_text(), encoding="utf-8")
         return path
+
+    def export_textgrid(self, path: str | os.PathLike[str]) -> Path:
+        """The units (and the words, when known) as a Praat TextGrid with the text export's boundaries."""
+        tokens = parse_units_text(self.units_text())
+        return write_units_textgrid(path, tokens, self.unit_seconds, self.duration, self.words)
 
     def export_wav(self, path: str | os.PathLike[str]) -> Path:
         """Write the latest resynthesis as 16-bit WAV."""

@@ -6,7 +6,8 @@ streaming encoder in a worker (`run_job`); the same timer takes the new spectrog
 back and redraws the scrolling view. Stop (or loading a file) shows the whole utterance, resynthesises it
 in another worker, and fills the side-by-side spectrograms and the codebook-usage histogram (`unit_plots.py`).
 
-Keys: Space records/stops, P plays the resynthesis, Ctrl+E exports the units, Ctrl+Shift+E the WAV.
+Keys: Space records/stops, P plays the resynthesis, Ctrl+E exports the units (text or Praat TextGrid),
+Ctrl+Shift+E the WAV.
 Tests inject audio through `recorder_factory`, `player_factory` and `device_status_fn`.
 """
 
@@ -43,12 +44,19 @@ from app.ui.unit_plots import LIVE_LEVELS, LevelMeter, SpectrogramPane, UnitStri
 from app.workers import JobRunner
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
+UNITS_TEXT_FILTER = "Units (*.txt)"
+TEXTGRID_FILTER = "Praat TextGrid (*.TextGrid)"
+TEXTGRID_SUFFIX = ".TextGrid"
 AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")
 TICK_MS = 33  # ~30 Hz drain + redraw
 
 
 def _quiet(_progress: dict) -> None:
     """The live job's progress: the timer draws what it brings, the status line keeps its message."""
+
+
+def is_textgrid(path: Path) -> bool:
+    return path.suffix.lower() == TEXTGRID_SUFFIX.lower()
 
 
 def default_recorder() -> Recorder:
@@ -164,7 +172,8 @@ class UnitsTab(ModelTab):
         self.play_resynth_button = QPushButton("Play &resynthesis")
         self.play_resynth_button.clicked.connect(self.play_resynthesis)
         self.export_units_button = QPushButton("Export &units…")
-        self.export_units_button.setToolTip("Save the units as one line of START:ID tokens, seconds:unit id (Ctrl+E)")
+        self.export_units_button.setToolTip("Save the units as one line of START:ID tokens, seconds:unit id, or as a "
+                                            "Praat TextGrid with a units tier (Ctrl+E)")
         self.export_units_button.clicked.connect(lambda: self.export_units())
         self.export_wav_button = QPushButton("Export &WAV…")
         self.export_wav_button.setToolTip("Save the resynthesis as a 16-bit WAV file (Ctrl+Shift+E)")
@@ -613,16 +622,21 @@ class UnitsTab(ModelTab):
         return s.source.stem if s is not None and s.source is not None else "recording"
 
     def export_units(self, path: Path | None = None) -> Path | None:
+        """Save the units as text (START:ID tokens) or, for a `.TextGrid` path, as a Praat TextGrid."""
         if not self.export_units_button.isEnabled() or self.session is None:
             return None
         if path is None:
-            chosen, _ = QFileDialog.getSaveFileName(self, "Export Units", str(Path.home() /
-                                                    f"{self._default_stem()}.units.txt"), "Text (*.txt)")
+            chosen, chosen_filter = QFileDialog.getSaveFileName(
+                self, "Export Units", str(Path.home() / f"{self._default_stem()}.units.txt"),
+                f"{UNITS_TEXT_FILTER};;{TEXTGRID_FILTER}")
             if not chosen:
                 return None
             path = Path(chosen)
+            if chosen_filter == TEXTGRID_FILTER and not is_textgrid(path):
+                path = path.with_suffix(TEXTGRID_SUFFIX)  # the TextGrid filter with the default .txt name
         try:
-            out = self.session.export_units_text(path)
+            out = (self.session.export_textgrid(path) if is_textgrid(path)
+                   else self.session.export_units_text(path))
         except OSError as e:
             self._say(f"Cannot export units: {e}")
             return None

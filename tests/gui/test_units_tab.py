@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import sounddevice as sd
 import torch
+from praatio import textgrid
 from PySide6.QtCore import Qt
 
 from app.services.audio import DeviceStatus, Player, Recorder, decode
@@ -284,6 +285,19 @@ def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tm
     monkeypatch.setattr("app.ui.units_tab.QFileDialog.getSaveFileName", lambda *a, **k: (str(target), ""))
     press(qtbot, tab, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)  # Ctrl+E exports the units
     assert [u for _, u in parse_units_text(target.read_text())] == s.units
+    dialogs: list[str] = []
+
+    def save_as_textgrid(_parent, _title: str, _start: str, filters: str) -> tuple[str, str]:
+        dialogs.append(filters)
+        return str(tmp_path / "out.units.txt"), "Praat TextGrid (*.TextGrid)"  # the filter, the default name
+
+    monkeypatch.setattr("app.ui.units_tab.QFileDialog.getSaveFileName", save_as_textgrid)
+    grid_path = tab.export_units()
+    assert dialogs == ["Units (*.txt);;Praat TextGrid (*.TextGrid)"] and grid_path == tmp_path / "out.units.TextGrid"
+    grid = textgrid.openTextgrid(str(grid_path), includeEmptyIntervals=False)
+    assert list(grid.tierNames) == ["units"] and grid.getTier("units").entries[0].start == 0.0
+    assert "".join(e.label for e in grid.getTier("units").entries) == "".join(
+        str(u) for i, u in enumerate(s.units) if i == 0 or u != s.units[i - 1])
     wav = tab.export_wav(tmp_path / "out.wav")
     assert wav is not None and decode(wav).duration == pytest.approx(s.duration, abs=0.011)
 
