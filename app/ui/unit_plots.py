@@ -177,6 +177,7 @@ METER_GREEN = QColor(60, 170, 75)  # RMS: the body of the level
 METER_LIGHT = QColor(150, 215, 150)  # peak above the RMS
 METER_RED = QColor(220, 40, 40)  # clipping: a peak at CLIP_DB or above
 METER_TROUGH = QColor(45, 45, 45)
+METER_TEXT_WIDTH = 60  # pixels right of the bar for the peak's dBFS
 
 
 class LevelMeter(QWidget):
@@ -191,7 +192,7 @@ class LevelMeter(QWidget):
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
-        return QSize(150, 20)
+        return QSize(120 + METER_TEXT_WIDTH, 20)
 
     def show_level(self, level: InputLevel) -> None:
         self.level = level
@@ -202,7 +203,7 @@ class LevelMeter(QWidget):
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
         painter = QPainter(self)
-        w, h = self.width(), self.height()
+        w, h = self.width() - METER_TEXT_WIDTH, self.height()  # the bar; the peak's number is written after it
         painter.fillRect(0, 0, w, h, METER_TROUGH)
         level = self.level
         if self.isEnabled() and level.active:
@@ -211,9 +212,9 @@ class LevelMeter(QWidget):
             painter.fillRect(rms, 2, max(0, peak - rms), h - 4, METER_RED if level.clipping else METER_LIGHT)
             hold = self._x(level.hold_db, w)
             painter.fillRect(max(0, hold - 2), 0, 2, h, METER_RED if level.held_clipping else QColor("white"))
-            painter.setPen(QColor("white"))
-            painter.drawText(self.rect().adjusted(0, 0, -4, 0), Qt.AlignmentFlag.AlignRight |
-                             Qt.AlignmentFlag.AlignVCenter, f"{level.peak_db:.0f} dBFS")
+            painter.setPen(METER_RED if level.held_clipping else self.palette().windowText().color())
+            painter.drawText(w, 0, METER_TEXT_WIDTH, h, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             f"{level.peak_db:.0f} dBFS")
         clip = self._x(CLIP_DB, w)  # where clipping starts: a tick, so a hot level can be read at a glance
         painter.fillRect(clip, 0, 1, 3, METER_RED)
         painter.end()

@@ -3,8 +3,11 @@
 Live path (Friture style): the Recorder's audio callback only copies into its ring buffer; a ~30 Hz QTimer
 drains it on the GUI thread and hands the blocks to a `LiveStream`, whose job runs the front end and the
 streaming encoder in a worker (`run_job`); the same timer takes the new spectrogram frames and units
-back and redraws the scrolling view. Stop (or loading a file) shows the whole utterance, resynthesises it
-in another worker, and fills the side-by-side spectrograms and the codebook-usage histogram (`unit_plots.py`).
+back and redraws the scrolling view, and the input level meter from the blocks it drained. Stop (or loading
+a file) shows the whole utterance, resynthesises it in another worker, and fills the side-by-side
+spectrograms and the codebook-usage histogram (`unit_plots.py`). The voice combo's "Auto" is the training
+voice the session fitted to the first second of speech (in the worker); a voice the user picks overrides it
+for every utterance until Auto is picked again.
 
 Keys: Space records/stops, P plays the resynthesis, Ctrl+E exports the units (text or Praat TextGrid),
 Ctrl+Shift+E the WAV.
@@ -141,7 +144,7 @@ class UnitsTab(ModelTab):
         self.status_label.setWordWrap(True)
         self.status_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
-        self.original_view = SpectrogramPane("original (wheel zooms; unit ids show when zoomed in)",
+        self.original_view = SpectrogramPane("original (zoom in with the wheel to read unit ids)",
                                              zoomable=True)
         self.original_strip = UnitStrip()
         self.original_strip.setXLink(self.original_view)
