@@ -15,21 +15,23 @@ from app.services.audio import decode
 from app.services.jobs import drain
 from app.services.registry import ModelRegistry
 from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
+from core.voices import fitting_voice
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
 from models.units import UnitsConfig, UnitsModel
 from models.vqvae import VQVAEConfig
 
 
-def tiny_units_model(seed: int = 0) -> UnitsModel:
+def tiny_units_model(seed: int = 0, speakers: tuple[str, ...] = ("ann", "bob")) -> UnitsModel:
     torch.manual_seed(seed)
+    n = len(speakers)
     config = UnitsConfig(
         vqvae=VQVAEConfig(
             d_model=32, n_heads=2, d_ff=64, layers_per_stage=(1, 1, 1), attn_left=4, attn_right=1, dropout=0.0,
-            codebook_size=16, code_dim=8, decoder_channels=32, decoder_blocks=1, speaker_dim=8, n_speakers=2,
+            codebook_size=16, code_dim=8, decoder_channels=32, decoder_blocks=1, speaker_dim=8, n_speakers=n,
         ),
-        inverter=InverterConfig(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_speakers=2),
-        speakers=["ann", "bob"],
+        inverter=InverterConfig(code_dim=8, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_speakers=n),
+        speakers=list(speakers),
     )
     model = UnitsModel(config)
     model.vqvae.train()
@@ -225,6 +227,60 @@ def test_live_stream_job(session: UnitsSession, fsdd: Path) -> None:
     frames.append(f)
     assert units == final == whole_file_units(session, audio) and live.done
     assert sum(len(f) for f in frames) == 1 + len(audio) // 160
+
+
+VOICES = ("ann", "bob", "cat", "dan", "eve")
+
+
+def test_the_fitted_voice_is_the_one_the_evaluation_picks_for_an_unseen_speaker(fsdd: Path) -> None:
+    """Under a second of speech (one spoken digit, its silence trimmed): the voice fitted on the whole of it is
+    the voice `earshot eval units` resynthesises an unseen speaker with, on the same audio."""
+    from core.audio import trim_silence
+    from training.speech_eval import resynthesis_distance
+    from training.units_data import pad_for_frontend
+
+    session = UnitsSession(tiny_units_model(3, VOICES))
+    clip = trim_silence(fsdd_speech(fsdd, 1))
+    assert len(clip) < 16000
+    stream(session, clip, np.random.default_rng(5))
+    assert session.voice_fit is None  # not fitted by feeding alone: fitting is the caller's (worker's) call
+    fit = session.fit_voice()
+
+    wave = torch.from_numpy(clip)
+    items = [(session.model.vqvae.encode(MFCC()(wave)), LinearSpectrogram()(pad_for_frontend(wave)))]
+    picked = resynthesis_distance(session.model, {"newcomer": items})["per_speaker"]["newcomer"]
+    assert not picked["seen"] and picked["voice"] != VOICES[0]  # else the old 'always the first voice' passes
+    assert fit is not None and fit.name == picked["voice"] and fit.start == 0.0
+    assert fit.end == pytest.approx(len(clip) / 16000)
+    assert session.fit_voice() is fit  # the first fit stays
+
+
+def test_the_voice_is_fitted_live_on_the_first_second_of_speech_and_an_explicit_voice_overrides_it(
+        fsdd: Path) -> None:
+    session = UnitsSession(tiny_units_model(3, VOICES))
+    audio = np.concatenate([np.zeros(8000, np.float32), fsdd_speech(fsdd, 4)])  # 0.5 s of silence first
+    live = LiveStream(session, poll_seconds=0.001)
+    job = live.run()
+    fitted_at = None
+    for i in range(0, len(audio), 1600):
+        live.put(audio[i:i + 1600])
+        next(job)
+        if fitted_at is None and session.voice_fit is not None:
+            fitted_at = session.n_samples
+    live.close()
+    drain(job)
+    fit = session.voice_fit
+    assert fit is not None and fitted_at is not None and fitted_at < len(audio) - 8000  # live, not at the end
+    assert 0.4 <= fit.start <= 0.5 and fit.end - fit.start == pytest.approx(1.0)  # from where the speech starts
+    first = round(fit.start / session.unit_seconds)
+    wave = torch.from_numpy(session.audio[first * 640: first * 640 + 16000])
+    assert fit.voice == fitting_voice(session.model, [(torch.tensor(session.units[first:first + 25]),
+                                                       LinearSpectrogram()(wave))])
+    torch.manual_seed(0)
+    assert drain(session.resynthesize_job(n_iter=2)).speaker == fit.name  # no voice named: the fitted one
+    other = VOICES[(fit.voice + 1) % len(VOICES)]
+    assert drain(session.resynthesize_job(other, n_iter=2)).speaker == other  # an explicit voice wins
+    assert session.voice_fit is fit
 
 
 def test_load_session_from_registry(fsdd: Path, tmp_path: Path) -> None:

@@ -38,11 +38,11 @@ import torch
 
 from core import audio as audio_path
 from core.frontends import units_frontend, words_frontend
+from core.voices import fitting_voice, log_spectral_distance, lsd_bins, magnitude_floor
 from training import abx
 
 Job = Generator[dict[str, Any], None, Any]
 
-LSD_MAX_HZ = 4000.0  # spectral distance band: FSDD is recorded at 8 kHz
 WORD_TABLES = ("words.csv", "metadata.csv")
 UTTERANCE_TABLE = "utterances.csv"
 
@@ -150,29 +150,13 @@ def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
 # ---------------------------------------------------------------------------------------------- units
 
 
-def _magnitude_floor(target: torch.Tensor, max_bin: int, dynamic_range_db: float) -> float:
-    """`dynamic_range_db` below the recording's peak magnitude in bins 0..max_bin (never 0)."""
-    return float(target[:, :max_bin].max()) * 10 ** (-dynamic_range_db / 20) + 1e-12
-
-
-def log_spectral_distance(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
-                          ) -> float:
-    """RMS dB difference between magnitudes (T, F) over bins 0..max_bin, averaged over frames. Both are
-    floored at `dynamic_range_db` below the recording's peak, so silence and the empty band above 4 kHz of
-    8-kHz recordings do not dominate."""
-    floor = _magnitude_floor(target, max_bin, dynamic_range_db)
-    p = 20 * torch.log10(pred[:, :max_bin].float().clamp(min=floor))
-    t = 20 * torch.log10(target[:, :max_bin].float().clamp(min=floor))
-    return float((p - t).square().mean(dim=1).sqrt().mean())
-
-
 def envelope_correlation(pred: torch.Tensor, target: torch.Tensor, max_bin: int, dynamic_range_db: float = 60.0
                          ) -> float:
     """Pearson correlation over frames of the two energy envelopes (dB over bins 0..max_bin, floored as in
     `log_spectral_distance`): near 1 when the resynthesis rises and falls with the recording's syllables, near 0
     or below for a featureless smear, which the LSD (an average spectral shape) barely sees. A flat envelope
     follows nothing: 0."""
-    floor = _magnitude_floor(target, max_bin, dynamic_range_db) ** 2  # on energies (magnitude squared)
+    floor = magnitude_floor(target, max_bin, dynamic_range_db) ** 2  # on energies (magnitude squared)
     p = 10 * torch.log10(pred[:, :max_bin].float().square().sum(dim=1).clamp(min=floor))  # (T,)
     t = 10 * torch.log10(target[:, :max_bin].float().square().sum(dim=1).clamp(min=floor))  # (T,)
     if len(p) < 2 or float(p.std()) < 1e-3 or float(t.std()) < 1e-3:  # flat to a thousandth of a dB
@@ -300,9 +284,8 @@ def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tens
                          ) -> dict[str, Any]:
     """Log-spectral distance (dB, 0-4 kHz, 60-dB range) between the inverter's magnitudes and the recordings'.
     An unseen voice has no speaker embedding: it is resynthesised with the table voice that fits its first
-    five items best."""
-    c = model.config.inverter
-    max_bin = int(LSD_MAX_HZ / (c.sample_rate / c.n_fft)) + 1
+    five items best (`core.voices.fitting_voice`, the rule the Units tab picks its voice by)."""
+    max_bin = lsd_bins(model.config.inverter)
     known = model.config.speakers
 
     def scores(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> tuple[float, float]:
@@ -316,9 +299,10 @@ def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tens
     per_speaker: dict[str, dict[str, Any]] = {}
     for s, items in sorted(by_speaker.items()):
         seen = s in known
-        voice = known.index(s) if seen else min(range(len(known) or 1), key=lambda k: scores(items[:5], k)[0])
+        voice = known.index(s) if seen else fitting_voice(model, items[:5])
         lsd, corr = scores(items, voice)
-        per_speaker[s] = {"lsd_db": lsd, "envelope_corr": corr, "voice": known[voice] if known else 0, "seen": seen}
+        per_speaker[s] = {"lsd_db": lsd, "envelope_corr": corr, "voice": known[voice] if known else voice,
+                          "seen": seen}
 
     def mean(key: str, seen: bool) -> float:
         vals = [v[key] for v in per_speaker.values() if v["seen"] is seen]

@@ -8,6 +8,7 @@
                                     -> StreamingEncoder -> unit ids (one per 40 ms), bounded look-ahead
                                     -> log-magnitude spectrogram frames for display (same framing)
     finish() -> the last frames and units;  resynthesize_job(speaker) -> inverter + Griffin-Lim
+    fit_voice() -> the table voice that fits the first second of speech (the default resynthesis voice)
 
 Exactness. A centred STFT frame t reads samples t·hop ± n_fft/2, and Δ/ΔΔ read ±`context` frames around it,
 so frame t is final once sample (t + context)·hop + n_fft/2 has arrived. Each `feed` recomputes the front end
@@ -30,9 +31,17 @@ so a model sees the features it was trained on. The live recorder opens the devi
 Input robustness: NaN/inf samples become 0 (counted in `nonfinite`), samples at full scale are counted in
 `clipped`; silence is ordinary input; fewer samples than one STFT frame needs gives no frames and no units.
 
+Resynthesis voice: a new speaker has no speaker embedding, so the inverter speaks with a table voice. The
+default is the one that fits (`core.voices.fitting_voice`, the evaluation's rule for unseen speakers) the
+first VOICE_FIT_SECONDS of speech (from where the one silence trim, `core.audio.trim_span`, finds it to
+start), fitted once that much is encoded (`LiveStream` does it live, off the GUI thread) or at the end of a
+shorter utterance; `resynthesize_job(speaker)` with an explicit voice overrides it.
+
 Units text export (`export_units_text`): one line of space-separated `START:ID` tokens, START = the unit's
 start time in seconds with 3 decimals (unit u starts at u · 0.04 s and lasts 0.04 s), ID = the codebook index,
-e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units).
+e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units). The same
+units as a Praat TextGrid (`export_textgrid`, `app/services/textgrid.py`): built from those tokens, so its
+boundaries are theirs; a "words" tier when `words` are known. Both files are written atomically.
 """
 
 from __future__ import annotations
@@ -49,12 +58,16 @@ import torch
 
 from app.services.audio import decode, save_wav
 from app.services.jobs import Job
-from core.audio import SOXR, sanitize
+from app.services.textgrid import Word, write_units_textgrid
+from core.audio import SOXR, sanitize, trim_span
+from core.files import atomic_path
 from core.frontends import FRAMES_PER_UNIT
+from core.voices import fitting_voice
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
 FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blocks of this length
 MAX_FILE_SECONDS = 600.0
+VOICE_FIT_SECONDS = 1.0  # the resynthesis voice is fitted on this much speech: enough for a few syllables
 
 
 def checked_mono(audio: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -79,6 +92,16 @@ class Resynthesis:
     sample_rate: int
     spectrogram: np.ndarray  # (T, F) log10 magnitude of the resynthesised audio
     speaker: str
+
+
+@dataclass(frozen=True)
+class VoiceFit:
+    """The table voice that fits the speaker, and the stretch of speech it was fitted on."""
+
+    voice: int  # index into the speaker table
+    name: str
+    start: float  # seconds
+    end: float
 
 
 class UnitsSession:
@@ -151,6 +174,8 @@ class UnitsSession:
         self.finished = False
         self.resynthesis = None
         self.source = None
+        self.voice_fit: VoiceFit | None = None
+        self.words: list[Word] = []  # (start s, end s, word) when known: the TextGrid gets a words tier
 
     def feed(self, audio_block: np.ndarray) -> tuple[list[int], np.ndarray]:
         """Audio (n,) or (n, C) at `sample_rate` -> (new unit ids, new spectrogram frames (t, F) log10)."""
@@ -246,13 +271,56 @@ class UnitsSession:
             yield {"step": i + 1, "total": total, "message": f"encoding {Path(path).name}"}
         self.finish()
         self.source = Path(path)
+        yield {"step": total, "total": total, "message": "choosing the voice that fits the speech"}
+        self.fit_voice()
         return list(self.units)
+
+    # ------------------------------------------------------------------------------------ voice
+
+    def fit_voice(self) -> VoiceFit | None:
+        """Fit the resynthesis voice on the first VOICE_FIT_SECONDS of speech once they are encoded (on the
+        speech there is once the utterance is finished); None until then, and for an utterance without speech.
+        The first fit stays. It costs one inverter pass per table voice (~0.15 s for the shipped model on one
+        thread): call it from a worker."""
+        if self.voice_fit is None and (span := self._voice_fit_span()) is not None:
+            first, last = span
+            per_unit = FRAMES_PER_UNIT * self.hop
+            wave = self.audio[first * per_unit: min(last * per_unit, self.n_samples)]
+            wave = torch.from_numpy(np.pad(wave, (0, max(0, self.half + 1 - len(wave)))))  # a centred frame's
+            with torch.inference_mode():
+                mag = self.spec(wave)  # (T, F) linear, framed as the inverter's output
+                voice = fitting_voice(self.model, [(torch.tensor(self.units[first:last]), mag)])
+            self.voice_fit = VoiceFit(voice, self.speakers[voice], first * self.unit_seconds,
+                                      len(wave) / self.sample_rate + first * self.unit_seconds)
+        return self.voice_fit
+
+    def _voice_fit_span(self) -> tuple[int, int] | None:
+        """[first, last) units of the first VOICE_FIT_SECONDS of speech, None while they are not all encoded."""
+        want = round(VOICE_FIT_SECONDS / self.unit_seconds)
+        if len(self.units) < want and not (self.finished and self.units):  # cheap: no speech search yet
+            return None
+        span = trim_span(self.audio, sample_rate=self.sample_rate)
+        if span is None:  # silence so far
+            return None
+        first = span[0] // (FRAMES_PER_UNIT * self.hop)
+        if len(self.units) >= first + want:
+            return first, first + want
+        return (first, len(self.units)) if self.finished and len(self.units) > first else None
+
+    def resynthesis_voice(self, speaker: str | int | None = None) -> int:
+        """The voice id `speaker` names; None: the fitted voice (fitted now if it was not; the first voice when
+        there is no speech to fit)."""
+        if speaker is not None:
+            return self.model.speaker_id(speaker)
+        fit = self.fit_voice()
+        return fit.voice if fit is not None else 0
 
     # ------------------------------------------------------------------------------------ resynthesis
 
-    def resynthesize_job(self, speaker: str | int = 0, n_iter: int = 32) -> Job[Resynthesis]:
-        """Job: units -> inverter (linear magnitudes, `speaker`'s voice) -> Griffin-Lim -> waveform."""
-        sid = self.model.speaker_id(speaker)
+    def resynthesize_job(self, speaker: str | int | None = None, n_iter: int = 32) -> Job[Resynthesis]:
+        """Job: units -> inverter (linear magnitudes, `speaker`'s voice; None: the voice that fits the speech)
+        -> Griffin-Lim -> waveform."""
+        sid = self.resynthesis_voice(speaker)
         name = self.speakers[sid]
         rate = int(self.model.config.inverter.sample_rate)
         if not self.units:
@@ -276,7 +344,7 @@ class UnitsSession:
         yield {"step": 2, "total": 2, "message": "resynthesis ready"}
         return result
 
-    def resynthesize(self, speaker: str | int = 0, n_iter: int = 32) -> np.ndarray:
+    def resynthesize(self, speaker: str | int | None = None, n_iter: int = 32) -> np.ndarray:
         """Waveform (N,) spoken by `speaker`, rebuilt from the units alone."""
         job = self.resynthesize_job(speaker, n_iter)
         while True:
@@ -296,8 +364,14 @@ class UnitsSession:
 
     def export_units_text(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
-        path.write_text(self.units_text(), encoding="utf-8")
+        with atomic_path(path) as tmp:
+            tmp.write_text(self.units_text(), encoding="utf-8")
         return path
+
+    def export_textgrid(self, path: str | os.PathLike[str]) -> Path:
+        """The units (and the words, when known) as a Praat TextGrid with the text export's boundaries."""
+        tokens = parse_units_text(self.units_text())
+        return write_units_textgrid(path, tokens, self.unit_seconds, self.duration, self.words)
 
     def export_wav(self, path: str | os.PathLike[str]) -> Path:
         """Write the latest resynthesis as 16-bit WAV."""
@@ -371,8 +445,10 @@ class LiveStream:
             self._publish(units, frames)
             if closed:
                 self._publish(*self.session.finish())
+                self.session.fit_voice()
                 self.done = True
                 return list(self.session.units)
+            self.session.fit_voice()  # after publishing: the units are never held back by it (once ~0.15 s)
             yield {"step": len(self.session.units), "message": "listening"}
 
     def _publish(self, units: list[int], frames: np.ndarray | None) -> None:

@@ -11,6 +11,10 @@ GUI tests drive them:
 `--train-basic` grabs only the Train tab's basic view (that same state: the shipped recipe chosen, Advanced
 collapsed) at 1024x700 and 1600x1000, as `train-basic-1024.png` and `train-basic-1600.png`.
 
+`--units-live` grabs only the Units tab at 1024x700 while it records (an FSDD recording replayed into the
+Recorder in real time, as a microphone would deliver it): the live view, the input level meter and the voice
+fitted to the speaker, as `tab-units.png`.
+
 Everything it writes outside OUTDIR goes to a throw-away folder: the settings (QSettings), the user data dir
 (XDG_DATA_HOME: user models, training runs), the demo library's index and the generated data. Each step has
 a time limit; a step that runs out of time (or fails) prints a warning on stderr and its tab is grabbed as
@@ -321,6 +325,92 @@ def grab_train_basic(out_dir: Path, sizes: Sequence[tuple[int, int]] = TRAIN_SIZ
         return paths
 
 
+class ReplayInput:
+    """Stands in for sounddevice.InputStream: a thread hands `audio` to the Recorder's callback in blocks, in
+    real time, then silence."""
+
+    def __init__(self, audio: Any, samplerate: int, blocksize: int, callback: Callable[..., None],  # noqa: ANN401
+                 **_: object) -> None:
+        import threading
+
+        self.audio, self.rate, self.blocksize, self.callback = audio, samplerate, blocksize, callback
+        self.active = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="replay-input", daemon=True)
+
+    def _run(self) -> None:
+        import numpy as np
+
+        n, sent, began = self.blocksize, 0, time.monotonic()
+        while not self._stop.is_set():
+            block = np.zeros((n, 1), np.float32)
+            piece = self.audio[sent * n:(sent + 1) * n]
+            block[:len(piece), 0] = piece
+            self.callback(block, n, None, None)
+            sent += 1
+            self._stop.wait(max(0.0, began + sent * n / self.rate - time.monotonic()))
+
+    def start(self) -> None:
+        self.active = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.active = False
+
+    close = stop
+
+
+def grab_units_live(out_dir: Path, size: tuple[int, int] = (1024, 700), record_seconds: float = 3.0,
+                    step_seconds: float = STEP_SECONDS, fsdd: Path | None = None) -> list[Path]:
+    """The Units tab `record_seconds` into a replayed recording, into `out_dir/tab-units.png`."""
+    from app.services.audio import DeviceStatus, Recorder, decode
+    from app.services.registry import ModelRegistry
+    from app.ui.main_window import MainWindow, create_application
+
+    fsdd = fsdd if fsdd is not None else FSDD
+    out_dir = Path(out_dir)
+    with scratch_home() as scratch:
+        create_application()
+        _throwaway_settings(scratch)
+        speech = digit_sequence(fsdd, scratch / "speech", UNITS_SPEAKER, UNITS_DIGITS)
+        if speech is None:
+            warn(f"units: no FSDD recording at {fsdd}")
+            return []
+        audio = decode(speech, sample_rate=16000).audio
+        (scratch / "library").mkdir()  # an empty library: the Search tab has nothing to index
+        window = MainWindow(library=scratch / "library", registry=ModelRegistry(device="cpu"))
+        window.resize(*size)
+        window.show()
+        tab = window.units_tab
+        window.tabs.setCurrentWidget(tab)
+        replay = DeviceStatus(True, True, "input: an FSDD recording, replayed", ["replay"], ["none"])
+        tab.device_status_fn = lambda: replay
+        tab.recorder_factory = lambda: Recorder(sample_rate=16000, block_size=512,
+                                                stream_factory=lambda **kw: ReplayInput(audio, **kw))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "tab-units.png"
+        try:
+            step = Step("units", step_seconds)
+            if step.wait(lambda: tab.session is not None and tab.state == "idle", "the units model"):
+                tab.refresh_devices()
+                tab.start_recording()
+                began = time.monotonic()
+                step.wait(lambda: time.monotonic() - began > record_seconds and tab.session.voice_fit is not None
+                          and tab.input_level.peak_db > -25, "a recording with its voice fitted, mid-word")
+                window.statusBar().clearMessage()  # the Words model's "ready": not this tab's
+                settle(100)
+                if not window.grab().save(str(path)):
+                    warn(f"could not write {path}")
+                tab.stop_recording()
+                step.wait(lambda: tab.state == "idle" and not tab.busy(), "the recording to end")
+        finally:
+            _close(window, step_seconds)
+        return [path]
+
+
 def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path, query: str,
           extra_models: Sequence[Path], scratch: Path, names_weight: float | None = None) -> list[Path]:
     from app.services.registry import user_models_dir
@@ -392,7 +482,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="the Search tab's names <-> sound slider: 1 names only, 0 sound only")
     parser.add_argument("--train-basic", action="store_true",
                         help="only the Train tab's basic view, at 1024x700 and 1600x1000")
+    parser.add_argument("--units-live", action="store_true",
+                        help="only the Units tab while recording (an FSDD recording replayed), at 1024x700")
     args = parser.parse_args(argv)
+    if args.units_live:
+        for p in grab_units_live(args.out_dir, step_seconds=args.step_seconds, fsdd=args.fsdd):
+            print(p)
+        return 0
     if args.train_basic:
         for p in grab_train_basic(args.out_dir, step_seconds=args.step_seconds, fsdd=args.fsdd):
             print(p)

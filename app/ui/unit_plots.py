@@ -1,5 +1,5 @@
 """The Units tab's plots: a log-magnitude spectrogram pane, a strip of coloured unit cells under it (ids written
-when zoomed in) and the codebook-usage histogram, each unit id in its own fixed colour."""
+when zoomed in), the codebook-usage histogram, each unit id in its own fixed colour, and the input level meter."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Slot
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QRectF, QSize, Qt, Slot
+from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from app.services.levels import CLIP_DB, FLOOR_DB, InputLevel
 
 REVIEW_EMPTY_SECONDS = 1.0  # the original/resynthesis views' neutral time frame before there is audio
 LIVE_LEVELS = (-3.0, 1.5)  # fixed colour range (log10 magnitude) so the scrolling view does not flicker
@@ -168,3 +171,50 @@ class UsageHistogram(pg.PlotWidget):
         self.addItem(self.bars)
         self.setXRange(-0.5, max(len(counts), 1) - 0.5, padding=0.01)
         self.setYRange(0, max(1, int(self.counts.max(initial=0))), padding=0.05)
+
+
+METER_GREEN = QColor(60, 170, 75)  # RMS: the body of the level
+METER_LIGHT = QColor(150, 215, 150)  # peak above the RMS
+METER_RED = QColor(220, 40, 40)  # clipping: a peak at CLIP_DB or above
+METER_TROUGH = QColor(45, 45, 45)
+METER_TEXT_WIDTH = 60  # pixels right of the bar for the peak's dBFS
+
+
+class LevelMeter(QWidget):
+    """A horizontal input level meter drawing an `InputLevel`: RMS as a solid bar, the peak as a lighter bar
+    beyond it, the held peak as a line, all red from CLIP_DB up; FLOOR_DB..0 dBFS left to right. Inactive or
+    disabled, only the empty trough shows."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.level = InputLevel()
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        return QSize(120 + METER_TEXT_WIDTH, 20)
+
+    def show_level(self, level: InputLevel) -> None:
+        self.level = level
+        self.update()
+
+    def _x(self, db: float, width: int) -> int:
+        return round(width * (min(max(db, FLOOR_DB), 0.0) - FLOOR_DB) / -FLOOR_DB)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
+        painter = QPainter(self)
+        w, h = self.width() - METER_TEXT_WIDTH, self.height()  # the bar; the peak's number is written after it
+        painter.fillRect(0, 0, w, h, METER_TROUGH)
+        level = self.level
+        if self.isEnabled() and level.active:
+            rms, peak = self._x(level.rms_db, w), self._x(level.peak_db, w)
+            painter.fillRect(0, 2, rms, h - 4, METER_RED if level.clipping else METER_GREEN)
+            painter.fillRect(rms, 2, max(0, peak - rms), h - 4, METER_RED if level.clipping else METER_LIGHT)
+            hold = self._x(level.hold_db, w)
+            painter.fillRect(max(0, hold - 2), 0, 2, h, METER_RED if level.held_clipping else QColor("white"))
+            painter.setPen(METER_RED if level.held_clipping else self.palette().windowText().color())
+            painter.drawText(w, 0, METER_TEXT_WIDTH, h, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             f"{level.peak_db:.0f} dBFS")
+        clip = self._x(CLIP_DB, w)  # where clipping starts: a tick, so a hot level can be read at a glance
+        painter.fillRect(clip, 0, 1, 3, METER_RED)
+        painter.end()

@@ -3,15 +3,20 @@
 Live path (Friture style): the Recorder's audio callback only copies into its ring buffer; a ~30 Hz QTimer
 drains it on the GUI thread and hands the blocks to a `LiveStream`, whose job runs the front end and the
 streaming encoder in a worker (`run_job`); the same timer takes the new spectrogram frames and units
-back and redraws the scrolling view. Stop (or loading a file) shows the whole utterance, resynthesises it
-in another worker, and fills the side-by-side spectrograms and the codebook-usage histogram (`unit_plots.py`).
+back and redraws the scrolling view, and the input level meter from the blocks it drained. Stop (or loading
+a file) shows the whole utterance, resynthesises it in another worker, and fills the side-by-side
+spectrograms and the codebook-usage histogram (`unit_plots.py`). The voice combo's "Auto" is the training
+voice the session fitted to the first second of speech (in the worker); a voice the user picks overrides it
+for every utterance until Auto is picked again.
 
-Keys: Space records/stops, P plays the resynthesis, Ctrl+E exports the units, Ctrl+Shift+E the WAV.
+Keys: Space records/stops, P plays the resynthesis, Ctrl+E exports the units (text or Praat TextGrid),
+Ctrl+Shift+E the WAV.
 Tests inject audio through `recorder_factory`, `player_factory` and `device_status_fn`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,19 +38,28 @@ from PySide6.QtWidgets import (
 
 from app.services.audio import AudioError, DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import format_progress
+from app.services.levels import InputLevel
 from app.services.recording import silence_problem
 from app.services.registry import ModelEntry
-from app.services.units import LiveStream, Resynthesis, UnitsSession, load_session
+from app.services.units import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
 from app.ui.tab_base import ModelTab
-from app.ui.unit_plots import LIVE_LEVELS, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
+from app.ui.unit_plots import LIVE_LEVELS, LevelMeter, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
 from app.workers import JobRunner
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
+UNITS_TEXT_FILTER = "Units (*.txt)"
+TEXTGRID_FILTER = "Praat TextGrid (*.TextGrid)"
+TEXTGRID_SUFFIX = ".TextGrid"
+AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")
 TICK_MS = 33  # ~30 Hz drain + redraw
 
 
 def _quiet(_progress: dict) -> None:
     """The live job's progress: the timer draws what it brings, the status line keeps its message."""
+
+
+def is_textgrid(path: Path) -> bool:
+    return path.suffix.lower() == TEXTGRID_SUFFIX.lower()
 
 
 def default_recorder() -> Recorder:
@@ -83,6 +97,8 @@ class UnitsTab(ModelTab):
         self._live_frames = 0  # frames received this recording
         self._live_units: list[int] = []
         self._levels: tuple[float, float] | None = None  # colour range of the original, reused for the resynthesis
+        self.voice_override: int | None = None  # a voice the user chose; None: Auto (the one that fits)
+        self.input_level = InputLevel()  # the meter's state: fed from the blocks `_tick` drains
 
         self.timer = QTimer(self)
         self.timer.setInterval(TICK_MS)
@@ -103,6 +119,9 @@ class UnitsTab(ModelTab):
         self.load_button = QPushButton("&Load file…")
         self.load_button.setToolTip("Encode an audio file (any format, rate and channel count); no device needed")
         self.load_button.clicked.connect(self.choose_file)
+        self.level_meter = LevelMeter()
+        self.level_meter.setToolTip("Input level while recording: RMS (solid), peak (light), held peak (line); "
+                                    "red from −1 dBFS up: the input clips, turn the gain down")
         self.device_label = QLabel("")
         self.device_label.setStyleSheet("color: #a05a00")
         self.device_label.setWordWrap(True)  # device messages can be long; never widen the window for them
@@ -111,7 +130,8 @@ class UnitsTab(ModelTab):
         self.xrun_label.setToolTip("Input overflows: audio the app could not take in time (dropped)")
 
         top = QHBoxLayout()
-        for w in (self.model_label, self.model_combo, self.record_button, self.load_button, self.device_label):
+        for w in (self.model_label, self.model_combo, self.record_button, self.level_meter, self.load_button,
+                  self.device_label):
             top.addWidget(w)
         top.addWidget(self.xrun_label)
 
@@ -124,7 +144,7 @@ class UnitsTab(ModelTab):
         self.status_label.setWordWrap(True)
         self.status_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
-        self.original_view = SpectrogramPane("original (wheel zooms; unit ids show when zoomed in)",
+        self.original_view = SpectrogramPane("original (zoom in with the wheel to read unit ids)",
                                              zoomable=True)
         self.original_strip = UnitStrip()
         self.original_strip.setXLink(self.original_view)
@@ -144,7 +164,10 @@ class UnitsTab(ModelTab):
 
         self.speaker_label = QLabel("&Voice:")
         self.speaker_combo = QComboBox()
-        self.speaker_combo.setToolTip("Voice of the resynthesis (the model's speaker table)")
+        self.speaker_combo.setToolTip("Voice of the resynthesis. Auto: the training voice that fits the first second "
+                                      "of the speech best, chosen anew for each recording or file. A voice chosen "
+                                      "here is kept for every recording until Auto is chosen again.")
+        self.speaker_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.speaker_label.setBuddy(self.speaker_combo)
         self.speaker_combo.currentIndexChanged.connect(self._speaker_chosen)
         self.play_original_button = QPushButton("Play &original")
@@ -152,7 +175,8 @@ class UnitsTab(ModelTab):
         self.play_resynth_button = QPushButton("Play &resynthesis")
         self.play_resynth_button.clicked.connect(self.play_resynthesis)
         self.export_units_button = QPushButton("Export &units…")
-        self.export_units_button.setToolTip("Save the units as one line of START:ID tokens, seconds:unit id (Ctrl+E)")
+        self.export_units_button.setToolTip("Save the units as one line of START:ID tokens, seconds:unit id, or as a "
+                                            "Praat TextGrid with a units tier (Ctrl+E)")
         self.export_units_button.clicked.connect(lambda: self.export_units())
         self.export_wav_button = QPushButton("Export &WAV…")
         self.export_wav_button.setToolTip("Save the resynthesis as a 16-bit WAV file (Ctrl+Shift+E)")
@@ -246,8 +270,9 @@ class UnitsTab(ModelTab):
         self.session, self.loaded_name = session, name
         self.speaker_combo.blockSignals(True)
         self.speaker_combo.clear()
-        self.speaker_combo.addItems(session.speakers)
+        self.speaker_combo.addItems([AUTO_VOICE, *session.speakers])  # item k + 1 is voice k
         self.speaker_combo.blockSignals(False)
+        self.voice_override = None  # another model has another speaker table: back to Auto
         self.resynthesis = None  # the previous model's: its views are cleared below
         self._clear_views()  # nothing encoded with this model yet; the histogram spans its codebook
         can_record = self.audio_status is not None and self.audio_status.input_ok
@@ -285,6 +310,7 @@ class UnitsTab(ModelTab):
         self.device_label.setText(f"{' and '.join(off).capitalize()} unavailable: {reason}" if off else "")
         self.record_button.setToolTip(f"Recording unavailable: {reason}" if not input_ok
                                       else "Record from the microphone (Space)")
+        self.level_meter.setEnabled(recording)  # idle or without a microphone: an empty trough
         self.load_button.setEnabled(idle and ready)
         self.model_combo.setEnabled(idle)
         has_units = ready and bool(self.session.units) and idle
@@ -357,6 +383,8 @@ class UnitsTab(ModelTab):
         self.resynthesis = None
         self._clear_views()
         self.state = "recording"
+        self.input_level.start(time.monotonic())
+        self.level_meter.show_level(self.input_level)
         self._say(f"Recording… units appear about {self.session.lookahead_ms:.0f} ms behind the audio. "
                   "Space stops.")
         self.run_job(self.live.run, "live", self._live_done, self._live_error, on_progress=_quiet)
@@ -372,6 +400,7 @@ class UnitsTab(ModelTab):
         self._stop_reason = recorder.error  # set when the recording ended by itself (not by closing it now)
         recorder.stop()
         tail.append(recorder.drain())  # what arrived between the last tick and the stream's stop
+        self._end_level()
         for block in tail:
             self.live.put(block)
         self.live.close()
@@ -385,6 +414,8 @@ class UnitsTab(ModelTab):
         if self.state == "recording" and recorder is not None and self.live is not None:
             block = recorder.drain()
             self.live.put(block)
+            self.input_level.update(block, time.monotonic())  # a max and a mean over ~33 ms: cheap here
+            self.level_meter.show_level(self.input_level)
             self.xrun_label.setText(f"xruns: {recorder.overflows}")
             if recorder.error or not recorder.recording:
                 self.stop_recording(f"Recording stopped: {recorder.error or 'the input closed'}. "
@@ -401,6 +432,7 @@ class UnitsTab(ModelTab):
         if len(frames):
             self._live_spec.append(frames)
             self._live_frames += len(frames)
+        self._show_voice_fit(self.session.voice_fit)  # the worker fits it once a second of speech is in
         self._redraw_live()
 
     def _redraw_live(self) -> None:
@@ -444,8 +476,13 @@ class UnitsTab(ModelTab):
         self._end_live()
         self._say(f"Live encoding failed: {message}")
 
+    def _end_level(self) -> None:
+        self.input_level.stop()
+        self.level_meter.show_level(self.input_level)
+
     def _end_live(self) -> None:
         self.timer.stop()
+        self._end_level()
         if self.recorder is not None:
             self.recorder.stop()
             self.xrun_label.setText(f"xruns: {self.recorder.overflows}")
@@ -496,6 +533,7 @@ class UnitsTab(ModelTab):
         self.resynth_view.clear_frames()
         self.histogram.set_counts(np.zeros(self.session.codebook_size if self.session else 0, np.int64))
         self.histogram.setTitle("codebook usage", size="9pt")
+        self._show_voice_fit(None)  # a new utterance: its voice is not fitted yet
 
     def _show_review(self) -> None:
         s = self.session
@@ -505,6 +543,7 @@ class UnitsTab(ModelTab):
         self.original_strip.set_units(s.units, s.unit_seconds)
         self.histogram.set_counts(s.codebook_histogram())
         used = int((s.codebook_histogram() > 0).sum())
+        self._show_voice_fit(s.voice_fit)
         self.histogram.setTitle(f"codebook usage: {used} of {s.codebook_size} units", size="9pt")
 
     def start_resynthesis(self) -> None:
@@ -514,15 +553,24 @@ class UnitsTab(ModelTab):
         if self.state != "idle":
             self._pending_resynthesis = True
             return
-        speaker = max(0, self.speaker_combo.currentIndex())
+        speaker = self.voice_override  # None: the session's fitted voice (fitted in the job if not yet)
         self.state = "resynthesising"
         self.run_job(lambda: s.resynthesize_job(speaker), "resynth", self._resynthesised)
         self._update_controls()
 
     @Slot(int)
     def _speaker_chosen(self, index: int) -> None:
-        if index >= 0 and self.session is not None and self.session.finished:
+        if index < 0:
+            return
+        self.voice_override = index - 1 if index > 0 else None  # sticks across recordings until Auto again
+        if self.session is not None and self.session.finished:
             self.start_resynthesis()
+
+    def _show_voice_fit(self, fit: VoiceFit | None) -> None:
+        """Item 0 says which voice Auto stands for: the one fitted to this utterance's speech, once known."""
+        text = f"{AUTO_VOICE}: {fit.name}" if fit is not None else AUTO_VOICE
+        if self.speaker_combo.count() and self.speaker_combo.itemText(0) != text:
+            self.speaker_combo.setItemText(0, text)
 
     def _resynthesised(self, result: Resynthesis) -> None:
         self.resynthesis = result
@@ -530,8 +578,10 @@ class UnitsTab(ModelTab):
         hop = s.hop_seconds if s else 0.01
         self.resynth_view.set_frames(result.spectrogram, hop, levels=self._levels)
         self.resynth_view.setTitle(f"resynthesis from units only ({result.speaker})", size="9pt")
+        self._show_voice_fit(s.voice_fit if s else None)
+        why = " (the voice that fits the speech best)" if self.voice_override is None else ""
         if len(result.audio):
-            self._say(f"Resynthesised {len(result.audio) / result.sample_rate:.2f} s as {result.speaker}. "
+            self._say(f"Resynthesised {len(result.audio) / result.sample_rate:.2f} s as {result.speaker}{why}. "
                       "P plays it.")
         else:
             self._say("Too short for a single unit: nothing to resynthesise.")
@@ -575,16 +625,21 @@ class UnitsTab(ModelTab):
         return s.source.stem if s is not None and s.source is not None else "recording"
 
     def export_units(self, path: Path | None = None) -> Path | None:
+        """Save the units as text (START:ID tokens) or, for a `.TextGrid` path, as a Praat TextGrid."""
         if not self.export_units_button.isEnabled() or self.session is None:
             return None
         if path is None:
-            chosen, _ = QFileDialog.getSaveFileName(self, "Export Units", str(Path.home() /
-                                                    f"{self._default_stem()}.units.txt"), "Text (*.txt)")
+            chosen, chosen_filter = QFileDialog.getSaveFileName(
+                self, "Export Units", str(Path.home() / f"{self._default_stem()}.units.txt"),
+                f"{UNITS_TEXT_FILTER};;{TEXTGRID_FILTER}")
             if not chosen:
                 return None
             path = Path(chosen)
+            if chosen_filter == TEXTGRID_FILTER and not is_textgrid(path):
+                path = path.with_suffix(TEXTGRID_SUFFIX)  # the TextGrid filter with the default .txt name
         try:
-            out = self.session.export_units_text(path)
+            out = (self.session.export_textgrid(path) if is_textgrid(path)
+                   else self.session.export_units_text(path))
         except OSError as e:
             self._say(f"Cannot export units: {e}")
             return None

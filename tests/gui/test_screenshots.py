@@ -39,3 +39,13 @@ def test_grab_train_basic_at_both_sizes(qapp, tmp_path: Path, capfd, fsdd: Path)
         assert (image.width(), image.height()) == (width, height), p
         assert p.stat().st_size > 20_000, p
     assert "warning" not in capfd.readouterr().err  # the words settings came and the FSDD folder was checked
+
+
+@pytest.mark.slow
+def test_grab_units_live_while_recording(qapp, tmp_path: Path, capfd, fsdd: Path) -> None:
+    """The Units tab mid-recording: the meter reading speech and the voice fitted to it (no warning = both)."""
+    paths = screenshots.grab_units_live(tmp_path / "shots", record_seconds=2.0, step_seconds=60, fsdd=fsdd)
+    assert [p.name for p in paths] == ["tab-units.png"]
+    image = QImage(str(paths[0]))
+    assert (image.width(), image.height()) == (1024, 700) and paths[0].stat().st_size > 20_000
+    assert "warning" not in capfd.readouterr().err

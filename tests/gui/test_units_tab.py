@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import sounddevice as sd
 import torch
+from praatio import textgrid
 from PySide6.QtCore import Qt
 
 from app.services.audio import DeviceStatus, Player, Recorder, decode
@@ -188,7 +189,9 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     assert tab.original_view.n_frames == s.n_frames > 0 and tab.original_strip.units == s.units
     assert tab.resynth_view.n_frames > 0.9 * s.n_frames
     assert tab.histogram.counts.sum() == len(s.units) and len(tab.histogram.counts) == 16
-    assert abs(len(tab.resynthesis.audio) - s.n_samples) <= 160 and tab.resynthesis.speaker == "ann"
+    fit = s.voice_fit  # fitted live, on the first second of speech: Auto resynthesises with it
+    assert fit is not None and fit.end < 1.5 and tab.speaker_combo.currentText() == f"Auto: {fit.name}"
+    assert abs(len(tab.resynthesis.audio) - s.n_samples) <= 160 and tab.resynthesis.speaker == fit.name
     assert tab.xrun_label.text() == "xruns: 0"
     for button in (tab.play_original_button, tab.play_resynth_button, tab.export_units_button,
                    tab.export_wav_button, tab.record_button, tab.load_button):
@@ -198,8 +201,9 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     assert tab.player is not None and tab.player.playing
     assert tab.player.duration == pytest.approx(len(tab.resynthesis.audio) / 16000)
 
-    tab.speaker_combo.setCurrentIndex(1)  # another voice: resynthesised again
-    qtbot.waitUntil(lambda: tab.resynthesis.speaker == "bob" and tab.state == "idle", timeout=30_000)
+    other = "bob" if fit.name == "ann" else "ann"
+    tab.speaker_combo.setCurrentText(other)  # another voice: resynthesised again
+    qtbot.waitUntil(lambda: tab.resynthesis.speaker == other and tab.state == "idle", timeout=30_000)
 
     assert tab.original_strip.labels_shown == 0  # 2 s in a narrow view: too small for ids
     tab.original_view.setXRange(0.5, 1.0, padding=0)  # zoomed in (as with the wheel): ids written on units
@@ -209,6 +213,31 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     shot = tmp_path / "units-tab.png"
     assert tab.grab().save(str(shot)) and shot.stat().st_size > 10_000
     save_for_review(tab, "units-tab-live.png")
+
+
+def red_pixels(widget) -> int:
+    """Pixels of the meter drawn in clipping red (its 3-pixel tick at -1 dBFS is below any count checked)."""
+    image = widget.grab().toImage()
+    return sum(1 for x in range(image.width()) for y in range(image.height())
+               if (c := image.pixelColor(x, y)).red() > 180 and c.green() < 90 and c.blue() < 90)
+
+
+def test_the_input_meter_follows_the_recording_and_shows_clipping_in_red(qtbot, make_tab, fsdd: Path) -> None:
+    tab = make_tab(MIC_ONLY)
+    meter, level = tab.level_meter, tab.input_level
+    assert not meter.isEnabled() and not level.active and red_pixels(meter) < 10  # idle: nothing shown
+    voice = speech(fsdd, 2)
+    voice = 0.3 * voice / np.abs(voice).max()  # peaks at -10.5 dBFS
+    record(qtbot, tab, np.concatenate([voice, np.clip(voice * 20, -1, 1)]), speed=2.0)  # then clipped speech
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: level.peak_db > -30, timeout=10_000)
+    assert meter.isEnabled() and level.active and -30 < level.peak_db < -10 and level.rms_db < level.peak_db
+    assert not level.clipping and red_pixels(meter) < 10
+    qtbot.waitUntil(lambda: level.clipping, timeout=10_000)
+    assert red_pixels(meter) > 50  # the bar turns red
+    tab.toggle_recording()
+    qtbot.waitUntil(lambda: tab.state == "idle", timeout=30_000)
+    assert not meter.isEnabled() and not level.active and red_pixels(meter) < 10  # stopped: empty again
 
 
 def test_device_vanishing_mid_recording_leaves_the_tab_usable(qtbot, make_tab, fsdd: Path) -> None:
@@ -235,7 +264,7 @@ def test_device_vanishing_mid_recording_leaves_the_tab_usable(qtbot, make_tab, f
 
 def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tmp_path: Path, monkeypatch) -> None:
     tab = make_tab(NO_DEVICE)
-    assert not tab.record_button.isEnabled()
+    assert not tab.record_button.isEnabled() and not tab.level_meter.isEnabled()
     assert "Recording and playback unavailable: no audio input device" in tab.device_label.text()
     assert "no audio input device" in tab.record_button.toolTip()
     press(qtbot, tab, Qt.Key.Key_Space)  # nothing happens without a microphone
@@ -256,6 +285,19 @@ def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tm
     monkeypatch.setattr("app.ui.units_tab.QFileDialog.getSaveFileName", lambda *a, **k: (str(target), ""))
     press(qtbot, tab, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)  # Ctrl+E exports the units
     assert [u for _, u in parse_units_text(target.read_text())] == s.units
+    dialogs: list[str] = []
+
+    def save_as_textgrid(_parent, _title: str, _start: str, filters: str) -> tuple[str, str]:
+        dialogs.append(filters)
+        return str(tmp_path / "out.units.txt"), "Praat TextGrid (*.TextGrid)"  # the filter, the default name
+
+    monkeypatch.setattr("app.ui.units_tab.QFileDialog.getSaveFileName", save_as_textgrid)
+    grid_path = tab.export_units()
+    assert dialogs == ["Units (*.txt);;Praat TextGrid (*.TextGrid)"] and grid_path == tmp_path / "out.units.TextGrid"
+    grid = textgrid.openTextgrid(str(grid_path), includeEmptyIntervals=False)
+    assert list(grid.tierNames) == ["units"] and grid.getTier("units").entries[0].start == 0.0
+    assert "".join(e.label for e in grid.getTier("units").entries) == "".join(
+        str(u) for i, u in enumerate(s.units) if i == 0 or u != s.units[i - 1])
     wav = tab.export_wav(tmp_path / "out.wav")
     assert wav is not None and decode(wav).duration == pytest.approx(s.duration, abs=0.011)
 
@@ -265,6 +307,33 @@ def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tm
     qtbot.waitUntil(lambda: tab.state == "idle", timeout=10_000)
     assert "not found" in tab.status_label.text()
     assert tab.load_button.isEnabled()
+
+
+def test_a_chosen_voice_sticks_until_auto_is_chosen_again(qtbot, make_tab, fsdd: Path) -> None:
+    tab = make_tab(NO_DEVICE)
+    combo = tab.speaker_combo
+    assert [combo.itemText(i) for i in range(combo.count())] == ["Auto", "ann", "bob"]
+
+    def load(path: Path) -> str:
+        tab.load_file(path)
+        qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+        return tab.session.voice_fit.name
+
+    first, second = fsdd_files(fsdd, 12)[0], fsdd_files(fsdd, 12)[11]
+    fitted = load(first)
+    assert combo.currentText() == f"Auto: {fitted}" and tab.resynthesis.speaker == fitted
+    chosen = "bob" if fitted == "ann" else "ann"
+    combo.setCurrentText(chosen)  # the user overrides Auto
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis.speaker == chosen, timeout=30_000)
+
+    fitted = load(second)  # a new utterance: the chosen voice stays, Auto still says what it would pick
+    assert fitted != chosen, "pick another file: this one's fitted voice cannot tell a kept choice from Auto"
+    assert tab.resynthesis.speaker == chosen and combo.currentText() == chosen
+    assert combo.itemText(0) == f"Auto: {fitted}"
+
+    combo.setCurrentIndex(0)  # Auto again: the fitted voice
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis.speaker == fitted, timeout=30_000)
+    assert "fits the speech best" in tab.status_label.text()
 
 
 def test_controls_reachable_by_tab_and_unit_colours_fixed(make_tab) -> None:
