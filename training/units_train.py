@@ -71,6 +71,7 @@ Job = Generator[dict[str, Any], None, Any]
 
 FRONTEND_CHOICES = UNITS_FRONTENDS  # encoder inputs (models.units_frontend.SpeechUnitsFrontend)
 ENCODER_READS = ("embedding", "both")  # what the encoder reads of the mfcc+speech_embedding features
+ENERGY_DIMS = (0, 13)  # MFCC c0 (log energy) and its Δ in the MFCC+Δ+ΔΔ layout
 
 
 @dataclass
@@ -104,6 +105,9 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
                                  "embedding frames only, or the MFCCs too ('both': their energy marks where speech "
                                  "stops, which the 0.78-s embedding windows blur); the decoder rebuilds the "
                                  "embedding either way", choices=ENCODER_READS)
+    rebuild_energy: bool = setting(False, help="with the speech_embedding front end: the decoder also rebuilds the "
+                                   "MFCCs' energy c0 and its Δ, so the units say when speech starts and stops (the "
+                                   "0.78-s embedding windows blur it, and the resynthesis with them)")
     cache_dir: str | None = setting(None, help="folder for the computed features of each recording (reused by "
                                     "later runs; default: none, features are computed in memory)")
 
@@ -120,6 +124,9 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
             raise ValueError("normalize_features: per-utterance normalisation needs the whole utterance, which the "
                              "live Units tab never has (it streams); units models normalise with the training "
                              "corpus's mean/std, stored in the checkpoint")
+        if self.rebuild_energy and self.frontend != SPEECH_FRONTEND_KIND:
+            raise ValueError("rebuild_energy is for the speech_embedding front end (an MFCC model rebuilds its "
+                             "energy anyway)")
         if self.encoder_reads not in ENCODER_READS:
             raise ValueError(f"encoder_reads must be one of {', '.join(ENCODER_READS)}, got {self.encoder_reads!r}")
         if self.preset not in PRESETS:
@@ -165,10 +172,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | None = None,
-                 encoder_reads: str = "embedding") -> UnitsConfig:
+                 encoder_reads: str = "embedding", rebuild_energy: bool = False) -> UnitsConfig:
     """The model config of a preset with one speaker embedding per training speaker, for `frontend`'s features
-    (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the embedding only and the
-    encoder reads it (`encoder_reads="embedding"`) or all the features ("both")."""
+    (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the embedding (and with
+    `rebuild_energy` the MFCC energy c0 and Δc0) and the encoder reads the embedding (`encoder_reads=
+    "embedding"`) or all the features ("both")."""
     p = PRESETS[preset]
     n = max(1, len(speakers))
     dims = {}
@@ -178,7 +186,7 @@ def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | Non
         # held-out real voices), while rebuilding the MFCCs pulled the codes toward the voice (49.8 %)
         emb = (frontend.mfcc_dim, frontend.dim)
         dims = {"input_dim": frontend.dim, "encoder_dims": emb if encoder_reads == "embedding" else (0, 0),
-                "recon_dims": emb}
+                "recon_dims": emb, "recon_extra": ENERGY_DIMS if rebuild_energy else ()}
     return UnitsConfig(
         vqvae=VQVAEConfig(**{**p["vqvae"], **dims, "n_speakers": n}),
         inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
@@ -275,7 +283,8 @@ class UnitsHooks(Hooks):
         self.corpus = yield from load_corpus(clips, keep_waves=cfg.active, frontend=self.frontend,
                                              cache_dir=cfg.cache_dir)
         ddp.require_rows(cfg.batch_size, trainer.ctx, "crops")
-        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers, self.frontend, cfg.encoder_reads))
+        self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers, self.frontend, cfg.encoder_reads,
+                                              cfg.rebuild_energy))
         self.model.vqvae.set_feature_stats(*feature_stats(self.corpus.feats))  # a resumed run loads its own
 
     def stages(self) -> list[Stage]:
