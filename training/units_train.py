@@ -108,6 +108,9 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
     rebuild_energy: bool = setting(False, help="with the speech_embedding front end: the decoder also rebuilds the "
                                    "MFCCs' energy c0 and its Δ, so the units say when speech starts and stops (the "
                                    "0.78-s embedding windows blur it, and the resynthesis with them)")
+    energy_weight: float = setting(16.0, help="with --rebuild-energy: the loss weight of c0 and Δc0 against one "
+                                   "embedding dim (16: about a quarter of the loss; at 1 the units barely learned the "
+                                   "energy)", low=0, low_exclusive=True)
     cache_dir: str | None = setting(None, help="folder for the computed features of each recording (reused by "
                                     "later runs; default: none, features are computed in memory)")
 
@@ -172,7 +175,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | None = None,
-                 encoder_reads: str = "embedding", rebuild_energy: bool = False) -> UnitsConfig:
+                 encoder_reads: str = "embedding", rebuild_energy: bool = False, energy_weight: float = 16.0
+                 ) -> UnitsConfig:
     """The model config of a preset with one speaker embedding per training speaker, for `frontend`'s features
     (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the embedding (and with
     `rebuild_energy` the MFCC energy c0 and Δc0) and the encoder reads the embedding (`encoder_reads=
@@ -186,7 +190,8 @@ def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | Non
         # held-out real voices), while rebuilding the MFCCs pulled the codes toward the voice (49.8 %)
         emb = (frontend.mfcc_dim, frontend.dim)
         dims = {"input_dim": frontend.dim, "encoder_dims": emb if encoder_reads == "embedding" else (0, 0),
-                "recon_dims": emb, "recon_extra": ENERGY_DIMS if rebuild_energy else ()}
+                "recon_dims": emb, "recon_extra": ENERGY_DIMS if rebuild_energy else (),
+                "recon_extra_weight": energy_weight if rebuild_energy else 1.0}
     return UnitsConfig(
         vqvae=VQVAEConfig(**{**p["vqvae"], **dims, "n_speakers": n}),
         inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
@@ -284,7 +289,7 @@ class UnitsHooks(Hooks):
                                              cache_dir=cfg.cache_dir)
         ddp.require_rows(cfg.batch_size, trainer.ctx, "crops")
         self.model = UnitsModel(units_config(cfg.preset, self.corpus.speakers, self.frontend, cfg.encoder_reads,
-                                              cfg.rebuild_energy))
+                                              cfg.rebuild_energy, cfg.energy_weight))
         self.model.vqvae.set_feature_stats(*feature_stats(self.corpus.feats))  # a resumed run loads its own
 
     def stages(self) -> list[Stage]:
