@@ -39,6 +39,8 @@ LABELS: dict[str, tuple[str, str]] = {  # setting -> (label, group); units in br
     "preset": ("Model architecture", _M), "frontend": ("Acoustic features", _M),
     "speech_weights": ("Speech-embedding weights (path)", _M), "init_from": ("Start from checkpoint", _M),
     "freeze_audio": ("Freeze the sound tower", _M),
+    "encoder_reads": ("Units encoder reads", _M), "rebuild_energy": ("Units also rebuild the energy", _M),
+    "energy_weight": ("Weight of the rebuilt energy", _M),
     "batch_size": ("Batch size", _T), "lr": ("Learning rate", _T), "optimizer": ("Optimizer", _T),
     "weight_decay": ("Weight decay", _T), "warmup_steps": ("Warm-up (steps)", _T),
     "warmup_epochs": ("Warm-up (epochs)", _T), "schedule": ("Learning-rate schedule", _T),
