@@ -214,10 +214,15 @@ class SpeechEmbedding(nn.Module):
         out = F.conv2d(pairs, self.convs[-1].weight, dilation=(2, 1))  # (B, 96, Q-5, 1)
         return out[..., 0].transpose(1, 2)
 
+    def frame_floor(self, mel: torch.Tensor) -> torch.Tensor:
+        """dB mel frames (..., 32) under the "fixed" floor (each frame at floor_db or above, whatever window it
+        is in); unchanged under the other floors. The whole-file trunk and the stream both floor through here."""
+        return mel.clamp_min(self.config.floor_db) if self.config.floor == "fixed" else mel
+
     def embed_windows(self, windows: torch.Tensor) -> torch.Tensor:
         """(W, 76, 32) mel windows in dB -> (W, 96): the floor, x/10 + 2, the conv stack."""
         if self.config.floor == "fixed":
-            floored = windows.clamp_min(self.config.floor_db)
+            floored = self.frame_floor(windows)
         else:  # the window's own top-db floor ("call": a no-op after the call's floor)
             floored = torch.maximum(windows, windows.amax(dim=(1, 2), keepdim=True) - TOP_DB)
         h = (floored / 10.0 + 2.0).unsqueeze(1)  # (W, 1, 76, 32)
@@ -233,8 +238,7 @@ class SpeechEmbedding(nn.Module):
         stride = self.config.stride_frames
         if self.config.floor == "call":  # then every window's own floor is a no-op (its peak <= the call's)
             mel = torch.maximum(mel, mel.amax(dim=(1, 2), keepdim=True) - TOP_DB)
-        elif self.config.floor == "fixed":  # per frame: the trunk's rows hold for every window
-            mel = mel.clamp_min(self.config.floor_db)
+        mel = self.frame_floor(mel)  # per frame: the trunk's rows hold for every window
         windows = mel.unfold(1, WINDOW_FRAMES, stride)  # (B, T, 32, 76)
         B, T = windows.shape[:2]
         flat = windows.transpose(2, 3).reshape(B * T, WINDOW_FRAMES, N_MELS)  # (B·T, 76, 32)
@@ -311,8 +315,7 @@ class SpeechEmbeddingStream:
         if n_new > 0:
             used = self.samples[: N_FFT + (n_new - 1) * MEL_HOP]
             new_mel = self.model.mel_db(used[None])[0]  # (n_new, 32)
-            if self.model.config.floor == "fixed":
-                new_mel = new_mel.clamp_min(self.model.config.floor_db)
+            new_mel = self.model.frame_floor(new_mel)
             self.samples = self.samples[n_new * MEL_HOP:]
         self.mel = torch.cat([self.mel, new_mel])
         stride = self.model.config.stride_frames

@@ -455,7 +455,7 @@ class VQVAE(nn.Module):
 
         if self.training and c.jitter_p > 0:
             q = time_jitter(q, code_lengths, c.jitter_p)
-        R = c.recon_slice if not c.recon_extra else c.recon_index  # the dims the decoder rebuilds
+        R = c.recon_index  # the dims the decoder rebuilds (e.g. the embedding part of its input, and its energy)
         y = self.decoder(q, speaker_ids.to(feats.device), lengths)[:, :T]  # (B, T, r) normalised
         mask = lengths_mask(lengths, T).unsqueeze(-1).to(y.dtype)  # (B, T, 1)
         y_true = x if target is None else (target.to(feats.device) - self.feat_mean) / self.feat_std  # (B, T, D)
