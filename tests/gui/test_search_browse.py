@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QHeaderView, QStyleOptionViewItem
-from test_search_tab import NO_AUDIO, SR, open_and_index, tiny_registry, write
+from test_search_tab import SR, open_and_index, shown_tab, tiny_registry, write
 
 from app.services.registry import ModelRegistry
 from app.ui import search_state
@@ -54,12 +54,7 @@ def registry(tmp_path: Path) -> ModelRegistry:
 @pytest.fixture
 def tab(qtbot, registry: ModelRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SearchTab]:
     monkeypatch.setattr(search_state, "RESULTS_K", 3)  # pages of 3: "Show more" on 8 files
-    widget = SearchTab()
-    qtbot.addWidget(widget)
-    widget.resize(1024, 700)
-    widget.set_audio_status(NO_AUDIO)
-    widget.set_registry(registry)
-    widget.show()
+    widget = shown_tab(qtbot, registry, 1024)
     open_and_index(qtbot, widget, registry, make_long_library(tmp_path / "lib"))
     qtbot.waitUntil(lambda: widget.state.results is not None and widget.state.shown_kind == "browse"
                     and not widget._search_runner.is_running(), timeout=20_000)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.services.search.embedder import RetrievalEmbedder, default_text_encoder
-from app.ui.search_tab import SearchTab
-from tests.gui.test_search_tab import NO_AUDIO, tiny_registry
+from tests.gui.test_search_tab import shown_tab, tiny_registry
 from tests.test_library_names_first import make_names_library
 
 SLOW_S = 0.1  # per audio window: the whole library's audio takes 17 s or more
@@ -30,12 +29,7 @@ def test_a_name_search_answers_within_5_s_of_opening_while_the_audio_is_embedded
     registry = tiny_registry(tmp_path / "models")
     root = tmp_path / "lib"
     target = make_names_library(root)
-    tab = SearchTab()
-    qtbot.addWidget(tab)
-    tab.resize(1024, 700)
-    tab.set_audio_status(NO_AUDIO)
-    tab.set_registry(registry)
-    tab.show()
+    tab = shown_tab(qtbot, registry, 1024)
     tab.set_models(registry.entries())
     qtbot.waitUntil(lambda: tab.embedder is not None, timeout=30_000)  # the model is loaded before a library opens
     try:

@@ -88,14 +88,21 @@ def registry(tmp_path: Path) -> ModelRegistry:
     return tiny_registry(tmp_path / "models")
 
 
-@pytest.fixture
-def tab(qtbot, registry: ModelRegistry) -> Iterator[SearchTab]:
+def shown_tab(qtbot, registry: ModelRegistry, width: int = 1100) -> SearchTab:  # noqa: ANN001 (qtbot)
+    """A Search tab as a user meets it: width x 700, no audio device (a normal state), `registry`'s models,
+    shown. The caller shuts it down."""
     widget = SearchTab()
     qtbot.addWidget(widget)
-    widget.resize(1100, 700)
+    widget.resize(width, 700)
     widget.set_audio_status(NO_AUDIO)
     widget.set_registry(registry)
     widget.show()
+    return widget
+
+
+@pytest.fixture
+def tab(qtbot, registry: ModelRegistry) -> Iterator[SearchTab]:
+    widget = shown_tab(qtbot, registry)
     yield widget
     widget.shutdown()
 
