@@ -77,7 +77,7 @@ def replay(d: dict, src: str, lam: float, w: float) -> float:
 
 def main() -> int:
     data: dict[str, dict[str, dict]] = {}
-    for name in search_libraries.library_names():
+    for name in search_libraries.tuning_library_names():
         built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
                                        seed=0)
         data[name] = {name: collect(Path(built["folder"])), f"{name}-mixed": collect(Path(built["mixed_folder"]))}

@@ -53,7 +53,7 @@ def replay(rows: list[dict], w: float, share: float) -> float:
 
 def main() -> int:
     data: dict[str, dict[str, list[dict]]] = {}
-    for name in search_libraries.library_names():
+    for name in search_libraries.tuning_library_names():
         built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
                                        seed=0)
         data[name] = {name: channels(Path(built["folder"])), f"{name}-mixed": channels(Path(built["mixed_folder"]))}

@@ -76,7 +76,7 @@ def fit(rows: list[dict]) -> tuple[np.ndarray, float]:
 
 def main() -> int:
     data: dict[str, list[dict]] = {}
-    for name in search_libraries.library_names():
+    for name in search_libraries.tuning_library_names():
         built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
                                        seed=0)
         data[name] = records(Path(built["folder"])) + records(Path(built["mixed_folder"]))

@@ -80,6 +80,16 @@ class Query:
 # ---------------------------------------------------------------------------------------------- data files
 
 
+# the libraries that constants may be fitted on (bench/library_fusion.py, no_match.py, library_adapt.py,
+# library_prf.py); every other library is held out from fitting and only scored (bench/library_quality.py)
+TUNING = ("flare", "micropolis", "tuxpaint-magic")
+
+
+def tuning_library_names(data_dir: Path = DATA_DIR) -> list[str]:
+    """The libraries constants may be chosen on (leave-one-library-out among them)."""
+    return [n for n in library_names(data_dir) if n in TUNING]
+
+
 def library_names(data_dir: Path = DATA_DIR) -> list[str]:
     """The libraries in `data_dir`: every sub-folder with a library.json, sorted."""
     return sorted(p.parent.name for p in data_dir.glob("*/library.json"))

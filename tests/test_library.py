@@ -1018,7 +1018,7 @@ def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
     db.commit()
     db.close()
     with Library.open(root) as lib:
-        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION == 5
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION == 6
         assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # no checksum yet: vectors compared, kept
         assert not any("rebuilding" in e for e in lib.events)
     assert drain(index_library(root, emb)).unchanged == len(FREQS)

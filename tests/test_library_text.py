@@ -123,6 +123,32 @@ def test_tags_from_every_container(tmp_path: Path):
     assert read_tags(ogg).text == "whoosh · swish · Foley"
 
 
+def test_the_sentence_reads_what_the_tags_say_the_sound_is_and_credits_stay_keywords(tmp_path: Path):
+    import mutagen.oggvorbis
+
+    root = tmp_path / "lib"
+    ogg = root / "waves.ogg"
+    ogg.parent.mkdir()
+    sf.write(ogg, tone(330, 0.6), SR, format="OGG", subtype="VORBIS")
+    f = mutagen.oggvorbis.OggVorbis(ogg)
+    f["title"], f["comment"], f["artist"] = "Surf on sand", ["Processed by SoX", "CC-BY 3.0"], "Holly Daniel"
+    f.save()
+    t = read_tags(ogg)
+    assert t.describing == "Surf on sand" and t.credits == "Processed by SoX · CC-BY 3.0 · Holly Daniel"
+    assert t.text == "Surf on sand · Processed by SoX · CC-BY 3.0 · Holly Daniel"
+    emb, enc = ToneEmbedder(), CountingEncoder()
+    session = SearchSession(Library.open(root), emb, text_encoder=enc)
+    try:
+        drain(session.index_job())
+        assert enc.texts == ["waves. Surf on sand"]  # no artist, tool or licence in the sentence vector
+        lib = session.library
+        fid = lib.files.id_of("waves.ogg")
+        assert [f for f, _ in lib.text.keyword_search('"daniel"', 3)] == [fid]  # a recordist's name still finds
+        assert lib.text.fields([fid])[fid][1] == t.text  # and the why-matched display shows every tag
+    finally:
+        session.close()
+
+
 def bad_tag_library(root: Path) -> dict[str, str]:
     """Files whose tags are broken in the ways real libraries are; name -> a word of the problem expected."""
     wav_with(root / "latin1_comment.wav", info(ICMT="Café au lait".encode("latin-1"), INAM=b"cafe"), freq=300)

@@ -195,9 +195,16 @@ def _migrate_v4(db: sqlite3.Connection) -> None:
                        " BEGIN UPDATE counters SET value = value + 1 WHERE name = 'words'; END")
 
 
+def _migrate_v5(db: sqlite3.Connection) -> None:
+    """v6: the embedded tags split in two: `texts.tags` keeps what says what the sound is (the sentence encoder
+    reads it), `texts.credits` the artist, source, tool and licence lines (keywords only). The text rule version
+    changed with it, so the next index run derives every row again (no audio is read)."""
+    db.execute("ALTER TABLE texts ADD COLUMN credits TEXT NOT NULL DEFAULT ''")
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2,
-                                                               3: _migrate_v3, 4: _migrate_v4}
+                                                               3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v5}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),

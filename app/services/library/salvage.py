@@ -323,12 +323,16 @@ def _rebuild(old: _Reader, new: sqlite3.Connection, raw: dict[str, list[tuple]]
 
 
 def _copy_texts(old: _Reader, new: sqlite3.Connection) -> None:
-    """The derived text of readable files whose path it came from is unchanged (the library derives the rest
-    again, and the keyword index from all of it: Library.open)."""
+    """The derived text of readable files whose path it came from is unchanged, marked to be derived again (the
+    tag credits are not among the columns salvage copies; deriving reads tags, never audio, and keeps a sentence
+    vector whose sentence is unchanged). The library derives the rest, and the keyword index from all of it, at
+    Library.open."""
     paths = {fid: bytes(p) for fid, p in new.execute("SELECT id, path FROM files WHERE status = 'ok'")}
     cols = _SALVAGE["texts"]
+    version = cols.split(", ").index("version")
     for row in old.table("texts"):
         if isinstance(row[1], bytes) and paths.get(row[0]) == row[1]:
+            row = (*row[:version], 0, *row[version + 1:])
             with contextlib.suppress(sqlite3.Error):
                 new.execute(f"INSERT INTO texts({cols}) VALUES ({','.join('?' * len(row))})", row)
 

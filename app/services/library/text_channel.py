@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from app.services.library.records import TextEncoder
 
 TEXT_PREFIX = "text:"
-TEXT_VERSION = 2  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
+TEXT_VERSION = 3  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
 TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 
 
@@ -47,7 +47,8 @@ def is_text_model(model_id: str) -> bool:
 class DerivedText:
     name: str  # name words, UCS CatID expanded, take numbers and hashes dropped
     folder: str  # folder words
-    tags: str  # embedded tag text
+    tags: str  # embedded tag text that says what the sound is (the sentence reads it)
+    credits: str  # the rest of the tags: artist, source, tool and licence lines (keywords only)
     problem: str | None  # what went wrong reading the tags
 
 
@@ -58,8 +59,8 @@ def derive_text(root: Path, key: bytes) -> DerivedText:
     stem = os.path.splitext(fname)[0]
     words = " ".join(names.name_words(stem))
     tag = read_tags(root / rel)
-    return DerivedText(text_safe(words), text_safe(" ".join(names.folder_words(folder))), tag.text,
-                       tag.problem or None)
+    return DerivedText(text_safe(words), text_safe(" ".join(names.folder_words(folder))), tag.describing,
+                       tag.credits, tag.problem or None)
 
 
 def text_safe(text: str) -> str:
@@ -72,6 +73,11 @@ def keyword_name(words: str, key: bytes) -> str:
     found as typed)."""
     stem = os.path.splitext(os.fsdecode(key).rpartition("/")[2])[0]
     return text_safe(f"{words} {stem}".strip())
+
+
+def all_tags(describing: str, credits: str) -> str:
+    """The whole embedded tag text, as keywords and as the why-matched display show it."""
+    return " · ".join(p for p in (describing, credits) if p)
 
 
 def sentence(words: str, folder: str, tags: str, user_tags: Sequence[str]) -> str:
@@ -138,10 +144,10 @@ class TextChannel:
             if db.execute("SELECT 1 FROM files WHERE id = ?", (file_id,)).fetchone() is None:
                 return False
             old = db.execute("SELECT embedded FROM texts WHERE file_id = ?", (file_id,)).fetchone()
-            db.execute("INSERT OR REPLACE INTO texts(file_id, path, mtime_ns, version, name, folder, tags, problem,"
-                       " embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (file_id, key, mtime_ns, TEXT_VERSION, text.name, text.folder, text.tags, text.problem,
-                        old[0] if old else None))
+            db.execute("INSERT OR REPLACE INTO texts(file_id, path, mtime_ns, version, name, folder, tags, credits,"
+                       " problem, embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (file_id, key, mtime_ns, TEXT_VERSION, text.name, text.folder, text.tags, text.credits,
+                        text.problem, old[0] if old else None))
             self.write_keywords(db, file_id)
         self.stored += 1
         return True
@@ -150,10 +156,10 @@ class TextChannel:
     def write_keywords(db: sqlite3.Connection, file_id: int) -> None:
         """Rewrite a file's keyword row from its texts row and user tags (no texts row yet: user tags only),
         inside the caller's transaction."""
-        t = db.execute("SELECT name, folder, tags, path FROM texts WHERE file_id = ?", (file_id,)).fetchone()
+        t = db.execute("SELECT name, folder, tags, path, credits FROM texts WHERE file_id = ?", (file_id,)).fetchone()
         user = [r[0] for r in db.execute("SELECT tag FROM user_tags WHERE file_id = ? ORDER BY tag", (file_id,))]
         db.execute("DELETE FROM text_fts WHERE rowid = ?", (file_id,))
-        name, folder, tags = (keyword_name(t[0], bytes(t[3])), t[1], t[2]) if t else ("", "", "")
+        name, folder, tags = (keyword_name(t[0], bytes(t[3])), t[1], all_tags(t[2], t[4])) if t else ("", "", "")
         if t or user:
             db.execute("INSERT INTO text_fts(rowid, name, folder, tags, user_tags) VALUES (?, ?, ?, ?, ?)",
                        (file_id, name, folder, tags, " ; ".join(user)))
@@ -295,10 +301,10 @@ class TextChannel:
         out = {}
         with self.library.lock:
             for part, marks in id_chunks(file_ids):
-                for fid, path, tags in self.library.db.execute(
-                        f"SELECT f.id, f.path, coalesce(t.tags, '') FROM files f LEFT JOIN texts t ON t.file_id = f.id"
-                        f" WHERE f.id IN ({marks})", part):
-                    out[fid] = (os.fsdecode(bytes(path)), tags)
+                for fid, path, tags, credits in self.library.db.execute(
+                        f"SELECT f.id, f.path, coalesce(t.tags, ''), coalesce(t.credits, '') FROM files f"
+                        f" LEFT JOIN texts t ON t.file_id = f.id WHERE f.id IN ({marks})", part):
+                    out[fid] = (os.fsdecode(bytes(path)), all_tags(tags, credits))
         return out
 
     # ---------------------------------------------------------------------------------- the read connection
