@@ -15,6 +15,7 @@ from app.services.audio import decode
 from app.services.jobs import drain
 from app.services.registry import ModelRegistry
 from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
+from core.frontends import FRAMES_PER_UNIT
 from core.voices import fitting_voice
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
@@ -184,6 +185,28 @@ def test_resynthesis_length_and_speakers(session: UnitsSession, fsdd: Path) -> N
     assert a.shape == b.shape and not np.allclose(a, b)  # the speaker embedding changes the voice
     with pytest.raises(ValueError, match="unknown speaker"):
         session.resynthesize("carol")
+
+
+def test_the_loudness_stream_is_the_whole_files_and_the_resynthesis_follows_it(session: UnitsSession, fsdd: Path
+                                                                                ) -> None:
+    from core import loudness
+    from training.speech_eval import envelope_correlation
+
+    audio = fsdd_speech(fsdd, 3)
+    session.reset()
+    for i in range(0, len(audio), 1600):  # 100-ms blocks, as from a microphone
+        session.feed(audio[i:i + 1600])
+    session.finish()
+    whole = session.spec(torch.from_numpy(audio))  # (T, F) the input's magnitudes, the whole file at once
+    levels = session.loudness_levels()
+    assert levels.tolist() == loudness.unit_levels(whole, session.level_bins).tolist()
+    assert len(levels) == -(-session.n_frames // FRAMES_PER_UNIT) and levels.min() == 0 and levels.max() > 3
+    follows = {}
+    for on in (True, False):
+        torch.manual_seed(0)
+        wave = torch.from_numpy(session.resynthesize("ann", n_iter=8, follow_loudness=on))
+        follows[on] = envelope_correlation(session.spec(wave)[:len(whole)], whole, session.level_bins)
+    assert follows[True] > 0.6 and follows[True] > follows[False] + 0.2  # an untrained model's units carry none
 
 
 def test_encode_file_any_rate_and_channels(session: UnitsSession, fsdd: Path, tmp_path: Path) -> None:

@@ -191,6 +191,9 @@ def test_evaluate_reports_abx_bitrate_and_refuses_other_kinds(tmp_path: Path, tr
         assert -1.0 <= lsd["per_speaker"][s]["envelope_corr"] <= 1.0
         assert result["per_speaker"][s]["envelope_corr"] == lsd["per_speaker"][s]["envelope_corr"]
     assert np.isfinite(lsd["envelope_corr_seen"]) and np.isfinite(lsd["envelope_corr_unseen"])
+    # the loudness stream beside the units: the resynthesis follows the speech, at a stated cost
+    assert lsd["envelope_corr_loudness_unseen"] > max(0.5, lsd["envelope_corr_unseen"])
+    assert 0.0 < lsd["loudness_stream_bps"] <= 25 * np.log2(21)  # a level change per unit, 21 possible changes
 
     plain = tmp_path / "plain"
     plain.mkdir()

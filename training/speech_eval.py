@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from core import audio as audio_path
+from core import loudness
 from core.frontends import units_frontend, words_frontend
 from core.voices import fitting_voice, log_spectral_distance, lsd_bins, magnitude_floor
 from training import abx
@@ -272,6 +273,7 @@ def evaluate_units(
     for s, v in lsd["per_speaker"].items():
         per_speaker[s]["lsd_db"] = v["lsd_db"]
         per_speaker[s]["envelope_corr"] = v["envelope_corr"]  # per voice: a smear shows here, not in the LSD
+        per_speaker[s]["envelope_corr_loudness"] = v["envelope_corr_loudness"]
         per_speaker[s]["seen"] = v["seen"]
         per_speaker[s]["voice"] = v["voice"]  # the training voice it was resynthesised with
     result["per_speaker"] = per_speaker
@@ -282,27 +284,37 @@ def evaluate_units(
 @torch.no_grad()
 def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]]  # noqa: ANN401
                          ) -> dict[str, Any]:
-    """Log-spectral distance (dB, 0-4 kHz, 60-dB range) between the inverter's magnitudes and the recordings'.
-    An unseen voice has no speaker embedding: it is resynthesised with the table voice that fits its first
-    five items best (`core.voices.fitting_voice`, the rule the Units tab picks its voice by)."""
+    """Log-spectral distance (dB, 0-4 kHz, 60-dB range) between the inverter's magnitudes and the recordings',
+    and the envelope correlation, from the units alone and with the loudness stream beside them
+    (core/loudness.py; its cost in bit/s). An unseen voice has no speaker embedding: it is resynthesised with the
+    table voice that fits its first five items best (`core.voices.fitting_voice`, the rule the Units tab picks
+    its voice by)."""
     max_bin = lsd_bins(model.config.inverter)
     known = model.config.speakers
+    levels_seen: list[torch.Tensor] = []
+    seconds = 0.0
 
-    def scores(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> tuple[float, float]:
-        """(mean LSD, mean envelope correlation) of these items resynthesised with voice `spk`."""
+    def scores(items: list[tuple[torch.Tensor, torch.Tensor]], spk: int) -> tuple[float, float, float]:
+        """(mean LSD, mean envelope correlation, the same with the loudness stream) of these items in voice spk."""
+        nonlocal seconds
         pairs = [(model.units_to_magnitude(codes, spk, len(mag)), mag) for codes, mag in items if len(codes)]
         if not pairs:
-            return float("nan"), float("nan")
+            return float("nan"), float("nan"), float("nan")
+        levels = [loudness.unit_levels(m, max_bin) for _, m in pairs]
+        levels_seen.extend(levels)
+        seconds += sum(len(m) for _, m in pairs) * model.config.inverter.hop_length / model.config.inverter.sample_rate
         return (float(np.mean([log_spectral_distance(p, m, max_bin) for p, m in pairs])),
-                float(np.mean([envelope_correlation(p, m, max_bin) for p, m in pairs])))
+                float(np.mean([envelope_correlation(p, m, max_bin) for p, m in pairs])),
+                float(np.mean([envelope_correlation(loudness.apply_levels(p, lv, max_bin), m, max_bin)
+                               for (p, m), lv in zip(pairs, levels, strict=True)])))
 
     per_speaker: dict[str, dict[str, Any]] = {}
     for s, items in sorted(by_speaker.items()):
         seen = s in known
         voice = known.index(s) if seen else fitting_voice(model, items[:5])
-        lsd, corr = scores(items, voice)
-        per_speaker[s] = {"lsd_db": lsd, "envelope_corr": corr, "voice": known[voice] if known else voice,
-                          "seen": seen}
+        lsd, corr, corr_loud = scores(items, voice)
+        per_speaker[s] = {"lsd_db": lsd, "envelope_corr": corr, "envelope_corr_loudness": corr_loud,
+                          "voice": known[voice] if known else voice, "seen": seen}
 
     def mean(key: str, seen: bool) -> float:
         vals = [v[key] for v in per_speaker.values() if v["seen"] is seen]
@@ -310,6 +322,9 @@ def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tens
 
     return {"seen": mean("lsd_db", True), "unseen": mean("lsd_db", False),
             "envelope_corr_seen": mean("envelope_corr", True), "envelope_corr_unseen": mean("envelope_corr", False),
+            "envelope_corr_loudness_seen": mean("envelope_corr_loudness", True),
+            "envelope_corr_loudness_unseen": mean("envelope_corr_loudness", False),
+            "loudness_stream_bps": loudness.stream_bits_per_second(levels_seen, seconds),
             "per_speaker": per_speaker}
 
 

@@ -37,6 +37,10 @@ first VOICE_FIT_SECONDS of speech (from where the one silence trim, `core.audio.
 start), fitted once that much is encoded (`LiveStream` does it live, off the GUI thread) or at the end of a
 shorter utterance; `resynthesize_job(speaker)` with an explicit voice overrides it.
 
+Resynthesis loudness: beside the units the session keeps the input's level per unit (the loudness stream,
+`core/loudness.py`: 6-dB steps, counted in the evaluation's bit/s), and the resynthesis follows it unless
+`follow_loudness` is off (the units alone: what they carry by themselves).
+
 Units text export (`export_units_text`): one line of space-separated `START:ID` tokens, START = the unit's
 start time in seconds with 3 decimals (unit u starts at u · 0.04 s and lasts 0.04 s), ID = the codebook index,
 e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units). The same
@@ -59,10 +63,11 @@ import torch
 from app.services.audio import decode, save_wav
 from app.services.jobs import Job
 from app.services.textgrid import Word, write_units_textgrid
+from core import loudness
 from core.audio import SOXR, sanitize, trim_span
 from core.files import atomic_path
 from core.frontends import FRAMES_PER_UNIT
-from core.voices import fitting_voice
+from core.voices import fitting_voice, lsd_bins
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
 FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blocks of this length
@@ -92,6 +97,7 @@ class Resynthesis:
     sample_rate: int
     spectrogram: np.ndarray  # (T, F) log10 magnitude of the resynthesised audio
     speaker: str
+    loudness: bool = True  # it followed the loudness stream (False: the units alone)
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ class UnitsSession:
         ]
         self.codebook_size = int(model.config.vqvae.codebook_size)
         self.unit_seconds = FRAMES_PER_UNIT * self.hop / self.sample_rate
+        self.level_bins = lsd_bins(inv)  # the loudness stream's band: 0-4 kHz, what the evaluation measures
         self.hop_seconds = self.hop / self.sample_rate
         self.resynthesis: Resynthesis | None = None
         self.source: Path | None = None
@@ -169,6 +176,7 @@ class UnitsSession:
         self.n_frames = 0  # frames emitted so far
         self.units: list[int] = []
         self._spec: list[np.ndarray] = []
+        self._frame_db: list[torch.Tensor] = []  # the input's level per emitted frame (dB, 0-4 kHz): the loudness
         self.nonfinite = 0
         self.clipped = 0
         self.finished = False
@@ -226,6 +234,7 @@ class UnitsSession:
         spec = log_spectrogram(mag.numpy())
         self.units.extend(units)
         self._spec.append(spec)
+        self._frame_db.append(loudness.frame_levels_db(mag, self.level_bins))
         self.n_frames = upto
         if not final:  # the next window starts where its first new frame is clear of the edge padding
             keep = max(0, upto - self.context - self.edge) * self.hop
@@ -317,20 +326,29 @@ class UnitsSession:
 
     # ------------------------------------------------------------------------------------ resynthesis
 
-    def resynthesize_job(self, speaker: str | int | None = None, n_iter: int = 32) -> Job[Resynthesis]:
+    def loudness_levels(self) -> torch.Tensor:
+        """The loudness stream of the utterance so far: one level per unit (core/loudness.py)."""
+        frame_db = torch.cat(self._frame_db) if self._frame_db else torch.zeros(0)
+        return loudness.levels_of(frame_db)
+
+    def resynthesize_job(self, speaker: str | int | None = None, n_iter: int = 32,
+                         follow_loudness: bool = True) -> Job[Resynthesis]:
         """Job: units -> inverter (linear magnitudes, `speaker`'s voice; None: the voice that fits the speech)
-        -> Griffin-Lim -> waveform."""
+        -> each unit moved to the speech's level (`follow_loudness`: the loudness stream beside the units; off: the
+        units alone) -> Griffin-Lim -> waveform."""
         sid = self.resynthesis_voice(speaker)
         name = self.speakers[sid]
         rate = int(self.model.config.inverter.sample_rate)
         if not self.units:
-            result = Resynthesis(np.zeros(0, np.float32), rate, self._empty_spec(), name)
+            result = Resynthesis(np.zeros(0, np.float32), rate, self._empty_spec(), name, follow_loudness)
             self.resynthesis = result
             return result
         yield {"step": 0, "total": 2, "message": f"units → spectrogram ({name})"}
         codes = torch.tensor(self.units, dtype=torch.long, device=self.device)
         n_frames = self.n_frames or FRAMES_PER_UNIT * len(self.units)
         mag = self.model.units_to_magnitude(codes, sid, num_frames=n_frames)  # (T, F)
+        if follow_loudness:
+            mag = loudness.apply_levels(mag, self.loudness_levels().to(mag.device), self.level_bins)
         yield {"step": 1, "total": 2, "message": f"Griffin-Lim ({n_iter} iterations)"}
         length = self.n_samples if self.n_frames else None
         with torch.no_grad():
@@ -339,14 +357,16 @@ class UnitsSession:
             mag = mag.cpu()
             spec = self.spec(wave) if wave.numel() > self.half else mag
         audio = wave.numpy().astype(np.float32)
-        result = Resynthesis(audio, rate, log_spectrogram(spec.numpy()), name)
+        result = Resynthesis(audio, rate, log_spectrogram(spec.numpy()), name, follow_loudness)
         self.resynthesis = result
         yield {"step": 2, "total": 2, "message": "resynthesis ready"}
         return result
 
-    def resynthesize(self, speaker: str | int | None = None, n_iter: int = 32) -> np.ndarray:
-        """Waveform (N,) spoken by `speaker`, rebuilt from the units alone."""
-        job = self.resynthesize_job(speaker, n_iter)
+    def resynthesize(self, speaker: str | int | None = None, n_iter: int = 32, follow_loudness: bool = True
+                     ) -> np.ndarray:
+        """Waveform (N,) spoken by `speaker`, rebuilt from the units (and the loudness stream, unless
+        `follow_loudness` is off)."""
+        job = self.resynthesize_job(speaker, n_iter, follow_loudness)
         while True:
             try:
                 next(job)

@@ -25,6 +25,7 @@ import numpy as np
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QGridLayout,
@@ -50,6 +51,7 @@ LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
 UNITS_TEXT_FILTER = "Units (*.txt)"
 TEXTGRID_FILTER = "Praat TextGrid (*.TextGrid)"
 TEXTGRID_SUFFIX = ".TextGrid"
+RESYNTH_TITLE = {True: "resynthesis (units + loudness)", False: "resynthesis (from units only)"}
 AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")
 TICK_MS = 33  # ~30 Hz drain + redraw
 
@@ -148,7 +150,7 @@ class UnitsTab(ModelTab):
                                              zoomable=True)
         self.original_strip = UnitStrip()
         self.original_strip.setXLink(self.original_view)
-        self.resynth_view = SpectrogramPane("resynthesis (from units only)", zoomable=True)
+        self.resynth_view = SpectrogramPane(RESYNTH_TITLE[True], zoomable=True)
         self.resynth_view.setXLink(self.original_view)
         self.histogram = UsageHistogram()
         review = QGridLayout()
@@ -170,6 +172,12 @@ class UnitsTab(ModelTab):
         self.speaker_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.speaker_label.setBuddy(self.speaker_combo)
         self.speaker_combo.currentIndexChanged.connect(self._speaker_chosen)
+        self.loudness_check = QCheckBox("Follow &loudness")
+        self.loudness_check.setChecked(True)
+        self.loudness_check.setToolTip("Resynthesise from the units and the speech's loudness per unit (6-dB steps, "
+                                       "a few dozen bit/s beside the units), so it rises and falls with the speech. "
+                                       "Off: from the units alone, to hear what they carry by themselves.")
+        self.loudness_check.toggled.connect(self._loudness_toggled)
         self.play_original_button = QPushButton("Play &original")
         self.play_original_button.clicked.connect(self.play_original)
         self.play_resynth_button = QPushButton("Play &resynthesis")
@@ -182,7 +190,8 @@ class UnitsTab(ModelTab):
         self.export_wav_button.setToolTip("Save the resynthesis as a 16-bit WAV file (Ctrl+Shift+E)")
         self.export_wav_button.clicked.connect(lambda: self.export_wav())
         bottom = QHBoxLayout()
-        for w in (self.speaker_label, self.speaker_combo, self.play_original_button, self.play_resynth_button):
+        for w in (self.speaker_label, self.speaker_combo, self.loudness_check, self.play_original_button,
+                  self.play_resynth_button):
             bottom.addWidget(w)
         bottom.addStretch(1)
         bottom.addWidget(self.export_units_button)
@@ -196,7 +205,7 @@ class UnitsTab(ModelTab):
         layout.addLayout(review, 3)
         layout.addLayout(bottom)
 
-        order = [self.model_combo, self.record_button, self.load_button, self.speaker_combo,
+        order = [self.model_combo, self.record_button, self.load_button, self.speaker_combo, self.loudness_check,
                  self.play_original_button, self.play_resynth_button, self.export_units_button,
                  self.export_wav_button]
         for a, b in zip(order, order[1:], strict=False):
@@ -554,8 +563,9 @@ class UnitsTab(ModelTab):
             self._pending_resynthesis = True
             return
         speaker = self.voice_override  # None: the session's fitted voice (fitted in the job if not yet)
+        follow = self.loudness_check.isChecked()
         self.state = "resynthesising"
-        self.run_job(lambda: s.resynthesize_job(speaker), "resynth", self._resynthesised)
+        self.run_job(lambda: s.resynthesize_job(speaker, follow_loudness=follow), "resynth", self._resynthesised)
         self._update_controls()
 
     @Slot(int)
@@ -563,6 +573,11 @@ class UnitsTab(ModelTab):
         if index < 0:
             return
         self.voice_override = index - 1 if index > 0 else None  # sticks across recordings until Auto again
+        if self.session is not None and self.session.finished:
+            self.start_resynthesis()
+
+    @Slot(bool)
+    def _loudness_toggled(self, _on: bool) -> None:
         if self.session is not None and self.session.finished:
             self.start_resynthesis()
 
@@ -577,7 +592,7 @@ class UnitsTab(ModelTab):
         s = self.session
         hop = s.hop_seconds if s else 0.01
         self.resynth_view.set_frames(result.spectrogram, hop, levels=self._levels)
-        self.resynth_view.setTitle(f"resynthesis from units only ({result.speaker})", size="9pt")
+        self.resynth_view.setTitle(f"{RESYNTH_TITLE[result.loudness]} · {result.speaker}", size="9pt")
         self._show_voice_fit(s.voice_fit if s else None)
         why = " (the voice that fits the speech best)" if self.voice_override is None else ""
         if len(result.audio):

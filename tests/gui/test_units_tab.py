@@ -204,6 +204,14 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     other = "bob" if fit.name == "ann" else "ann"
     tab.speaker_combo.setCurrentText(other)  # another voice: resynthesised again
     qtbot.waitUntil(lambda: tab.resynthesis.speaker == other and tab.state == "idle", timeout=30_000)
+    with_loudness = tab.resynthesis
+    tab.loudness_check.setChecked(False)  # from the units alone: resynthesised again, and the view says so
+    qtbot.waitUntil(lambda: tab.resynthesis is not with_loudness and tab.state == "idle", timeout=30_000)
+    assert tab.resynthesis.speaker == other and not np.allclose(tab.resynthesis.audio, with_loudness.audio)
+    assert "units only" in tab.resynth_view.plotItem.titleLabel.text
+    tab.loudness_check.setChecked(True)
+    qtbot.waitUntil(lambda: "loudness" in tab.resynth_view.plotItem.titleLabel.text and tab.state == "idle",
+                    timeout=30_000)
 
     assert tab.original_strip.labels_shown == 0  # 2 s in a narrow view: too small for ids
     tab.original_view.setXRange(0.5, 1.0, padding=0)  # zoomed in (as with the wheel): ids written on units
