@@ -54,6 +54,7 @@ def test_form_values_and_matching(schemas: dict) -> None:
     assert tp.matching([shipped, quick], {**form, "threads": 3}, specs) is quick
     assert tp.matching([shipped, quick], {**form, "lr": 1e-3}, specs) is None  # custom
     assert tp.matching([shipped, quick], {**tp.form_values(shipped, specs), "lr": 0.0003 + 1e-12}, specs) is shipped
+    assert tp.same_value("", None) and tp.same_value(None, "") and not tp.same_value("", "noise")  # an unset folder
 
 
 def test_the_card_names_the_preset_where_the_checkpoint_does_not(tmp_path: Path) -> None:

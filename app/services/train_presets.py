@@ -59,7 +59,10 @@ def form_values(preset: Preset, specs: list[SettingSpec]) -> dict[str, Any]:
 
 
 def same_value(a: Any, b: Any) -> bool:  # noqa: ANN401 - setting values
-    """Equal as settings: numbers within float rounding (a spin box keeps 10 decimals), lists as lists."""
+    """Equal as settings: numbers within float rounding (a spin box keeps 10 decimals), lists as lists, an empty
+    path as none (a run records an unset folder as '', the form shows it as not set)."""
+    if a in (None, "") and b in (None, ""):
+        return True
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b or a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
