@@ -326,6 +326,7 @@ class UnitsTab(ModelTab):
         has_audio = ready and self.session.n_samples > 0 and idle
         has_resynth = self.resynthesis is not None and len(self.resynthesis.audio) > 0 and idle
         self.speaker_combo.setEnabled(ready and self.state != "recording")
+        self.loudness_check.setEnabled(ready and self.state != "recording")
         self.play_original_button.setEnabled(has_audio and output_ok)
         self.play_resynth_button.setEnabled(has_resynth and output_ok)
         if not output_ok:
