@@ -209,8 +209,8 @@ def test_fully_convolutional_is_equivalent_to_blockwise_on_real_clips(sfx):
     assert min(cos) >= 0.96 and np.mean(longer) >= 0.975, (min(cos), np.mean(longer))
 
 
-def _tiny_trained_encoder() -> AisfxEncoder:
-    torch.manual_seed(1)
+def _tiny_trained_encoder(seed: int = 1) -> AisfxEncoder:
+    torch.manual_seed(seed)
     enc = AisfxEncoder(AisfxConfig(base_channels=4))
     for m in enc.modules():  # BatchNorm statistics away from (0, 1), as a trained checkpoint has
         if isinstance(m, torch.nn.BatchNorm2d):
@@ -381,27 +381,35 @@ def test_int8_trunk_is_cached_and_a_damaged_cache_is_rebuilt(monkeypatch, tmp_pa
 
     monkeypatch.setenv("EARSHOT_CACHE_DIR", str(tmp_path))
     enc = _tiny_trained_encoder()
-    fp32 = aisfx_runtime.export_onnx(aisfx_runtime.fold_batchnorm(enc.embedding_net, channels_last=False))
+    trunk = aisfx_runtime.fold_batchnorm(enc.embedding_net, channels_last=False)
     calibration = [torch.rand(150, 96), torch.rand(60, 96)]
-    built = aisfx_runtime.cached_int8(fp32, calibration)
+    built = aisfx_runtime.cached_int8(trunk, calibration)
     files = sorted(p.name for p in (tmp_path / "aisfx-int8").iterdir())
     assert len(files) == 2 and files[0].endswith(".onnx") and files[1].endswith(".sha256")
 
     def no_calibration(*a, **k):
         raise AssertionError("calibrated again instead of reading the cache")
 
-    real_quantize = aisfx_runtime.quantize_int8
+    def no_export(*a, **k):
+        raise AssertionError("exported again instead of reading the cache")
+
+    real_quantize, real_export = aisfx_runtime.quantize_int8, aisfx_runtime.export_onnx
     monkeypatch.setattr(aisfx_runtime, "quantize_int8", no_calibration)
-    assert aisfx_runtime.cached_int8(fp32, calibration) == built
+    monkeypatch.setattr(aisfx_runtime, "export_onnx", no_export)
+    assert aisfx_runtime.cached_int8(trunk, calibration) == built  # a hit: no export, no calibration
+    other = aisfx_runtime.fold_batchnorm(_tiny_trained_encoder(seed=2).embedding_net, channels_last=False)
+    with pytest.raises(AssertionError, match="exported again"):  # other weights: another key
+        aisfx_runtime.cached_int8(other, calibration)
     model = next((tmp_path / "aisfx-int8").glob("*.onnx"))
     model.write_bytes(model.read_bytes()[:-10] + b"0123456789")  # damaged: checksum no longer matches
+    monkeypatch.setattr(aisfx_runtime, "export_onnx", real_export)
     with pytest.raises(AssertionError, match="calibrated again"):
-        aisfx_runtime.cached_int8(fp32, calibration)
+        aisfx_runtime.cached_int8(trunk, calibration)
     monkeypatch.setattr(aisfx_runtime, "quantize_int8", real_quantize)
-    assert aisfx_runtime.cached_int8(fp32, calibration) == built  # rebuilt: deterministic
-    demo = aisfx_runtime.cached_int8(fp32)  # the default calibration set: the demo library
+    assert aisfx_runtime.cached_int8(trunk, calibration) == built  # rebuilt: deterministic
+    demo = aisfx_runtime.cached_int8(trunk)  # the default calibration set: the demo library
     monkeypatch.setattr(aisfx_runtime, "demo_calibration_frames", no_calibration)
-    assert aisfx_runtime.cached_int8(fp32) == demo  # a hit reads the clips' bytes for its key, decodes nothing
+    assert aisfx_runtime.cached_int8(trunk) == demo  # a hit reads the clips' bytes for its key, decodes nothing
 
 
 def test_auto_backend_falls_back_when_the_int8_build_fails(monkeypatch, caplog):
