@@ -181,8 +181,16 @@ def require(*modules: str) -> None:
 REACH = 5  # input columns a conv block runs past the last one that differs from an all-zero input
 
 
+ROWS_PER_RUN = 1  # rows per session call: the trunk's speed per frame does not depend on the batch, its
+# activations' memory does (the first block's output is ~25 MB per 10-s window)
+
+
 def _run(session: Any, x: np.ndarray) -> np.ndarray:
-    return session.run(None, {session.get_inputs()[0].name: x})[0]
+    name = session.get_inputs()[0].name
+    if len(x) <= ROWS_PER_RUN:
+        return session.run(None, {name: x})[0]
+    return np.concatenate([session.run(None, {name: x[i:i + ROWS_PER_RUN]})[0]
+                           for i in range(0, len(x), ROWS_PER_RUN)])
 
 
 def split_blocks(model: bytes) -> list[bytes]:

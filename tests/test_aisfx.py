@@ -282,6 +282,35 @@ def test_padded_short_clips_skip_work_but_give_the_whole_graphs_map(backend):
     torch.testing.assert_close(torch.from_numpy(pieces), want, atol=1e-5, rtol=1e-5)
 
 
+def test_a_batch_runs_row_by_row_and_gives_the_batchs_map(monkeypatch):
+    """The trunk runs ROWS_PER_RUN rows per session call (its activations, ~25 MB per 10-s window, are what
+    indexing's peak memory was made of): the map equals one call over the whole batch."""
+    pytest.importorskip("onnxruntime")
+    from core import aisfx_runtime
+
+    runner = aisfx_runtime.OnnxTrunk(_tiny_trained_encoder().embedding_net, 1)
+    x = torch.rand(5, 100, 96)
+    calls = []
+    monkeypatch.setattr(aisfx_runtime, "ROWS_PER_RUN", 1)
+    session = runner.sessions()[0]
+    real = session.run
+
+    class Counting:
+        def get_inputs(self):
+            return session.get_inputs()
+
+        def run(self, out, feeds):
+            calls.append(len(next(iter(feeds.values()))))
+            return real(out, feeds)
+
+    one_by_one = aisfx_runtime._run(Counting(), x.numpy())
+    assert calls == [1] * 5
+    monkeypatch.setattr(aisfx_runtime, "ROWS_PER_RUN", 8)
+    whole = aisfx_runtime._run(Counting(), x.numpy())
+    assert calls[5:] == [5]
+    np.testing.assert_allclose(one_by_one, whole, atol=1e-5, rtol=1e-5)
+
+
 def test_the_encoder_hands_short_clips_to_the_runners_padded_path():
     """Clips shorter than a block go through `padded` with their real frame counts; longer ones through the
     whole graph; the fallback wrapper passes `padded` on (or runs the whole graph when its runner has none)."""
