@@ -25,6 +25,9 @@ from core.frontends import FRAMES_PER_UNIT
 
 STEP_DB = 6.0  # one level per 6 dB: coarse enough to cost little, fine enough for syllables (10 levels in 60 dB)
 RANGE_DB = 60.0  # levels below the utterance's loudest unit by more than this are silence (the lowest level)
+FLOOR_ENERGY = 1e-20  # frame_levels_db's floor: a frame of digital zeros is at 10·log10 of it (-200 dB)
+SILENT_DB = 10 * math.log10(FLOOR_ENERGY) + 1.0  # a unit this close to the floor is digital silence, whatever
+# else the utterance holds (a muted microphone, input that was all NaN): the deepest level, not the loudest
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class LoudnessConfig:
 
 def frame_levels_db(mag: torch.Tensor, max_bin: int) -> torch.Tensor:
     """Energy over bins 0..max_bin of linear magnitudes (T, F), in dB (T,) (tiny energies clamped)."""
-    return 10 * torch.log10(mag[:, :max_bin].float().square().sum(dim=1).clamp(min=1e-20))
+    return 10 * torch.log10(mag[:, :max_bin].float().square().sum(dim=1).clamp(min=FLOOR_ENERGY))
 
 
 def unit_means(values: torch.Tensor, frames_per_unit: int) -> torch.Tensor:
@@ -49,7 +52,8 @@ def unit_means(values: torch.Tensor, frames_per_unit: int) -> torch.Tensor:
 
 def unit_levels(mag: torch.Tensor, max_bin: int, config: LoudnessConfig = LoudnessConfig()) -> torch.Tensor:
     """The stream: the recording's level per unit (U,) as an integer number of steps below its loudest unit,
-    0..range_db / step_db (the deepest level is silence)."""
+    0..range_db / step_db (the deepest level is silence: also every unit of digital zeros, so an utterance that is
+    all silence is all the deepest level)."""
     return levels_of(frame_levels_db(mag, max_bin), config)
 
 
@@ -59,6 +63,7 @@ def levels_of(frame_db: torch.Tensor, config: LoudnessConfig = LoudnessConfig())
         return torch.zeros(0, dtype=torch.long)
     db = unit_means(frame_db, config.frames_per_unit)  # (U,)
     below = (db.max() - db).clamp(max=config.range_db)
+    below[db < SILENT_DB] = config.range_db  # silence is silence even where no unit is louder
     return torch.round(below / config.step_db).long()
 
 

@@ -54,3 +54,15 @@ def test_the_stream_costs_the_entropy_of_its_changes() -> None:
     bps = L.stream_bits_per_second([alternating], 2.0)
     assert 24.0 < bps <= 50 * np.log2(3) / 2.0
     assert L.stream_bits_per_second([], 1.0) == 0.0
+
+
+def test_digital_silence_is_the_deepest_level_even_where_nothing_is_louder() -> None:
+    """A muted microphone (or all-NaN input, sanitised to zeros) is silence, not the loudest level: its
+    resynthesis must not be raised to the resynthesis's loudest unit."""
+    silent = torch.zeros(3 * FRAMES_PER_UNIT, F)
+    assert L.unit_levels(silent, F).tolist() == [10, 10, 10]
+    assert L.unit_levels(spectrogram_at([-200.0, -30.0]), F).tolist() == [10, 0]  # beside sound, as before
+    pred = spectrogram_at([-20.0, 0.0, -40.0])
+    moved = L.apply_levels(pred, L.unit_levels(silent, F), F)
+    assert float(L.frame_levels_db(moved, F).max()) < float(L.frame_levels_db(pred, F).max()) - 40
+

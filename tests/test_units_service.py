@@ -209,6 +209,19 @@ def test_the_loudness_stream_is_the_whole_files_and_the_resynthesis_follows_it(s
     assert follows[True] > 0.6 and follows[True] > follows[False] + 0.2  # an untrained model's units carry none
 
 
+def test_a_silent_or_broken_input_is_resynthesised_as_silence(session: UnitsSession) -> None:
+    """A muted microphone gives digital zeros, all-NaN input becomes them: the loudness stream says silence, so
+    following it makes the resynthesis quieter than the units alone, never louder."""
+    for audio in (np.zeros(8000, np.float32), np.full(8000, np.nan, np.float32)):
+        session.reset()
+        session.feed(audio)
+        session.finish()
+        assert set(session.loudness_levels().tolist()) == {10}
+        rms = {on: float(np.sqrt(np.mean(session.resynthesize("ann", n_iter=2, follow_loudness=on) ** 2)))
+               for on in (True, False)}
+        assert rms[True] < 0.1 * rms[False]
+
+
 def test_encode_file_any_rate_and_channels(session: UnitsSession, fsdd: Path, tmp_path: Path) -> None:
     speech = decode(next(iter(sorted((fsdd).rglob("*.wav"))))).audio  # 8 kHz mono
     stereo = np.stack([speech, 0.5 * speech], axis=1)
