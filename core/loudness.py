@@ -71,7 +71,8 @@ def apply_levels(pred: torch.Tensor, levels: torch.Tensor, max_bin: int,
                  config: LoudnessConfig = LoudnessConfig()) -> torch.Tensor:
     """The resynthesis's magnitudes (T, F) with each unit moved to its level of the stream (relative to the
     resynthesis's own loudest unit), the gain interpolated linearly between unit centres."""
-    own = unit_means(frame_levels_db(pred, max_bin), config.frames_per_unit)  # (U,)
+    own = unit_means(frame_levels_db(pred, max_bin).cpu(), config.frames_per_unit)  # (U,) on the CPU, as the gain
+    levels = levels.cpu()  # (pred may be on the model's device; the gain is interpolated with NumPy, then moved)
     n = min(len(own), len(levels))
     if n == 0:
         return pred

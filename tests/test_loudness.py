@@ -4,6 +4,7 @@ cost in bit/s."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from core import loudness as L
@@ -66,3 +67,14 @@ def test_digital_silence_is_the_deepest_level_even_where_nothing_is_louder() -> 
     moved = L.apply_levels(pred, L.unit_levels(silent, F), F)
     assert float(L.frame_levels_db(moved, F).max()) < float(L.frame_levels_db(pred, F).max()) - 40
 
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_the_resynthesis_is_moved_on_the_device_it_is_on(device: str) -> None:
+    """The Units tab's model runs on the chosen device (CUDA by default where there is one): its magnitudes are
+    moved there, the gain computed beside them."""
+    target = spectrogram_at([0.0, -12.0, -30.0])
+    pred = torch.ones_like(target).to(device)
+    moved = L.apply_levels(pred, L.unit_levels(target, F).to(device), F)
+    assert moved.device == pred.device and moved.shape == pred.shape
+    assert torch.allclose(moved.cpu(), L.apply_levels(pred.cpu(), L.unit_levels(target, F), F))
