@@ -123,6 +123,19 @@ def test_tags_from_every_container(tmp_path: Path):
     assert read_tags(ogg).text == "whoosh · swish · Foley"
 
 
+@pytest.mark.parametrize("value, boilerplate", [
+    ("Processed by SoX", True), ("CC-BY 3.0", True), ("Public Domain", True), ("(c) 2009 Jane Doe", True),
+    ("Brought to you by flashkit.com", True), ("SoundBible.com", True), ("Created with Audacity", True),
+    ("Licensed under GPL", True), ("License: CC0", True), ("untitled", True), ("jane@example.org", True),
+    ("Red Sox crowd cheer", False), ("Bell (C)", False), ("license plate rattle", False),
+    ("scraping created by rubbing", False), ("Door slam, recorded with a Zoom H4n", False), ("untitled song", False),
+])
+def test_tool_and_licence_lines_are_told_from_descriptions(value: str, boilerplate: bool):
+    from app.services.library.tags import BOILERPLATE
+
+    assert bool(BOILERPLATE.search(value)) is boilerplate
+
+
 def test_the_sentence_reads_what_the_tags_say_the_sound_is_and_credits_stay_keywords(tmp_path: Path):
     import mutagen.oggvorbis
 
