@@ -405,10 +405,10 @@ def accelerate(encoder: AisfxEncoder, backend: str | None = None, threads: int |
     if backend != "auto":
         try:
             runner = Int8Trunk(net, threads) if backend == "int8" else OnnxTrunk(net, threads)
+            runner.sessions()  # asked for by name: fail now, clearly (an install found but broken fails here)
         except ImportError as e:
             raise RuntimeError(f"aiSFX backend {backend!r} needs onnxruntime and onnx ({e}); "
                                "pip install onnxruntime onnx") from None
-        runner.sessions()  # asked for by name: fail now, clearly
         encoder.runner = runner
         return backend
     chain: list[Callable[[], Any]] = [lambda: Int8Trunk(net, threads), lambda: OnnxTrunk(net, threads),
