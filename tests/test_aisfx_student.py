@@ -179,3 +179,24 @@ def test_trainer_runs_on_a_cache_and_writes_a_loadable_student(tmp_path: Path) -
     assert val[-1] < val[0]
     model, _ = load_model(tmp_path / "student.safetensors", kind="retrieval")
     assert model.config.audio_tower == "aisfx-student"
+
+
+def test_the_search_embedder_runs_a_student_checkpoint(tmp_path: Path) -> None:
+    """The library's embedder reads a student checkpoint like the teacher's (AisfxMel frames, short windows
+    padded to a block), in torch: the ONNX runners are built for the teacher's trunk."""
+    import numpy as np
+
+    from app.services.search.embedder import RetrievalEmbedder
+    from models.frontends import AisfxMel
+
+    torch.manual_seed(4)
+    path = save_student(tmp_path / "student.safetensors", AisfxStudent(tiny()).eval(), tiny_teacher(), {})
+    embedder = RetrievalEmbedder.from_checkpoint(path)
+    assert embedder.aisfx and embedder.backend == "torch" and embedder.sample_rate == 44100
+    rng = np.random.default_rng(0)
+    waves = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in (30_000, 150_000)]
+    windows = np.stack([np.pad(w, (0, embedder.window_samples - len(w))) for w in waves])
+    model, _ = load_model(path, kind="retrieval")
+    with torch.no_grad():
+        want = np.stack([model.embed_audio(AisfxMel()(torch.from_numpy(w))[None])[0].numpy() for w in waves])
+    np.testing.assert_allclose(embedder.embed_windows(windows), want, atol=1e-5)
