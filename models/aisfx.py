@@ -139,6 +139,14 @@ def map_starts(starts: list[int]) -> list[int]:
     return [int(s / TIME_STRIDE + 0.5) for s in starts]
 
 
+def block_embeddings(fmap: torch.Tensor, num_frames: int, config: AisfxConfig) -> torch.Tensor:
+    """(b, C, T/8) feature maps of clips of `num_frames` (>= one block) frames -> (b, C, n_blocks): the max over
+    each block's 12 map steps, blocks every `block_hop` frames (the fully convolutional pooling)."""
+    width = config.block_frames // TIME_STRIDE  # 12 map steps per block
+    steps = map_starts(block_starts(num_frames, config.block_frames, config.block_hop))
+    return fmap.unfold(2, width, 1).amax(dim=-1)[:, :, steps]
+
+
 # (n, T, 96) frames -> (n, 512, T/8) feature map; set by an inference backend (core/aisfx_runtime.py)
 TrunkRunner = Callable[[torch.Tensor], torch.Tensor]
 
@@ -147,9 +155,13 @@ class AisfxEncoder(nn.Module):
     def __init__(self, config: AisfxConfig | None = None) -> None:
         super().__init__()
         self.config = config or AisfxConfig()
-        self.embedding_net = EmbeddingNet(self.config.base_channels)
+        self.embedding_net = self.build_net()
         self.runner: TrunkRunner | None = None  # used only without autograd (indexing), never in training
         self.apply_freeze()
+
+    def build_net(self) -> nn.Module:
+        """The trunk: (n, T, 96) -> (n, 512, T/8) by `feature_map` (a distilled student replaces it)."""
+        return EmbeddingNet(self.config.base_channels)
 
     @property
     def dim(self) -> int:
@@ -203,7 +215,6 @@ class AisfxEncoder(nn.Module):
         Clips are grouped by real length and run without padding (a clip shorter than a block is zero-padded
         to one, as block-wise), so a clip's vector does not depend on the other clips of its batch."""
         c = self.config
-        width = c.block_frames // TIME_STRIDE  # 12 map steps per block
         out: list[torch.Tensor] = [feats.new_empty(0)] * len(counts)
         groups: dict[int, list[int]] = {}
         for b, n in enumerate(counts):  # every clip shorter than a block is padded to one: they go together
@@ -214,8 +225,7 @@ class AisfxEncoder(nn.Module):
             real = [counts[b] for b in rows] if n == c.block_frames else None  # short clips: zeros after these
             fmap = torch.cat([self.trunk(x[i : i + per_pass], None if real is None else real[i : i + per_pass])
                               for i in range(0, len(x), per_pass)])  # (b, 512, n/8)
-            steps = map_starts(block_starts(n, c.block_frames, c.block_hop))
-            e = fmap.unfold(2, width, 1).amax(dim=-1)[:, :, steps]  # (b, 512, n_blocks): max over each block
+            e = block_embeddings(fmap, n, c)  # (b, 512, n_blocks)
             for j, b in enumerate(rows):
                 out[b] = torch.cat([e[j].mean(dim=1), e[j].amax(dim=1)])
         return torch.stack(out)  # (B, 1024)

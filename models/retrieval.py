@@ -3,6 +3,7 @@ projections into a shared space, L2 normalisation, contrastive (NT-Xent) loss wi
 
 The audio tower is a choice (`RetrievalConfig.audio_tower`):
 - "passt" (the paper's, default): PaSST on 32-kHz PasstMel (B, 128, T);
+- "aisfx-student": the distilled aiSFX student (models/aisfx_student.py), same front end and clip vectors;
 - "aisfx": the aiSFX CNN (models/aisfx.py, Ma & Lerch 2022, CC BY 4.0) on 44.1-kHz AisfxMel (B, T, 96),
   frozen or with its top block trainable (`AisfxConfig.train_top_block`); best with mean-pooled MiniLM text
   (`aisfx_retrieval()`), since all-MiniLM-L6-v2 was trained with mean pooling.
@@ -23,15 +24,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models import aisfx as aisfx_lib
+from models import aisfx_student as student_lib
 from models import check_fields
 from models import passt as passt_lib
 from models import text as text_lib
 from models.aisfx import AisfxConfig, AisfxEncoder
+from models.aisfx_student import AisfxStudent, StudentConfig
 from models.frontends import AisfxMel, PasstMel
 from models.passt import PaSST, PasstConfig, passt_s
 from models.text import TextConfig, TextEncoder
 
-AUDIO_TOWERS = ("passt", "aisfx")
+AUDIO_TOWERS = ("passt", "aisfx", "aisfx-student")
+AISFX_TOWERS = ("aisfx", "aisfx-student")  # both read AisfxMel frames and give [mean ; max] block vectors
 
 
 @dataclass
@@ -41,14 +45,14 @@ class RetrievalConfig:
     embed_dim: int = 1024
     tau: float = 0.05  # initial temperature
     learn_tau: bool = False
-    audio_tower: str = "passt"  # 'passt' | 'aisfx'; checkpoints from before the choice are PaSST
+    audio_tower: str = "passt"  # 'passt' | 'aisfx' | 'aisfx-student'; checkpoints from before the choice are PaSST
     proj_layers: int = 1  # 1: linear projections (the paper); 2: Linear -> ReLU -> Linear
 
     def __post_init__(self) -> None:
         if self.audio_tower not in AUDIO_TOWERS:
             raise ValueError(f"RetrievalConfig.audio_tower: expected one of {AUDIO_TOWERS}, got {self.audio_tower!r}")
-        want = PasstConfig if self.audio_tower == "passt" else AisfxConfig
-        if not isinstance(self.audio, want):
+        want = {"passt": PasstConfig, "aisfx": AisfxConfig, "aisfx-student": StudentConfig}[self.audio_tower]
+        if not isinstance(self.audio, want) or (want is AisfxConfig and isinstance(self.audio, StudentConfig)):
             raise ValueError(f"RetrievalConfig: audio_tower={self.audio_tower!r} needs audio={want.__name__}(...), "
                              f"got {type(self.audio).__name__}")
         if self.proj_layers not in (1, 2):
@@ -65,7 +69,7 @@ def aisfx_retrieval(train_top_block: bool = False, **overrides: Any) -> Retrieva
 
 def audio_frontend(config: RetrievalConfig) -> nn.Module:
     """The front end the audio tower reads: PasstMel (32 kHz) or AisfxMel (44.1 kHz)."""
-    return AisfxMel() if config.audio_tower == "aisfx" else PasstMel()
+    return AisfxMel() if config.audio_tower in AISFX_TOWERS else PasstMel()
 
 
 def _projection(d_in: int, d_out: int, layers: int) -> nn.Module:
@@ -121,7 +125,8 @@ class RetrievalModel(nn.Module):
         super().__init__()
         self.config = config
         self.audio_encoder: PaSST | AisfxEncoder = (
-            AisfxEncoder(config.audio) if isinstance(config.audio, AisfxConfig) else PaSST(config.audio)
+            AisfxStudent(config.audio) if isinstance(config.audio, StudentConfig)
+            else AisfxEncoder(config.audio) if isinstance(config.audio, AisfxConfig) else PaSST(config.audio)
         )
         self.audio_proj = _projection(self.audio_encoder.dim, config.embed_dim, config.proj_layers)
         # with_text=False: the sound half only (indexing, find similar); a checkpoint's text weights are skipped
@@ -184,7 +189,7 @@ def config_from_dict(d: dict[str, Any]) -> RetrievalConfig:
     d = dict(d)
     check_fields(RetrievalConfig, d)
     if "audio" in d and isinstance(d["audio"], dict):
-        lib = aisfx_lib if d.get("audio_tower", "passt") == "aisfx" else passt_lib
+        lib = {"aisfx": aisfx_lib, "aisfx-student": student_lib}.get(d.get("audio_tower", "passt"), passt_lib)
         d["audio"] = lib.config_from_dict(d["audio"])
     if "text" in d:
         d["text"] = text_lib.config_from_dict(d["text"])

@@ -98,7 +98,9 @@ class RetrievalEmbedder:
         self.name = name
         self.device = next(model.parameters()).device
         cfg = model.config
-        self.aisfx = getattr(cfg, "audio_tower", "passt") == "aisfx"
+        tower = getattr(cfg, "audio_tower", "passt")
+        self.aisfx = tower in ("aisfx", "aisfx-student")  # AisfxMel frames, 100-frame blocks (a student too)
+        self.onnx_runners = tower == "aisfx"  # core/aisfx_runtime's runners are built for the teacher's trunk
         self.frontend = (frontend if frontend is not None else audio_frontend(cfg)).to(self.device).eval()
         want = AisfxMel if self.aisfx else PasstMel
         if not isinstance(self.frontend, want):
@@ -109,7 +111,7 @@ class RetrievalEmbedder:
                              f"{cfg.audio.n_mels}")
         self.model_id = model_id or name
         self.workers, self.backend = 1, "torch"  # batches of the tower run at once; its runner
-        if self.aisfx:
+        if self.onnx_runners:
             self.set_backend()
         self.sample_rate = int(self.frontend.config.sample_rate)
         self.dim = int(cfg.embed_dim)
@@ -124,9 +126,12 @@ class RetrievalEmbedder:
         then float ONNX Runtime, then torch) and return the one used. On the CPU its ONNX Runtime sessions run
         single-threaded, `trunk_threads()` batches at once: ~5 % faster than one batch at a time on every core
         (no hand-offs inside each small convolution). A torch tower (PaSST, the torch fallback) runs one batch at
-        a time on torch's own threads."""
+        a time on torch's own threads, and so does the distilled student (no ONNX runner for it yet)."""
         from core.aisfx_runtime import accelerate
 
+        if not self.onnx_runners:
+            self.backend, self.workers = "torch", 1
+            return self.backend
         parallel = self.device.type == "cpu" and backend != "torch" and trunk_threads() > 1
         self.backend = accelerate(self.model.audio_encoder, backend, threads=1 if parallel else trunk_threads())
         self.workers = trunk_threads() if parallel and self.backend != "torch" else 1
