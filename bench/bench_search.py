@@ -69,6 +69,7 @@ from app.services.search.embedder import RetrievalEmbedder, resolve_model, searc
 from app.services.search.jobs import summarize
 from app.services.search.session import SearchSession
 from app.services.vector_index import IndexConfig, VectorIndex
+from bench.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SFX = ROOT.parent / "shared" / "data" / "sfx"
@@ -549,9 +550,6 @@ if __name__ == "__main__":
         faiss.omp_set_num_threads(threads)
         sizes = tuple(int(float(a)) for a in sys.argv[sys.argv.index("--hybrid") + 1:]) or HYBRID_SIZES
         result = {"hybrid_latency": bench_hybrid(load_model()[0], sizes), "threads": threads}
-        out = ROOT / "bench" / "out"
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "bench_search_hybrid.json").write_text(json.dumps(result, indent=2))
-        print(json.dumps(result, indent=2))
+        write_result("bench_search_hybrid", result)
     else:
         print(json.dumps(run(), indent=2))

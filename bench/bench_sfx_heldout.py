@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from bench.bench_sfx import DEFAULT_MODEL, ROOT
+from bench.results import write_result
 from core import aisfx_weights
 from core.checkpoints import load_model, save_checkpoint
 from models.frontends import AisfxMel, PasstMel, frontend_from_dict, frontend_to_dict
@@ -210,11 +210,7 @@ def main() -> None:
     a = p.parse_args()
     result = run(Path(a.corpus), Path(a.new) if a.new else None, Path(a.current) if a.current else None,
                  Path(a.save) if a.save else None, a.fit)
-    text = json.dumps(result, indent=1)
-    print(text)
-    out = ROOT / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_sfx_heldout.json").write_text(text)
+    write_result("bench_sfx_heldout", result, indent=1)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from bench.bench_sfx import DEFAULT_MODEL, ROOT, SFX, find_similar_metrics, val_clips
 from bench.bench_sfx_heldout import CORPUS, MAX_SECONDS, metrics, random_metrics
 from bench.machine import cpu, matmul_gflops
+from bench.results import write_result
 from core.checkpoints import load_model
 from models.frontends import AisfxMel
 from training.caption_data import load_audio
@@ -189,11 +189,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     result = run(Path(a.student) if a.student else None, Path(a.corpus), Path(a.sfx), a.max_clips, Path(a.teacher))
-    text = json.dumps(result, indent=1)
-    print(text)
-    out = ROOT / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_student.json").write_text(text)
+    write_result("bench_student", result, indent=1)
 
 
 if __name__ == "__main__":

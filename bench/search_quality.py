@@ -52,7 +52,6 @@ import argparse
 import csv
 import hashlib
 import inspect
-import json
 import os
 import re
 import sys
@@ -63,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.results import write_result
 from core.audio import decode, write_audio
 from training.ranking import retrieval_metrics
 
@@ -476,10 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     weights = [float(w) for w in args.sweep.split(",") if w.strip()] or None
     result = run(weights, model=args.model)
-    out = ROOT / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "search_quality.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
+    write_result("search_quality", result)
     print(table(result), file=sys.stderr)
     return 0
 
