@@ -167,8 +167,8 @@ class OnnxTrunk:
 
 
 def require(*modules: str) -> None:
-    """ImportError unless every module can be imported; found without importing them (onnx alone costs ~0.3 s and
-    tens of MB, and a cached int8 graph never needs it)."""
+    """ImportError unless every module can be imported; found without importing them (onnx and the quantisation
+    tools are needed only to build the int8 graph, not to run a cached one)."""
     for name in modules:
         try:
             found = importlib.util.find_spec(name) is not None

@@ -88,11 +88,9 @@ def apply_levels(pred: torch.Tensor, levels: torch.Tensor, max_bin: int,
 def stream_bits_per_second(levels: list[torch.Tensor], seconds: float) -> float:
     """The stream's cost: empirical entropy (bits) of the level changes from unit to unit (the first level of
     each utterance counted as a change from 0), over all units, per second of audio."""
-    changes = torch.cat([torch.diff(lv, prepend=lv.new_zeros(1)) for lv in levels if len(lv)]) \
-        if any(len(lv) for lv in levels) else torch.zeros(0, dtype=torch.long)
-    if not len(changes) or seconds <= 0:
+    changes = [torch.diff(lv, prepend=lv.new_zeros(1)) for lv in levels if len(lv)]
+    if not changes or seconds <= 0:
         return 0.0
-    _, counts = torch.unique(changes, return_counts=True)
+    _, counts = torch.unique(torch.cat(changes), return_counts=True)
     p = counts.double() / counts.sum()
-    bits = -float((p * torch.log2(p)).sum()) * len(changes)
-    return bits / seconds if math.isfinite(bits) else 0.0
+    return -float((p * torch.log2(p)).sum()) * int(counts.sum()) / seconds
