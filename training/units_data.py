@@ -19,6 +19,7 @@ from torch import nn
 from core import audio as audio_path
 from core.frontends import units_frontend_dict
 from models.frontends import MFCC, LinearSpectrogram
+from models.speech_embedding import WINDOW_SAMPLES
 from models.vqvae import STRIDE
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
 from training.reserved import is_held_out
@@ -307,25 +308,49 @@ def to_int16(wave: np.ndarray) -> np.ndarray:
     return np.round(np.clip(wave, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def augmented_crop(corpus: Corpus, i: int, start: int, n: int, cfg: AugmentConfig, rng: np.random.Generator,
-                   mfcc: MFCC) -> tuple[torch.Tensor, torch.Tensor]:
-    """One training crop through the augmentation: (input (n', 39), target (n', 39)), n' <= n.
+def _has_unit_grid(frontend: nn.Module) -> bool:
+    """Whether the front end appends one speech_embedding frame per unit (models.units_frontend)."""
+    return getattr(frontend, "embedding", None) is not None
 
-    The crop's audio plus CROP_MARGIN frames each side (so its frames equal the whole utterance's) goes
-    through the talker effects (speed, pitch: input and target) and then the channel effects (input only).
-    Without talker effects the target is the cached clean crop itself."""
-    hop = mfcc.config.hop_length
+
+def context_frames(frontend: nn.Module) -> int:
+    """Frames of audio an augmented crop keeps before its start so that, with no effect firing, its features
+    equal the whole utterance's: the STFT window and Δ/ΔΔ context (CROP_MARGIN), and with the speech_embedding
+    front end also one embedding window (0.78 s) in whole units, so that the segment starts on the utterance's
+    unit grid."""
+    if not _has_unit_grid(frontend):
+        return CROP_MARGIN
+    hop = int(frontend.config.hop_length)
+    window = -(-WINDOW_SAMPLES // hop)  # 79 frames
+    return -(-(window + CROP_MARGIN) // STRIDE) * STRIDE  # 88 frames
+
+
+def augmented_crop(corpus: Corpus, i: int, start: int, n: int, cfg: AugmentConfig, rng: np.random.Generator,
+                   frontend: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training crop through the augmentation: (input (n', D), target (n', D)), n' <= n; `frontend`: the
+    units front end whose features the corpus holds (MFCC (D = 39) or mfcc+speech_embedding (D = 135)).
+
+    The crop's audio plus its context (`context_frames` before, CROP_MARGIN after, so that its frames equal the
+    whole utterance's) goes through the talker effects (speed, pitch: input and target) and then the channel
+    effects (input only). Without talker effects the target is the cached clean crop itself. With the speech
+    front end the segment starts on a unit boundary and the crop keeps its place within its unit after a speed
+    change, so the embedding frames line up with the MFCC frames as in the cached features."""
+    hop, on_grid = frontend.config.hop_length, _has_unit_grid(frontend)
     wave = corpus.waves[i].astype(np.float32) / 32767  # (N,)
-    a = max(0, start - CROP_MARGIN) * hop
+    first = max(0, start - context_frames(frontend))
+    first -= first % STRIDE if on_grid else 0
+    a = first * hop
     b = min(len(wave), (start + n + CROP_MARGIN) * hop)
     segment = wave[a:b]
     source = augment_source(segment, cfg, rng)  # (M,), M ≈ (b - a) / speed
     changed = source is not segment and not np.array_equal(source, segment)
     offset = round((start * hop - a) * len(source) / len(segment) / hop)  # the crop's first frame in `source`
+    if on_grid:  # keep the crop's place within its unit
+        offset += ((start - first) - offset) % STRIDE
     noise = noise_bank(cfg.noise_dir, SAMPLE_RATE) if cfg.noise_prob > 0 else None
     heard = augment_channel(source, SAMPLE_RATE, cfg, rng, noise)  # (M,)
-    x = wave_features(torch.from_numpy(heard), mfcc)[offset : offset + n]  # (n', 39)
-    y = wave_features(torch.from_numpy(source), mfcc)[offset : offset + n] if changed else \
+    x = wave_features(torch.from_numpy(heard), frontend)[offset : offset + n]  # (n', D)
+    y = wave_features(torch.from_numpy(source), frontend)[offset : offset + n] if changed else \
         corpus.feats[i][start : start + n]
     m = min(len(x), len(y))
     return x[:m], y[:m]

@@ -121,10 +121,6 @@ class UnitsTrainConfig(TrainerConfig, AugmentConfig):
         AugmentConfig.__post_init__(self)  # ranges of the augmentation settings (TrainerConfig's does not chain)
         if self.frontend not in FRONTEND_CHOICES:
             raise ValueError(f"unknown frontend {self.frontend!r}; choose one of {', '.join(FRONTEND_CHOICES)}")
-        if self.frontend == SPEECH_FRONTEND_KIND and self.active:
-            raise ValueError("augmentation needs the features recomputed for every crop; the speech_embedding "
-                             "front end is computed once per recording (frozen, cached), so train it without the "
-                             "augmentation switches")
         if self.normalize_features:
             raise ValueError("normalize_features: per-utterance normalisation needs the whole utterance, which the "
                              "live Units tab never has (it streams); units models normalise with the training "
@@ -211,21 +207,23 @@ def make_optimizer(params: Iterator[torch.nn.Parameter], cfg: UnitsTrainConfig) 
 
 
 def vq_step(vqvae: nn.Module, corpus: Corpus, batch: Sequence[tuple[int, ...]], device: torch.device,
-            augment: AugmentConfig | None = None, seed: int = 0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            augment: AugmentConfig | None = None, seed: int = 0, frontend: nn.Module | None = None
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One stage-1 loss; `vqvae` is the model's VQ-VAE or its DistributedDataParallel wrapper. Crops are
     (utterance, start, frames, crop number); with `augment` active each crop is augmented with a generator
-    seeded by (seed, crop number), so a resumed run or another rank draws the same effects."""
+    seeded by (seed, crop number), so a resumed run or another rank draws the same effects, and featurised
+    again by `frontend`, the front end of the corpus's features (default MFCC)."""
     spk = torch.tensor([corpus.speaker_ids[c[0]] for c in batch], device=device)
     if augment is None or not augment.active:
         feats = pad_stack([corpus.feats[i][s : s + n] for i, s, n, *_ in batch]).to(device).float()  # (B, T, D)
         lengths = torch.tensor([c[2] for c in batch], device=device)
         _, loss, stats = vqvae(feats, lengths, spk)
         return loss, stats
-    mfcc = _crop_frontend()
-    pairs = [augmented_crop(corpus, i, s, n, augment, np.random.default_rng([seed, 17, k]), mfcc)
+    frontend = frontend if frontend is not None else _crop_frontend()
+    pairs = [augmented_crop(corpus, i, s, n, augment, np.random.default_rng([seed, 17, k]), frontend)
              for i, s, n, k in batch]
-    feats = pad_stack([x for x, _ in pairs]).to(device)  # (B, T, 39) what the microphone heard
-    target = pad_stack([y for _, y in pairs]).to(device)  # (B, T, 39) the clean talker
+    feats = pad_stack([x for x, _ in pairs]).to(device).float()  # (B, T, D) what the microphone heard
+    target = pad_stack([y for _, y in pairs]).to(device).float()  # (B, T, D) the clean talker
     lengths = torch.tensor([len(x) for x, _ in pairs], device=device)
     _, loss, stats = vqvae(feats, lengths, spk, target)
     return loss, stats
@@ -361,7 +359,7 @@ class UnitsHooks(Hooks):
     def step(self, module: nn.Module, crops: list[tuple[int, ...]]) -> tuple[torch.Tensor, dict[str, float]]:
         mine, device = self.trainer.local(crops), self.trainer.device
         if module is self.model.vqvae or getattr(module, "module", None) is self.model.vqvae:
-            loss, stats = vq_step(module, self.corpus, mine, device, self.cfg, self.cfg.seed)
+            loss, stats = vq_step(module, self.corpus, mine, device, self.cfg, self.cfg.seed, self.frontend)
             numbers = {"perplexity": float(stats["perplexity"]), "recon": float(stats["recon"])}
             self._remember("vqvae", {"loss": float(loss.detach()), **numbers})
             return loss, numbers
