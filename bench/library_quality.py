@@ -106,8 +106,9 @@ def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str
     return {"files": len(files), "queries": len(queries), "rankings": table}
 
 
-def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names", "sound", "both")) -> dict:
-    model = names_baseline.MiniLM()
+def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names", "sound", "both"),
+        baseline_model: str | None = None) -> dict:
+    model = names_baseline.MiniLM(baseline_model)
     out: dict[str, dict] = {}
     for name in libraries or search_libraries.library_names():
         built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
@@ -131,9 +132,12 @@ def table_lines(out: dict[str, dict]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.library_quality", description=__doc__.split("\n\n")[0])
     p.add_argument("--library", action="append", help="only this library (repeatable)")
-    p.add_argument("--modes", default="names,sound,both", help="Earshot's modes to score (comma-separated)")
+    p.add_argument("--modes", default="names,sound,both", help="Earshot's modes to score (comma-separated; '' for "
+                   "the baseline alone)")
+    p.add_argument("--baseline-model", help="the baseline script with another mean-pooled sentence encoder (a "
+                   "local sentence-transformers folder) instead of all-MiniLM-L6-v2")
     args = p.parse_args(argv)
-    result = run(args.library, [m for m in args.modes.split(",") if m])
+    result = run(args.library, [m for m in args.modes.split(",") if m], args.baseline_model)
     print("\n".join(result["table"]))
     print(json.dumps(result["libraries"], indent=1))
     return 0
