@@ -71,13 +71,14 @@ def baseline_ranks(model: names_baseline.MiniLM, files: list[str], queries: list
 
 
 @contextlib.contextmanager
-def indexed_session(folder: Path) -> Iterator[Any]:  # a SearchSession
-    """The folder indexed with the default retrieval model (incremental: once) and open for searching."""
+def indexed_session(folder: Path, model: str | None = None) -> Iterator[Any]:  # a SearchSession
+    """The folder indexed with the default retrieval model, or `model` (a name or a path), incrementally (once per
+    model), and open for searching."""
     from app.services.jobs import drain
     from app.services.search.embedder import load_embedder
     from app.services.search.session import SearchSession
 
-    session = SearchSession.open(folder, load_embedder())
+    session = SearchSession.open(folder, load_embedder(model))
     try:
         drain(session.index_job())
         yield session
@@ -85,21 +86,23 @@ def indexed_session(folder: Path) -> Iterator[Any]:  # a SearchSession
         session.close()
 
 
-def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str]) -> dict[str, list[int]]:
-    """Rank every query in each of Earshot's modes."""
+def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str],
+                  model: str | None = None) -> dict[str, list[int]]:
+    """Rank every query in each of Earshot's modes (the sound channel: `model`, default the shipped one)."""
     if not modes:
         return {}
-    with indexed_session(folder) as session:
+    with indexed_session(folder, model) as session:
         return {mode: [first_relevant_ranks([h.rel_path for h in session.search(q["query"], k=len(files), mode=mode)],
                                             set(q["relevant"])) for q in queries] for mode in modes}
 
 
-def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str]) -> dict:
+def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str], retrieval: str | None = None
+                 ) -> dict:
     doc = json.loads((folder / "relevance.json").read_text())
     queries = doc["queries"]
     files = names_baseline.library_files(folder)
     table = {"baseline": metrics(baseline_ranks(model, files, queries)), "random": random_metrics(files, queries)}
-    for mode, ranks in earshot_ranks(folder, files, queries, modes).items():
+    for mode, ranks in earshot_ranks(folder, files, queries, modes, retrieval).items():
         table[mode] = metrics(ranks)
     if doc["mixed"]:
         table["best_names_possible"] = best_names_possible(queries)
@@ -107,14 +110,14 @@ def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str
 
 
 def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names", "sound", "both"),
-        baseline_model: str | None = None) -> dict:
+        baseline_model: str | None = None, retrieval: str | None = None) -> dict:
     model = names_baseline.MiniLM(baseline_model)
     out: dict[str, dict] = {}
     for name in libraries or search_libraries.library_names():
         built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
                                        seed=0)
-        out[name] = score_folder(Path(built["folder"]), model, modes)
-        out[f"{name}-mixed"] = score_folder(Path(built["mixed_folder"]), model, modes)
+        out[name] = score_folder(Path(built["folder"]), model, modes, retrieval)
+        out[f"{name}-mixed"] = score_folder(Path(built["mixed_folder"]), model, modes, retrieval)
     return {"libraries": out, "table": table_lines(out),
             "notes": "unseen packages (no model trained or tuned on them); queries and relevance committed "
                      "before any system ran (bench/data/search_libraries)"}
@@ -136,8 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the baseline alone)")
     p.add_argument("--baseline-model", help="the baseline script with another mean-pooled sentence encoder (a "
                    "local sentence-transformers folder) instead of all-MiniLM-L6-v2")
+    p.add_argument("--model", help="the sound channel's retrieval model (a name or a .safetensors path; default: the "
+                   "shipped one)")
     args = p.parse_args(argv)
-    result = run(args.library, [m for m in args.modes.split(",") if m], args.baseline_model)
+    result = run(args.library, [m for m in args.modes.split(",") if m], args.baseline_model, args.model)
     print("\n".join(result["table"]))
     print(json.dumps(result["libraries"], indent=1))
     return 0
