@@ -271,6 +271,69 @@ def test_preset_aisfx_trains_projections_on_frozen_features(sfx: Path, tmp_path:
     assert any("no precomputed aiSFX features" in s for s in again["details"]["skipped"])
 
 
+def test_preset_aisfx_student_fits_projections_on_a_frozen_student_tower(sfx: Path, tmp_path: Path, capsys):
+    """Issue 25: `--preset aisfx-student` takes the tower (config and weights) from a student retrieval checkpoint
+    (--audio-weights), keeps it frozen, caches its clip features on disk, optionally starts from a checkpoint's
+    projections (--init-projections), and the result evaluates like any aiSFX checkpoint."""
+    import argparse
+    import json
+
+    from app.cli import main
+    from app.services.jobs import drain
+    from core.checkpoints import load_model, save_checkpoint
+    from models.aisfx_student import AisfxStudent, StudentConfig
+    from training import retrieval_features
+    from training import retrieval_train as rt
+
+    data = _caption_folder(sfx, tmp_path / "data")
+    tiny = {"model": {"text": {"tiny": True, "name_or_path": None, "freeze": "all"}, "embed_dim": 16},
+            "epochs": 3, "batch_size": 8, "warmup_epochs": 0.0}
+
+    def args(*extra: str) -> argparse.Namespace:
+        p = argparse.ArgumentParser()
+        rt.add_train_arguments(p)
+        return p.parse_args(["--data", str(data), "--preset", "aisfx-student", "--config", json.dumps(tiny),
+                             "--threads", "1", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"), *extra])
+
+    # a "distilled" student checkpoint of another width than the preset's default; BN statistics made up so
+    # clips differ
+    torch.manual_seed(0)
+    config = rt.build_config(args("--out", str(tmp_path / "x.safetensors"))).model
+    source = RetrievalModel(dataclasses.replace(config, audio=StudentConfig(widths=[2, 2, 4, 4], out_channels=8)))
+    _calibrate_batch_norm(source, [torch.rand(130, 96) * 4 - 2 for _ in range(3)])
+    student = save_checkpoint(tmp_path / "student.safetensors", "retrieval", source, source.config,
+                              features=frontend_to_dict(AisfxMel()), exclude_prefixes=["text_encoder."])
+
+    with pytest.raises(ValueError, match="--audio-weights"):
+        rt.build_model(rt.build_config(args("--out", str(tmp_path / "x.safetensors"))), None)
+    started, _ = rt.build_model(rt.build_config(args("--out", str(tmp_path / "x.safetensors"))), student, student)
+    for name in ("audio_proj", "text_proj"):  # --init-projections copies both
+        for k, v in getattr(source, name).state_dict().items():
+            torch.testing.assert_close(getattr(started, name).state_dict()[k], v)
+
+    retrieval_features.clear_memory_cache()
+    result = drain(rt.train(args("--out", str(tmp_path / "a.safetensors"), "--audio-weights", str(student))))
+    assert result["details"]["train_clips"] == 12 and result["details"]["val_clips"] == 4
+    losses = [h["loss"] for h in result["history"]]
+    assert losses[-1] < losses[0] and "val_map10" in result["history"][-1]
+    cached = sorted((tmp_path / "cache").glob("aisfx-*.safetensors"))
+    assert len(cached) == 2  # train and val features of the student tower, computed once
+    model, _ = load_model(tmp_path / "a.safetensors", kind="retrieval")
+    assert isinstance(model.audio_encoder, AisfxStudent) and model.config.audio.widths == [2, 2, 4, 4]
+    for k, v in source.audio_encoder.state_dict().items():  # the tower stayed exactly the student's
+        torch.testing.assert_close(model.audio_encoder.state_dict()[k], v)
+
+    mtimes = [c.stat().st_mtime_ns for c in cached]  # a second run reads the features back
+    retrieval_features.clear_memory_cache()
+    drain(rt.train(args("--out", str(tmp_path / "b.safetensors"), "--audio-weights", str(student),
+                        "--init-projections", str(student))))
+    assert [c.stat().st_mtime_ns for c in cached] == mtimes
+
+    rc = main(["eval", "retrieval", "--model", str(tmp_path / "a.safetensors"), "--data", str(data), "--split", "val",
+               "--json", "--threads", "1"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["clips"] == 4
+
+
 def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_path: Path, monkeypatch, capsys):
     from app.cli import main
     from core import aisfx_weights

@@ -143,6 +143,41 @@ def aisfx_features(model: RetrievalModel, items: Sequence[CaptionItem], skipped:
     return kept, torch.stack(feats) if feats else torch.zeros(0, model.audio_encoder.dim)
 
 
+def tower_digest(module: torch.nn.Module) -> str:
+    """A feature cache's key for a tower's weights (buffers included: BatchNorm statistics shape its output)."""
+    h = hashlib.sha1()
+    for name, t in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:20]
+
+
+def load_aisfx_features(model: RetrievalModel, items: Sequence[CaptionItem], skipped: SkipReport,
+                        precomputed: dict[Path, torch.Tensor], cache_dir: Path | None
+                        ) -> tuple[list[int], torch.Tensor]:
+    """`aisfx_features`, with the clips' computed features kept on disk (no precomputed ones: a tower other than
+    the published aiSFX one, e.g. a distilled student, has none), keyed by the tower's config and weights and the
+    files' bytes, so runs that fit different projections on one frozen tower pay for its forward passes once."""
+    if precomputed or cache_dir is None:
+        return aisfx_features(model, items, skipped, precomputed)
+    hashes = [file_hash(it.path) if it.path.is_file() else f"missing:{it.path}" for it in items]
+    key = "aisfx-" + _key(model.config.audio_tower, dataclasses.asdict(model.config.audio),
+                          tower_digest(model.audio_encoder), AISFX_SECONDS, hashes)
+    path = cache_dir / f"{key}.safetensors"
+    if path.is_file():
+        t = load_file(str(path))
+        report = SkipReport(**json.loads(safetensors_metadata(path)["skipped"]))
+        kept, feats = t["index"].tolist(), t["features"]
+    else:
+        report = SkipReport()
+        kept, feats = aisfx_features(model, items, report, {})
+        write_safetensors(path, {"features": feats.contiguous(), "index": torch.tensor(kept, dtype=torch.long)},
+                          {"skipped": json.dumps(dataclasses.asdict(report))})
+    skipped.count += report.count
+    skipped.examples += report.examples[: max(0, 5 - len(skipped.examples))]
+    return kept, feats
+
+
 def read_precomputed_aisfx(data: Path) -> dict[Path, torch.Tensor]:
     """clip path -> (1024,) from DATA/aisfx/part-*.safetensors (rows index DATA/captions.csv); {} when absent.
     When the folder exists, only its clips are used (a stopped precompute is a random sample of every split)."""

