@@ -133,7 +133,6 @@ def quality(teacher: Path, student: Path, corpus: Path, sfx: Path, max_clips: in
     frames, kept = frames_of(paths, MAX_SECONDS)
     captions = [captions[i] for i in kept]
     packages = {paths[i].parent.name for i in kept}
-    text = text_vectors(teacher, captions)  # the student checkpoint carries the teacher's text half
     test: dict[str, Any] = {"clips": len(captions), "packages": len(packages),
                             "audio_hours": round(sum(len(f) for f in frames) * 1024 / 44100 / 3600, 3),
                             "random": random_metrics(captions)}
@@ -141,6 +140,8 @@ def quality(teacher: Path, student: Path, corpus: Path, sfx: Path, max_clips: in
     for name, path in (("teacher", teacher), ("student", student)):
         start = time.perf_counter()
         audio = embed(path, frames)
+        # each model's own text half: a student whose projections were fitted on its features has its own
+        text = text_vectors(path, captions)
         test[name] = metrics(audio, text, captions) | {"embed_s": round(time.perf_counter() - start, 1)}
         similar[name] = find_similar_metrics(audio, captions)
     out["text_to_audio_test_packages"] = test
