@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.services.audio import display_name
 from app.services.library.records import Hit
-from app.ui.search_state import SearchState
+from app.ui.search_state import SearchRequest, SearchState
 from app.ui.search_text import (
     STAR_OFF,
     STAR_ON,
@@ -300,6 +300,7 @@ class ResultsLists(QTabWidget):
     def __init__(self, state: SearchState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.state = state
+        self._listed: SearchRequest | None = None  # the request of the list shown (a new one scrolls to the top)
         box = QWidget()
         col = QVBoxLayout(box)
         col.setContentsMargins(0, 4, 0, 0)
@@ -339,6 +340,9 @@ class ResultsLists(QTabWidget):
         table = self.table
         shown = [table.item(r, ResultsTable.NAME).data(PATH_ROLE) for r in range(table.rowCount())]
         more = bool(shown) and [str(h.path) for h in state.hits[:len(shown)]] == shown  # "Show more": stay
+        request, listed = state.shown_request, self._listed
+        same_list = request is not None and listed is not None and request.shows_the_same(listed)
+        self._listed = request
         scrolled = table.verticalScrollBar().value()
         self.table.blockSignals(True)
         self.table.set_hits(state.hits, state.channels())
@@ -356,9 +360,11 @@ class ResultsLists(QTabWidget):
             self.results_stack.setCurrentWidget(self.no_results)
         else:
             self.results_stack.setCurrentWidget(self.table)
-            self.table.selectRow(state.row_to_select())
-            if more:
+            self.table.selectRow(state.row_to_select())  # the previewed file stays selected, maybe out of view
+            if more or same_list:  # more rows, or the same search again (new sounds indexed): stay where the eye is
                 table.verticalScrollBar().setValue(scrolled)
+            else:  # a new search opens at its best results
+                table.scrollToTop()
         self.table.blockSignals(False)
 
     @Slot(int)

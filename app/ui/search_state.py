@@ -120,6 +120,7 @@ class SearchState:
         self.results: Results | None = None
         self.shown_ranking = "both"  # the ranking of the results shown (which scores they have)
         self.shown_kind = ""  # the kind of request the results shown answer ("browse": the library listed)
+        self.shown_request: SearchRequest | None = None  # the request the results shown answer
         self.history: list[SearchRequest] = []  # the searches whose results were shown, oldest first
         self.history_pos = -1  # the entry shown now: Back goes before it, Forward after it
         self.k = RESULTS_K  # results asked for: "Show more" raises it, a new search starts again
@@ -242,7 +243,7 @@ class SearchState:
             self.set_results(results)
             return True
         self._remember(request)
-        self.shown_ranking, self.shown_kind = request.ranking, request.kind
+        self.shown_ranking, self.shown_kind, self.shown_request = request.ranking, request.kind, request
         if request.kind != "browse" and self.sort:
             results.hits = sort_hits(results.hits, self.sort, self.descending)
         self.set_results(results)

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox
 from app.services.audio import DeviceStatus, Player
 from app.services.library.records import Hit, MatchInfo
 from app.services.registry import ModelRegistry
-from app.ui.results_table import ResultsTable
+from app.ui.results_table import PATH_ROLE, ResultsTable
 from app.ui.search_state import BALANCE_STEPS, balance, balance_position
 from app.ui.search_tab import SearchTab
 from app.ui.search_text import field_spans, highlight, tag_spans, why_html
@@ -651,3 +651,23 @@ def test_down_from_the_search_box_goes_into_the_results(qtbot, tab: SearchTab, r
     shown = max(tab.table.currentRow(), 0)  # the result being previewed, if one is
     qtbot.keyClick(tab.query_edit, Qt.Key.Key_Down)
     assert tab.table.hasFocus() and tab.table.currentRow() == shown and tab.table.selectedItems()
+
+
+def test_a_new_search_opens_at_its_best_results_while_the_previewed_file_stays_selected(
+        qtbot, tab: SearchTab, registry: ModelRegistry, tmp_path: Path) -> None:
+    """A first-contact trial: with a file far down the list previewed, the next search opened scrolled down to it,
+    the best results out of view."""
+    open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib", n_extra=40, extra_seconds=0.3))
+    search(qtbot, tab, "noise")
+    last = tab.table.rowCount() - 1
+    assert last > 30
+    tab.table.selectRow(last)
+    previewed = tab.table.item(last, ResultsTable.NAME).data(PATH_ROLE)
+    qtbot.waitUntil(lambda: tab.state.preview_hit is not None and str(tab.state.preview_hit.path) == previewed,
+                    timeout=10_000)
+    assert tab.table.verticalScrollBar().value() > 0
+    search(qtbot, tab, "noise extra")
+    rows = [tab.table.item(r, ResultsTable.NAME).data(PATH_ROLE) for r in range(tab.table.rowCount())]
+    assert previewed in rows and rows.index(previewed) > 30, "the test needs the previewed file far down"
+    assert tab.table.verticalScrollBar().value() == 0
+    assert tab.table.selected_rows() == [rows.index(previewed)]
