@@ -140,9 +140,10 @@ def quality(teacher: Path, student: Path, corpus: Path, sfx: Path, max_clips: in
     for name, path in (("teacher", teacher), ("student", student)):
         start = time.perf_counter()
         audio = embed(path, frames)
+        embed_s = round(time.perf_counter() - start, 1)
         # each model's own text half: a student whose projections were fitted on its features has its own
         text = text_vectors(path, captions)
-        test[name] = metrics(audio, text, captions) | {"embed_s": round(time.perf_counter() - start, 1)}
+        test[name] = metrics(audio, text, captions) | {"embed_s": embed_s}
         similar[name] = find_similar_metrics(audio, captions)
     out["text_to_audio_test_packages"] = test
     out["find_similar_test_packages"] = similar

@@ -554,3 +554,21 @@ def _speech_frontend():  # noqa: ANN202
     from core.frontends import units_frontend
 
     return units_frontend("mfcc+speech_embedding")
+
+
+def test_a_sped_up_crop_keeps_its_whole_length_and_context(speech_wave_corpus: Corpus) -> None:
+    """A review found the context and tail fixed in original frames: a speed-up of 1.5 shrank them below one
+    embedding window and below the crop itself, so the crop came out short (and its first unit read zeros)."""
+    frontend, corpus = _speech_frontend(), speech_wave_corpus
+    fast = tiny_cfg(speed_prob=1.0, speed_low=1.0, speed_high=1.5)
+    start, n = 120, 40
+    assert len(corpus.feats[0]) > 2 * (start + n)
+    for seed in range(4):  # speeds drawn from 1.0 .. 1.5
+        x, y = augmented_crop(corpus, 0, start, n, fast, np.random.default_rng(seed), frontend)
+        assert len(x) == len(y) == n, seed
+
+
+def test_augmenting_with_the_wrong_front_end_says_so(speech_wave_corpus: Corpus) -> None:
+    model = UnitsModel(units_config("tiny", speech_wave_corpus.speakers, _speech_frontend(), "both")).eval()
+    with pytest.raises(ValueError, match="135-d features.*39-d"):
+        vq_step(model.vqvae, speech_wave_corpus, [(0, 0, 32, 0)], torch.device("cpu"), tiny_cfg(gain_prob=1.0))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
@@ -330,17 +331,19 @@ def augmented_crop(corpus: Corpus, i: int, start: int, n: int, cfg: AugmentConfi
     """One training crop through the augmentation: (input (n', D), target (n', D)), n' <= n; `frontend`: the
     units front end whose features the corpus holds (MFCC (D = 39) or mfcc+speech_embedding (D = 135)).
 
-    The crop's audio plus its context (`context_frames` before, CROP_MARGIN after, so that its frames equal the
-    whole utterance's) goes through the talker effects (speed, pitch: input and target) and then the channel
-    effects (input only). Without talker effects the target is the cached clean crop itself. With the speech
-    front end the segment starts on a unit boundary and the crop keeps its place within its unit after a speed
-    change, so the embedding frames line up with the MFCC frames as in the cached features."""
+    The crop's audio plus its context (`context_frames` before, CROP_MARGIN after, both lengthened by the fastest
+    speed-up, so that its frames equal the whole utterance's) goes through the talker effects (speed, pitch: input
+    and target) and then the channel effects (input only). Without talker effects the target is the cached clean
+    crop itself. With the speech front end the segment starts on a unit boundary and the crop keeps its place
+    within its unit after a speed change, so the embedding frames line up with the MFCC frames as in the cached
+    features."""
     hop, on_grid = frontend.config.hop_length, _has_unit_grid(frontend)
     wave = corpus.waves[i].astype(np.float32) / 32767  # (N,)
-    first = max(0, start - context_frames(frontend))
+    stretch = max(1.0, cfg.speed_high) if cfg.speed_prob > 0 else 1.0  # a speed-up shortens the context
+    first = max(0, start - math.ceil(context_frames(frontend) * stretch))
     first -= first % STRIDE if on_grid else 0
     a = first * hop
-    b = min(len(wave), (start + n + CROP_MARGIN) * hop)
+    b = min(len(wave), (start + math.ceil((n + CROP_MARGIN) * stretch)) * hop)
     segment = wave[a:b]
     source = augment_source(segment, cfg, rng)  # (M,), M ≈ (b - a) / speed
     changed = source is not segment and not np.array_equal(source, segment)

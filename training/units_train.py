@@ -220,6 +220,9 @@ def vq_step(vqvae: nn.Module, corpus: Corpus, batch: Sequence[tuple[int, ...]], 
         _, loss, stats = vqvae(feats, lengths, spk)
         return loss, stats
     frontend = frontend if frontend is not None else _crop_frontend()
+    if corpus.feats and corpus.feats[0].shape[1] != int(frontend.dim):
+        raise ValueError(f"the corpus holds {corpus.feats[0].shape[1]}-d features but the augmentation's front end "
+                         f"makes {int(frontend.dim)}-d ones: pass the front end the corpus was featurised with")
     pairs = [augmented_crop(corpus, i, s, n, augment, np.random.default_rng([seed, 17, k]), frontend)
              for i, s, n, k in batch]
     feats = pad_stack([x for x, _ in pairs]).to(device).float()  # (B, T, D) what the microphone heard
