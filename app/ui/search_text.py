@@ -181,10 +181,11 @@ def tag_spans(hit: Hit, separator: str = ", ") -> list[Span]:
 
 
 def channel_scores(hit: Hit) -> tuple[float | None, float | None]:
-    """(names score, sound score) of a hit; None where that channel did not score it ("find similar")."""
+    """(names score, sound score) of a hit; None where that channel did not score it ("find similar", or audio
+    that indexing has not reached yet)."""
     if hit.match is None:
         return None, hit.score
-    return hit.match.name_score, hit.match.sound_score
+    return hit.match.name_score, hit.match.sound_score if hit.match.heard else None
 
 
 def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
@@ -210,4 +211,6 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
         parts.append(f"names {names:.2f}")
     if sound is not None:
         parts.append(f"sound {sound:.2f}")
+    elif "sound" in channels and hit.match is not None and not hit.match.heard:
+        parts.append("sound not indexed yet")
     return "Why: " + " · ".join(parts) if parts else ""

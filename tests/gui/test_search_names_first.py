@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.services.search.embedder import RetrievalEmbedder, default_text_encoder
+from app.ui.results_table import ResultsTable
 from tests.gui.test_search_tab import shown_tab, tiny_registry
 from tests.test_library_names_first import make_names_library
 
@@ -42,5 +43,10 @@ def test_a_name_search_answers_within_5_s_of_opening_while_the_audio_is_embedded
         progress = tab.indexing.index_label.text()
         assert progress.startswith(("Indexing", "Reading names")), progress  # the audio is still on its way
         assert tab.session.library.vectors.count(tab.embedder.model_id) < 170
+        # a sound the indexing has not reached shows no sound score ("–"), not 0.000 (a first-contact trial)
+        sound = [tab.table.plain(r, ResultsTable.SOUND) for r in range(tab.table.rowCount())]
+        heard = [h.match.heard for h in tab.state.hits]
+        assert not all(heard)
+        assert all((cell == "–") == (not h) for cell, h in zip(sound, heard, strict=True)), (sound, heard)
     finally:
         tab.shutdown()

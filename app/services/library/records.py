@@ -108,6 +108,7 @@ class MatchInfo:
     semantic_score: float = 0.0  # cosine of the query and the file's text, raw
     sound_score: float = 0.0  # cosine of the query and the file's audio, raw
     sound_norm: float = 0.0  # the sound score as fused, 0..1
+    heard: bool = True  # the file's audio is embedded; False while indexing has not reached it (no sound score)
 
 
 @dataclass

@@ -72,6 +72,7 @@ class Scores:
     semantic_raw: float  # cosine (0 when the file has no text vector)
     sound: float  # 0..1, min-max over the candidates
     sound_raw: float  # cosine
+    heard: bool = True  # the file's audio is embedded (False: still indexing, its sound scores mean nothing yet)
 
 
 class HitList(list):
@@ -119,7 +120,7 @@ def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], s
     raw = np.where(have, snd, -np.inf)
     order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
     return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
-                            float(snd[i]) if have[i] else 0.0)) for i in order]
+                            float(snd[i]) if have[i] else 0.0, bool(have[i]))) for i in order]
 
 
 def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule

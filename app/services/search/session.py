@@ -254,7 +254,7 @@ class SearchSession:
                 h.window_scores, h.best_window_start_s = known[fid].window_scores, known[fid].best_window_start_s
             h.score = sc.fused
             m = h.match or MatchInfo()
-            m.sound_score = sc.sound_raw
+            m.sound_score, m.heard = sc.sound_raw, sc.heard
             if not sound_only:
                 m.name_score, m.keyword_score, m.semantic_score, m.sound_norm = sc.name, sc.keyword, \
                     sc.semantic_raw, sc.sound
