@@ -186,6 +186,10 @@ class DeviceStatus:
     outputs: list[str] = field(default_factory=list)
     notice: str = ""  # a chosen device that is gone: the default is used instead
 
+    def output_message(self) -> str:
+        """Why playback is unavailable: the message without what it says of the microphone."""
+        return "; ".join(p for p in self.message.split("; ") if "input" not in p) or self.message
+
 
 @dataclass
 class DeviceChoice:

@@ -25,7 +25,7 @@ from app.services.library.records import Hit
 from app.services.search.preview import Preview
 from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, format_duration, why_html
-from app.ui.search_transport import TransportBar
+from app.ui.search_transport import AUTOPLAY_TIP, TransportBar
 from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
 
 MATCH_COLOUR = "#e8964c"
@@ -260,7 +260,11 @@ class PreviewPane(QWidget):
         self.play_button.setEnabled(self.can_play())
         self.play_button.setToolTip(
             "Play / stop (Space or Enter; Escape stops); long files play from their best-matching part"
-            if self.audio.output_ok else f"Playback unavailable: {self.audio.message}")
+            if self.audio.output_ok else f"Playback unavailable: {self.audio.output_message()}")
+        autoplay = self.transport.autoplay_button  # greyed without a device (its setting is kept for when one is back)
+        autoplay.setEnabled(self.audio.output_ok)
+        autoplay.setToolTip(AUTOPLAY_TIP if self.audio.output_ok
+                            else f"Autoplay needs an audio output device: {self.audio.output_message()}")
 
     # ------------------------------------------------------------------------------------------ playback
 
@@ -289,7 +293,7 @@ class PreviewPane(QWidget):
         if p is None:
             return
         if not self.audio.output_ok:
-            self.error.emit(f"Playback unavailable: {self.audio.message}")
+            self.error.emit(f"Playback unavailable: {self.audio.output_message()}")
             return
         start = min(max(seconds, p.offset_s), p.end_s) - p.offset_s
         self.player.volume, self.player.loop = self.transport.volume, self.transport.loop

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSl
 AUTOPLAY_KEY = "search/play_on_select"
 LOOP_KEY = "search/loop"
 VOLUME_KEY = "search/volume"  # percent
+AUTOPLAY_TIP = "Play each result as it is selected (click, or walk the list with the arrow keys)"
 
 
 class TransportBar(QWidget):
@@ -29,7 +30,7 @@ class TransportBar(QWidget):
                                         settings.value(LOOP_KEY, False, type=bool))
         self.loop_button.toggled.connect(self._loop_toggled)
         self.autoplay_button = self._toggle(
-            "Autoplay", "Play each result as it is selected (click, or walk the list with the arrow keys)",
+            "Autoplay", AUTOPLAY_TIP,
             settings.value(AUTOPLAY_KEY, True, type=bool))
         self.autoplay_button.toggled.connect(lambda on: QSettings().setValue(AUTOPLAY_KEY, on))
         self.volume_slider = QSlider(Qt.Orientation.Horizontal)

@@ -671,3 +671,14 @@ def test_a_new_search_opens_at_its_best_results_while_the_previewed_file_stays_s
     assert previewed in rows and rows.index(previewed) > 30, "the test needs the previewed file far down"
     assert tab.table.verticalScrollBar().value() == 0
     assert tab.table.selected_rows() == [rows.index(previewed)]
+
+
+def test_without_an_output_device_autoplay_is_greyed_and_says_why(qtbot, tab: SearchTab) -> None:
+    """A first-contact trial: with no sound card, selecting a result with Autoplay on did nothing and said nothing;
+    the message it got elsewhere also complained about the microphone, which playback does not need."""
+    autoplay, play = tab.preview_pane.transport.autoplay_button, tab.preview_pane.play_button
+    assert not autoplay.isEnabled()  # the fixture's tab has no audio device
+    assert "output device" in autoplay.toolTip() and "microphone" not in autoplay.toolTip()
+    assert "microphone" not in play.toolTip()
+    tab.set_audio_status(SPEAKERS)
+    assert autoplay.isEnabled() and autoplay.toolTip().startswith("Play each result")
