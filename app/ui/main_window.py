@@ -65,16 +65,16 @@ class MainWindow(QMainWindow):
         self.units_tab = UnitsTab()
         self.words_tab = WordsTab()
         self.train_tab = TrainTab()
-        for widget, name in ((self.search_tab, "Search"), (self.units_tab, "Units"),
-                             (self.words_tab, "Words"), (self.train_tab, "Train")):
+        named = ((self.search_tab, "Search"), (self.units_tab, "Units"), (self.words_tab, "Words"),
+                 (self.train_tab, "Train"))
+        for widget, name in named:
             self.tabs.addTab(widget, name)
+            widget.status_changed.connect(lambda message, w=widget, n=name: self.tab_status(w, n, message))
         self.setCentralWidget(self.tabs)
         for tab in self.model_tabs():
             tab.set_registry(self.registry)
             tab.models_loaded.connect(self.update_models_label)
-            tab.status_changed.connect(self.flash)
         self.train_tab.set_registry(self.registry)
-        self.train_tab.status_changed.connect(self.flash)
         # a model finished in the Train tab is listed (and selectable) in its own tab at once
         self.train_tab.model_registered.connect(lambda _name: self.refresh_environment())
         self._build_menus()
@@ -131,6 +131,13 @@ class MainWindow(QMainWindow):
             bar.addPermanentWidget(label)
 
     @Slot(str)
+    def tab_status(self, tab: QWidget, name: str, message: str) -> None:
+        """A tab's status line, passed on to the window's status bar only while another tab is in front (the
+        tab in front shows it itself), with the tab's name, so a model loading in the Units tab does not read as
+        the Search tab's news."""
+        if message and self.tabs.currentWidget() is not tab:
+            self.flash(f"{name}: {message}")
+
     def flash(self, message: str, timeout_ms: int = 8000) -> None:
         """A passing message in the status bar, cut to the room left of the device/models/audio labels (a long
         one would otherwise run underneath them); the full text is in the tab itself."""

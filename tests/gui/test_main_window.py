@@ -154,3 +154,14 @@ def test_long_status_messages_are_cut_to_fit_beside_the_labels(window: MainWindo
     assert shown.endswith("…") and len(shown) < 400
     window.flash("short")
     assert window.statusBar().currentMessage() == "short"
+
+
+def test_a_tab_status_reaches_the_status_bar_only_from_a_tab_behind_with_its_name(window: MainWindow) -> None:
+    """A first-contact trial: every message showed twice (the tab's line and the status bar), and at start the
+    Search tab's status bar read the Units tab's model message as if it were its own."""
+    window.tabs.setCurrentWidget(window.search_tab)
+    window.statusBar().clearMessage()
+    window.search_tab.status("Indexed 3 sounds")
+    assert window.statusBar().currentMessage() == ""  # the Search tab shows its own line
+    window.units_tab.status("units-default: 128 units")
+    assert window.statusBar().currentMessage() == "Units: units-default: 128 units"
