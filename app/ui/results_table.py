@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QSettings, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtGui import QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.services.audio import display_name
 from app.services.library.records import Hit
+from app.services.search.fusion import NAMES_MIN
 from app.ui.search_state import SearchRequest, SearchState
 from app.ui.search_text import (
     STAR_OFF,
@@ -102,6 +103,14 @@ class ElidedLabel(QLabel):
         painter = QPainter(self)
         painter.drawText(rect, int(self.alignment()),
                          self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width()))
+
+
+def sound_only_match(hit: Hit, channels: Sequence[str]) -> bool:
+    """A fused result that no query word and nothing in its name's meaning supports: only the sound channel
+    put it there (drawn greyed: on real libraries the sound channel alone is a weak guess)."""
+    m = hit.match
+    return "names" in channels and "sound" in channels and m is not None and not m.matched_terms \
+        and m.name_score <= NAMES_MIN
 
 
 class ResultsTable(QTableWidget):
@@ -252,7 +261,9 @@ class ResultsTable(QTableWidget):
             self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),
         }
         why = re.sub("<[^>]+>", "", why_html(hit, self.channels))
-        tip = display_name(hit.rel_path or hit.path) + (f"\n{html.unescape(why)}" if why else "")
+        weak = sound_only_match(hit, self.channels)
+        tip = display_name(hit.rel_path or hit.path) + (f"\n{html.unescape(why)}" if why else "") + \
+            ("\nFound by its sound alone: its name and tags say nothing of the query" if weak else "")
         for col, (plain, rich) in cells.items():
             item = QTableWidgetItem(rich if rich is not None else plain)
             item.setData(PATH_ROLE, str(hit.path))
@@ -265,6 +276,8 @@ class ResultsTable(QTableWidget):
             elif col == self.STAR:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 item.setForeground(pg.mkColor("#e0a800"))
+            if weak and col != self.STAR:  # where the real matches end: the rest is the weak sound channel's guess
+                item.setForeground(self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
             self.setItem(row, col, item)
 
     def plain(self, row: int, col: int) -> str:

@@ -125,6 +125,7 @@ class PreviewPane(QWidget):
         self.why_label = QLabel("")
         self.why_label.setTextFormat(Qt.TextFormat.RichText)
         self.why_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.why_label.setWordWrap(True)  # one line cut the channels' scores off at the right edge
         col.addWidget(self.why_label)
         self.transport = TransportBar()
         self.play_button = self.transport.play_button

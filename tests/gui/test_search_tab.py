@@ -461,6 +461,10 @@ def test_names_sound_control_and_why_it_matched(qtbot, named: SearchTab) -> None
     float(tab.table.plain(row, ResultsTable.SOUND))  # fused: the sound score is shown beside it
     lark = [h.rel_path for h in results.hits].index("Animals/Birds/lark_song.flac")
     assert "<span" not in tab.table.item(lark, ResultsTable.NAME).text()  # nothing matched there
+    # where the real matches end: a result only the sound channel supports is greyed and says so
+    assert tab.table.item(lark, ResultsTable.NAME).data(Qt.ItemDataRole.ForegroundRole) is not None
+    assert "sound alone" in tab.table.item(lark, ResultsTable.NAME).toolTip()
+    assert tab.table.item(row, ResultsTable.NAME).data(Qt.ItemDataRole.ForegroundRole) is None
     tab.table.selectRow(row)
     why = tab.preview_pane.why_label.text()
     assert "matched" in why and ">door</span>" in why and "name and folder" in why and "sound" in why
