@@ -87,3 +87,23 @@ def test_a_last_window_of_a_few_samples_is_left_out_and_the_moment_found(tmp_pat
         hit = lib.search.by_text("1500 Hz", emb, k=1)[0]
         assert len(hit.window_scores) == seconds and hit.best_window_start_s == 7.0
     drain(index_library(root, emb))  # nothing changed: nothing to do
+
+
+@pytest.mark.parametrize("rate", [16000, 11025, 22050, 44100, 48000])
+def test_spread_windows_are_decoded_on_their_own_as_the_stream_decodes_them(tmp_path, rate: int) -> None:
+    """The kept windows of a long file are read by seeking (decoding a long Ogg track whole cost more than the
+    model on the windows it kept): the same samples as the streamed windows, to float32 rounding (the seek keeps the
+    resampler's sample phase and its filter context); a window past the end of the audio is not there."""
+    import soundfile as sf
+
+    from app.services.audio import iter_blocks
+
+    x = 0.3 * np.random.default_rng(0).standard_normal(rate * 10 + rate // 3).astype(np.float32)
+    sf.write(tmp_path / "long.wav", x, rate, subtype="FLOAT")
+    streamed = list(iter_blocks(tmp_path / "long.wav", 16000, 0.5, pad_last=False))
+    chosen = spread_windows(len(streamed), 6)
+    got = list(embedding.spread_blocks(tmp_path / "long.wav", [*chosen, len(streamed) + 3], 16000, 0.5))
+    assert [i for i, _ in got] == chosen
+    for i, block in got:
+        assert len(block) == len(streamed[i])
+        assert float(np.abs(block - streamed[i]).max()) <= 1e-5, i

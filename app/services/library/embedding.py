@@ -8,7 +8,8 @@ in a long file the match is.
 A long file (music, an ambience) is embedded from at most `max_windows` windows spread evenly over it
 (`spread_windows`: the first, the last and evenly between): a 3-minute track costs 6 windows instead of 18,
 and its mean vector barely moves. Where each kept window starts follows from the file's duration and the number
-of windows kept (`window_starts`), so nothing more is stored.
+of windows kept (`window_starts`), so nothing more is stored. The kept windows are decoded on their own (a seek
+each): decoding a long Ogg Vorbis track whole cost more than the model on the windows it kept.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import audio_info, iter_blocks
+from app.services.audio import EmptyAudioError, audio_info, decode, iter_blocks
 from app.services.library.catalog import normalise
 from app.services.library.records import Embedder, PathLike, PreparingEmbedder
 
 LONG_FILE_WINDOWS = 6  # windows embedded from a long file by default (0: all of them)
 
 
+SEEK_PAD_S = 0.05  # audio decoded each side of a window read on its own: the resampler's filter context, cut off
 MIN_TAIL = 0.05  # a last window with less audio than this share of a window is left out (the file has others): a
 # few samples of a long file's end, peak-normalised on their own, once "matched" better than what the file holds
 
@@ -62,15 +64,17 @@ def window_starts(duration: float, window_seconds: float, kept: int) -> np.ndarr
 def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int = 0, duration: float = 0.0
                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(windows (w, S), coverage (w,)) batches of a file, streamed; coverage = real-audio fraction. With
-    `max_windows` and the file's `duration`, only the windows `spread_windows` chooses (the others are decoded
-    and dropped: decoding costs little next to the model)."""
+    `max_windows` and the file's `duration`, only the windows `spread_windows` chooses, each decoded on its own
+    (`spread_blocks`)."""
     size = round(embedder.window_seconds * embedder.sample_rate)
     n = window_count(duration, embedder.window_seconds)
-    keep = set(spread_windows(n, max_windows)) if max_windows and n > max_windows else None
+    keep = spread_windows(n, max_windows) if max_windows and n > max_windows else None
+    blocks = enumerate(iter_blocks(path, embedder.sample_rate, embedder.window_seconds, pad_last=False)) \
+        if keep is None else spread_blocks(path, keep, embedder.sample_rate, embedder.window_seconds)
     buf: list[np.ndarray] = []
     cover: list[float] = []
-    for i, block in enumerate(iter_blocks(path, embedder.sample_rate, embedder.window_seconds, pad_last=False)):
-        if (keep is not None and i not in keep) or (i and len(block) < MIN_TAIL * size):
+    for i, block in blocks:
+        if i and len(block) < MIN_TAIL * size:
             continue
         cover.append(len(block) / size)
         buf.append(block if len(block) == size else np.pad(block, (0, size - len(block))))
@@ -79,6 +83,27 @@ def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int 
             buf, cover = [], []
     if buf:
         yield np.stack(buf), np.array(cover, dtype=np.float32)
+
+
+def spread_blocks(path: PathLike, windows: Sequence[int], sample_rate: int, window_seconds: float
+                  ) -> Iterator[tuple[int, np.ndarray]]:
+    """(window index, its samples (<= S,)) of the chosen windows of a long file, each decoded on its own: a seek to
+    about SEEK_PAD_S before it (on the grid of whole samples at both rates, so the resampler keeps the stream's
+    phase), resampled with that much context each side, then cut to the window: what `iter_blocks` gives for it,
+    to float32 rounding."""
+    size = round(window_seconds * sample_rate)
+    grid = math.gcd(int(audio_info(path).sample_rate), int(sample_rate))  # 1/grid s: whole samples at both rates
+    for i in windows:
+        start = i * window_seconds
+        first = max(0.0, math.floor((start - SEEK_PAD_S) * grid) / grid)  # the stream's sample phase, kept
+        try:
+            audio = decode(path, sample_rate, start=first, duration=window_seconds + (start - first) + SEEK_PAD_S).audio
+        except EmptyAudioError:  # the audio ends before its header said: the windows past the end are not there
+            return
+        block = audio[round((start - first) * sample_rate):][:size]
+        if not len(block):
+            return
+        yield i, block
 
 
 def pool(windows: np.ndarray, cover: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
