@@ -60,7 +60,9 @@ def index_summary(outcome: IndexOutcome) -> tuple[str, int]:
     changed = s["embedded"] + s["moved"] + s["copied"] + s["removed"]
     text = f"{outcome.indexed} sounds indexed"
     if changed or s["failed"]:
-        text += (f" · this run: {s['embedded']} new, {s['moved']} moved, {s['removed']} removed, "
+        n = s["copied"]
+        copies = ("1 copy of a known sound, " if n == 1 else f"{n} copies of known sounds, ") if n else ""
+        text += (f" · this run: {s['embedded']} new, {copies}{s['moved']} moved, {s['removed']} removed, "
                  f"{s['failed']} failed")
     if s["audio_seconds"]:
         text += f" · {format_duration(s['audio_seconds'])} of audio at {s['x_realtime']:.0f}× real time"

@@ -181,3 +181,13 @@ def test_the_index_summary_says_how_many_long_files_were_heard_in_spread_windows
     report = IndexReport("m", embedded=["a.wav", "b.ogg"], spread=1, audio_seconds=200.0, elapsed_s=1.0)
     text, _ = index_summary(IndexOutcome(report, [], [], 2))
     assert "1 long file heard in 6 spread windows (Preferences: every window)" in text
+
+
+def test_the_index_summary_counts_a_copy_of_a_known_sound() -> None:
+    """A first-contact trial: a copy of a file already indexed raised the count while the line said "0 new"."""
+    from app.services.library.records import IndexReport
+    from app.services.search.jobs import IndexOutcome
+    from app.ui.search_text import index_summary
+
+    text, changed = index_summary(IndexOutcome(IndexReport("m", copied=["copy.wav"]), [], [], 3))
+    assert "0 new, 1 copy of a known sound, 0 moved" in text and changed == 1
