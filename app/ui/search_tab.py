@@ -276,11 +276,15 @@ class SearchTab(ModelTab):
             self.status(session.library.notice)
         self.state.set_ready(True)
         self.session_ready.emit()
-        self._run(session, lambda: catalog_job(session), "catalog",
-                  lambda data: self.state.set_catalog(data[0], data[1]))  # (failed, folders, indexed)
+        self._refresh_catalog(session)
         self._run(session, lambda: all_tags_job(session), "tags", self.state.set_known_tags)
         self.start_indexing()
         self.run_search()  # the query's results, or (none typed) the library's sounds
+
+    def _refresh_catalog(self, session: SearchSession) -> None:
+        """The failed files and the folders, read from the catalog on a worker thread."""
+        self._run(session, lambda: catalog_job(session), "catalog",
+                  lambda data: self.state.set_catalog(data[0], data[1]))  # (failed, folders, indexed)
 
     def _retire_session(self) -> None:
         """Stop what uses the current session, then close it (once its jobs have ended)."""
@@ -319,6 +323,8 @@ class SearchTab(ModelTab):
     @Slot(dict)
     def _index_progress(self, p: dict[str, Any]) -> None:
         self.indexing.show_progress(p)
+        if p.get("names_ready") and self.session is not None:  # every file has its row: the folder tree can show them
+            self._refresh_catalog(self.session)
         if p.get("names_ready") and self.state.mode == "text":
             self.run_search()  # names are searchable now, before any sound is embedded: what was typed finds them
 

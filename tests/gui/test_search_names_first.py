@@ -43,6 +43,9 @@ def test_a_name_search_answers_within_5_s_of_opening_while_the_audio_is_embedded
         progress = tab.indexing.index_label.text()
         assert progress.startswith(("Indexing", "Reading names")), progress  # the audio is still on its way
         assert tab.session.library.vectors.count(tab.embedder.model_id) < 170
+        # the folder tree shows the library's folders once the names are in, not only when the audio is done
+        qtbot.waitUntil(lambda: len(tab.state.folders) > 1, timeout=5_000)
+        assert tab.indexing.running()
         # a sound the indexing has not reached shows no sound score ("–"), not 0.000 (a first-contact trial)
         sound = [tab.table.plain(r, ResultsTable.SOUND) for r in range(tab.table.rowCount())]
         heard = [h.match.heard for h in tab.state.hits]
