@@ -686,3 +686,12 @@ def test_without_an_output_device_autoplay_is_greyed_and_says_why(qtbot, tab: Se
     assert "microphone" not in play.toolTip()
     tab.set_audio_status(SPEAKERS)
     assert autoplay.isEnabled() and autoplay.toolTip().startswith("Play each result")
+
+
+def test_the_names_pass_progress_says_its_phase_once() -> None:
+    """A first-contact trial read "Reading names and tags (...) · reading names and tags (100/123)"."""
+    from app.ui.search_text import format_progress
+
+    line = format_progress({"phase": "names", "message": "reading names and tags (100/123)"})
+    assert line == "Reading names and tags (name search works when this is done) · 100/123"
+    assert format_progress({"phase": "names", "message": "scanning"}).endswith(" · scanning")
