@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QSettings, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QPainter, QPaintEvent, QPalette, QResizeEvent
+from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -61,8 +61,14 @@ BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration")
 
 
 class MiddleElideDelegate(RichTextDelegate):
-    """Rich text elided in the MIDDLE when the cell is too narrow: the start and the end of a long name stay
-    visible (`weapons/bazoo…_long_name.wav`), with the matched words still highlighted in both parts."""
+    """Rich text elided when the cell is too narrow, the matched words still highlighted in what shows: a file
+    name keeps its end from its last separator (take number and extension, `_02.ogg`) and as much of its start
+    as fits (a UCS name's category and description); a folder (`names=False`) keeps its deepest part
+    (`…/soundfx/enemies`)."""
+
+    def __init__(self, parent: QWidget | None = None, names: bool = True) -> None:
+        super().__init__(parent)
+        self.names = names
 
     def initStyleOption(self, option: QStyleOptionViewItem,  # noqa: N802 (Qt API)
                         index: QModelIndex | QPersistentModelIndex) -> None:
@@ -70,8 +76,35 @@ class MiddleElideDelegate(RichTextDelegate):
         plain = str(index.data(PLAIN_ROLE) or "")
         width = option.rect.width() - 12  # the cell's and the text document's margins
         if plain and width > 0 and option.fontMetrics.horizontalAdvance(plain) > width:
-            elided = option.fontMetrics.elidedText(plain, Qt.TextElideMode.ElideMiddle, width)
+            elided = (elide_name if self.names else elide_folder)(plain, option.fontMetrics, width)
             option.text = middle_elided(plain, index.data(SPANS_ROLE) or [], elided)
+
+
+def elide_folder(plain: str, metrics: QFontMetrics, width: int) -> str:
+    """A folder cut to `width` pixels from the left at a folder boundary (`…/enemies`): the deepest folders that
+    fit; when not even the last one does, cut inside it."""
+    parts, best = plain.split("/"), None
+    for k in range(len(parts) - 1, 0, -1):  # the deepest folder alone, then with its parents
+        shown = "…/" + "/".join(parts[k:])
+        if metrics.horizontalAdvance(shown) > width:
+            break
+        best = shown
+    return best or metrics.elidedText(plain, Qt.TextElideMode.ElideLeft, width)
+
+
+def elide_name(plain: str, metrics: QFontMetrics, width: int) -> str:
+    """A file name cut to `width` pixels as start + '…' + end, the end being what follows its last separator
+    (`_03.wav`) and the start what room is left; an end wider than half the room: cut in the middle."""
+    stem = plain.rpartition(".")[0] or plain
+    cut = max(stem.rfind(c) for c in "_- ")
+    tail = plain[cut:] if cut > 0 else plain[len(stem):]
+    room = width - metrics.horizontalAdvance("…")
+    if not tail or metrics.horizontalAdvance(tail) > room / 2:
+        return metrics.elidedText(plain, Qt.TextElideMode.ElideMiddle, width)
+    left, head = room - metrics.horizontalAdvance(tail), 0
+    while head < len(plain) - len(tail) and metrics.horizontalAdvance(plain[:head + 1]) <= left:
+        head += 1
+    return plain[:head] + "…" + tail
 
 
 def middle_elided(plain: str, spans: Sequence[tuple[int, int]], elided: str) -> str:
@@ -140,10 +173,11 @@ class ResultsTable(QTableWidget):
         self.setAlternatingRowColors(True)
         self.setWordWrap(False)
         self._delegate = RichTextDelegate(self)
-        self._elide = MiddleElideDelegate(self)
+        self._name_elide = MiddleElideDelegate(self)
+        self._folder_elide = MiddleElideDelegate(self, names=False)
         self.setItemDelegateForColumn(self.TAGS, self._delegate)
-        for col in (self.NAME, self.FOLDER):
-            self.setItemDelegateForColumn(col, self._elide)
+        self.setItemDelegateForColumn(self.NAME, self._name_elide)
+        self.setItemDelegateForColumn(self.FOLDER, self._folder_elide)
         self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self._build_header()
         self.cellClicked.connect(self._cell_clicked)

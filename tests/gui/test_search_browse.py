@@ -5,7 +5,9 @@ more; "similar to: <name>" with Back/Forward."""
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,7 +187,9 @@ def test_names_come_first_elided_in_the_middle_resizable_and_remembered(qtbot, t
         qtbot.wait(50)
         shot(tab, f"search-long-names-{width}")
 
-    # a long name in a narrow column keeps its start and its end, the middle elided; the tooltip says the path
+    # a long name in a narrow column keeps its end from its last separator (the take and the extension) and as
+    # much of its start as fits (a first-contact trial: cut in the middle, a UCS name lost its description);
+    # the tooltip says the path
     row = [h.rel_path for h in tab.state.hits].index(f"{LONG}/tram_passing_over_wet_cobblestones_close_"
                                                        "perspective_take_03.wav")
     header.resizeSection(ResultsTable.NAME, 180)
@@ -196,9 +200,18 @@ def test_names_come_first_elided_in_the_middle_resizable_and_remembered(qtbot, t
     table.itemDelegateForColumn(ResultsTable.NAME).initStyleOption(option, index)
     plain = str(index.data(PLAIN_ROLE))
     shown = option.text.replace("<span", "").split("…")
-    assert len(shown) == 2 and plain.startswith("tram") and "take_03.wav" in shown[1]
+    assert len(shown) == 2 and plain.startswith("tram") and shown[1] == "_03.wav"
+    assert "tram</span>_passing_ov" in shown[0]  # more of the start than a cut in the middle kept ("tram_passing_")
     assert "tram" in option.text and "<span" in option.text  # the matched word still highlighted
     assert table.item(row, ResultsTable.NAME).toolTip().startswith(f"{LONG}/tram_passing")
+    # a long folder keeps its deepest part
+    header.resizeSection(ResultsTable.FOLDER, 90)
+    index = table.model().index(row, ResultsTable.FOLDER)
+    option.rect = table.visualRect(index)
+    table.itemDelegateForColumn(ResultsTable.FOLDER).initStyleOption(option, index)
+    folder = str(index.data(PLAIN_ROLE))
+    text = html.unescape(re.sub("<[^>]+>", "", option.text))
+    assert text.startswith("…") and len(text) > 4 and folder.endswith(text[1:])
 
     # the user's widths and order come back in a new table (QSettings)
     header.resizeSection(ResultsTable.NAME, 333)
