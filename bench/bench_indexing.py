@@ -23,7 +23,9 @@ What is measured, exactly (the JSON says the same in `notes`):
   flare, micropolis, tuxpaint-magic, overgod, crossfire, 363 files with their original folders: one-shots, loops
   and ten 1-4-minute music tracks, Ogg and WAV at several rates), indexed from scratch by a process of its own
   (bench/index_process.py: the process's first indexing, model loading included in its wall time and peak RSS),
-  with the default (a long file's windows spread, embedding.LONG_FILE_WINDOWS) and with every window.
+  with the default (a long file's windows spread, embedding.LONG_FILE_WINDOWS) and with every window; and once
+  more with the trunk's output replaced by zeros (`--zero-tower`): the floor no smaller sound tower can go below,
+  which shows how much of the time the tower is.
 - The machine: CPU model, the flags that decide its speed, load, and the measured float32 matmul peak.
 - Before/after: decoding the 11,127 Hz and 22,254 Hz clips to the model's rate with the old path
   (libsndfile + torchaudio.functional.resample, whose kernel is built from the exact rate ratio) against the
@@ -152,7 +154,8 @@ def real_library(tmp: Path) -> dict[str, Any]:
                                        seed=0)
         shutil.copytree(built["folder"], folder / name, ignore=shutil.ignore_patterns(".earshot", "*.json"))
     out: dict[str, Any] = {}
-    for label, extra in (("default windows", []), ("every window", ["--max-windows", "0"])):
+    for label, extra in (("default windows", []), ("every window", ["--max-windows", "0"]),
+                         ("default windows, no tower (floor)", ["--zero-tower"])):
         shutil.rmtree(folder / ".earshot", ignore_errors=True)
         run = subprocess.run([sys.executable, "-m", "bench.index_process", str(folder), *extra], cwd=ROOT,
                              capture_output=True, text=True, check=True)

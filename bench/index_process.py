@@ -1,6 +1,8 @@
 """Index a folder from scratch in a process of its own and print what it cost as JSON: the first indexing of a
 process (imports, model loading, the graph cache), its peak RSS, wall and CPU seconds. Used by bench_indexing's
-real-library-shaped set; `python -m bench.index_process FOLDER [--fresh] [--max-windows N] [--backend B]`."""
+real-library-shaped set; `python -m bench.index_process FOLDER [--fresh] [--max-windows N] [--backend B]
+[--zero-tower]` (the ONNX trunk's output replaced by zeros of its shape: what indexing costs without the sound
+tower, the floor no smaller tower can go below)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,19 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def zero_tower() -> None:
+    """Make every ONNX trunk (int8 or float) answer zeros of its output's shape (n, 512, T/8) at no cost."""
+    import torch
+
+    from core import aisfx_runtime
+
+    def zeros(self: object, frames: torch.Tensor, counts: object = None) -> torch.Tensor:
+        return torch.zeros(frames.shape[0], 512, frames.shape[1] // 8)
+
+    aisfx_runtime.OnnxTrunk.__call__ = zeros  # type: ignore[method-assign]
+    aisfx_runtime.OnnxTrunk.padded = zeros  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("folder", type=Path)
@@ -32,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default=None)
     p.add_argument("--fresh", action="store_true", help="delete FOLDER/.earshot first (else a folder indexed "
                    "before is refused: re-indexing it would measure nothing)")
+    p.add_argument("--zero-tower", action="store_true", help="replace the ONNX trunk's output by zeros (a floor)")
     args = p.parse_args(argv)
+    if args.zero_tower:
+        zero_tower()
     if (args.folder / ".earshot").exists():
         if not args.fresh:
             print(f"{args.folder} has a catalog already: pass --fresh to delete it first", file=sys.stderr)
