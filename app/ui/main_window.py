@@ -130,7 +130,6 @@ class MainWindow(QMainWindow):
             label.setContentsMargins(8, 0, 8, 0)
             bar.addPermanentWidget(label)
 
-    @Slot(str)
     def tab_status(self, tab: QWidget, name: str, message: str) -> None:
         """A tab's status line, passed on to the window's status bar only while another tab is in front (the
         tab in front shows it itself), with the tab's name, so a model loading in the Units tab does not read as
@@ -138,6 +137,7 @@ class MainWindow(QMainWindow):
         if message and self.tabs.currentWidget() is not tab:
             self.flash(f"{name}: {message}")
 
+    @Slot(str)
     def flash(self, message: str, timeout_ms: int = 8000) -> None:
         """A passing message in the status bar, cut to the room left of the device/models/audio labels (a long
         one would otherwise run underneath them); the full text is in the tab itself."""

@@ -118,8 +118,6 @@ class SearchState:
         self.balance = self.default_balance
         self.filters = SearchFilters()
         self.results: Results | None = None
-        self.shown_ranking = "both"  # the ranking of the results shown (which scores they have)
-        self.shown_kind = ""  # the kind of request the results shown answer ("browse": the library listed)
         self.shown_request: SearchRequest | None = None  # the request the results shown answer
         self.history: list[SearchRequest] = []  # the searches whose results were shown, oldest first
         self.history_pos = -1  # the entry shown now: Back goes before it, Forward after it
@@ -157,6 +155,16 @@ class SearchState:
         if not ready:
             self.pending = False
         self.events.library.emit()
+
+    @property
+    def shown_ranking(self) -> str:
+        """The ranking of the results shown (which scores they have)."""
+        return self.shown_request.ranking if self.shown_request is not None else "both"
+
+    @property
+    def shown_kind(self) -> str:
+        """The kind of request the results shown answer ("browse": the library listed; '' before any)."""
+        return self.shown_request.kind if self.shown_request is not None else ""
 
     def set_catalog(self, failed: list[FailedFile], folders: list[str]) -> None:
         self.failed, self.folders = list(failed), list(folders)
@@ -243,7 +251,7 @@ class SearchState:
             self.set_results(results)
             return True
         self._remember(request)
-        self.shown_ranking, self.shown_kind, self.shown_request = request.ranking, request.kind, request
+        self.shown_request = request
         if request.kind != "browse" and self.sort:
             results.hits = sort_hits(results.hits, self.sort, self.descending)
         self.set_results(results)
