@@ -60,7 +60,7 @@ SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration"}  # head
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
 
 
-class MiddleElideDelegate(RichTextDelegate):
+class ElidingDelegate(RichTextDelegate):
     """Rich text elided when the cell is too narrow, the matched words still highlighted in what shows: a file
     name keeps its end from its last separator (take number and extension, `_02.ogg`) and as much of its start
     as fits (a UCS name's category and description); a folder (`names=False`) keeps its deepest part
@@ -108,7 +108,8 @@ def elide_name(plain: str, metrics: QFontMetrics, width: int) -> str:
 
 
 def middle_elided(plain: str, spans: Sequence[tuple[int, int]], elided: str) -> str:
-    """Rich text of `elided` (`plain` with its middle replaced by '…'), the spans kept where their text shows."""
+    """Rich text of `elided` (`plain` with a part replaced by '…': its middle, or its start), the spans kept where
+    their text shows."""
     cut = elided.find("…")
     if cut < 0:
         return highlight(plain, spans)
@@ -173,8 +174,8 @@ class ResultsTable(QTableWidget):
         self.setAlternatingRowColors(True)
         self.setWordWrap(False)
         self._delegate = RichTextDelegate(self)
-        self._name_elide = MiddleElideDelegate(self)
-        self._folder_elide = MiddleElideDelegate(self, names=False)
+        self._name_elide = ElidingDelegate(self)
+        self._folder_elide = ElidingDelegate(self, names=False)
         self.setItemDelegateForColumn(self.TAGS, self._delegate)
         self.setItemDelegateForColumn(self.NAME, self._name_elide)
         self.setItemDelegateForColumn(self.FOLDER, self._folder_elide)
