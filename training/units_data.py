@@ -21,6 +21,7 @@ from core import audio as audio_path
 from core.frontends import units_frontend_dict
 from models.frontends import MFCC, LinearSpectrogram
 from models.speech_embedding import WINDOW_SAMPLES
+from models.units_frontend import SpeechUnitsFrontend
 from models.vqvae import STRIDE
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
 from training.reserved import is_held_out
@@ -309,17 +310,12 @@ def to_int16(wave: np.ndarray) -> np.ndarray:
     return np.round(np.clip(wave, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def _has_unit_grid(frontend: nn.Module) -> bool:
-    """Whether the front end appends one speech_embedding frame per unit (models.units_frontend)."""
-    return getattr(frontend, "embedding", None) is not None
-
-
 def context_frames(frontend: nn.Module) -> int:
     """Frames of audio an augmented crop keeps before its start so that, with no effect firing, its features
     equal the whole utterance's: the STFT window and Δ/ΔΔ context (CROP_MARGIN), and with the speech_embedding
     front end also one embedding window (0.78 s) in whole units, so that the segment starts on the utterance's
     unit grid."""
-    if not _has_unit_grid(frontend):
+    if not isinstance(frontend, SpeechUnitsFrontend):
         return CROP_MARGIN
     hop = int(frontend.config.hop_length)
     window = -(-WINDOW_SAMPLES // hop)  # 79 frames
@@ -337,7 +333,7 @@ def augmented_crop(corpus: Corpus, i: int, start: int, n: int, cfg: AugmentConfi
     crop itself. With the speech front end the segment starts on a unit boundary and the crop keeps its place
     within its unit after a speed change, so the embedding frames line up with the MFCC frames as in the cached
     features."""
-    hop, on_grid = frontend.config.hop_length, _has_unit_grid(frontend)
+    hop, on_grid = frontend.config.hop_length, isinstance(frontend, SpeechUnitsFrontend)  # one embedding per unit
     wave = corpus.waves[i].astype(np.float32) / 32767  # (N,)
     stretch = max(1.0, cfg.speed_high) if cfg.speed_prob > 0 else 1.0  # a speed-up shortens the context
     first = max(0, start - math.ceil(context_frames(frontend) * stretch))
