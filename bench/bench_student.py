@@ -114,16 +114,14 @@ def frames_of(paths: list[Path], max_seconds: float | None) -> tuple[list[torch.
 
 
 @torch.inference_mode()
-def embed(path: Path, frames: list[torch.Tensor]) -> torch.Tensor:
+def embed(model: torch.nn.Module, frames: list[torch.Tensor]) -> torch.Tensor:
     """The retrieval model's projected unit vectors of each clip's frames, one clip at a time (as
     bench_sfx.default_model_embeddings runs it)."""
-    model, _ = load_model(path, kind="retrieval")
     return torch.cat([model.embed_audio(f[None]) for f in frames])
 
 
 @torch.inference_mode()
-def text_vectors(path: Path, captions: list[str]) -> torch.Tensor:
-    model, _ = load_model(path, kind="retrieval")
+def text_vectors(model: torch.nn.Module, captions: list[str]) -> torch.Tensor:
     return torch.cat([model.embed_text(captions[i : i + 256]) for i in range(0, len(captions), 256)])
 
 
@@ -137,12 +135,14 @@ def quality(teacher: Path, student: Path, corpus: Path, sfx: Path, max_clips: in
                             "audio_hours": round(sum(len(f) for f in frames) * 1024 / 44100 / 3600, 3),
                             "random": random_metrics(captions)}
     similar: dict[str, Any] = {}
+    models: dict[str, torch.nn.Module] = {}
     for name, path in (("teacher", teacher), ("student", student)):
-        start = time.perf_counter()
-        audio = embed(path, frames)
+        start = time.perf_counter()  # loading included, as when each model was loaded for this alone
+        models[name] = load_model(path, kind="retrieval")[0]
+        audio = embed(models[name], frames)
         embed_s = round(time.perf_counter() - start, 1)
         # each model's own text half: a student whose projections were fitted on its features has its own
-        text = text_vectors(path, captions)
+        text = text_vectors(models[name], captions)
         test[name] = metrics(audio, text, captions) | {"embed_s": embed_s}
         similar[name] = find_similar_metrics(audio, captions)
     out["text_to_audio_test_packages"] = test
@@ -150,8 +150,8 @@ def quality(teacher: Path, student: Path, corpus: Path, sfx: Path, max_clips: in
     vpaths, vcaptions = val_clips(sfx)
     vframes, vkept = frames_of(vpaths, None)
     vcaptions = [vcaptions[i] for i in vkept]
-    out["find_similar_sfx_val"] = {name: find_similar_metrics(embed(path, vframes), vcaptions)
-                                   for name, path in (("teacher", teacher), ("student", student))}
+    out["find_similar_sfx_val"] = {name: find_similar_metrics(embed(model, vframes), vcaptions)
+                                   for name, model in models.items()}
     t_t2a = test["teacher"]["mAP@10"]
     s_t2a = test["student"]["mAP@10"]
     t_fs, s_fs = similar["teacher"]["mAP@10"], similar["student"]["mAP@10"]
