@@ -134,6 +134,16 @@ def test_an_unreadable_file_is_not_listed_before_the_audio_pass_says_why(tmp_pat
     assert names_ready == ["good.wav"]
 
 
+def test_the_names_pass_reports_its_count_as_numbers(tmp_path: Path):
+    """The Search tab shows the names pass's count from these fields, not by parsing the message."""
+    root = tmp_path / "lib"
+    for i in range(3):
+        write(root / f"tone_{i}.wav", tone(440 + 110 * i))
+    parts = [(p["part_done"], p["part_total"]) for p in index_library(root, ToneEmbedder())
+             if p.get("phase") == "names" and "part_done" in p]
+    assert (3, 3) in parts and all(0 < done <= total for done, total in parts)
+
+
 # ------------------------------------------------------------------------------------------------ time left
 
 
