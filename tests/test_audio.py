@@ -520,6 +520,7 @@ def test_device_status_with_and_without_devices(monkeypatch):
     monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([mic], None, None))
     s = device_status()
     assert not s.input_ok and not s.output_ok and "no default audio input" in s.message
+    assert s.output_message() == "no audio output device found"  # playback's reason, without the microphone's
 
     def broken(kind=None):
         raise RuntimeError("PortAudio not initialized")
@@ -527,6 +528,7 @@ def test_device_status_with_and_without_devices(monkeypatch):
     monkeypatch.setattr(audio, "_import_sounddevice", lambda: SimpleNamespace(query_devices=broken))
     s = device_status()
     assert not s.input_ok and "audio backend error" in s.message
+    assert s.output_message() == s.message  # nothing works: the whole reason is playback's too
 
 
 def test_audio_devices_asks_portaudio_once_until_refresh(monkeypatch):

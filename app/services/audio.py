@@ -185,10 +185,11 @@ class DeviceStatus:
     inputs: list[str] = field(default_factory=list)  # device labels (`device_labels`), the system default first
     outputs: list[str] = field(default_factory=list)
     notice: str = ""  # a chosen device that is gone: the default is used instead
+    output_problem: str = ""  # what is wrong with playback alone ("": see `message`, e.g. no audio backend)
 
     def output_message(self) -> str:
-        """Why playback is unavailable: the message without what it says of the microphone."""
-        return "; ".join(p for p in self.message.split("; ") if "input" not in p) or self.message
+        """Why playback is unavailable, without what the message says of the microphone."""
+        return self.output_problem or self.message
 
 
 @dataclass
@@ -281,10 +282,10 @@ def device_status(rescan: bool = False) -> DeviceStatus:
         problems.append("no audio input device (microphone) found")
     elif default_in is None:
         problems.append("no default audio input device")
-    if not outputs:
-        problems.append("no audio output device found")
-    elif default_out is None:
-        problems.append("no default audio output device")
+    output_problem = "" if output_ok else \
+        "no audio output device found" if not outputs else "no default audio output device"
+    if output_problem:
+        problems.append(output_problem)
     if problems:
         message = "; ".join(problems)
     else:
@@ -292,7 +293,7 @@ def device_status(rescan: bool = False) -> DeviceStatus:
     notice = "; ".join(_gone(label, direction) for label, direction, listed in
                        ((CHOSEN.input, "input", inputs), (CHOSEN.output, "output", outputs))
                        if label and label not in listed)
-    return DeviceStatus(input_ok, output_ok, message, inputs, outputs, notice)
+    return DeviceStatus(input_ok, output_ok, message, inputs, outputs, notice, output_problem)
 
 
 def _gone(label: str, direction: str) -> str:

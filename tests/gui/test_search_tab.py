@@ -35,7 +35,8 @@ from tests.fake_streams import FakeSpeakers
 
 SR = 32000
 WINDOW_S = 2.0
-NO_AUDIO = DeviceStatus(False, False, "no audio input device (microphone) found; no audio output device found")
+NO_AUDIO = DeviceStatus(False, False, "no audio input device (microphone) found; no audio output device found",
+                       output_problem="no audio output device found")
 SPEAKERS = DeviceStatus(False, True, "output: fake speakers", [], ["fake speakers"])
 SHOTS = Path(__file__).resolve().parents[2] / "bench" / "out" / "screenshots"
 
