@@ -102,7 +102,7 @@ def test_spread_windows_are_decoded_on_their_own_as_the_stream_decodes_them(tmp_
     sf.write(tmp_path / "long.wav", x, rate, subtype="FLOAT")
     streamed = list(iter_blocks(tmp_path / "long.wav", 16000, 0.5, pad_last=False))
     chosen = spread_windows(len(streamed), 6)
-    got = list(embedding.spread_blocks(tmp_path / "long.wav", [*chosen, len(streamed) + 3], 16000, 0.5))
+    got = list(embedding.spread_blocks(tmp_path / "long.wav", [*chosen, len(streamed) + 3], 16000, 0.5, rate))
     assert [i for i, _ in got] == chosen
     for i, block in got:
         assert len(block) == len(streamed[i])

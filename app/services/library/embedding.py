@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import EmptyAudioError, audio_info, decode, iter_blocks
+from app.services.audio import AudioInfo, EmptyAudioError, audio_info, decode, iter_blocks
 from app.services.library.catalog import normalise
 from app.services.library.records import Embedder, PathLike, PreparingEmbedder
 
@@ -61,16 +61,17 @@ def window_starts(duration: float, window_seconds: float, kept: int) -> np.ndarr
     return idx * float(window_seconds)
 
 
-def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int = 0, duration: float = 0.0
+def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int = 0, info: AudioInfo | None = None
                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(windows (w, S), coverage (w,)) batches of a file, streamed; coverage = real-audio fraction. With
-    `max_windows` and the file's `duration`, only the windows `spread_windows` chooses, each decoded on its own
+    `max_windows` and the file's header `info`, only the windows `spread_windows` chooses, each decoded on its own
     (`spread_blocks`)."""
     size = round(embedder.window_seconds * embedder.sample_rate)
-    n = window_count(duration, embedder.window_seconds)
-    keep = spread_windows(n, max_windows) if max_windows and n > max_windows else None
+    n = window_count(info.duration if info else 0.0, embedder.window_seconds)
+    keep = spread_windows(n, max_windows) if info and max_windows and n > max_windows else None
     blocks = enumerate(iter_blocks(path, embedder.sample_rate, embedder.window_seconds, pad_last=False)) \
-        if keep is None else spread_blocks(path, keep, embedder.sample_rate, embedder.window_seconds)
+        if keep is None or info is None \
+        else spread_blocks(path, keep, embedder.sample_rate, embedder.window_seconds, info.sample_rate)
     buf: list[np.ndarray] = []
     cover: list[float] = []
     for i, block in blocks:
@@ -85,14 +86,14 @@ def windows_of(path: PathLike, embedder: Embedder, batch: int, max_windows: int 
         yield np.stack(buf), np.array(cover, dtype=np.float32)
 
 
-def spread_blocks(path: PathLike, windows: Sequence[int], sample_rate: int, window_seconds: float
-                  ) -> Iterator[tuple[int, np.ndarray]]:
-    """(window index, its samples (<= S,)) of the chosen windows of a long file, each decoded on its own: a seek to
-    about SEEK_PAD_S before it (on the grid of whole samples at both rates, so the resampler keeps the stream's
-    phase), resampled with that much context each side, then cut to the window: what `iter_blocks` gives for it,
-    to float32 rounding."""
+def spread_blocks(path: PathLike, windows: Sequence[int], sample_rate: int, window_seconds: float,
+                  file_rate: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(window index, its samples (<= S,)) of the chosen windows of a long file (stored at `file_rate` Hz), each
+    decoded on its own: a seek to about SEEK_PAD_S before it (on the grid of whole samples at both rates, so the
+    resampler keeps the stream's phase), resampled with that much context each side, then cut to the window:
+    what `iter_blocks` gives for it, to float32 rounding."""
     size = round(window_seconds * sample_rate)
-    grid = math.gcd(int(audio_info(path).sample_rate), int(sample_rate))  # 1/grid s: whole samples at both rates
+    grid = math.gcd(int(file_rate), int(sample_rate))  # 1/grid s: whole samples at both rates
     for i in windows:
         start = i * window_seconds
         first = max(0.0, math.floor((start - SEEK_PAD_S) * grid) / grid)  # the stream's sample phase, kept
@@ -135,8 +136,8 @@ def embed_file(path: PathLike, embedder: Embedder, batch: int = 16, max_windows:
     """(file vector (D,), window vectors (W, D)) of one file, streamed window by window; a long file from
     `max_windows` spread windows (0: every one), as the indexer does."""
     vecs, covers = [], []
-    duration = audio_info(path).duration if max_windows else 0.0
-    for windows, cover in windows_of(path, embedder, batch, max_windows, duration):
+    info = audio_info(path) if max_windows else None
+    for windows, cover in windows_of(path, embedder, batch, max_windows, info):
         vecs.append(embed(embedder, windows))
         covers.append(cover)
     return pool(np.concatenate(vecs), np.concatenate(covers))

@@ -157,7 +157,7 @@ class _Reader:
                 return
             info = audio_info(path)
             prepare = getattr(self.embedder, "prepare_windows", None)  # front end here, ahead of the model
-            for windows, cover in windows_of(path, self.embedder, self.batch, self.max_windows, info.duration):
+            for windows, cover in windows_of(path, self.embedder, self.batch, self.max_windows, info):
                 try:
                     payload = windows if prepare is None else prepare(windows)
                 except Exception as e:  # decoded audio that the model's front end cannot take: the model's fault
