@@ -206,3 +206,14 @@ def test_frozen_audio_with_foreign_weights_trains_only_projections(subset: Path,
     for k, v in official.state_dict().items():  # the frozen encoder is exactly the loaded one
         torch.testing.assert_close(model.audio_encoder.state_dict()[k], v)
     assert list((tmp_path / ".r.cache").glob("passt-*.safetensors"))
+
+
+def test_a_run_over_student_weights_names_them_by_content_for_resume(tmp_path: Path) -> None:
+    """A resumed projection run must read the same frozen tower: its weights file is named by its bytes."""
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    a.write_bytes(b"tower a")
+    b.write_bytes(b"tower b")
+    sources = [rt.RetrievalHooks(rt.RetrievalTrainConfig(), argparse.Namespace(audio_weights=w, out=tmp_path / "r.st"))
+               .frozen_sources()
+               for w in (a, b, None)]
+    assert sources[0] != sources[1] and sources[2] == {"audio_weights": "shipped"}

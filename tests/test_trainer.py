@@ -141,6 +141,25 @@ def test_resume_refuses_other_settings_and_starts_afresh_without_state(tmp_path:
     run(Toy(epochs=1, finetune=0), out, resume=True, threads=2)  # where it runs may change
 
 
+class FrozenToy(Toy):
+    """A toy whose untrained part comes from a file (as the student tower under the retrieval projections)."""
+
+    def __init__(self, tower: str, **kwargs: Any) -> None:  # noqa: ANN401
+        super().__init__(**kwargs)
+        self.tower = tower
+
+    def frozen_sources(self) -> dict[str, str]:
+        return {"tower": self.tower}
+
+
+def test_resume_refuses_a_run_over_other_frozen_weights(tmp_path: Path) -> None:
+    out = tmp_path / "m.safetensors"
+    run(FrozenToy("a", epochs=1, finetune=0), out)
+    with pytest.raises(ValueError, match=r"other frozen weights \(tower differ\)"):
+        run(FrozenToy("b", epochs=1, finetune=0), out, resume=True)
+    run(FrozenToy("a", epochs=1, finetune=0), out, resume=True)
+
+
 def test_cancel_inside_the_optimizer_step_keeps_the_last_consistent_state(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "m.safetensors"

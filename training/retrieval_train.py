@@ -524,6 +524,12 @@ class RetrievalHooks(Hooks):
     def frozen_prefixes(self) -> tuple[str, ...]:
         return (TEXT_PREFIX,) if text_is_frozen(self.model) else ()
 
+    def frozen_sources(self) -> dict[str, str]:
+        """The audio tower's weights file (--audio-weights): with the aiSFX towers its features are all that the
+        projections train on, and a resumed run must read the same tower's."""
+        weights = getattr(self.args, "audio_weights", None)
+        return {"audio_weights": file_hash(Path(weights)) if weights else "shipped"}
+
     def save(self, path: Path, model: nn.Module, record: dict[str, Any]) -> None:
         args, metrics = self.args, record["metrics"]
         raw = {("mAP@10" if k == "val_map10" else k[4:]): v for k, v in metrics.items() if k.startswith("val_")}

@@ -191,6 +191,11 @@ class Hooks:
         """State-dict prefixes that are not trained and not saved (loaded from elsewhere)."""
         return ()
 
+    def frozen_sources(self) -> dict[str, str]:
+        """What weights that are not trained and not in the resume state come from, by content (e.g. a tower
+        file's hash), read before `prepare`: a resumed run must load the same ones."""
+        return {}
+
     def final_metrics(self) -> dict[str, float]:
         """Numbers the kind adds to the result's metrics (e.g. training losses, codebook use)."""
         return {}
@@ -401,7 +406,8 @@ class Trainer(Generator[Progress, None, TrainResult]):
             tensors |= opt_t
         tensors |= rng[0]
         state = {"kind": self.hooks.kind, **dataclasses.asdict(s), "optimizer": opt_meta, "rng": rng[1],
-                 "scaler": scaler.state_dict() if scaler.is_enabled() else None, "config": self._config_dict()}
+                 "scaler": scaler.state_dict() if scaler.is_enabled() else None, "config": self._config_dict(),
+                 "frozen": self.frozen}
         write_resume(self.resume_file, tensors, state)
 
     def _read_saved(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
@@ -416,6 +422,11 @@ class Trainer(Generator[Progress, None, TrainResult]):
         if diff:
             raise ValueError(f"{name} was saved by a different model or training config ({', '.join(diff)}); "
                              f"resume with the same settings, or start afresh without --resume")
+        saved = state.get("frozen")  # absent in states written before it was kept
+        if saved is not None and saved != self.frozen:
+            keys = sorted(k for k in set(saved) | set(self.frozen) if saved.get(k) != self.frozen.get(k))
+            raise ValueError(f"{name} was trained over other frozen weights ({', '.join(keys)} differ); resume "
+                             f"with the same ones, or start afresh without --resume")
         return tensors, state
 
     def _apply_saved(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> _State:
@@ -442,6 +453,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
         t0 = time.monotonic()
         c, hooks = self.config, self.hooks
         self._setup()
+        self.frozen = self.hooks.frozen_sources()
         saved = self._read_saved()
         yield from hooks.prepare(self)
         hooks.model.to(self.device)
