@@ -197,6 +197,7 @@ class ResultsTable(QTableWidget):
         saved = QSettings().value(HEADER_KEY)
         self.user_sized = saved is not None and header.restoreState(saved)  # else the names get the room
         self._fitting = False
+        self.widest = {self.NAME: 0, self.FOLDER: 0}  # the longest name and folder shown since `forget_widths`
         header.setSortIndicatorShown(False)
         header.sectionResized.connect(self._resized)
         header.sectionMoved.connect(self.save_header)
@@ -213,17 +214,24 @@ class ResultsTable(QTableWidget):
         self.user_sized = True  # the user's width: kept from now on, also next time
         self.save_header()
 
+    def forget_widths(self) -> None:
+        """Another library: its names size the columns afresh."""
+        self.widest = dict.fromkeys(self.widest, 0)
+
     def fit_names(self) -> None:
         """Until the user sizes the columns: the Name column as wide as the longest name shown and the Folder
         column as wide as the longest folder, within the room the other columns leave (the last one keeps at least
-        60 px); when both do not fit, the name gets most of it."""
+        60 px); when both do not fit, the name gets most of it. Widths only grow between searches of a library
+        (the columns do not jump under the pointer with each query), and follow the window's size."""
         header, last = self.horizontalHeader(), self._last_shown()
         if self.user_sized or last in (self.NAME, self.FOLDER):
             return
         others = sum(header.sectionSize(c) for c in range(self.columnCount())
                      if c not in (self.NAME, self.FOLDER, last) and not self.isColumnHidden(c))
         room = self.viewport().width() - others - 60
-        name, folder = (self._longest(c) + 16 for c in (self.NAME, self.FOLDER))
+        for c in self.widest:
+            self.widest[c] = max(self.widest[c], self._longest(c) + 16)
+        name, folder = self.widest[self.NAME], self.widest[self.FOLDER]
         if name + folder > room:
             folder = min(folder, max(90, room // 3))
             name = max(140, min(name, room - folder))

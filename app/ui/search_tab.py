@@ -251,6 +251,7 @@ class SearchTab(ModelTab):
         if self.state.library is not None and Path(path) == self.state.library and self.session is not None:
             return
         self._retire_session()
+        self.table.forget_widths()
         self.state.set_library(Path(path))
         self.indexing.show_library(Path(path))
         self._update_view()

@@ -289,3 +289,24 @@ def test_find_similar_keeps_to_similar_lengths_unless_the_box_is_unticked(qtbot,
     wait_results(qtbot, tab, lambda: box.setChecked(False), "similar")
     show_all(qtbot, tab)
     assert len(tab.state.hits) == len(FILES) - 1 and max(h.duration for h in tab.state.hits) == pytest.approx(3.0)
+
+
+def test_the_name_column_does_not_shrink_from_one_search_to_the_next(qtbot) -> None:
+    """Columns sized to each result list jumped under the pointer with every query; they now only grow while the
+    same library is searched, and start afresh for another library."""
+    from app.services.library.records import Hit
+
+    def hits(*names: str) -> list:
+        return [Hit(Path(f"/l/{n}"), 0.5, 1.0, "", 0.0, [0.5], i + 1, n) for i, n in enumerate(names)]
+
+    table = ResultsTable()
+    qtbot.addWidget(table)
+    table.resize(1000, 400)
+    table.show()
+    table.set_hits(hits("AMBForst_Forest birds and wind at dawn_Recordist_01.wav"))
+    wide = table.horizontalHeader().sectionSize(ResultsTable.NAME)
+    table.set_hits(hits("dog.wav"))
+    assert table.horizontalHeader().sectionSize(ResultsTable.NAME) == wide
+    table.forget_widths()
+    table.set_hits(hits("dog.wav"))
+    assert table.horizontalHeader().sectionSize(ResultsTable.NAME) < wide
