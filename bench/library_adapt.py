@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import names_baseline, search_libraries
-from bench.library_quality import CACHE, K, indexed_session
+from bench import names_baseline
+from bench.library_quality import K, indexed_session, leave_one_library_out, tuning_copies
 
 TAU, TOP = 0.05, 50  # fixed beforehand
 GRID = [(s, lam, w) for s in ("sem", "name", "joint") for lam in (0.0, 0.5, 1.0, 2.0)
@@ -76,18 +76,11 @@ def replay(d: dict, src: str, lam: float, w: float) -> float:
 
 
 def main() -> int:
-    data: dict[str, dict[str, dict]] = {}
-    for name in search_libraries.tuning_library_names():
-        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
-                                       seed=0)
-        data[name] = {name: collect(Path(built["folder"])), f"{name}-mixed": collect(Path(built["mixed_folder"]))}
+    data = tuning_copies(collect)
     table = {lib: {g: replay(d, *g) for g in GRID} for parts in data.values() for lib, d in parts.items()}
-    held_out = {}
-    for held in data:
-        train = [lib for n, parts in data.items() if n != held for lib in parts]
-        g = max(GRID, key=lambda x: np.mean([table[lib][x] for lib in train]))
-        held_out[held] = {"chosen_on_the_others": g, **{lib: round(table[lib][g], 4) for lib in data[held]},
-                          "shipped": {lib: round(table[lib][("sem", 0.0, 0.7)], 4) for lib in data[held]}}
+    held_out = {held: {"chosen_on_the_others": g, **{lib: round(v, 4) for lib, v in scores.items()},
+                       "shipped": {lib: round(table[lib][("sem", 0.0, 0.7)], 4) for lib in data[held]}}
+                for held, (g, scores) in leave_one_library_out(data, table, GRID).items()}
     print(json.dumps({"held_out": held_out}, indent=1))
     return 0
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import names_baseline, search_libraries
-from bench.library_quality import CACHE, K, first_relevant_ranks, indexed_session
+from bench import names_baseline
+from bench.library_quality import K, first_relevant_ranks, indexed_session, leave_one_library_out, tuning_copies
 
 WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 SHARES = (0.1, 0.2, 0.3, 0.4, 0.5)  # the keyword's share of the names score
@@ -52,21 +52,15 @@ def replay(rows: list[dict], w: float, share: float) -> float:
 
 
 def main() -> int:
-    data: dict[str, dict[str, list[dict]]] = {}
-    for name in search_libraries.tuning_library_names():
-        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
-                                       seed=0)
-        data[name] = {name: channels(Path(built["folder"])), f"{name}-mixed": channels(Path(built["mixed_folder"]))}
-    table = {lib: {str(r): round(replay(rows, *r), 4) for r in RULES}
+    data = tuning_copies(channels)
+    table = {lib: {r: round(replay(rows, *r), 4) for r in RULES}
              for parts in data.values() for lib, rows in parts.items()}
-    held_out = {}
-    for held in data:
-        train = [lib for n, parts in data.items() if n != held for lib in parts]
-        r = max(RULES, key=lambda x: np.mean([table[lib][str(x)] for lib in train]))
-        held_out[held] = {"w_share_chosen_on_the_others": r, **{lib: table[lib][str(r)] for lib in data[held]}}
-    best = max(RULES, key=lambda x: np.mean([v[str(x)] for v in table.values()]))
+    held_out = {held: {"w_share_chosen_on_the_others": r, **scores}
+                for held, (r, scores) in leave_one_library_out(data, table, RULES).items()}
+    best = max(RULES, key=lambda x: np.mean([v[x] for v in table.values()]))
     print(json.dumps({"held_out": held_out, "chosen_on_all": best, "shipped_0.7_0.2": {
-        lib: v[str((0.7, 0.2))] for lib, v in table.items()}, "by_rule": table}, indent=1))
+        lib: v[(0.7, 0.2)] for lib, v in table.items()},
+        "by_rule": {lib: {str(r): v for r, v in rows.items()} for lib, rows in table.items()}}, indent=1))
     return 0
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import names_baseline, search_libraries
-from bench.library_quality import CACHE, K, first_relevant_ranks, indexed_session
+from bench import names_baseline
+from bench.library_quality import K, first_relevant_ranks, indexed_session, leave_one_library_out, tuning_copies
 
 TOP, SURE = 3, 0.5  # fixed beforehand: the best three files whose names agree at least halfway
 BETAS = (0.0, 0.1, 0.2, 0.3, 0.5)
@@ -61,21 +61,15 @@ def replay(rows: list[dict], beta: float, floor: float) -> float:
 
 
 def main() -> int:
-    data: dict[str, dict[str, list[dict]]] = {}
-    for name in search_libraries.tuning_library_names():
-        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
-                                       seed=0)
-        data[name] = {name: channels(Path(built["folder"])), f"{name}-mixed": channels(Path(built["mixed_folder"]))}
-    table = {lib: {str(r): round(replay(rows, *r), 4) for r in RULES}
+    data = tuning_copies(channels)
+    table = {lib: {r: round(replay(rows, *r), 4) for r in RULES}
              for parts in data.values() for lib, rows in parts.items()}
-    held_out = {}
-    for held in data:
-        train = [lib for n, parts in data.items() if n != held for lib in parts]
-        r = max(RULES, key=lambda x: (np.mean([table[lib][str(x)] for lib in train]), -x[0]))
-        held_out[held] = {"beta_floor_chosen_on_the_others": r, **{lib: table[lib][str(r)] for lib in data[held]}}
-    best = max(RULES, key=lambda x: (np.mean([v[str(x)] for v in table.values()]), -x[0]))
+    held_out = {held: {"beta_floor_chosen_on_the_others": r, **scores}
+                for held, (r, scores) in leave_one_library_out(data, table, RULES, lambda r: -r[0]).items()}
+    best = max(RULES, key=lambda x: (np.mean([v[x] for v in table.values()]), -x[0]))
     print(json.dumps({"held_out": held_out, "chosen_on_all": best, "without": {
-        lib: v[str((0.0, FLOORS[0]))] for lib, v in table.items()}, "by_rule": table}, indent=1))
+        lib: v[(0.0, FLOORS[0])] for lib, v in table.items()},
+        "by_rule": {lib: {str(r): v for r, v in rows.items()} for lib, rows in table.items()}}, indent=1))
     return 0
 
 

@@ -21,9 +21,9 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from bench import names_baseline, search_libraries
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "earshot" / "bench-library-quality"
 K = 10
+T = TypeVar("T")  # what a replay collects of one library copy
+R = TypeVar("R")  # a replayed rule's constants
 
 
 def first_relevant_ranks(order: Sequence[str], relevant: set[str]) -> int:
@@ -121,6 +123,29 @@ def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names",
     return {"libraries": out, "table": table_lines(out),
             "notes": "unseen packages (no model trained or tuned on them); queries and relevance committed "
                      "before any system ran (bench/data/search_libraries)"}
+
+
+def tuning_copies(collect: Callable[[Path], T]) -> dict[str, dict[str, T]]:
+    """`collect` run on each tuning library and its mixed copy: {library: {copy name: what it gave}} (the
+    leave-one-library-out replays of library_fusion, library_prf and library_adapt)."""
+    data: dict[str, dict[str, T]] = {}
+    for name in search_libraries.tuning_library_names():
+        built = search_libraries.build(name, CACHE / "libraries", search_libraries.cache_dir(None), mixed=True,
+                                       seed=0)
+        data[name] = {name: collect(Path(built["folder"])), f"{name}-mixed": collect(Path(built["mixed_folder"]))}
+    return data
+
+
+def leave_one_library_out(data: Mapping[str, Mapping[str, Any]], table: Mapping[str, Mapping[R, float]],
+                          rules: Sequence[R], prefer: Callable[[R], Any] = lambda r: 0) -> dict[str, tuple[R, dict]]:
+    """For each library held out: the rule with the best mean score over the other libraries' copies (ties: the
+    highest `prefer`), and the held-out copies' scores under it. table: {copy: {rule: score}}."""
+    out = {}
+    for held in data:
+        train = [copy for name, copies in data.items() if name != held for copy in copies]
+        rule = max(rules, key=lambda r: (float(np.mean([table[c][r] for c in train])), prefer(r)))
+        out[held] = (rule, {copy: table[copy][rule] for copy in data[held]})
+    return out
 
 
 def table_lines(out: dict[str, dict]) -> list[str]:
