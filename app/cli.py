@@ -106,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     listen_for_interrupt()
     memory.limit_arenas()  # before any worker thread allocates (core/memory.py)
+    memory.map_large_blocks()
     parser = build_parser(argv)
     problem = unknown_command(argv, subcommands(parser))
     if problem:

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from core import memory
 
     memory.limit_arenas()  # as `earshot` does at start
+    memory.map_large_blocks()
     from app.services.jobs import drain
     from app.services.search.embedder import load_embedder
     from app.services.search.jobs import summarize

@@ -3,7 +3,9 @@
 glibc gives each thread that allocates its own malloc arena and keeps freed memory in them for reuse: the indexer's
 reader threads, the tower's workers and ONNX Runtime's threads each hold on to the peak of what they once used
 (~150 MB more than in use while a library of long tracks is indexed). `limit_arenas` (before threads start) caps
-the arenas at two, `trim` hands the free memory back to the system (milliseconds; called between batches)."""
+the arenas at two, `map_large_blocks` gives blocks of 4 MB and more (decoded audio, front-end frames, the tower's
+activations) mappings of their own, `trim` hands the free memory back to the system (milliseconds; called between
+batches)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import ctypes.util
 import functools
 import sys
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter number
+M_ARENA_MAX = -8  # glibc's mallopt parameter numbers
+M_MMAP_THRESHOLD = -3
 ARENAS = 2
+LARGE_BLOCK = 4 << 20  # bytes: from this size a block is mapped on its own and unmapped when freed
 
 
 @functools.cache
@@ -33,6 +37,15 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     """Cap glibc's malloc arenas (call before worker threads start); True when it applied."""
     libc = _libc()
     return bool(libc is not None and libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def map_large_blocks(threshold: int = LARGE_BLOCK) -> bool:
+    """Fix glibc's mmap threshold (call at start); True when it applied. glibc raises the threshold to the size of
+    every mapped block freed (up to 32 MB), so after the first large buffer the next ones come from the heap and
+    its peak stays. Indexing a real library's 363 files (bench.index_process): peak RSS 1006 -> 905 MB, for ~8 %
+    of the speed (mapping fresh pages costs page faults); 8 MB kept less (930-955 MB)."""
+    libc = _libc()
+    return bool(libc is not None and libc.mallopt(M_MMAP_THRESHOLD, threshold))
 
 
 def trim() -> bool:
