@@ -19,7 +19,7 @@ from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.search.embedder import default_text_encoder
 from app.services.search.session import SearchSession
-from app.ui.search_text import format_progress
+from app.ui.search_text import NAMES_PASS_STEPS, format_progress
 from tests.test_library import ToneEmbedder, tone, write
 
 FOLDERS = ["Foley Recordings 2019 Session Interior Household Doors Hinges And Cupboards",
@@ -139,9 +139,10 @@ def test_the_names_pass_reports_its_count_as_numbers(tmp_path: Path):
     root = tmp_path / "lib"
     for i in range(3):
         write(root / f"tone_{i}.wav", tone(440 + 110 * i))
-    parts = [(p["part_done"], p["part_total"]) for p in index_library(root, ToneEmbedder())
+    parts = [(p["part"], p["part_done"], p["part_total"]) for p in index_library(root, ToneEmbedder())
              if p.get("phase") == "names" and "part_done" in p]
-    assert (3, 3) in parts and all(0 < done <= total for done, total in parts)
+    assert ("listing", 3, 3) in parts and all(0 < done <= total for _, done, total in parts)
+    assert {part for part, _, _ in parts} <= set(NAMES_PASS_STEPS)  # each step has words in the Search tab
 
 
 # ------------------------------------------------------------------------------------------------ time left

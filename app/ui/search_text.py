@@ -35,13 +35,17 @@ def format_duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+NAMES_PASS_STEPS = {"listing": "files listed", "reading": "files read", "embedding": "names embedded"}
+
+
 def format_progress(p: dict[str, Any]) -> str:
     """'Indexing 12/40 files · 35.2 s of audio · about 12 s left' (the time left at the rate measured so far;
     'estimating time left…' until a few files have been embedded); the first pass: 'Reading names and tags'."""
     if p.get("phase") == "names":  # the indexer's own words would repeat the phase's: show only its count
         head = "Reading names and tags (name search works when this is done)"
         if isinstance(p.get("part_done"), int) and isinstance(p.get("part_total"), int):
-            return f"{head} · {p['part_done']}/{p['part_total']}"
+            what = NAMES_PASS_STEPS.get(str(p.get("part")), "files")
+            return f"{head} · {what} {p['part_done']}/{p['part_total']}"
         return head + (f" · {p['message']}" if p.get("message") else "")
     parts = [f"Indexing {p.get('files_done', p.get('step', 0))}/{p.get('files_total', p.get('total', 0))} files"]
     if p.get("audio_seconds"):

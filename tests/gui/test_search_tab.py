@@ -693,7 +693,7 @@ def test_the_names_pass_progress_says_its_phase_once() -> None:
     """A first-contact trial read "Reading names and tags (...) · reading names and tags (100/123)"."""
     from app.ui.search_text import format_progress
 
-    line = format_progress({"phase": "names", "message": "reading names and tags (100/123)", "part_done": 100,
-                            "part_total": 123})
-    assert line == "Reading names and tags (name search works when this is done) · 100/123"
+    line = format_progress({"phase": "names", "message": "reading names and tags (100/123)", "part": "reading",
+                            "part_done": 100, "part_total": 123})
+    assert line == "Reading names and tags (name search works when this is done) · files read 100/123"
     assert format_progress({"phase": "names", "message": "scanning"}).endswith(" · scanning")

@@ -293,20 +293,20 @@ class _IndexRun:
 
     # -------------------------------------------------------------------------------------------- running
 
-    def progress(self, message: str, part: tuple[int, int] | None = None) -> Progress:
+    def progress(self, message: str, part: tuple[str, int, int] | None = None) -> Progress:
         """A progress report: files, audio embedded, the phase, the time left at the measured rate (None while it
-        is being measured, and outside the audio pass) and, in the names pass, how far its current step is
-        (`part_done` of `part_total`: the GUI shows the count without parsing the message)."""
+        is being measured, and outside the audio pass) and, in the names pass, which of its steps runs and how far
+        it is (`part`, `part_done` of `part_total`: the GUI words it without parsing the message)."""
         eta = self.eta.eta(time.monotonic(), self.remaining_work) if self.phase == "audio" else None
         n = len(self.tasks)
         out: Progress = {"step": self.done, "total": n, "files_done": self.done, "files_total": n,
                          "audio_seconds": self.report.audio_seconds, "eta_s": eta, "phase": self.phase,
                          "message": message}
         if part is not None:
-            out["part_done"], out["part_total"] = part
+            out["part"], out["part_done"], out["part_total"] = part
         return out
 
-    def emit(self, message: str, part: tuple[int, int] | None = None) -> Iterator[Progress]:
+    def emit(self, message: str, part: tuple[str, int, int] | None = None) -> Iterator[Progress]:
         """Yield a progress report; a resume long after it means the runner paused the job: not the work's time."""
         before = time.monotonic()
         yield self.progress(message, part)
@@ -333,8 +333,8 @@ class _IndexRun:
         unnamed = [(f, info) for f in self.unnamed if (info := infos.get(f.key)) is not None]
         for start in range(0, len(unnamed), NAMES_CHUNK):
             self.lib.files.add_named(unnamed[start:start + NAMES_CHUNK])
-            part = (min(start + NAMES_CHUNK, len(unnamed)), len(unnamed))
-            yield from self.emit(f"reading names ({part[0]}/{part[1]})", part)
+            part = ("listing", min(start + NAMES_CHUNK, len(unnamed)), len(unnamed))
+            yield from self.emit(f"reading names ({part[1]}/{part[2]})", part)
         headers = (infos[t.file.key] for t in self.tasks)
         sized = [work_of(self.embedded_seconds(i.duration) if i else None) for i in headers]
         known = [w for w in sized if w is not None]
@@ -403,7 +403,7 @@ class _IndexRun:
                 if text.problem:
                     r.tag_problems.append(FailedFile(os.fsdecode(key), text.problem, fid))
             if n % 50 == 49:
-                yield from self.emit(f"reading names and tags ({n + 1}/{len(stale)})", (n + 1, len(stale)))
+                yield from self.emit(f"reading names and tags ({n + 1}/{len(stale)})", ("reading", n + 1, len(stale)))
         enc = self.text_encoder
         if enc is None:
             return
@@ -417,7 +417,7 @@ class _IndexRun:
             r.text_vectors += sum(v is not None for _, _, v in batch)
             lib.text.store_vectors(enc.model_id, batch)
             done += len(chunk)
-            yield from self.emit(f"embedding names and tags ({done}/{len(pending)})", (done, len(pending)))
+            yield from self.emit(f"embedding names and tags ({done}/{len(pending)})", ("embedding", done, len(pending)))
         lib.vectors.save(enc.model_id)
 
     def shutdown(self) -> None:
