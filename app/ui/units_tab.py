@@ -597,8 +597,10 @@ class UnitsTab(ModelTab):
         self._show_voice_fit(s.voice_fit if s else None)
         why = " (the voice that fits the speech best)" if self.voice_override is None else ""
         if len(result.audio):
+            # only offer P where it can play; without an output device the WAV is the way to hear it
+            hear = "P plays it." if self._output_ok() else "Export WAV… saves it to play elsewhere."
             self._say(f"Resynthesised {len(result.audio) / result.sample_rate:.2f} s as {result.speaker}{why}. "
-                      "P plays it.")
+                      + hear)
         else:
             self._say("Too short for a single unit: nothing to resynthesise.")
 
@@ -630,8 +632,15 @@ class UnitsTab(ModelTab):
         if self.resynthesis is not None and self.play_resynth_button.isEnabled():
             self._play(self.resynthesis.audio, self.resynthesis.sample_rate, "the resynthesis")
 
+    def _output_ok(self) -> bool:
+        return self.audio_status is not None and self.audio_status.output_ok
+
     @Slot()
     def _play_key(self) -> None:
+        if self.resynthesis is not None and self.state == "idle" and not self._output_ok():
+            reason = self.audio_status.message if self.audio_status is not None else "checking audio devices…"
+            self._say(f"Playback unavailable: {reason}")  # a key that did nothing would look broken
+            return
         self.play_resynthesis()
 
     # ------------------------------------------------------------------------------------------ export

@@ -389,3 +389,23 @@ def test_a_microphone_gone_with_the_sound_server_is_said_in_plain_words(qtbot, m
     text = tab.status_label.text()
     assert tab.state == "idle" and text.startswith("Cannot record: The input device is no longer available"), text
     assert "PaErrorCode" not in text and "Illegal" not in text
+
+
+def test_without_an_output_device_the_resynthesis_is_not_offered_to_p(qtbot, make_tab, fsdd: Path) -> None:
+    """"P plays it." after a resynthesis that cannot be played sent the user to a key that did nothing: without
+    an output device the line says where to hear it (Export WAV…), and P says why it does not play."""
+    tab = make_tab(NO_DEVICE)
+    tab.load_file(fsdd_files(fsdd, 1)[0])
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+    said = tab.status_label.text()
+    assert said.startswith("Resynthesised") and "P plays it" not in said and "Export WAV" in said
+    press(qtbot, tab, Qt.Key.Key_P)
+    said = tab.status_label.text()
+    assert tab.player is None and said.startswith("Playback unavailable:") and "no audio output device" in said
+
+
+def test_with_an_output_device_p_is_offered(qtbot, make_tab, fsdd: Path) -> None:
+    tab = make_tab(MIC_AND_SPEAKERS)
+    tab.load_file(fsdd_files(fsdd, 1)[0])
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+    assert tab.status_label.text().endswith("P plays it.")
