@@ -96,16 +96,21 @@ def record_job(seconds: float, sample_rate: int = RECORD_RATE,
     return finish(audio, sample_rate, recorder.error, trim)
 
 
-def silence_problem(audio: np.ndarray, sample_rate: int, problem: str = "", trim: TrimConfig | None = None) -> str:
+def silence_problem(audio: np.ndarray, sample_rate: int, problem: str = "", trim: TrimConfig | None = None,
+                    source: str = "") -> str:
     """'' when the recording (N,) holds sound; otherwise what the user is told: nothing came, or only silence.
 
-    `problem` is why the recording ended (the recorder's error), if it did by itself."""
+    `problem` is why the recording ended (the recorder's error), if it did by itself. `source` names a file the
+    audio came from: then the message is about that file (no microphone to check)."""
     if len(audio) == 0:
-        return f"nothing was recorded: {problem or 'the input device delivered no audio'}"
+        return (f"{source} holds no audio" if source
+                else f"nothing was recorded: {problem or 'the input device delivered no audio'}")
     if trim_span(audio, trim or TrimConfig(), sample_rate) is not None:
         return ""
     loudest = float(frame_energy_db(audio, sample_rate).max(initial=-np.inf))
     level = "digital silence" if not np.any(audio) else f"the loudest moment is {loudest:.0f} dBFS"
+    if source:
+        return f"{source} holds only silence ({level})"
     return (f"only silence was recorded in {len(audio) / sample_rate:.1f} s ({level}): is the microphone "
             "muted, turned down, or is another input selected?" + (f" ({problem})" if problem else ""))
 

@@ -527,6 +527,13 @@ class UnitsTab(ModelTab):
         self._live_spec, self._live_frames, self._live_units = [s.spectrogram], s.n_frames, list(units)
         self._redraw_live()
         name = s.source.name if s.source else "file"
+        # the recording's check, for a file too: one unit repeated over silence is not a result
+        empty = silence_problem(s.audio, s.sample_rate, source=name)
+        if empty:
+            self._say(f"{empty}: nothing to resynthesise.")
+            if s.n_samples:
+                self._show_review()
+            return
         self._say(f"{name}: {len(units)} units in {s.duration:.2f} s ({len(set(units))} different)."
                   + (f" {s.nonfinite} invalid samples were replaced by silence." if s.nonfinite else ""))
         self._show_review()

@@ -409,3 +409,20 @@ def test_with_an_output_device_p_is_offered(qtbot, make_tab, fsdd: Path) -> None
     tab.load_file(fsdd_files(fsdd, 1)[0])
     qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
     assert tab.status_label.text().endswith("P plays it.")
+
+
+def test_a_silent_file_is_said_to_be_silent_not_resynthesised(qtbot, make_tab, tmp_path: Path) -> None:
+    """A recording of silence is told as such, but a silent file was "Resynthesised 1.00 s as ...", one unit
+    repeated, as if it had worked: a file gets the same check, in a file's words (no microphone to blame)."""
+    import soundfile as sf
+
+    tab = make_tab(NO_DEVICE)
+    path = tmp_path / "quiet.wav"
+    sf.write(path, np.zeros(16000, np.float32), 16000)
+    tab.load_file(path)
+    qtbot.waitUntil(lambda: tab.state == "idle" and not tab.busy(), timeout=30_000)
+    qtbot.wait(100)  # a resynthesis would start once the encoding job has ended
+    said = tab.status_label.text()
+    assert said.startswith("quiet.wav holds only silence") and "digital silence" in said, said
+    assert "microphone" not in said and tab.resynthesis is None and not tab.export_wav_button.isEnabled()
+    assert tab.load_button.isEnabled()
