@@ -224,6 +224,7 @@ class WordsTab(ModelTab):
         self.score_plot.setMouseEnabled(x=False, y=False)
         self.score_plot.hideButtons()
         self.score_plot.setLabel("left", "cosine")
+        self.score_plot.getAxis("left").enableAutoSIPrefix(False)  # cosines, never "cosine (x0.001)" up to 300
         self.score_plot.setLabel("bottom", "time", units="s")
         self.score_plot.setXLink(self.search_wave)
         self.score_curve = self.score_plot.plot(pen=pg.mkPen(WRITTEN_COLOUR, width=2))

@@ -275,3 +275,19 @@ def test_a_microphone_gone_with_the_sound_server_is_said_in_plain_words(qtbot, t
     text = tab.status_label.text()
     assert tab.recorder is None and text.startswith("Cannot record: The input device is no longer available"), text
     assert "PaErrorCode" not in text
+
+
+def test_the_score_axis_reads_in_cosines_not_thousandths(qtbot, tab: WordsTab) -> None:
+    """Cosines of a real search (-0.1 to 0.3) were drawn on an axis "cosine (x0.001)" running from -100 to 300:
+    pyqtgraph's SI prefix, meant for units like Hz, made a cosine read as 300. The axis stays in cosines."""
+    from app.services.words import TermHit, TermSearchResult
+
+    times = np.linspace(0.2, 2.9, 40)
+    scores = 0.1 + 0.2 * np.sin(times)
+    tab.set_search_audio(np.zeros(3 * SAMPLE_RATE, np.float32), "three seconds")
+    tab.views.setCurrentIndex(1)
+    tab._search_done(TermSearchResult(times, scores, np.full(40, 0.4), [TermHit(0.9, 1.3, 0.3)], 3.0))
+    qtbot.wait(50)
+    axis = tab.score_plot.getAxis("left")
+    assert "cosine" in axis.labelString() and "x0.001" not in axis.labelString()
+    assert axis.autoSIPrefixScale == 1.0
