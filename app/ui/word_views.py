@@ -40,6 +40,20 @@ def show_axes(plot: pg.PlotWidget, on: bool) -> None:
             axis.setPen(None)
 
 
+def map_ranges(xy: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The map's x and y ranges around the points (N, 2). A direction without spread (one word, two words, copies)
+    takes the other's span, or 1 when neither has any, centred on the points: autoRange would stretch its
+    zero span into floating-point dust (an axis from -4e-16 to 0)."""
+    lo, hi = xy.min(axis=0).astype(np.float64), xy.max(axis=0).astype(np.float64)
+    spans = hi - lo
+    widest = float(spans.max())
+    flat = spans <= 1e-6 * max(widest, 1e-12)
+    spans = np.where(flat, widest if widest > 1e-12 else 1.0, spans)
+    centre = (lo + hi) / 2
+    x, y = ((float(c - s / 2), float(c + s / 2)) for c, s in zip(centre, spans, strict=True))
+    return x, y
+
+
 class CompareViews(QSplitter):
     """Similarity matrix and 2-D map side by side, drawn from a `WordSet`; a click on a point of the map emits
     `item_clicked(index)` (the item's place in the set)."""
@@ -132,7 +146,8 @@ class CompareViews(QSplitter):
             self.map_plot.addItem(text)
             self._map_text.append(text)
         if items:
-            self.map_plot.autoRange(padding=0.2)
+            x_range, y_range = map_ranges(xy)
+            self.map_plot.setRange(xRange=x_range, yRange=y_range, padding=0.2)
         else:
             self.map_plot.setRange(xRange=(-1, 1), yRange=(-1, 1), padding=0)  # a centred frame for the hint
 

@@ -291,3 +291,15 @@ def test_the_score_axis_reads_in_cosines_not_thousandths(qtbot, tab: WordsTab) -
     axis = tab.score_plot.getAxis("left")
     assert "cosine" in axis.labelString() and "x0.001" not in axis.labelString()
     assert axis.autoSIPrefixScale == 1.0
+
+
+@pytest.mark.parametrize("texts", [["seven"], ["seven", "eleven"], ["seven", "eleven", "seven", "eleven"]])
+def test_a_flat_map_keeps_a_readable_scale(qtbot, tab: WordsTab, texts: list[str]) -> None:
+    """Words on a line (two, or copies of two) have no second component: the map's y axis ran from -4e-16 to 0,
+    ticks in floating-point dust. A direction with no spread gets the other's scale (or ±1), centred on the data."""
+    with qtbot.waitSignal(tab.items_changed, timeout=10_000):
+        tab.add_words(texts)
+    qtbot.wait(50)
+    (x0, x1), (y0, y1) = tab.compare.map_plot.viewRange()
+    assert y1 - y0 > 0.1 and x1 - x0 > 0.1
+    assert y0 < 0 < y1  # the points (at y = 0) in the middle, not on an edge
