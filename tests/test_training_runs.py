@@ -273,3 +273,47 @@ def test_staged_losses_are_separate_curves(tmp_path: Path) -> None:
     assert curves["loss (vqvae)"] == ([1.0, 2.0], [1.0, 0.8])
     assert curves["loss (inverter)"] == ([3.0, 4.0], [35.0, 30.0])
     assert "loss" not in curves and len(curves["perplexity"][0]) == 4
+
+
+def _replayed_run(tmp_path: Path, events: list[dict], max_minutes: float | None = 55.0) -> tr.Run:
+    """A run folder holding `events` (times in seconds before now), read as the Train tab reads it."""
+    folder = tmp_path / "runs" / "replayed"
+    folder.mkdir(parents=True)
+    settings = {} if max_minutes is None else {"max_minutes": max_minutes}
+    info = {"kind": "units", "name": "replayed", "status": "finished", "settings": settings}
+    (folder / "run.json").write_text(json.dumps(info))
+    now = time.time()
+    lines = [{"time": now - ago, "event": "progress", **e} for ago, e in events]
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in
+                                                 [{"time": now - 60, "event": "started", "attempt": 1}, *lines]))
+    return tr.open_run(folder)
+
+
+FEATURES = [(58, {"step": 0, "total": 4200, "stage": "features", "message": "reading 36 recordings"}),
+            (20, {"step": 36, "total": 36, "stage": "features", "message": "features 36"})]
+
+
+def test_the_eta_comes_from_the_counter_on_show_not_the_steps_before_it(tmp_path: Path) -> None:
+    """A units run on the Train tab said "3:29:31 left" two seconds into its 55-minute budget: the rate mixed the
+    feature pass's events (step 0 of 4200, then 36 of 36) with the first training steps. Only the counter the
+    progress bar shows (same stage, same total) gives the rate."""
+    run = _replayed_run(tmp_path, [*FEATURES, (2, {"step": 1, "total": 4200, "stage": "vqvae"}),
+                                   (0, {"step": 11, "total": 4200, "stage": "vqvae"})])
+    step, total, eta = run.progress()
+    assert (step, total) == (11, 4200)
+    assert eta == pytest.approx((4200 - 11) / 5, rel=0.02)  # 10 steps in 2 s
+
+
+def test_the_eta_never_passes_the_time_budget(tmp_path: Path) -> None:
+    """The trainer stops at its time budget (counted from its start) whatever the steps left: so does the ETA."""
+    run = _replayed_run(tmp_path, [(30, {"step": 1, "total": 4200}), (0, {"step": 31, "total": 4200})],
+                        max_minutes=5.0)
+    assert run.progress()[2] == pytest.approx(5 * 60 - 60, abs=2)  # 60 s of the 300 gone
+    unbounded = _replayed_run(tmp_path / "b", [(30, {"step": 1, "total": 4200}), (0, {"step": 31, "total": 4200})],
+                              max_minutes=None)
+    assert unbounded.progress()[2] == pytest.approx((4200 - 31) / 1, rel=0.02)
+
+
+def test_a_finished_counter_has_no_eta(tmp_path: Path) -> None:
+    """36 of 36 features read is not "0:00 left": the training steps are still to come."""
+    assert _replayed_run(tmp_path, FEATURES).progress() == (36, 36, None)

@@ -354,16 +354,28 @@ class Run:
         return {k: ys[-1] for k, (_, ys) in self.curves().items()}
 
     def progress(self) -> tuple[int, int, float | None]:
-        """(step, total, eta seconds) of the current attempt, from the progress events' times."""
-        step, total = int(self.latest.get("step") or 0), int(self.latest.get("total") or 0)
-        timed = [e for e in self.events[self._attempt_start:] if e.get("event") == "progress"
+        """(step, total, eta seconds) of the current attempt, from the progress events' times.
+
+        The rate comes from the counter on show only (the latest event's stage and total): a data pass before
+        the training steps counts other things at another pace. No ETA once that counter is full (what follows
+        is not counted yet), and never beyond the time budget, where the trainer stops whatever is left."""
+        latest = self.latest
+        step, total = int(latest.get("step") or 0), int(latest.get("total") or 0)
+        attempt = self.events[self._attempt_start:]
+        counter = (latest.get("stage"), latest.get("total"))
+        timed = [e for e in attempt if e.get("event") == "progress" and (e.get("stage"), e.get("total")) == counter
                  and isinstance(e.get("time"), int | float) and isinstance(e.get("step"), int | float)]
         eta = None
-        if total and len(timed) >= 2:
+        if total and step < total and len(timed) >= 2:
             first, last = timed[0], timed[-1]
             rate = (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-6)
             if rate > 0:
                 eta = max(0.0, (total - step) / rate)
+        budget = (self.info.get("settings") or {}).get("max_minutes")
+        started = attempt[0].get("time") if attempt and attempt[0].get("event") == "started" else None
+        if eta is not None and isinstance(budget, int | float) and isinstance(started, int | float):
+            # the trainer's clock starts with the attempt (a resumed one has spent some before: still a bound)
+            eta = max(0.0, min(eta, budget * 60 - (time.time() - started)))
         return step, total, eta
 
 
