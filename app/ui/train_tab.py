@@ -454,8 +454,7 @@ class TrainTab(JobTab):
 
     def _status_reached(self, run: tr.Run) -> None:
         if run.status == "finished":
-            metrics = ", ".join(f"{k} {v:.4g}" for k, v in list(run.metrics().items())[:4])
-            self.message(f"{run.name} finished" + (f": {metrics}" if metrics else "") + " — Use this model to keep it")
+            self.message(f"{finished_summary(run)} — Use this model to keep it")
         elif run.status == "failed":
             self.error(f"{run.name} failed: {run.error or 'see the log'}")
         elif run.status == "interrupted":
@@ -600,6 +599,34 @@ def report_html(report: Any) -> str:  # noqa: ANN401 - a DataReport
     parts += [f"<span style='color:#c0392b'>✗ {html.escape(p)}</span>" for p in report.problems]
     parts += [f"<span style='color:#b9770e'>! {html.escape(w)}</span>" for w in report.warnings]
     return "<br>".join(parts)
+
+
+RESULT_BOOKKEEPING = {"wall_time_s", "best_value", "best_epoch", "steps", "epochs"}  # of a result, not metrics
+STOPPED_WHY = {"time_limit": "its time budget", "early_stopping": "no more progress"}
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def finished_summary(run: tr.Run, limit: int = 4) -> str:
+    """How long a finished run took (and why it stopped, if not at its end), then its metrics by their own
+    names, the best one first: the result's scalars flatten `metrics` to "metrics.<name>" and keep the run's
+    bookkeeping (wall_time_s, steps) beside them, which is no metric to show."""
+    result = run.result if run.result is not None else run.info.get("result") or {}
+    scalars = run.metrics()
+    seconds = scalars.get("wall_time_s")
+    named = {k.removeprefix("metrics."): v for k, v in scalars.items() if k.startswith("metrics.")}
+    if not named:  # a trainer without the common result schema: its own scalars are its metrics
+        named = {k: v for k, v in scalars.items() if k not in RESULT_BOOKKEEPING}
+    best = result.get("best_metric")
+    order = sorted(named, key=lambda k: k != best)  # stable: the best first, the rest as the trainer gave them
+    metrics = ", ".join(f"{k} {named[k]:.3g}" for k in order[:limit])
+    took = f" in {format_duration(seconds)}" if isinstance(seconds, int | float) else ""
+    why = STOPPED_WHY.get(str(result.get("stopped")))
+    return f"{run.name} finished{took}" + (f" ({why})" if why else "") + (f": {metrics}" if metrics else "")
 
 
 def run_label(run: tr.Run) -> str:

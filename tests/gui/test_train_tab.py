@@ -286,3 +286,37 @@ def test_the_real_form_starts_from_the_shipped_recipe(qtbot, tmp_path: Path) -> 
         assert tab.settings()["preset"] == "cpu-small" and tab.settings()["epochs"] == 2
     finally:
         tab.shutdown()
+
+
+def _finished_run(runs: Path, name: str, result: dict) -> None:
+    """A finished run's folder as training_runs leaves it: run.json with the result's flat scalars."""
+    import json
+
+    folder = runs / name
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"kind": "units", "name": name, "status": "finished",
+                                                 "result": result}))
+    (folder / "events.jsonl").write_text("")
+
+
+@pytest.mark.parametrize(("result", "said"), [
+    ({"wall_time_s": 4.4, "stopped": "finished", "best_metric": None, "steps": 90, "epochs": 5,
+      "metrics.vq_loss": 1.0799, "metrics.vq_recon": 1.0545, "metrics.train_perplexity": 10.3649,
+      "metrics.inv_loss": 23.3766, "metrics.codes_used": 14},
+     "r finished in 4 s: vq_loss 1.08, vq_recon 1.05, train_perplexity 10.4, inv_loss 23.4 — Use this model to "
+     "keep it"),
+    ({"wall_time_s": 1625.0, "stopped": "time_limit", "best_metric": "dev_ap", "best_value": 0.8123,
+      "metrics.loss": 0.31, "metrics.dev_ap": 0.8123},
+     "r finished in 27 min (its time budget): dev_ap 0.812, loss 0.31 — Use this model to keep it"),
+    ({"dev_ap": 1.0, "final_loss": 0.25, "steps": 5},  # a trainer without the common result schema
+     "r finished: dev_ap 1, final_loss 0.25 — Use this model to keep it"),
+])
+def test_a_finished_run_says_what_it_reached_in_words(qtbot, tab: TrainTab, tmp_path: Path, result: dict,
+                                                       said: str) -> None:
+    """A units run ended with "finished: wall_time_s 4.4, metrics.vq_loss 1.08, metrics.vq_recon 1.054, ...": the
+    run's bookkeeping as if it were a metric, and the result's dotted keys. It says how long the run took (and why
+    it stopped, when not at its end), then its metrics by name, the best one first."""
+    _finished_run(tmp_path / "runs", "r", result)
+    tab.refresh_runs()
+    tab.runs_list.setCurrentRow(0)
+    assert tab.status_label.text() == said
