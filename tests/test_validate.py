@@ -154,3 +154,14 @@ def test_sfx_corpus_and_progress(sfx: Path) -> None:
             break
     assert steps and steps[-1]["step"] == steps[-1]["total"] == 120
     assert report.ok and report.counts["clips"] == 1403 and report.counts["splits"]["val"] > 0
+
+
+def test_a_plain_folder_of_units_audio_counts_no_speakers_the_trainer_does_not_see(tmp_path: Path) -> None:
+    """The demo library's 15 category folders were reported as "15 speakers" beside the warning "speakers unknown",
+    while the trainer reads every file of a plain folder as one speaker, "unknown" (its run said speakers: 1). No
+    count is made up from the folder names; the warning says what the trainer will do."""
+    for folder in ("Animals", "Water", "Vehicles"):
+        tone(tmp_path / "plain" / folder / "a.wav", 1.0)
+    r = validate_data("units", tmp_path / "plain")
+    assert r.ok and not r.counts.get("speakers")
+    assert "no utterances.csv: every file is one unknown speaker (add path,speaker rows for voice swaps)" in r.warnings

@@ -304,12 +304,13 @@ def check_units(root: Path, report: DataReport, max_checked: int) -> Job:
     else:
         report.layout = "folder of audio files"
         paths = _find_audio(root)
-        c.update(rows=len(paths), speakers=len({p.parent for p in paths}))
+        c["rows"] = len(paths)  # no speakers counted: the trainer reads them all as one, "unknown"
         if not paths:
             report.problems.append(f"{root.name}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))}) "
                                    "and no utterances.csv")
             return report
-        report.warnings.append("no utterances.csv: speakers unknown (add path,speaker rows for voice swaps)")
+        report.warnings.append("no utterances.csv: every file is one unknown speaker (add path,speaker rows for "
+                               "voice swaps)")
     good = yield from _check_audio(paths, root, max_checked, report)
     if good and c["total_duration_s"] < MIN_UNITS_SECONDS:
         report.warnings.append(f"only {c['total_duration_s']:.0f} s of speech: unit discovery needs minutes")
