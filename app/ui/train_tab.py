@@ -45,12 +45,15 @@ from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
 from app.ui.tab_base import JobTab
 from app.ui.train_form import BUDGET, LABELS, SettingsForm
+from app.ui.widgets import PlotHint, show_axes
 
 KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
 COLOURS = ["#4c9be8", "#e8964c", "#5cb85c", "#c0392b", "#8e44ad", "#16a085", "#d4ac0d"]
 STATUS_COLOURS = {"running": "#4c9be8", "finished": "#2e8b57", "failed": "#c0392b", "cancelled": "#888888",
                   "interrupted": "#d68910"}
+NO_RUN_HINT = "Start a run, or pick one under Runs, to see its {} here"  # the plots before a run is on show
+NOTHING_YET_HINT = "No {} reported yet"  # a run on show whose trainer has not reached its first steps
 DATA_HINTS = {"words": "folder with words.csv (path,word,speaker)",
               "units": "folder of speech recordings (optional utterances.csv)",
               "retrieval": "folder with captions.csv, or an AudioCaps .csv / WavCaps .json"}
@@ -193,6 +196,8 @@ class TrainTab(JobTab):
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1)
         self.progress_bar.setValue(0)
+        self.progress_bar.setTextVisible(False)  # no run on show: an empty bar, not "0%" of nothing
+        self.progress_bar.setFormat("")
         self.eta_label = QLabel("")
         prow.addWidget(self.progress_bar, 1)
         prow.addWidget(self.eta_label)
@@ -204,6 +209,8 @@ class TrainTab(JobTab):
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.addLegend(offset=(-10, 10))
             plot.setMenuEnabled(False)
+        self.loss_hint = PlotHint(self.loss_plot, NO_RUN_HINT.format("training loss"))
+        self.metric_hint = PlotHint(self.metric_plot, NO_RUN_HINT.format("metrics"))
         plots = QSplitter(Qt.Orientation.Vertical)
         plots.addWidget(self.loss_plot)
         plots.addWidget(self.metric_plot)
@@ -237,6 +244,7 @@ class TrainTab(JobTab):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split)
         self._update_buttons()
+        self.redraw()  # the empty plots' hints
 
     # --------------------------------------------------------------------------------------- window API
 
@@ -438,6 +446,7 @@ class TrainTab(JobTab):
         step, total, eta = run.progress()
         self.progress_bar.setRange(0, max(total, 1))
         self.progress_bar.setValue(min(step, max(total, 1)))
+        self.progress_bar.setTextVisible(True)
         self.progress_bar.setFormat(f"{run.name}: {step}/{total} ({run.status})" if total else run.status)
         self.eta_label.setText(format_eta(eta) if run.status == "running" else "")
         tail = run.log_tail(6000)
@@ -531,6 +540,13 @@ class TrainTab(JobTab):
                 plot.plot(xs, ys, pen=pen, name=label)
                 losses += ys if is_loss else []
                 colour += 1
+        # an empty plot says why (no run yet, or none of its steps yet) instead of bare 0..1 axes
+        for plot, hint, what, drawn in ((self.loss_plot, self.loss_hint, "training loss", bool(losses)),
+                                        (self.metric_plot, self.metric_hint, "metrics",
+                                         bool(self.metric_plot.listDataItems()))):
+            hint.setText((NO_RUN_HINT if not shown else NOTHING_YET_HINT).format(what))
+            hint.setVisible(not drawn)
+            show_axes(plot, drawn)
         # losses of different stages or runs can differ by orders of magnitude: a log axis keeps all readable
         spread = bool(losses) and min(losses) > 0 and max(losses) / min(losses) > 30
         self.loss_plot.setLogMode(y=spread)

@@ -55,6 +55,21 @@ class EmptyState(QWidget):
         self.message.setText(message)
 
 
+def show_axes(plot: pg.PlotWidget, on: bool) -> None:
+    """Left and bottom axes' lines, tick values and grid on or off: an empty plot shows a hint, not bare ranges.
+
+    The axes keep their place (an invisible pen) so nothing jumps, or gets clipped, when data arrives.
+    """
+    plot.getAxis("bottom").setStyle(autoReduceTextSpace=False)  # keep the tick row's height while it is empty
+    for side in ("left", "bottom"):
+        axis = plot.getAxis(side)
+        axis.setTicks(None if on else [[]])  # None: automatic ticks again (the matrix sets its own afterwards)
+        if on:
+            axis.setPen()  # the default foreground
+        else:
+            axis.setPen(None)
+
+
 class PlotHint(QLabel):
     """A centred, word-wrapped hint over a plot's data area: what an empty plot says instead of bare axes.
 

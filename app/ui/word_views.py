@@ -12,7 +12,7 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QSplitter, QWidget
 
 from app.services.words import WordSet
-from app.ui.widgets import PlotHint
+from app.ui.widgets import PlotHint, show_axes
 
 SPOKEN_COLOUR = "#4c9be8"
 WRITTEN_COLOUR = "#e8964c"
@@ -23,21 +23,6 @@ MAP_HINT = "Add two or more words to see them on a 2-D map"
 
 def short(label: str, n: int = 10) -> str:
     return label if len(label) <= n else label[: n - 1] + "…"
-
-
-def show_axes(plot: pg.PlotWidget, on: bool) -> None:
-    """Left and bottom axes' lines, tick values and grid on or off: an empty plot shows a hint, not bare ranges.
-
-    The axes keep their place (an invisible pen) so nothing jumps, or gets clipped, when data arrives.
-    """
-    plot.getAxis("bottom").setStyle(autoReduceTextSpace=False)  # keep the tick row's height while it is empty
-    for side in ("left", "bottom"):
-        axis = plot.getAxis(side)
-        axis.setTicks(None if on else [[]])  # None: automatic ticks again (the matrix sets its own afterwards)
-        if on:
-            axis.setPen()  # the default foreground
-        else:
-            axis.setPen(None)
 
 
 def map_ranges(xy: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:

@@ -320,3 +320,28 @@ def test_a_finished_run_says_what_it_reached_in_words(qtbot, tab: TrainTab, tmp_
     tab.refresh_runs()
     tab.runs_list.setCurrentRow(0)
     assert tab.status_label.text() == said
+
+
+def test_before_any_run_the_curves_say_what_will_fill_them(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    """On first start the tab showed a progress bar at "0%" and two black plots with axes from 0 to 1, as if a run
+    were there and empty. Until a run is on show they say how to get one; its curves then replace the hints."""
+    import json
+
+    tab.show()
+    qtbot.wait(50)
+    assert tab.progress_bar.text() != "0%" and not tab.progress_bar.isTextVisible()
+    assert tab.loss_hint.isVisible() and "Start" in tab.loss_hint.text() and tab.metric_hint.isVisible()
+    assert tab.loss_plot.getAxis("left")._tickLevels == [[]]  # no bare 0..1 ticks
+
+    folder = tmp_path / "runs" / "r"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"kind": "words", "name": "r", "status": "finished"}))
+    events = [{"time": 1.0, "event": "started"},
+              *({"time": 1.0 + i, "event": "progress", "step": i, "total": 3, "loss": 1.0 / i, "dev_ap": 0.1 * i}
+                for i in (1, 2, 3))]
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    tab.refresh_runs()
+    tab.runs_list.setCurrentRow(0)
+    assert not tab.loss_hint.isVisible() and not tab.metric_hint.isVisible()
+    assert tab.loss_plot.getAxis("left")._tickLevels is None and tab.progress_bar.isTextVisible()
+    assert tab.progress_bar.text() == "r: 3/3 (finished)"
