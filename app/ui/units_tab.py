@@ -331,7 +331,7 @@ class UnitsTab(ModelTab):
         self.play_resynth_button.setEnabled(has_resynth and output_ok)
         if not output_ok:
             for b in (self.play_original_button, self.play_resynth_button):
-                b.setToolTip(f"Playback unavailable: {reason}")
+                b.setToolTip(f"Playback unavailable: {status.output_message() if status is not None else reason}")
         else:
             self.play_original_button.setToolTip("Play what was recorded or loaded")
             self.play_resynth_button.setToolTip("Play the speech rebuilt from the units (P)")
@@ -645,7 +645,8 @@ class UnitsTab(ModelTab):
     @Slot()
     def _play_key(self) -> None:
         if self.resynthesis is not None and self.state == "idle" and not self._output_ok():
-            reason = self.audio_status.message if self.audio_status is not None else "checking audio devices…"
+            status = self.audio_status
+            reason = status.output_message() if status is not None else "checking audio devices…"
             self._say(f"Playback unavailable: {reason}")  # a key that did nothing would look broken
             return
         self.play_resynthesis()

@@ -293,7 +293,8 @@ class WordsTab(ModelTab):
             "Record one word from the microphone (stops after ~2 s of speech or on a second click)"
             if status.input_ok else f"Recording unavailable: {status.message}"
         )
-        tip = "Click a match to play from there" if status.output_ok else f"Playback unavailable: {status.message}"
+        tip = "Click a match to play from there" if status.output_ok \
+            else f"Playback unavailable: {status.output_message()}"
         self.hits_list.setToolTip(tip)
         self.items_list.setToolTip("Double-click a spoken word to play it" if status.output_ok else tip)
         if not status.input_ok:
@@ -438,7 +439,7 @@ class WordsTab(ModelTab):
 
     def _play(self, audio: np.ndarray, start_s: float = 0.0) -> None:
         if not self.audio.output_ok:
-            self.error(f"Playback unavailable: {self.audio.message}")
+            self.error(f"Playback unavailable: {self.audio.output_message()}")
             return
         try:
             self.player.play(audio, SAMPLE_RATE, start_seconds=start_s)
