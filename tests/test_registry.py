@@ -65,7 +65,9 @@ def test_load_is_lazy_cached_and_per_device(folders: tuple[Path, Path], monkeypa
     assert isinstance(model, Lin) and model.lin.in_features == 4 and not model.training
     assert reg.load("my-words") is model
     assert reg.loaded() == ["my-words"]
-    reg.set_device("cpu")
+    reg.set_device("cpu")  # Preferences closed with nothing changed: the models stay loaded
+    assert reg.loaded() == ["my-words"] and reg.load("my-words") is model
+    reg.set_device("auto")
     assert reg.loaded() == [] and reg.load("my-words") is not model
 
 

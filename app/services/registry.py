@@ -111,8 +111,11 @@ class ModelRegistry:
         return found[0] if found else None
 
     def set_device(self, preference: str) -> None:
-        """Switch device; models load again on the new device when next asked for."""
+        """Switch device; models load again on the new device when next asked for. The same preference again
+        (Preferences closed with OK, nothing changed) keeps the loaded models."""
         with self._lock:
+            if preference == self.device_preference:
+                return
             self.device_preference = preference
             self._loaded.clear()
 
