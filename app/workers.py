@@ -18,6 +18,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from app.services.jobs import Job, JobCancelled
+from core.audio import AudioError
+from core.checkpoints import CheckpointError
 
 log = logging.getLogger(__name__)
 _ACTIVE: weakref.WeakSet[JobRunner] = weakref.WeakSet()
@@ -27,6 +29,10 @@ _KEEP: set[JobRunner] = set()  # a running runner stays alive even if its owner 
 def active_runners() -> list[JobRunner]:
     """Runners whose thread has not finished yet (tests fail if any are left)."""
     return [r for r in _ACTIVE if r.is_running()]
+
+
+USER_ERRORS = (AudioError, CheckpointError, OSError)  # what the user's files or folders are like: logged in a
+# line, not as a traceback (the user gets the message; a traceback in the terminal would read as a crash)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -72,7 +78,10 @@ class _JobWorker(QObject):
         except JobCancelled:
             self.cancelled.emit()
         except Exception as exc:  # a job's failure is a message for the user, not a crash
-            log.exception("job %s failed", self._name)
+            if isinstance(exc, USER_ERRORS):
+                log.warning("job %s: %s", self._name, describe_error(exc))
+            else:  # a bug: its traceback is what a report needs
+                log.exception("job %s failed", self._name)
             self.error.emit(describe_error(exc))
         finally:
             self.done.emit()

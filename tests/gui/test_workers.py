@@ -48,6 +48,24 @@ def test_error_becomes_a_message_not_a_crash(qtbot) -> None:
     assert err.args == ["the file foo.wav is empty"]
 
 
+def test_a_bad_file_is_logged_in_a_line_and_a_bug_with_its_traceback(qtbot, caplog) -> None:
+    """An unreadable audio file is the user's file, not a crash: no traceback in the terminal for it."""
+    from core.audio import AudioError
+
+    def job(exc: Exception) -> Job[None]:
+        raise exc
+        yield {}
+
+    for exc in (AudioError("quiet.wav: not an audio file"), RuntimeError("index out of range")):
+        caplog.clear()
+        runner = JobRunner(lambda exc=exc: job(exc), name="load")
+        with qtbot.waitSignal(runner.finished, timeout=5000):
+            runner.start()
+        (record,) = [r for r in caplog.records if r.name == "app.workers"]
+        assert (record.exc_info is None) == isinstance(exc, AudioError), record
+        assert str(exc) in record.getMessage() or record.exc_info
+
+
 def test_error_in_job_creation_is_reported(qtbot) -> None:
     def factory() -> Job[None]:
         raise RuntimeError("no model")
