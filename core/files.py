@@ -23,7 +23,10 @@ def atomic_path(target: str | os.PathLike[str], fsync: bool = True) -> Iterator[
     """Yield a temp path in `target`'s folder to write; on success it is fsynced (unless `fsync=False`) and
     renamed to `target`, on any exception (KeyboardInterrupt included) it is removed and the error re-raised."""
     target = Path(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:  # name the file the user asked for, not a temp name they never chose
+        raise OSError(e.errno, e.strerror, str(target)) from None
     os.close(fd)
     try:
         yield Path(tmp)
