@@ -45,6 +45,7 @@ from app.services.registry import ModelEntry
 from app.services.units import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
 from app.ui.tab_base import ModelTab
 from app.ui.unit_plots import LIVE_LEVELS, LevelMeter, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
+from app.ui.widgets import DeviceLine
 from app.workers import JobRunner
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
@@ -124,10 +125,7 @@ class UnitsTab(ModelTab):
         self.level_meter = LevelMeter()
         self.level_meter.setToolTip("Input level while recording: RMS (solid), peak (light), held peak (line); "
                                     "red from −1 dBFS up: the input clips, turn the gain down")
-        self.device_label = QLabel("")
-        self.device_label.setStyleSheet("color: #a05a00")
-        self.device_label.setWordWrap(True)  # device messages can be long; never widen the window for them
-        self.device_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.device_label = DeviceLine()
         self.xrun_label = QLabel("xruns: 0")
         self.xrun_label.setToolTip("Input overflows: audio the app could not take in time (dropped)")
 
@@ -314,9 +312,8 @@ class UnitsTab(ModelTab):
         self.record_button.setText("■ Stop" if recording else "● Record")
         self.record_button.setEnabled(recording or (idle and ready and input_ok))
         reason = status.message if status is not None else "checking audio devices…"
-        off = [what for what, ok in (("recording", input_ok), ("playback", output_ok)) if not ok]
         # one visible line says what is off and why; the disabled buttons' tooltips repeat it
-        self.device_label.setText(f"{' and '.join(off).capitalize()} unavailable: {reason}" if off else "")
+        self.device_label.show_status(input_ok, output_ok, reason)
         self.record_button.setToolTip(f"Recording unavailable: {reason}" if not input_ok
                                       else "Record from the microphone (Space)")
         self.level_meter.setEnabled(recording)  # idle or without a microphone: an empty trough

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QApplication,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QStyle,
     QStyledItemDelegate,
@@ -21,6 +22,21 @@ from PySide6.QtWidgets import (
 )
 
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
+
+
+class DeviceLine(QLabel):
+    """One line that says which of recording and playback is off, and why ('': both work). It stays while the
+    status line below says other things: the Units and Words tabs show it beside their Record button."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("", parent)
+        self.setStyleSheet("color: #a05a00")
+        self.setWordWrap(True)  # device messages can be long; never widen the window for them
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def show_status(self, input_ok: bool, output_ok: bool, reason: str) -> None:
+        off = [what for what, ok in (("recording", input_ok), ("playback", output_ok)) if not ok]
+        self.setText(f"{' and '.join(off).capitalize()} unavailable: {reason}" if off else "")
 
 
 class EmptyState(QWidget):

@@ -51,7 +51,7 @@ from app.services.words import (
     text_items_job,
 )
 from app.ui.tab_base import ModelTab
-from app.ui.widgets import WaveformPlot, envelope
+from app.ui.widgets import DeviceLine, WaveformPlot, envelope
 from app.ui.word_views import SPOKEN_COLOUR, WRITTEN_COLOUR, CompareViews, short
 
 SPEECH_LEVEL = 0.02  # peak amplitude that counts as speech while recording
@@ -147,7 +147,8 @@ class WordsTab(ModelTab):
         self.word_edit.returnPressed.connect(self.add_typed_word)
         self.add_word_button = QPushButton("Add")
         self.add_word_button.clicked.connect(self.add_typed_word)
-        for w in (self.model_label, self.model_combo, self.add_files_button, self.record_button):
+        self.device_label = DeviceLine()
+        for w in (self.model_label, self.model_combo, self.add_files_button, self.record_button, self.device_label):
             bar.addWidget(w)
         bar.addSpacing(12)
         bar.addWidget(self.word_edit, 1)
@@ -297,8 +298,8 @@ class WordsTab(ModelTab):
             else f"Playback unavailable: {status.output_message()}"
         self.hits_list.setToolTip(tip)
         self.items_list.setToolTip("Double-click a spoken word to play it" if status.output_ok else tip)
-        if not status.input_ok:
-            self.status(f"Recording unavailable: {status.message}")
+        self.device_label.show_status(status.input_ok, status.output_ok, status.message)  # stays: the status line
+        # below is soon taken by the model's and the jobs' messages
 
     # --------------------------------------------------------------------------------------- running jobs
 
