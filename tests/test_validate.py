@@ -37,7 +37,9 @@ def test_good_words_folder(tmp_path: Path) -> None:
     assert c["rows"] == 4 and c["words"] == 3 and c["speakers"] == 2 and c["audio_files"] == 4
     assert c["total_duration_s"] == pytest.approx(2.0, abs=0.01) and not c["duration_estimated"]
     assert c["splits"] == {"dev": 1, "train": 3}
-    assert "4 rows" in r.summary()
+    assert "4 rows" in r.summary() and "2 speakers" in r.summary()
+    r.counts.update(rows=1, speakers=1)
+    assert "1 row," in r.summary() and "1 speaker," in r.summary()  # not "1 speakers"
 
 
 def test_words_problems_are_named(tmp_path: Path) -> None:

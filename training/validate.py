@@ -51,10 +51,10 @@ class DataReport:
         """One line: what is there, or the first problem."""
         c = self.counts
         parts = [self.layout] if self.layout else []
-        for key, label in (("rows", "rows"), ("clips", "clips"), ("audio_files", "audio files"),
-                           ("speakers", "speakers"), ("words", "words"), ("captions", "captions")):
+        for key, label in (("rows", "row"), ("clips", "clip"), ("audio_files", "audio file"),
+                           ("speakers", "speaker"), ("words", "word"), ("captions", "caption")):
             if c.get(key):
-                parts.append(f"{c[key]} {label}")
+                parts.append(f"{c[key]} {label}" + ("" if c[key] == 1 else "s"))
         if c.get("total_duration_s"):
             approx = "~" if c.get("duration_estimated") else ""
             parts.append(f"{approx}{c['total_duration_s'] / 60:.1f} min")

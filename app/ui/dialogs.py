@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -125,6 +126,8 @@ class AboutDialog(QDialog):
             f"Your models: <code>{user_models_dir()}</code></p>"
         )
         about.setWordWrap(True)
+        about.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        about.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # the folders, to copy
         tabs.addTab(about, "About")
         for entry in models:
             tabs.addTab(self._card(entry), entry.name)

@@ -138,7 +138,7 @@ class WordsTab(ModelTab):
         self.build_model_chooser()
         self.add_files_button = QPushButton("Add audio files…")
         self.add_files_button.clicked.connect(self.choose_files)
-        self.record_button = QPushButton("Record")
+        self.record_button = QPushButton("● Record")
         self.record_button.setCheckable(True)
         self.record_button.clicked.connect(self.toggle_recording)
         self.word_edit = QLineEdit()
@@ -390,7 +390,7 @@ class WordsTab(ModelTab):
         self.recorder = recorder
         self._recorded, self._speech_at = [], None
         self.record_button.setChecked(True)
-        self.record_button.setText("Stop")
+        self.record_button.setText("■ Stop")
         self.status("Recording… say one word.")
         self._record_timer.start()
 
@@ -417,7 +417,7 @@ class WordsTab(ModelTab):
         recorder, self.recorder = self.recorder, None
         self._record_timer.stop()
         self.record_button.setChecked(False)
-        self.record_button.setText("Record")
+        self.record_button.setText("● Record")
         if recorder is None:
             return
         recorder.stop()

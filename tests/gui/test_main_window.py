@@ -116,6 +116,10 @@ def test_dialogs_open(qtbot, window: MainWindow) -> None:
     qtbot.addWidget(about)
     about.show()
     assert about.windowTitle() == "About Earshot"
+    from PySide6.QtWidgets import QLabel
+
+    page = next(w for w in about.findChildren(QLabel) if "Your models" in w.text())
+    assert page.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse  # the folders can be copied
 
 
 @pytest.mark.slow

@@ -165,7 +165,7 @@ def test_recording_auto_stops_and_adds_a_trimmed_word(qtbot, tab: WordsTab) -> N
     tab.set_audio_status(DeviceStatus(True, False, "input: fake"))
     assert tab.record_button.isEnabled()
     tab.record_button.click()
-    assert tab.recorder is not None and tab.record_button.text() == "Stop"
+    assert tab.recorder is not None and tab.record_button.text() == "■ Stop"
     t = np.arange(SAMPLE_RATE // 2) / SAMPLE_RATE
     word = (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
     audio = np.concatenate([np.zeros(SAMPLE_RATE // 2, np.float32), word, np.zeros(3 * SAMPLE_RATE, np.float32)])
@@ -173,7 +173,7 @@ def test_recording_auto_stops_and_adds_a_trimmed_word(qtbot, tab: WordsTab) -> N
         streams[0].callback(audio[i:i + 512, None], len(audio[i:i + 512]), None, None)
     with qtbot.waitSignal(tab.items_changed, timeout=10_000):
         pass  # the drain timer sees 2 s after speech, stops and embeds
-    assert tab.recorder is None and tab.record_button.text() == "Record"
+    assert tab.recorder is None and tab.record_button.text() == "● Record"
     item = tab.words.items[-1]
     assert item.label == "recording 1" and item.kind == "spoken"
     # silence trimmed as in training: the 0.5-s word plus 3 windows (30 ms) of margin and the partly covered
