@@ -314,6 +314,7 @@ class UnitsTab(ModelTab):
         reason = status.message if status is not None else "checking audio devices…"
         # one visible line says what is off and why; the disabled buttons' tooltips repeat it
         self.device_label.show_status(input_ok, output_ok, reason)
+        self.xrun_label.setVisible(input_ok)  # overflows of an input there is none of: noise
         self.record_button.setToolTip(f"Recording unavailable: {reason}" if not input_ok
                                       else "Record from the microphone (Space)")
         self.level_meter.setEnabled(recording)  # idle or without a microphone: an empty trough

@@ -276,6 +276,7 @@ def test_load_file_and_export_without_any_device(qtbot, make_tab, fsdd: Path, tm
     assert not tab.record_button.isEnabled() and not tab.level_meter.isEnabled()
     assert "Recording and playback unavailable: no audio input device" in tab.device_label.text()
     assert "no audio input device" in tab.record_button.toolTip()
+    assert tab.xrun_label.isHidden()  # no input, no input overflows to count
     press(qtbot, tab, Qt.Key.Key_Space)  # nothing happens without a microphone
     assert tab.state == "idle" and tab.recorder is None
 
