@@ -19,9 +19,9 @@ What is measured, exactly (the JSON says the same in `notes`):
   that rate's clips; audio seconds / wall seconds.
 - Peak memory: ru_maxrss of the process (whole process: model + library) after the library is built and after
   indexing; and the tracemalloc peak (Python + numpy allocations) while decoding the whole library.
-- A real-library-shaped set (`real_library`): every development search library (bench/data/search_libraries:
-  flare, micropolis, tuxpaint-magic, overgod, crossfire, 363 files with their original folders: one-shots, loops
-  and ten 1-4-minute music tracks, Ogg and WAV at several rates), indexed from scratch by a process of its own
+- A real-library-shaped set (`real_library`): every development search library (bench/data/search_libraries,
+  with their original folders: one-shots, loops and ten 1-4-minute music tracks, Ogg and WAV at several rates;
+  363 files up to stop 32, 537 with berusky2 from stop 33), indexed from scratch by a process of its own
   (bench/index_process.py: the process's first indexing, model loading included in its wall time and peak RSS),
   with the default (a long file's windows spread, embedding.LONG_FILE_WINDOWS) and with every window; and once
   more with the trunk's output replaced by zeros (`--zero-tower`): the floor no smaller sound tower can go below,
