@@ -383,6 +383,20 @@ def test_symlink_loops_are_followed_once(tmp_path):
     assert len(report.embedded) == 5 and report.failed == []
 
 
+def test_a_link_to_a_folder_holding_the_library_is_not_followed(tmp_path):
+    """Hostile-input sweep: `ln -s .. up` (or a link to /) inside a library indexed everything beside and above
+    it (with /: the whole file system, /proc included; the run never ended). Only the root itself was cut."""
+    root = make_library(tmp_path / "outer" / "lib")
+    write(tmp_path / "outer" / "other" / "not_mine.wav", tone(300))
+    os.symlink(tmp_path / "outer", root / "up")
+    os.symlink("/", root / "slash")
+    scan = scan_folder(root)
+    assert sorted(f.rel for f in scan.files) == sorted(f"tone_{f}.wav" for f in FREQS)
+    linked = [e for e in scan.errors if "holds the library" in e]
+    assert len(linked) == 2 and any("up" in e for e in linked) and any("slash" in e for e in linked)
+    assert scan.unreadable == []  # not a folder that is away: nothing catalogued under it is kept
+
+
 def test_unreadable_file_is_reported_and_retried(tmp_path, monkeypatch):
     root = make_library(tmp_path / "lib")
     locked = root / "tone_440.wav"

@@ -45,7 +45,9 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
     """Every audio file under `root` (by extension), sorted by relative path.
 
     Symlinks are followed, but every folder and file is visited once (by device + inode), so symlink loops
-    end and a folder linked twice is not listed twice. `.earshot/` is always skipped, other dot-names unless
+    end and a folder linked twice is not listed twice. A folder link to the root's parent or any folder above it
+    (`ln -s .. up`, a link to /) is not followed but reported in `errors`: it would take in everything beside the
+    library, up to the whole file system. `.earshot/` is always skipped, other dot-names unless
     include_hidden. Broken links and link loops are skipped (broken links listed in `dangling`); folders that
     cannot be listed are reported in `errors` and `unreadable` (their catalog rows are kept), and so are entries
     that cannot be looked at, such as paths longer than the system allows (PATH_MAX). Mount points (a folder on
@@ -56,6 +58,7 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
     files: list[ScannedFile] = []
     out = ScanResult(files, [])
     st = os.stat(root_s)
+    root_real = os.path.realpath(root_s)
     seen_dirs = {(st.st_dev, st.st_ino)}
     seen_files: set[tuple[int, int]] = set()
     stack = [(root_s, "", st.st_dev)]
@@ -87,6 +90,11 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
                 continue
             ident = (st.st_dev, st.st_ino)
             if is_dir:
+                target = os.path.realpath(entry.path) if ident not in seen_dirs and entry.is_symlink() else None
+                if target is not None and _holds(target, root_real):
+                    out.errors.append(f"{display_name(entry.path)}: links to {display_name(target)}, a folder that "
+                                      "holds the library; not followed")
+                    continue
                 if ident not in seen_dirs:
                     seen_dirs.add(ident)
                     subdirs.append((entry.path, entry_rel, st.st_dev))
@@ -100,6 +108,11 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.key)
     return out
+
+
+def _holds(folder: str, path: str) -> bool:
+    """Is `path` inside `folder` (both real, absolute paths)?"""
+    return os.path.commonpath([folder, path]) == folder
 
 
 def _entry_error(path: str, e: OSError) -> str:
