@@ -328,8 +328,7 @@ def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 
         if args.output == "-":
             n = editor.export_csv(sys.stdout)
         else:
-            with open(args.output, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-                n = editor.export_csv(fh)
+            n = _export_to_file(editor, args.output)
         print(f"{n} files with tags or favourites", file=sys.stderr)
         return 0
     if action == "import":
@@ -357,6 +356,32 @@ def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 
     changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
     print(f"{len(changed)} of {len(ids)} files changed")
     return 0
+
+
+def _export_to_file(editor: Any, output: str) -> int:  # noqa: ANN401 - a TagEditor
+    """Export the tags to the file `output` atomically: a failure (a full disk) leaves a file of that name as it
+    was, never cut short."""
+    from core.files import atomic_path
+
+    try:
+        with atomic_path(output) as tmp:
+            with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+                n = int(editor.export_csv(fh))
+            os.chmod(tmp, _mode_for(output))  # the temp file is private (0600); the export is not
+        return n
+    except OSError as e:
+        raise ValueError(f"{printable(output)}: could not write the tags ({e.strerror or e}); nothing written "
+                         "(a file of that name is left as it was)") from None
+
+
+def _mode_for(path: str) -> int:
+    """The permissions a plain open(path, "w") would leave: those of the file it replaces, else 0666 less umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:

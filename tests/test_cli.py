@@ -200,6 +200,38 @@ def test_tags_add_remove_export_import(tmp_path: Path, capsys) -> None:
     assert f"{out}:5: gone/missing.wav: not in the library; row not applied" in captured.err
 
 
+def test_tags_export_that_fails_leaves_the_existing_file_as_it_was(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Hostile-input sweep: `tags export -o FILE` opened FILE for writing at once; a full disk then left it cut
+    short, its old content gone, and the message ("[Errno 28] No space left on device") did not say which file."""
+    import errno
+
+    from app.services.search.tags import TagEditor
+
+    root = tagged_library(tmp_path / "lib")
+    assert main(["tags", "add", "animals/dog_bark.wav", "-t", "keeper", "--library", str(root)]) == 0
+    out = tmp_path / "tags.csv"
+    out.write_text("precious,earlier,export\n", encoding="utf-8")
+    real = TagEditor.export_csv
+
+    def disk_full(self, fh) -> int:
+        real(self, fh)
+        fh.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(TagEditor, "export_csv", disk_full)
+    capsys.readouterr()
+    assert main(["tags", "export", "--library", str(root), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(out) in err and "No space left on device" in err and "Traceback" not in err
+    assert out.read_text(encoding="utf-8") == "precious,earlier,export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib", "tags.csv"]  # no temporary file left behind
+    monkeypatch.setattr(TagEditor, "export_csv", real)
+    out.chmod(0o640)
+    assert main(["tags", "export", "--library", str(root), "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == ["path,tags,favourite", "animals/dog_bark.wav,keeper,"]
+    assert out.stat().st_mode & 0o777 == 0o640  # replaced, not made private
+
+
 def test_tags_refuses_bad_input_with_a_message(tmp_path: Path, capsys) -> None:
     root = tagged_library(tmp_path / "lib")
     assert main(["tags", "add", "nope.wav", "-t", "x", "--library", str(root)]) == 2
