@@ -282,6 +282,21 @@ def test_one_indexing_job_per_library(tmp_path):
         assert len(drain(index_library(lib, emb)).embedded) == 4
 
 
+def test_one_indexing_job_per_library_across_processes(tmp_path):
+    """Hostile-input sweep: two `earshot index` runs on one library at once (two processes, each its own
+    Library) both read and embedded every file, twice the work, each saying it embedded them all; the lock was
+    only the one Library object's. The second now stops at once with a message; the first is untouched."""
+    root = make_library(tmp_path / "lib")
+    emb = ToneEmbedder()
+    with Library.open(root) as one, Library.open(root) as other:
+        first = index_library(one, emb)
+        next(first)
+        with pytest.raises(LibraryError, match="already being indexed"):
+            next(index_library(other, ToneEmbedder()))
+        assert len(drain(first).embedded) == 4
+        assert drain(index_library(other, emb)).embedded == []  # the first is done: free again
+
+
 def test_another_model_gets_its_own_index(tmp_path):
     root = make_library(tmp_path / "lib")
     a, b = ToneEmbedder(dim=48, seed=0), ToneEmbedder(dim=32, seed=1)

@@ -41,6 +41,35 @@ from app.services.library.vector_search import VectorSearch
 from app.services.library.vectors import VectorStore
 from app.services.vector_index import IndexConfig
 
+INDEX_LOCK_NAME = "index.lock"  # held (flock) by the indexing job of any process
+
+
+@contextlib.contextmanager
+def _process_lock(path: Path, name: str) -> Iterator[None]:
+    """An exclusive advisory lock on `path` for as long as the block runs; LibraryError if another open file holds
+    it (another process indexing the library: both would read and embed every file). The kernel drops it when the
+    process dies, so a killed run never leaves the library locked. Without flock (Windows) or when the lock file
+    cannot be made, nothing is locked: the catalog stays consistent, only the work may be done twice."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LibraryError(f"{name} is already being indexed (by another Earshot window or command); "
+                               "try again when it has finished") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
 
 class Library:
     """A folder of sounds with its catalog and per-model vector indexes. Thread-safe (one lock, `lock`)."""
@@ -198,7 +227,8 @@ class Library:
 
     @contextlib.contextmanager
     def indexing(self) -> Iterator[None]:
-        """Held by the one indexing job a library may run at a time; a second one gets a LibraryError."""
+        """Held by the one indexing job a library may run at a time, in this process or any other (a lock file
+        in the catalog folder); a second one gets a LibraryError."""
         with self.lock:
             if self.read_only:
                 raise LibraryError(f"cannot index: {self.read_only_message}")
@@ -206,7 +236,8 @@ class Library:
                 raise LibraryError(f"{display_name(self.root)} is already being indexed")
             self._indexing = True
         try:
-            yield
+            with _process_lock(self.catalog_dir / INDEX_LOCK_NAME, display_name(self.root)):
+                yield
         finally:
             self._indexing = False
 
