@@ -8,6 +8,7 @@ prints them as one line, exit code 2).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -299,8 +300,15 @@ def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
 
 
 def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
+    """The filters of the arguments; one that can match no file at all is a usage error, not "no results"."""
     from app.services.library.records import SearchFilters
 
+    for what, low, high in (("duration", args.min_duration, args.max_duration),
+                            ("sample-rate", args.min_sample_rate, args.max_sample_rate)):
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"--min-{what} {low:g} is above --max-{what} {high:g}: no file could match")
+    if args.formats is not None and not all(f.strip(". ") for f in args.formats):
+        raise ValueError("--format: give an extension such as wav or flac (got an empty one)")
     return SearchFilters(args.min_duration, args.max_duration, args.folder, formats=args.formats,
                          min_sample_rate=args.min_sample_rate, max_sample_rate=args.max_sample_rate,
                          channels=args.channels, favourites_only=args.favourites)
@@ -439,6 +447,26 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
     return session
 
 
+def _check_folder(folder: str | None, session: Any) -> None:  # noqa: ANN401 - a SearchSession
+    """--folder names a folder of the library that holds catalogued sounds: a mistyped one, or one outside the
+    library, would otherwise answer "no results" as if the library had nothing for the query."""
+    if not folder:
+        return
+    library = session.library
+    key = library.files.key(folder)
+    if key == b".." or key.startswith(b"../"):
+        raise ValueError(f"--folder {printable(folder)} is not inside the library {printable(library.root)}")
+    folders = session.folders()
+    if key in (b"", b".") or os.fsdecode(key) in folders:
+        return
+    if (library.root / os.fsdecode(key)).is_dir():
+        raise ValueError(f"--folder {printable(folder)} holds no indexed sounds; run `earshot index "
+                         f"{printable(library.root)}` if it has new ones")
+    close = difflib.get_close_matches(os.fsdecode(key), folders, n=1)
+    hint = f"did you mean {printable(close[0])}?" if close else "folders are relative to the library"
+    raise ValueError(f"--folder {printable(folder)}: no such folder in the library; {hint}")
+
+
 def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
                     ) -> int:
     from app.services.audio import AudioError
@@ -449,6 +477,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
     try:
         session = _open_search(args, text_only)
         try:
+            _check_folder(args.folder, session)
             hits = run(session, filters)
         finally:
             print_events(session.library, as_json=args.json)
@@ -490,6 +519,7 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
     try:
         session = _open_search(args, text_only=True)
         try:
+            _check_folder(args.folder, session)
             for line, query in queries:
                 res = session.search(query, args.k, filters, mode=args.mode, names_weight=args.names_weight)
                 print(json.dumps({"query": query, "line": line, "results": [hit_dict(h) for h in res],

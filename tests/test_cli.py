@@ -271,3 +271,26 @@ def test_search_modes_filters_and_why_in_json(tmp_path: Path, capsys) -> None:
     assert len(json.loads(capsys.readouterr().out)) == 7
     assert main(["similar", str(root / "birds/chirp_b.wav"), "--names-weight", "0.5", *args]) == 0
     assert json.loads(capsys.readouterr().out)[0]["match"]["name_score"] > 0
+
+
+def test_filters_that_can_match_nothing_are_usage_errors(tmp_path: Path, capsys) -> None:
+    """Hostile-input sweep: a --folder that is not in the library (mistyped, or outside it), a minimum above the
+    maximum, or an empty --format each answered "no results" with exit code 0, as if the library had nothing."""
+    root = tagged_library(tmp_path / "lib")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    lib = ["--library", str(root), "--mode", "names"]
+    for extra, said in ((["--folder", "door"], "--folder door: no such folder in the library; did you mean doors?"),
+                        (["--folder", str(outside)], "is not inside the library"),
+                        (["--folder", "../elsewhere"], "is not inside the library"),
+                        (["--min-duration", "5", "--max-duration", "1"], "--min-duration 5 is above --max-duration 1"),
+                        (["--min-sample-rate", "48000", "--max-sample-rate", "8000"],
+                         "--min-sample-rate 48000 is above --max-sample-rate 8000"),
+                        (["--format", ""], "--format: give an extension")):
+        assert main(["search", "dog", *lib, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, (extra, err)
+    for extra in (["--folder", "doors"], ["--folder", str(root / "doors")], ["--folder", "doors/"], ["--folder", "."],
+                  ["--min-duration", "0.6", "--max-duration", "0.6"], ["--format", ".WAV"]):
+        assert main(["search", "door", *lib, *extra, "--json"]) == 0, extra
+        assert json.loads(capsys.readouterr().out), extra
