@@ -246,8 +246,10 @@ def cmd_similar(args: argparse.Namespace) -> int:
                                                             any_length=args.any_length))
     if args.file is not None:
         raise ValueError("similar: give an audio file or --record, not both")
-    if not args.library.is_dir():  # before asking anyone to make a sound
-        raise ValueError(f"{args.library}: not a folder")
+    from app.services.recording import check_seconds
+
+    check_seconds(args.record)
+    _require_catalog(args.library)  # before asking anyone to make a sound
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="earshot-recording-") as tmp:
@@ -319,8 +321,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
     from app.services.library.records import LibraryError
     from app.services.search.tags import TagEditor
 
-    if not args.library.is_dir():
-        raise ValueError(f"{args.library}: not a folder")
+    _require_catalog(args.library)
     try:
         with Library.open(args.library) as lib:
             print_events(lib)
@@ -423,15 +424,22 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
     return queries
 
 
-def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
+def _require_catalog(library: Path) -> None:
+    """`library` is a folder that was indexed: opening one that never was would make an empty catalog in it (and
+    then find nothing there), so say what to do instead."""
     from app.services.library import catalog
+
+    if not library.is_dir():
+        raise ValueError(f"{library}: not a folder")
+    if catalog.existing_catalog(library) is None:
+        raise ValueError(f"{library} has not been indexed yet; run `earshot index {library}` first")
+
+
+def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
     from app.services.search.embedder import LazyEmbedder, load_query_embedder
     from app.services.search.session import SearchSession
 
-    if not args.library.is_dir():
-        raise ValueError(f"{args.library}: not a folder")
-    if catalog.existing_catalog(args.library) is None:  # opening would create an empty catalog: say what to do
-        raise ValueError(f"{args.library} has not been indexed yet; run `earshot index {args.library}` first")
+    _require_catalog(args.library)
     # text queries need only the text tower (NumPy, no torch import): the command starts several times faster
     # similar on a library file reads its stored vector: the sound model loads only if audio must be embedded
     embedder = load_query_embedder(args.model) if text_only else LazyEmbedder(args.model)
@@ -594,8 +602,7 @@ def cmd_tags_write(args: argparse.Namespace) -> int:
     from app.services.library.records import LibraryError
     from app.services.library.tag_writer import REFUSED, WRITTEN, write_library_tags
 
-    if not args.library.is_dir():
-        raise ValueError(f"{args.library}: not a folder")
+    _require_catalog(args.library)
     if args.description is not None and not args.files:
         raise ValueError("--description needs the files to describe (it is not written into every tagged file)")
     try:

@@ -60,3 +60,22 @@ def test_similar_and_sound_search_on_a_library_without_sounds_for_the_model_exit
     assert "no sounds indexed" in capsys.readouterr().err
     assert main(["search", "a tone", "--library", str(root), "--model", str(other), "--mode", "sound"]) == 2
     assert main(["search", "tone", "--library", str(root), "--model", str(other), "--mode", "names"]) == 0
+
+
+def test_tag_commands_on_a_folder_never_indexed_say_how_to_index_it_and_create_nothing(tmp_path, capsys) -> None:
+    """Hostile-input sweep: search refused a folder never indexed, but `tags add/export/import/write` opened it,
+    made a catalog (.earshot/) in it, and then said the file was not in the library or exported nothing."""
+    import numpy as np
+    import soundfile as sf
+
+    folder = tmp_path / "new"
+    folder.mkdir()
+    sf.write(folder / "tone.wav", np.zeros(800, np.float32), 8000)
+    (tmp_path / "tags.csv").write_text("path,tags,favourite\ntone.wav,x,\n", encoding="utf-8")
+    lib = ["--library", str(folder)]
+    for command in (["tags", "add", "tone.wav", "-t", "x"], ["tags", "favourite", "tone.wav"], ["tags", "export"],
+                    ["tags", "import", str(tmp_path / "tags.csv")], ["tags", "write", "--dry-run"]):
+        assert main([*command, *lib]) == 2, command
+        err = capsys.readouterr().err
+        assert "has not been indexed yet" in err and f"earshot index {folder}" in err, command
+    assert not (folder / ".earshot").exists()

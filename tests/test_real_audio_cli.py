@@ -20,6 +20,7 @@ from real_audio_stack import PulseStack, running_stack
 from app import cli
 from app.services import audio
 from app.services.audio import decode
+from app.services.library.library import Library
 from core.audio import trim_silence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,10 +79,15 @@ def test_similar_to_a_recorded_sound_finds_that_sound(pulse: PulseStack, tmp_pat
 def test_similar_record_without_a_microphone_says_so(monkeypatch, tmp_path: Path, capsys) -> None:
     none = audio.DeviceStatus(False, True, "no audio input device (microphone) found")
     monkeypatch.setattr(audio, "device_status", lambda: none)
+    Library.open(tmp_path).close()  # an (empty) indexed library: a folder never indexed is refused before recording
+    before = sorted(tmp_path.rglob("*"))
     assert cli.main(["similar", "--record", "2", "--library", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "similar --record: no audio input device (microphone) found" in err and "Traceback" not in err
-    assert not list(tmp_path.iterdir())  # nothing written
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written
+    (tmp_path / "never").mkdir()
+    assert cli.main(["similar", "--record", "2", "--library", str(tmp_path / "never")]) == 2
+    assert "has not been indexed yet" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("args", "message"), [
