@@ -230,9 +230,26 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
 def cmd_search(args: argparse.Namespace) -> int:
     queries = _queries(args)
     if queries is None:
+        _check_query(args.text)
         return _search_command(args, lambda s, f: s.search(args.text, args.k, f, mode=args.mode,
                                                            names_weight=args.names_weight), text_only=True)
     return _search_many(args, queries)
+
+
+def _check_query(text: str) -> None:
+    """A query given as the argument has something to look for: an empty one, one of only punctuation or emoji,
+    or one of only exclusions would answer "no results" as if the library had nothing for it. (The Search tab
+    asks the same service on every keystroke, where an empty answer is right.)"""
+    from app.services.query import parse
+
+    query = parse(text)
+    if not query.empty:
+        return
+    if not text.strip():
+        raise ValueError("search: the description is empty; say what to look for, e.g. 'a door creaks'")
+    if query.excluded:
+        raise ValueError(f"search: {printable(text)!r} only excludes; add words to look for, e.g. 'door -metal'")
+    raise ValueError(f"search: {printable(text)!r} has no words to search for (letters or digits)")
 
 
 def cmd_similar(args: argparse.Namespace) -> int:

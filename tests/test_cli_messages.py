@@ -79,3 +79,19 @@ def test_tag_commands_on_a_folder_never_indexed_say_how_to_index_it_and_create_n
         err = capsys.readouterr().err
         assert "has not been indexed yet" in err and f"earshot index {folder}" in err, command
     assert not (folder / ".earshot").exists()
+
+
+@pytest.mark.parametrize(("query", "said"), [("", "the description is empty"), ("   ", "the description is empty"),
+                                             ("!!! ???", "has no words to search for"),
+                                             ("\U0001f434\U0001f434", "has no words to search for"),
+                                             ("-horse", "only excludes"), ('-"wooden door" -metal', "only excludes")])
+def test_a_query_with_nothing_to_look_for_is_a_usage_error(query: str, said: str, tmp_path, capsys) -> None:
+    """Hostile-input sweep: an empty query, one of only punctuation or emoji, or one of only exclusions printed
+    "no results" with exit code 0, the answer of a library that has nothing for a real query."""
+    from tests.test_cli import tagged_library
+
+    root = tagged_library(tmp_path / "lib")
+    assert main(["search", "--library", str(root), "--", query]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert main(["search", "--library", str(root), "--mode", "names", "--", "dog -cat"]) == 0  # a real one still runs
