@@ -96,10 +96,20 @@ def _sf_path(path: PathLike) -> str | bytes:
     return os.fspath(path) if sys.platform == "win32" else os.fsencode(path)
 
 
+# libsndfile reasons that mislead once the file is known to be there and regular (`_check_file`): the MP3 reader
+# answers a file with no audio frame in it as if it were missing; an impossible rate, channel count or length
+# in a header comes out as an internal error
+_SF_REASONS = {
+    "File does not exist or is not a regular file (possibly a pipe?)": "no audio found: a damaged or cut header",
+    "Internal error : SF_INFO struct incomplete": "damaged header: impossible sample rate, channels or length",
+}
+
+
 def _sf_reason(e: Exception) -> str:
     msg = str(e)
     # "Error opening b'/x/y.wav': Format not recognised." -> "Format not recognised"
-    return msg.split(": ", 1)[-1].strip().rstrip(".") if ": " in msg else msg
+    reason = msg.split(": ", 1)[-1].strip().rstrip(".") if ": " in msg else msg
+    return _SF_REASONS.get(reason, reason)
 
 
 # --------------------------------------------------------------------------------------- sample helpers

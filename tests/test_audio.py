@@ -210,6 +210,26 @@ def test_truncated_mp3(tmp_path):
         decode(path)
 
 
+def test_a_damaged_header_is_said_in_plain_words(tmp_path):
+    """Hostile-input sweep: libsndfile's reasons went out as they were. The first 40 bytes of an MP3 (a file
+    that is there and regular: checked before) said "File does not exist or is not a regular file (possibly a
+    pipe?)"; a WAV header with a sample rate of 2**32 - 1 said "Internal error : SF_INFO struct incomplete"."""
+    full = write(tmp_path / "full.mp3", tone(440, 2.0, 16000), 16000, format="MP3")
+    cut = tmp_path / "cut.mp3"
+    cut.write_bytes(full.read_bytes()[:40])
+    wav = write(tmp_path / "full.wav", tone(440, 0.5, 16000), 16000, subtype="PCM_16").read_bytes()
+    rate = wav.index(b"fmt ") + 12
+    huge = tmp_path / "huge_rate.wav"
+    huge.write_bytes(wav[:rate] + (2**32 - 1).to_bytes(4, "little") + wav[rate + 4:])
+    for path in (cut, huge):
+        for read in (decode, audio_info):
+            with pytest.raises(UnreadableAudioError) as e:
+                read(path)
+            said = str(e.value)
+            assert f"{path.name}: not a readable audio file (" in said and "header" in said, said
+            assert "does not exist" not in said and "pipe" not in said and "SF_INFO" not in said, said
+
+
 def test_too_long_is_decided_from_the_header(tmp_path, monkeypatch):
     path = write(tmp_path / "long.wav", tone(440, 3.0, 8000), 8000)
 
