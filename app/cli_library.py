@@ -445,10 +445,15 @@ def _require_catalog(library: Path) -> None:
     """`library` is a folder that was indexed: opening one that never was would make an empty catalog in it (and
     then find nothing there), so say what to do instead."""
     from app.services.library import catalog
+    from app.services.library.records import LibraryError
 
     if not library.is_dir():
         raise ValueError(f"{library}: not a folder")
-    if catalog.existing_catalog(library) is None:
+    try:
+        found = catalog.existing_catalog(library)
+    except LibraryError as e:  # a folder that cannot be entered
+        raise ValueError(str(e)) from None
+    if found is None:
         raise ValueError(f"{library} has not been indexed yet; run `earshot index {library}` first")
 
 

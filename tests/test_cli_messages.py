@@ -95,3 +95,29 @@ def test_a_query_with_nothing_to_look_for_is_a_usage_error(query: str, said: str
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
     assert main(["search", "--library", str(root), "--mode", "names", "--", "dog -cat"]) == 0  # a real one still runs
+
+
+def test_a_library_folder_that_cannot_be_entered_is_named_as_such(tmp_path, capsys, monkeypatch) -> None:
+    """Hostile-input sweep: with a library folder of mode 000 (not root: root reads anyway, so the test makes
+    os.stat refuse what is inside it), index, search and tags said "[Errno 13] Permission denied:
+    '<library>/.earshot/catalog.sqlite'", a file the user never named, instead of the folder they did."""
+    import os
+
+    from tests.test_cli import tagged_library
+    from tests.test_library import write_retrieval_checkpoint
+
+    root = tagged_library(tmp_path / "lib")
+    model = write_retrieval_checkpoint(tmp_path / "tiny.safetensors")  # not the default: no ONNX export
+    real_stat = os.stat
+
+    def refusing(path, *args, **kwargs):
+        if os.fsdecode(path).startswith(str(root) + os.sep):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", refusing)
+    for command in (["index", str(root), "--model", model], ["search", "dog", "--library", str(root)],
+                    ["tags", "export", "--library", str(root)]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert f"{root}: permission denied" in err and "catalog.sqlite" not in err and "Traceback" not in err, err

@@ -261,6 +261,7 @@ def locate(root: PathLike) -> tuple[Path, bool]:
     a catalog is there that cannot be written (a shared library indexed by someone else); else, when root cannot
     be written, a private one in the user data dir."""
     root = Path(os.path.abspath(root))
+    check_enterable(root)
     local = root / CATALOG_DIR
     existing = local / CATALOG_NAME
     if can_write(local) and (not existing.exists() or os.access(existing, os.W_OK)):
@@ -274,6 +275,17 @@ def locate(root: PathLike) -> tuple[Path, bool]:
     return fallback, False
 
 
+def check_enterable(root: Path) -> None:
+    """LibraryError naming `root` when it cannot be entered (no execute permission): everything in it, the
+    catalog included, would otherwise fail with a permission error naming a file the user never gave."""
+    try:
+        os.stat(root / CATALOG_DIR)
+    except PermissionError:
+        raise LibraryError(f"{display_name(root)}: permission denied (this folder cannot be opened)") from None
+    except OSError:
+        pass  # no catalog there yet, or a name too long: the callers find out
+
+
 def _private_dir(root: Path) -> Path:
     """Where the catalog of a library folder that cannot be written lives: the user data dir."""
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
@@ -283,6 +295,7 @@ def _private_dir(root: Path) -> Path:
 def existing_catalog(root: PathLike) -> Path | None:
     """The catalog file of `root` if it was ever indexed, without creating anything (search asks before opening)."""
     root = Path(os.path.abspath(root))
+    check_enterable(root)
     for folder in (root / CATALOG_DIR, _private_dir(root)):
         if (folder / CATALOG_NAME).is_file():
             return folder / CATALOG_NAME
