@@ -474,6 +474,12 @@ def _open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN
             session.close()
             raise ValueError(message)
         print(f"earshot: {message}", file=sys.stderr)
+    # only an index run looks at the folders again: when they are back, their files stay hidden until then
+    hidden = session.library.files.unavailable_count()
+    if hidden:
+        print(f"earshot: {hidden} catalogued {'file is' if hidden == 1 else 'files are'} hidden: under folders "
+              f"that could not be listed when {printable(args.library)} was last indexed; once they are back, "
+              f"`earshot index {printable(args.library)}` shows them again", file=sys.stderr)
     return session
 
 

@@ -121,3 +121,24 @@ def test_a_library_folder_that_cannot_be_entered_is_named_as_such(tmp_path, caps
         assert main(command) == 2, command
         err = capsys.readouterr().err
         assert f"{root}: permission denied" in err and "catalog.sqlite" not in err and "Traceback" not in err, err
+
+
+def test_search_says_when_files_are_hidden_because_their_folder_could_not_be_listed(tmp_path, capsys) -> None:
+    """Hostile-input sweep: a folder that could not be listed at the last index (permissions, an unmounted
+    share) has its files hidden until the next index run. When it was back, search answered without them and
+    said nothing, "no results" when they were the only match: the user could not know to index again."""
+    from app.services.library.library import Library
+    from tests.test_cli import tagged_library
+
+    root = tagged_library(tmp_path / "lib")
+    with Library.open(root) as lib:
+        lib.files.set_unavailable([lib.files.id_of("animals/dog_bark.wav")])
+    assert main(["search", "dog", "--library", str(root), "--mode", "names", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "dog_bark" not in captured.out
+    assert "1 catalogued file is hidden" in captured.err and f"earshot index {root}" in captured.err
+    with Library.open(root) as lib:
+        lib.files.set_unavailable([])
+    assert main(["search", "dog", "--library", str(root), "--mode", "names", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "dog_bark" in captured.out and "hidden" not in captured.err

@@ -83,6 +83,11 @@ class FileTable:
         with self.library.lock:
             return int(self.library.db.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0])
 
+    def unavailable_count(self) -> int:
+        """How many files are hidden because their folder could not be listed at the last index run."""
+        with self.library.lock:
+            return int(self.library.db.execute("SELECT count(*) FROM files WHERE available = 0").fetchone()[0])
+
     def id_bound(self) -> int:
         """An upper bound on how many files the catalog holds, at once (ids are never reused): caps a search's k."""
         with self.library.lock:
