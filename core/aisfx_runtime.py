@@ -18,6 +18,7 @@ measured, small cost in quality. So:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -27,7 +28,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -357,10 +358,35 @@ def quantize_int8(fp32: bytes, frames: list[torch.Tensor]) -> bytes:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         src.write_bytes(fp32)
         first_conv = next(n.name for n in onnx.load_from_string(fp32).graph.node if n.op_type == "Conv")
-        quantize_static(str(src), str(dst), Frames(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        nodes_to_exclude=[first_conv])
+        with _no_quantiser_advice():
+            quantize_static(str(src), str(dst), Frames(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            nodes_to_exclude=[first_conv])
         return dst.read_bytes()
+
+
+class _QuantiserAdvice(logging.Filter):
+    """Drops the records onnxruntime's quantiser logs through the root logger itself ("Please consider to run
+    pre-processing before quantization ..."): advice to whoever calls it, not news for the user."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not ("onnxruntime" in record.pathname and "quantization" in record.pathname)
+
+
+@contextlib.contextmanager
+def _no_quantiser_advice() -> Iterator[None]:
+    """Keep the quantiser's advice off standard error, and the root logger as it was: its `logging.warning` calls
+    also install a stderr handler on an unconfigured root logger (basicConfig), through which every later warning
+    of any library would print as "WARNING:root:..."."""
+    root = logging.getLogger()
+    handlers, advice = list(root.handlers), _QuantiserAdvice()
+    root.addFilter(advice)
+    try:
+        yield
+    finally:
+        root.removeFilter(advice)
+        for h in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(h)
 
 
 EXPORT_SETTINGS = "opset 17, dynamic n/t, TorchScript exporter, v1"  # change with export_onnx: the int8 cache key

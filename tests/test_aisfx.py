@@ -459,3 +459,22 @@ def test_auto_backend_falls_back_when_the_int8_build_fails(monkeypatch, caplog):
     assert "the int8 trunk failed" in caplog.text and "no calibration clips" in caplog.text
     with pytest.raises(FileNotFoundError, match="no calibration clips"):
         aisfx_runtime.accelerate(enc, "int8")  # asked for by name: the failure is the answer
+
+
+def test_building_the_int8_trunk_prints_no_quantiser_advice(caplog):
+    """Hostile-input sweep: the first `earshot index` on a machine (or after an onnxruntime upgrade) printed
+    "WARNING:root:Please consider to run pre-processing before quantization. Refer to example: https://..."
+    twice: onnxruntime's quantiser logs its advice to developers through the root logger, which also installed
+    a handler on it (logging.warning's basicConfig), so later warnings of any library printed the same way."""
+    pytest.importorskip("onnxruntime")
+    import logging
+
+    from core import aisfx_runtime
+
+    trunk = aisfx_runtime.fold_batchnorm(_tiny_trained_encoder().embedding_net, channels_last=False)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    with caplog.at_level(logging.DEBUG):
+        aisfx_runtime.quantize_int8(aisfx_runtime.export_onnx(trunk), [torch.rand(150, 96)])
+    assert not [r for r in caplog.records if r.name == "root" and "quantization" in r.getMessage()]
+    assert root.handlers == handlers and root.level == level
