@@ -125,9 +125,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        if not stdout_is_a_pipe():
+            raise
+        # the reader of the output went away (`| head -3`): stop quietly, as --queries does and other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
     except (ValueError, OSError, LookupError) as e:  # user-facing problems: a message, not a traceback
         print(f"earshot: error: {e}", file=sys.stderr)
         return 2
+
+
+def stdout_is_a_pipe() -> bool:
+    """Is standard output a pipe or socket (whose reader can go away), not a file or a terminal?"""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):  # closed, replaced by an object without a descriptor
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def subcommands(parser: argparse.ArgumentParser) -> list[str]:

@@ -294,3 +294,26 @@ def test_filters_that_can_match_nothing_are_usage_errors(tmp_path: Path, capsys)
                   ["--min-duration", "0.6", "--max-duration", "0.6"], ["--format", ".WAV"]):
         assert main(["search", "door", *lib, *extra, "--json"]) == 0, extra
         assert json.loads(capsys.readouterr().out), extra
+
+
+@pytest.mark.slow
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
+    """Hostile-input sweep: `earshot search ... | head -1` (or any command's output into a reader that closes
+    early) ended with "earshot: error: [Errno 32] Broken pipe" and exit code 2, a usage error; only --queries
+    stopped quietly."""
+    import os
+    import subprocess
+    import sys
+
+    root = tagged_library(tmp_path / "lib")
+    for command in (["models"], ["tags", "export", "--library", str(root)],
+                    ["search", "dog", "--library", str(root), "--mode", "names", "--json"]):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first line
+        try:
+            run = subprocess.run([sys.executable, "-m", "app.cli", *command], stdout=write, stderr=subprocess.PIPE,
+                                 text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
+        finally:
+            os.close(write)
+        assert run.returncode == 0 and "Broken pipe" not in run.stderr and "Traceback" not in run.stderr, \
+            (command, run.returncode, run.stderr)
