@@ -297,6 +297,37 @@ def test_one_indexing_job_per_library_across_processes(tmp_path):
         assert drain(index_library(other, emb)).embedded == []  # the first is done: free again
 
 
+def test_a_search_while_another_process_indexes_neither_repairs_nor_writes_the_index(tmp_path):
+    """Hostile-input sweep: a search run while `earshot index` embedded the library found the index file behind
+    the catalog (it is written at checkpoints), said "library: repaired index ...: +20 -0 vectors" as if it had
+    been damaged, and wrote the file and its checksum under the indexer. It is searched as the catalog has it,
+    quietly, and the file is left to the indexer."""
+    root = tmp_path / "lib"
+    for i in range(12):
+        write(root / f"tone_{i:02d}.wav", tone(200 + 50 * i))
+    emb = ToneEmbedder()
+    with Library.open(root) as indexing:
+        job = index_library(indexing, emb, checkpoint_seconds=3600, workers=1)
+        try:
+            for p in job:
+                if p.get("files_done", 0) >= 4:
+                    break
+            path = indexing.vectors.path(emb.model_id)
+            before = path.read_bytes() if path.exists() else None
+            with Library.open(root) as searching:
+                embedded = searching.db.execute("SELECT count(*) FROM vectors WHERE model_id = ?",
+                                                (emb.model_id,)).fetchone()[0]
+                assert embedded >= 4
+                assert searching.vectors.count(emb.model_id) == embedded  # every committed vector is searched
+                assert not [e for e in searching.events if "index" in e], searching.events
+            assert (path.read_bytes() if path.exists() else None) == before
+            drain(job)
+        finally:
+            job.close()
+    with Library.open(root) as after:
+        assert after.vectors.count(emb.model_id) == 12 and not after.events
+
+
 def test_another_model_gets_its_own_index(tmp_path):
     root = make_library(tmp_path / "lib")
     a, b = ToneEmbedder(dim=48, seed=0), ToneEmbedder(dim=32, seed=1)

@@ -42,6 +42,7 @@ from app.services.library.vectors import VectorStore
 from app.services.vector_index import IndexConfig
 
 INDEX_LOCK_NAME = "index.lock"  # held (flock) by the indexing job of any process
+LOCK_TRIES = 5  # 0.2 s: past another job's probe of the lock, not past another job
 
 
 @contextlib.contextmanager
@@ -61,14 +62,37 @@ def _process_lock(path: Path, name: str) -> Iterator[None]:
         yield
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LibraryError(f"{name} is already being indexed (by another Earshot window or command); "
-                               "try again when it has finished") from None
+        for attempt in range(LOCK_TRIES):  # `indexed_elsewhere` holds it for an instant: not an indexing job
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == LOCK_TRIES - 1:
+                    raise LibraryError(f"{name} is already being indexed (by another Earshot window or command); "
+                                       "try again when it has finished") from None
+                time.sleep(0.05)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _lock_held(path: Path) -> bool:
+    """Does some open file hold the lock `_process_lock` takes on `path` (without waiting for it)?"""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False  # never made: no library was ever indexed with a lock here
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 class Library:
@@ -240,6 +264,11 @@ class Library:
                 yield
         finally:
             self._indexing = False
+
+    def indexed_elsewhere(self) -> bool:
+        """Another Library (another process, mostly) is indexing this library now: its index files are behind the
+        catalog until that job's next checkpoint, and they are that job's to write."""
+        return not self._indexing and not self.read_only and _lock_held(self.catalog_dir / INDEX_LOCK_NAME)
 
     # ------------------------------------------------------------------------------------------- models
 

@@ -9,6 +9,7 @@ is written at checkpoints (`save`), with its SHA-256 recorded so that the next o
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import sqlite3
 import threading
@@ -65,6 +66,9 @@ class VectorStore:
             catalog_ids = np.array([r[0] for r in db.execute(
                 "SELECT id FROM vectors WHERE model_id = ?", (model_id,))], dtype=np.int64)
             vi: VectorIndex | None = None
+            # while another process indexes, a file behind the catalog is expected (written at its checkpoints):
+            # searched as the catalog has it, neither reported nor written here
+            elsewhere = functools.cache(self.library.indexed_elsewhere)
             if path.exists():
                 try:
                     vi = VectorIndex.load(path, dim, self.library.index_config)
@@ -76,7 +80,7 @@ class VectorStore:
                 if vi is not None and not self._checksum_matches(model_id, path) and self._differs(model_id, vi):
                     events.append(f"rebuilding index: {path.name} holds vectors that differ from the catalog")
                     vi = None
-            elif len(catalog_ids):
+            elif len(catalog_ids) and not elsewhere():
                 events.append(f"rebuilding index: {path.name} is missing")
             if vi is None:
                 ids, vecs = self._fetch(model_id)
@@ -93,11 +97,11 @@ class VectorStore:
                 if len(missing):
                     vi.add(*self._fetch(model_id, missing))
                 changed = bool(len(extra) or len(missing))
-                if changed:
+                if changed and not elsewhere():
                     events.append(f"repaired index {path.name}: +{len(missing)} -{len(extra)} vectors")
             self._indexes[model_id] = vi
             vi.copy_in_background(self.lock)  # a mapped 1M-file index: searched now, in memory in a few seconds
-            if changed:
+            if changed and not elsewhere():
                 self._dirty.add(model_id)
                 self.save(model_id)
             return vi
