@@ -328,6 +328,23 @@ def test_a_search_while_another_process_indexes_neither_repairs_nor_writes_the_i
         assert after.vectors.count(emb.model_id) == 12 and not after.events
 
 
+def test_a_deleted_file_leaves_other_models_indexes_without_a_repair_message(tmp_path):
+    """Hostile-input sweep: deleting a file and indexing again printed "library: repaired index ....faiss: +0 -1
+    vectors", as if the index had been damaged: the file's vectors of every model left the catalog, but only the
+    loaded indexes (the run's own model) dropped them; the others (the names' sentence index, other models) were
+    behind until their next load, which then called the catch-up a repair."""
+    root = make_library(tmp_path / "lib")
+    a, b = ToneEmbedder(model_id="tone-a"), ToneEmbedder(seed=1, model_id="tone-b")
+    drain(index_library(root, a))
+    drain(index_library(root, b))
+    (root / "tone_440.wav").unlink()
+    assert drain(index_library(root, b)).removed == 1  # the index of tone-a is not loaded by this run
+    with Library.open(root) as lib:
+        assert lib.vectors.count("tone-a") == len(FREQS) - 1
+        assert not lib.events, lib.events
+        assert_consistent(lib, "tone-a")
+
+
 def test_another_model_gets_its_own_index(tmp_path):
     root = make_library(tmp_path / "lib")
     a, b = ToneEmbedder(dim=48, seed=0), ToneEmbedder(dim=32, seed=1)

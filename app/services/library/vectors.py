@@ -52,7 +52,8 @@ class VectorStore:
         The file is trusted when its SHA-256 is the one recorded when it was written. Otherwise (damaged in
         place, copied from another library, written before checksums, or left stale by a crash) its
         vectors are compared with the catalog's: any that differ -> rebuilt from the catalog; all agree ->
-        only the ids missing or extra are repaired.
+        only the ids missing or extra are repaired. Extra ids are routine: removing a file drops its vectors of
+        every model from the catalog, but only the loaded indexes follow at once (`unindex`).
         """
         db, events = self.library.db, self.library.events
         with self.lock:
@@ -97,7 +98,9 @@ class VectorStore:
                 if len(missing):
                     vi.add(*self._fetch(model_id, missing))
                 changed = bool(len(extra) or len(missing))
-                if changed and not elsewhere():
+                # only missing vectors are news (a run stopped before its checkpoint): vectors deleted from the
+                # catalog while this index was not loaded (a removed file's, for every model) are taken out here
+                if len(missing) and not elsewhere():
                     events.append(f"repaired index {path.name}: +{len(missing)} -{len(extra)} vectors")
             self._indexes[model_id] = vi
             vi.copy_in_background(self.lock)  # a mapped 1M-file index: searched now, in memory in a few seconds
