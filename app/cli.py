@@ -11,11 +11,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from app import __version__
-from app.cli_library import add_library_parsers
+from app.cli_library import add_library_parsers, path_arg
 from core import memory
 from core.config import bound_numbers, number
 
@@ -76,7 +75,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("gui", help="open the Earshot window (the default)")
-    p.add_argument("--library", type=Path, help="sound library folder to open")
+    p.add_argument("--library", type=path_arg, help="sound library folder to open")
     p.set_defaults(handler=cmd_gui)
 
     p = sub.add_parser("info", help="compute devices, audio devices and models found on this machine")
@@ -89,7 +88,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_models)
 
     p = sub.add_parser("probe", help="decode audio files and report what Earshot sees (or why it can't)")
-    p.add_argument("files", nargs="+", type=Path)
+    p.add_argument("files", nargs="+", type=path_arg)
     p.add_argument("--sample-rate", type=number(int, low=1, high=MAX_RATE), default=None,
                    help=f"resample to this rate (Hz, 1 to {MAX_RATE})")
     p.add_argument("--json", action="store_true", help="print JSON")

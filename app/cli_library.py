@@ -27,7 +27,7 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     """The index, search, similar and tags sub-commands."""
     model_help = "retrieval model: a registry name or a .safetensors path (default: the default retrieval model)"
     p = sub.add_parser("index", help="index a sound library folder for search (only new and changed files)")
-    p.add_argument("folder", type=Path)
+    p.add_argument("folder", type=path_arg)
     p.add_argument("--model", default=None, help=model_help)
     p.add_argument("--retry-failed", action="store_true", help="read files that failed before again")
     p.add_argument("--rehash", action="store_true",
@@ -48,18 +48,18 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
             p.add_argument("text", nargs="?", default=None,
                            help="a description, e.g. 'a door creaks open'; '-' (or none, with standard input "
                                 "piped) reads one query per line from standard input")
-            p.add_argument("--queries", metavar="FILE", default=None,
+            p.add_argument("--queries", metavar="FILE", type=text_path_arg, default=None,
                            help="answer many queries in one call: one per line of FILE ('-': standard input); "
                                 "prints JSON lines, one object per query")
         else:
-            p.add_argument("file", type=Path, nargs="?", default=None,
+            p.add_argument("file", type=path_arg, nargs="?", default=None,
                            help="an audio file (in the library or not); or --record")
             p.add_argument("--any-length", action="store_true",
                            help="also sounds much longer or shorter than the file (by default only those from a "
                                 "quarter to four times its length, plus a second: music and ambiences do not "
                                 "crowd out the one-shots like a one-shot)")
             _add_record_arguments(p)
-        p.add_argument("--library", type=Path, required=True, help="the (indexed) library folder")
+        p.add_argument("--library", type=path_arg, required=True, help="the (indexed) library folder")
         p.add_argument("--model", default=None, help=model_help)
         p.add_argument("-k", type=result_count, default=10,
                        help="number of results, at least 1 (default 10; more than the library holds gives all)")
@@ -89,22 +89,23 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     tag_sub = p.add_subparsers(dest="tags_command", metavar="ACTION", required=True)
     for action, what in (("add", "add tags to files"), ("remove", "remove tags from files")):
         t = tag_sub.add_parser(action, help=what, description=what + ".")
-        t.add_argument("files", nargs="+", type=Path, help="files in the library (relative to it, or absolute)")
+        t.add_argument("files", nargs="+", type=path_arg, help="files in the library (relative to it, or absolute)")
         t.add_argument("--tag", "-t", dest="tags", action="append", required=True, help="a tag; repeatable")
-        t.add_argument("--library", type=Path, required=True)
+        t.add_argument("--library", type=path_arg, required=True)
         t.set_defaults(handler=cmd_tags)
     for action, what in (("favourite", "mark files as favourites"), ("unfavourite", "unmark favourites")):
         t = tag_sub.add_parser(action, help=what, description=what + ".")
-        t.add_argument("files", nargs="+", type=Path, help="files in the library (relative to it, or absolute)")
-        t.add_argument("--library", type=Path, required=True)
+        t.add_argument("files", nargs="+", type=path_arg, help="files in the library (relative to it, or absolute)")
+        t.add_argument("--library", type=path_arg, required=True)
         t.set_defaults(handler=cmd_tags)
     t = tag_sub.add_parser("export", help="write every file's tags and favourite mark as CSV")
-    t.add_argument("--library", type=Path, required=True)
-    t.add_argument("-o", "--output", default="-", help="CSV file to write ('-', the default: standard output)")
+    t.add_argument("--library", type=path_arg, required=True)
+    t.add_argument("-o", "--output", type=text_path_arg, default="-",
+                   help="CSV file to write ('-', the default: standard output)")
     t.set_defaults(handler=cmd_tags)
     t = tag_sub.add_parser("import", help="merge tags and favourites from a CSV (path,tags,favourite)")
-    t.add_argument("csv", type=Path)
-    t.add_argument("--library", type=Path, required=True)
+    t.add_argument("csv", type=path_arg)
+    t.add_argument("--library", type=path_arg, required=True)
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(handler=cmd_tags)
     _add_tags_write_parser(tag_sub)
@@ -118,6 +119,19 @@ OUTPUT_HELP = """output:
   in base64: open that one. --queries prints JSON lines {"query", "line", "results": [...]}.
   a damaged catalog repaired on opening: what was set aside, kept, restored and lost is said on standard
   error ("library: ..."), with --json also as one JSON line {"repair": {...}} there."""
+
+
+def path_arg(text: str) -> Path:
+    """A file or folder argument: an empty one is refused (as '.' it would be the working folder: an unset
+    `"$LIBRARY"` would index, search or tag whatever folder the command was typed in)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset variable?); give a file or folder")
+    return Path(text)
+
+
+def text_path_arg(text: str) -> str:
+    """`path_arg` for the arguments kept as text ('-' meaning standard input or output)."""
+    return str(path_arg(text)) if text != "-" else text
 
 
 def result_count(text: str) -> int:
@@ -282,7 +296,7 @@ def _add_record_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record", type=number(float, low=0, low_exclusive=True), default=None, metavar="SECONDS",
                    help="record SECONDS (0.2 to 30) from the default microphone, trim the silence around "
                         "the sound, and find what sounds like it")
-    p.add_argument("--save", type=Path, default=None, metavar="FILE",
+    p.add_argument("--save", type=path_arg, default=None, metavar="FILE",
                    help="with --record: keep the (trimmed) recording as a WAV file")
 
 
@@ -615,8 +629,8 @@ def _add_tags_write_parser(tag_sub: Any) -> None:  # noqa: ANN401 - argparse int
                     "MP3: ID3 TXXX:KEYWORDS), added to the keywords it holds. Each file is written as a hidden copy "
                     "that must decode to the same samples and read its tags back before it replaces the original; "
                     "a file that is read-only or changed since it was indexed is refused.")
-    t.add_argument("files", nargs="*", type=Path, help="files in the library (default: every file with tags)")
-    t.add_argument("--library", type=Path, required=True)
+    t.add_argument("files", nargs="*", type=path_arg, help="files in the library (default: every file with tags)")
+    t.add_argument("--library", type=path_arg, required=True)
     t.add_argument("--description", metavar="TEXT", help="also write this description into the FILES named "
                    "(WAV: ICMT and the bext description; FLAC/Ogg: DESCRIPTION; MP3: COMM)")
     t.add_argument("--dry-run", action="store_true", help="only list what would be written")

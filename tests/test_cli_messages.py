@@ -142,3 +142,25 @@ def test_search_says_when_files_are_hidden_because_their_folder_could_not_be_lis
     assert main(["search", "dog", "--library", str(root), "--mode", "names", "--json"]) == 0
     captured = capsys.readouterr()
     assert "dog_bark" in captured.out and "hidden" not in captured.err
+
+
+@pytest.mark.parametrize("command", [
+    ["index", ""], ["search", "dog", "--library", ""], ["similar", "", "--library", "L"],
+    ["tags", "export", "--library", ""], ["tags", "add", "", "-t", "x", "--library", "L"],
+    ["tags", "import", "", "--library", "L"], ["tags", "write", "--library", ""], ["probe", ""],
+    ["gui", "--library", ""], ["tags", "export", "--library", "L", "-o", ""],
+    ["search", "--queries", "", "--library", "L"]])
+def test_an_empty_path_is_a_usage_error_not_the_working_folder(command: list[str], tmp_path, capsys,
+                                                               monkeypatch) -> None:
+    """Hostile-input sweep: `earshot index "$LIBRARY"` with the variable unset indexed the working folder (an
+    empty path is '.'), making a catalog there; `search --library ""` searched it, `tags export --library ""`
+    exported from it."""
+    from tests.test_cli import tagged_library
+
+    root = tagged_library(tmp_path / "lib")
+    monkeypatch.chdir(root)  # what an empty path used to mean: an indexed library, so nothing else stops it
+    command = [str(root) if a == "L" else a for a in command]
+    with pytest.raises(SystemExit) as e:
+        main(command)
+    assert e.value.code == 2
+    assert "empty path" in capsys.readouterr().err
