@@ -179,7 +179,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     except LibraryError as e:  # a broken model, a full disk, a damaged catalog: a message, not a traceback
         raise ValueError(str(e)) from None
     _print_index_summary(summarize(report) | {"touched": report.touched, "unavailable": report.unavailable}
-                         | repair_fields(session.library), args.json)
+                         | repair_fields(session.library), args.json, args.folder)
     return 0
 
 
@@ -207,14 +207,19 @@ def _sharded_index(args: argparse.Namespace) -> int:
         ddp.teardown(ctx)
     if ctx.is_main:
         report, shards = out
-        _print_index_summary(summarize(report) | {"sharded": shards}, args.json)
+        _print_index_summary(summarize(report) | {"sharded": shards}, args.json, args.folder)
     return 0
 
 
-def _print_index_summary(summary: dict[str, Any], as_json: bool) -> None:
+def _print_index_summary(summary: dict[str, Any], as_json: bool, folder: Path) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
         return
+    if not summary["files"] and not summary["removed"] and not summary["scan_errors"]:  # a wrong folder, most likely
+        from core.audio import SUPPORTED_EXTENSIONS
+
+        print(f"{printable(str(folder))}: no audio files found (looked for "
+              f"{', '.join(sorted(SUPPORTED_EXTENSIONS))}, in every subfolder)", file=sys.stderr)
     print(f"{summary['files']} files: {summary['embedded']} embedded, {summary['moved']} moved, "
           f"{summary['copied']} copied, {summary['unchanged']} unchanged, {summary['removed']} removed, "
           f"{summary['failed']} failed")

@@ -164,3 +164,20 @@ def test_an_empty_path_is_a_usage_error_not_the_working_folder(command: list[str
         main(command)
     assert e.value.code == 2
     assert "empty path" in capsys.readouterr().err
+
+
+def test_index_of_a_folder_without_audio_says_so(tmp_path, capsys) -> None:
+    """A sweep: `earshot index` of a folder with no sound files printed "0 files: 0 embedded ..." and nothing
+    more, which reads like success on the wrong folder."""
+    from app.cli import main
+    from tests.test_library import make_library, write_retrieval_checkpoint
+
+    model = write_retrieval_checkpoint(tmp_path / "a.safetensors")
+    empty = tmp_path / "notes"
+    empty.mkdir()
+    (empty / "readme.txt").write_text("no sounds here")
+    assert main(["index", str(empty), "--model", model]) == 0
+    assert "no audio files found (looked for" in capsys.readouterr().err
+    root = make_library(tmp_path / "lib")
+    assert main(["index", str(root), "--model", model]) == 0
+    assert "no audio files found" not in capsys.readouterr().err
