@@ -250,8 +250,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         for r in rows:
             if r["ok"]:
                 print(f"ok     {r['path']}: {r['duration']} s, {r['source_rate']} Hz, {r['channels']} ch")
-            else:
-                print(f"error  {r['path']}: {r['error']}")
+            else:  # the audio path's errors begin with the file's name already
+                reason = r["error"].removeprefix(f"{r['path']}: ")
+                print(f"error  {r['path']}: {reason}")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -44,6 +44,9 @@ def test_probe_reports_good_and_bad_files(tmp_path: Path, capsys) -> None:
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["ok"] and rows[0]["sample_rate"] == 16000 and abs(rows[0]["duration"] - 1.0) < 1e-3
     assert not rows[1]["ok"] and "bad.wav" in rows[1]["error"]
+    assert main(["probe", str(bad)]) == 1
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"error  {bad}: ") and line.count("bad.wav") == 1  # the name once, then the reason
 
 
 def test_models_lists_nothing_gracefully(capsys, monkeypatch, tmp_path: Path) -> None:
