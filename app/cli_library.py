@@ -412,21 +412,10 @@ def _export_to_file(editor: Any, output: str) -> int:  # noqa: ANN401 - a TagEdi
         with atomic_path(output) as tmp:
             with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
                 n = int(editor.export_csv(fh))
-            os.chmod(tmp, _mode_for(output))  # the temp file is private (0600); the export is not
         return n
     except OSError as e:
         raise ValueError(f"{printable(output)}: could not write the tags ({e.strerror or e}); nothing written "
                          "(a file of that name is left as it was)") from None
-
-
-def _mode_for(path: str) -> int:
-    """The permissions a plain open(path, "w") would leave: those of the file it replaces, else 0666 less umask."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:

@@ -9,9 +9,11 @@ library only, so app/ can import it without pulling in torch.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
-import tempfile
+import secrets
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,22 +23,39 @@ from typing import overload
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str], fsync: bool = True) -> Iterator[Path]:
     """Yield a temp path in `target`'s folder to write; on success it is fsynced (unless `fsync=False`) and
-    renamed to `target`, on any exception (KeyboardInterrupt included) it is removed and the error re-raised."""
+    renamed to `target`, on any exception (KeyboardInterrupt included) it is removed and the error re-raised.
+    The file gets the permissions a plain `open(target, "w")` would leave: those of the file it replaces, else
+    0666 less the umask (an export is not made private)."""
     target = Path(target)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        tmp = _new_file_beside(target)
     except OSError as e:  # name the file the user asked for, not a temp name they never chose
         raise OSError(e.errno, e.strerror, str(target)) from None
-    os.close(fd)
     try:
-        yield Path(tmp)
+        yield tmp
+        with contextlib.suppress(FileNotFoundError):  # a new file keeps the umask's mode it was created with
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         if fsync:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def _new_file_beside(target: Path) -> Path:
+    """An empty, new file `.NAME.XXXXXXXX.tmp` in `target`'s folder, created with mode 0666 so that the kernel
+    applies the umask as it does for open(target, "w") (mkstemp's 0600 would make every export private; reading
+    the umask with os.umask would change it for every thread for a moment)."""
+    for _ in range(100):
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(target))
 
 
 @overload

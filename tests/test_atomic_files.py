@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,22 @@ def test_a_missing_folder_is_named_with_the_file_asked_for(tmp_path: Path) -> No
     with pytest.raises(FileNotFoundError) as e, atomic_path(target):
         pass
     assert e.value.filename == str(target) and ".tmp" not in str(e.value)
+
+
+def test_the_file_gets_the_permissions_a_plain_write_would_leave(tmp_path: Path) -> None:
+    """mkstemp's private 0600 made every export (WAV, TextGrid, tags CSV) unreadable to the user's group and
+    other programs; a plain open(path, "w") gives 0666 less the umask, and replacing a file keeps its mode."""
+    old = os.umask(0o027)
+    try:
+        new = tmp_path / "new.wav"
+        with atomic_path(new) as tmp:
+            tmp.write_bytes(b"RIFF")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+    kept = tmp_path / "kept.csv"
+    kept.write_text("old")
+    kept.chmod(0o444)  # read-only: the new content is still written, then given that mode
+    with atomic_path(kept) as tmp:
+        tmp.write_text("new")
+    assert kept.read_text() == "new" and stat.S_IMODE(kept.stat().st_mode) == 0o444
