@@ -121,12 +121,6 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
 # --------------------------------------------------------------------------------------------- writing
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def save_checkpoint(
     path: str | os.PathLike[str],
     kind: str,
@@ -170,8 +164,7 @@ def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, torch.
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        save_file(dict(tensors), str(tmp), metadata=dict(metadata))
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; these are ordinary shareable files
+        save_file(dict(tensors), str(tmp), metadata=dict(metadata))  # shareable: atomic_path follows the umask
     return path
 
 

@@ -29,12 +29,14 @@ def atomic_path(target: str | os.PathLike[str], fsync: bool = True) -> Iterator[
     target = Path(target)
     try:
         tmp = _new_file_beside(target)
+        mode = stat.S_IMODE(os.stat(tmp).st_mode)  # 0666 less the umask, as the kernel created it
     except OSError as e:  # name the file the user asked for, not a temp name they never chose
         raise OSError(e.errno, e.strerror, str(target)) from None
     try:
         yield tmp
-        with contextlib.suppress(FileNotFoundError):  # a new file keeps the umask's mode it was created with
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        with contextlib.suppress(FileNotFoundError):
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        os.chmod(tmp, mode)  # also when the writer made the file anew (safetensors writes it 0600)
         if fsync:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())

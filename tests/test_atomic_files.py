@@ -39,6 +39,11 @@ def test_the_file_gets_the_permissions_a_plain_write_would_leave(tmp_path: Path)
         with atomic_path(new) as tmp:
             tmp.write_bytes(b"RIFF")
         assert stat.S_IMODE(new.stat().st_mode) == 0o640
+        made = tmp_path / "made.safetensors"
+        with atomic_path(made) as tmp:  # a writer that makes the file anew, private (as safetensors does)
+            tmp.unlink()
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o600))
+        assert stat.S_IMODE(made.stat().st_mode) == 0o640
     finally:
         os.umask(old)
     kept = tmp_path / "kept.csv"
