@@ -38,6 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
+from core.checkpoints import weights_digest
 from models.aisfx import AisfxEncoder, EmbeddingNet
 
 BACKENDS = ("auto", "int8", "onnx", "torch")
@@ -275,11 +276,7 @@ def int8_cache_dir() -> Path:
 def trunk_key(trunk: nn.Module) -> hashlib._Hash:
     """What the exported graph is a function of: the folded trunk's tensors, the export settings and the
     exporter's version (torch). Hashing 20 MB of weights takes ~10 ms; exporting them, ~1 s and ~90 MB."""
-    h = hashlib.sha256(f"{EXPORT_SETTINGS} torch {torch.__version__}".encode())
-    for name, t in trunk.state_dict().items():
-        h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
-        h.update(t.detach().to("cpu").contiguous().numpy().tobytes())
-    return h
+    return weights_digest(trunk, f"{EXPORT_SETTINGS} torch {torch.__version__}")
 
 
 def cached_int8(trunk: nn.Module, calibration: list[torch.Tensor] | None = None) -> bytes:

@@ -10,6 +10,7 @@ tensor name and shape, and raises `CheckpointError` naming the problem. Nothing 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -119,6 +120,18 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
 
 
 # --------------------------------------------------------------------------------------------- writing
+
+
+def weights_digest(module: torch.nn.Module, prefix: str = "") -> hashlib._Hash:
+    """SHA-256 of `prefix` and the module's tensors (buffers included: BatchNorm statistics shape its output), each
+    with its name, dtype and shape: the key of a cache of what the module computes (an exported graph, features)."""
+    h = hashlib.sha256(prefix.encode())
+    for name, t in module.state_dict().items():
+        h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
+        h.update(t.detach().to("cpu").contiguous().numpy().tobytes())
+    return h
+
+
 
 
 def save_checkpoint(

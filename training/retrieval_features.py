@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from core.checkpoints import safetensors_metadata, write_safetensors
+from core.checkpoints import safetensors_metadata, weights_digest, write_safetensors
 from core.files import hash_file
 from models.frontends import AisfxMel, PasstMel, PasstMelConfig
 from models.retrieval import RetrievalModel
@@ -143,15 +143,6 @@ def aisfx_features(model: RetrievalModel, items: Sequence[CaptionItem], skipped:
     return kept, torch.stack(feats) if feats else torch.zeros(0, model.audio_encoder.dim)
 
 
-def tower_digest(module: torch.nn.Module) -> str:
-    """A feature cache's key for a tower's weights (buffers included: BatchNorm statistics shape its output)."""
-    h = hashlib.sha1()
-    for name, t in sorted(module.state_dict().items()):
-        h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:20]
-
-
 def load_aisfx_features(model: RetrievalModel, items: Sequence[CaptionItem], skipped: SkipReport,
                         precomputed: dict[Path, torch.Tensor], cache_dir: Path | None
                         ) -> tuple[list[int], torch.Tensor]:
@@ -162,7 +153,7 @@ def load_aisfx_features(model: RetrievalModel, items: Sequence[CaptionItem], ski
         return aisfx_features(model, items, skipped, precomputed)
     hashes = [file_hash(it.path) if it.path.is_file() else f"missing:{it.path}" for it in items]
     key = "aisfx-" + _key(model.config.audio_tower, dataclasses.asdict(model.config.audio),
-                          tower_digest(model.audio_encoder), AISFX_SECONDS, hashes)
+                          weights_digest(model.audio_encoder).hexdigest()[:20], AISFX_SECONDS, hashes)
     path = cache_dir / f"{key}.safetensors"
     if path.is_file():
         t = load_file(str(path))
