@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import json
 import random
 from collections.abc import Callable, Generator, Sequence
@@ -426,7 +427,7 @@ class RetrievalHooks(Hooks):
             self.val_set = load_mels(val_items, config.frontend, cache) if val_items else None
             self.model, self.weights_report = build_model(config, weights, projections)
         self.model.to(trainer.device)
-        weights_id = file_hash(weights) if weights else "random"
+        weights_id = self.weights_hash or "random"
         self.paraphrases = load_paraphrases(config.paraphrases) if config.paraphrases else {}
         self.text_features = None
         if text_is_frozen(self.model):
@@ -524,11 +525,17 @@ class RetrievalHooks(Hooks):
     def frozen_prefixes(self) -> tuple[str, ...]:
         return (TEXT_PREFIX,) if text_is_frozen(self.model) else ()
 
+    @functools.cached_property
+    def weights_hash(self) -> str | None:
+        """The --audio-weights file's hash (None: none given), read once: the resume check and the feature cache's
+        key both need it, and official PaSST weights are hundreds of MB."""
+        weights = getattr(self.args, "audio_weights", None)
+        return file_hash(Path(weights)) if weights else None
+
     def frozen_sources(self) -> dict[str, str]:
         """The audio tower's weights file (--audio-weights): with the aiSFX towers its features are all that the
         projections train on, and a resumed run must read the same tower's."""
-        weights = getattr(self.args, "audio_weights", None)
-        return {"audio_weights": file_hash(Path(weights)) if weights else "shipped"}
+        return {"audio_weights": self.weights_hash or "shipped"}
 
     def save(self, path: Path, model: nn.Module, record: dict[str, Any]) -> None:
         args, metrics = self.args, record["metrics"]
