@@ -417,12 +417,17 @@ def accelerate(encoder: AisfxEncoder, backend: str | None = None, threads: int |
 
     "auto" (the default) takes the int8 trunk, falling back to the fp32 ONNX trunk and then to torch if a step
     fails (a missing package, a failed export or calibration); a backend asked for by name fails at once, clearly.
-    Only for a frozen tower in eval mode (the runner holds a copy of the weights as they are now)."""
+    Only for a frozen tower in eval mode (the runner holds a copy of the weights as they are now). The ONNX
+    runners are CPU runners: a tower on a GPU (or any device but the CPU) keeps torch under "auto", and asking
+    for one of them by name there is an error, not a silent move of the work to the CPU."""
     backend = backend or os.environ.get(ENV_BACKEND, "auto")
     if backend not in BACKENDS:
         raise ValueError(f"aiSFX backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
     net = encoder.embedding_net
-    if backend == "torch":
+    device = next(net.parameters()).device
+    if device.type != "cpu" and backend not in ("auto", "torch"):
+        raise ValueError(f"aiSFX backend {backend!r} runs on the CPU; this tower is on {device} (use torch or auto)")
+    if backend == "torch" or device.type != "cpu":
         encoder.runner = TorchTrunk(net)
         return "torch"
     if backend != "auto":

@@ -258,6 +258,19 @@ def test_auto_backend_falls_back_to_torch_without_onnxruntime(monkeypatch):
         aisfx_runtime.accelerate(enc, "tensorrt")
 
 
+def test_a_tower_off_the_cpu_keeps_torch(monkeypatch):
+    """The ONNX runners run on the CPU: on a GPU "auto" must not move the trunk there (nor fail on .numpy() of a
+    device tensor); "meta" stands in for a GPU here."""
+    from core import aisfx_runtime
+
+    enc = _tiny_trained_encoder().to("meta")
+    monkeypatch.setattr(aisfx_runtime, "Int8Trunk", lambda *a: pytest.fail("int8 runner built for a meta tower"))
+    assert aisfx_runtime.accelerate(enc, "auto") == "torch"
+    assert isinstance(enc.runner, aisfx_runtime.TorchTrunk)
+    with pytest.raises(ValueError, match="runs on the CPU; this tower is on meta"):
+        aisfx_runtime.accelerate(enc, "int8")
+
+
 @pytest.mark.parametrize("backend", ["onnx", "int8"])
 def test_padded_short_clips_skip_work_but_give_the_whole_graphs_map(backend):
     """OnnxTrunk.padded runs each conv block only as far as a short clip's real frames reach and takes the rest
