@@ -64,7 +64,7 @@ def test_drain_and_format() -> None:
 
 def test_without_a_terminal_progress_goes_to_log_lines(capsys) -> None:
     def steps() -> Job[int]:
-        yield {"step": 1, "total": 2, "message": "first", "loss": 0.5}
+        yield {"step": 1, "total": 2, "message": "first", "loss": 0.5, "val_map10": float("nan")}  # not yet known
         yield {"step": 2, "total": 2, "message": "first"}  # same message within a second: no line
         return 7
 

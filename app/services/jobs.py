@@ -85,7 +85,8 @@ class _LineLog:
         step, total = progress.get("step"), progress.get("total")
         where = f"{step}/{total}" if step is not None and total else f"{step}" if step is not None else ""
         extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in progress.items()
-                         if k not in ("step", "total", "message") and isinstance(v, int | float | str))
+                         if k not in ("step", "total", "message") and isinstance(v, int | float | str)
+                         and not (isinstance(v, float) and math.isnan(v)))  # NaN: no value yet (before 1st eval)
         parts = [p for p in (f"[{self.desc}]" if self.desc else "", where, str(message or ""), extra) if p]
         print(" ".join(parts), file=sys.stderr, flush=True)
 
