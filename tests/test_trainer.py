@@ -292,6 +292,8 @@ def test_amp_is_only_used_on_cuda(tmp_path: Path) -> None:
     next(job)
     assert job.amp is None and job.device.type == "cpu"  # full precision off CUDA, whatever was asked
     job.close()
+    assert drain(Trainer(Toy(epochs=1, finetune=0), config(amp="fp16"), tmp_path / "n.safetensors")
+                 )["details"]["precision"] == "fp32"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -300,6 +302,7 @@ def test_amp_on_cuda_trains_with_autocast_and_scaler(tmp_path: Path, amp: str) -
     job = Trainer(Toy(epochs=2, finetune=0), config(amp=amp, device="cuda"), tmp_path / "m.safetensors")
     result = drain(job)
     assert job.amp == (torch.float16 if amp == "fp16" else torch.bfloat16)
+    assert result["details"]["precision"] == amp
     assert np.isfinite([h["loss"] for h in result["history"]]).all()
     assert result["history"][-1]["loss"] < result["history"][0]["loss"]
     _, state = read_resume(resume_path(tmp_path / "m.safetensors"))

@@ -207,6 +207,11 @@ class Hooks:
 # ------------------------------------------------------------------------------------------------ resume
 
 
+def precision_name(amp: torch.dtype | None) -> str:
+    """What a run computed in, for its result: "bf16" or "fp16" under autocast, else "fp32"."""
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(amp, "fp32") if amp is not None else "fp32"
+
+
 def resume_path(out: str | Path) -> Path:
     out = Path(out)
     return out.with_name(out.stem + ".resume.safetensors")
@@ -633,7 +638,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
             best_metric=hooks.metric, best_value=s.best_value, best_epoch=s.best_epoch,
             metrics=s.best_metrics | hooks.final_metrics(), history=s.history,
             details={"device": str(self.device), "threads": torch.get_num_threads(),
-                     "processes": self.ctx.world_size, **hooks.details()},
+                     "processes": self.ctx.world_size, "precision": precision_name(self.amp), **hooks.details()},
         )
 
     def _lr(self, stage: Stage, stage_step: int, s: _State) -> float:
