@@ -22,6 +22,7 @@ from app.services.library.library import Library
 from app.services.library.records import SearchFilters
 from app.services.registry import ModelRegistry
 from app.services.search.embedder import (
+    TEXT_CACHE_SIZE,
     ModelNotFoundError,
     RetrievalEmbedder,
     load_query_embedder,
@@ -141,6 +142,16 @@ def test_embed_text_is_cached_and_normalised(embedder: RetrievalEmbedder) -> Non
         want = embedder.model.embed_text(["rain on a roof"]).numpy()
     np.testing.assert_allclose(embedder.embed_text(["rain on a roof"]), want, atol=1e-5)
     assert "a dog barks" in embedder._text_cache
+
+
+def test_embed_text_of_more_texts_than_the_cache_holds(embedder: RetrievalEmbedder) -> None:
+    """A batch larger than the query cache (every file name of a library, say) is embedded whole: reading the
+    vectors back from the cache after it evicted the first ones raised KeyError."""
+    texts = [f"sound number {i}" for i in range(TEXT_CACHE_SIZE + 5)] + ["sound number 0"]
+    got = embedder.embed_text(texts)
+    assert got.shape == (len(texts), 16)
+    np.testing.assert_allclose(got[0], got[-1], atol=1e-6)
+    np.testing.assert_allclose(got[3], embedder.embed_text(["sound number 3"])[0], atol=1e-5)
 
 
 def test_same_file_same_vector(tmp_path: Path, embedder: RetrievalEmbedder) -> None:

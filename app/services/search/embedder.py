@@ -279,18 +279,26 @@ class RetrievalEmbedder:
         short = (block - 1) * self.frontend.config.hop_length  # n samples give n // hop + 1 frames
         return max(n, short)
 
-    def embed_text(self, texts: list[str]) -> np.ndarray:
-        """N texts -> (N, dim) unit vectors; recent queries come from a small cache."""
+    def _embed_new(self, texts: list[str]) -> np.ndarray:
+        """N texts -> (N, dim) unit vectors, computed now (no cache)."""
         import torch
 
-        missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        if self.text_tower is not None:
+            vecs = self.text_tower.embed_text(texts)  # (N, dim)
+        else:
+            with self._lock, torch.inference_mode():
+                vecs = self.model.embed_text(texts).float().cpu().numpy()  # (N, dim)
+        require_finite(vecs, f"{self.name}: text embeddings")
+        return vecs
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        """N texts -> (N, dim) unit vectors; recent queries come from a small cache."""
+        unique = list(dict.fromkeys(texts))
+        if len(unique) > TEXT_CACHE_SIZE:  # a batch, not typing: the cache could not hold it while it is read back
+            return self._embed_new(list(texts))
+        missing = [t for t in unique if t not in self._text_cache]
         if missing:
-            if self.text_tower is not None:
-                vecs = self.text_tower.embed_text(missing)  # (M, dim)
-            else:
-                with self._lock, torch.inference_mode():
-                    vecs = self.model.embed_text(missing).float().cpu().numpy()  # (M, dim)
-            require_finite(vecs, f"{self.name}: text embeddings")
+            vecs = self._embed_new(missing)
             for t, v in zip(missing, vecs, strict=True):
                 self._text_cache[t] = v
         for t in texts:
