@@ -3,7 +3,8 @@
 # the three trainers' tests (their `device=auto` trains on CUDA, with AMP, when it is there), one short
 # command-line training of every kind on CUDA with bf16 (fp16 is in the trainer's CUDA tests: units, words,
 # retrieval from scratch and on the frozen aiSFX tower), the words run again under torchrun (DDP, NCCL, one
-# process per GPU), the aiSFX model's vectors on CUDA against the CPU's (bench/gpu_embed_check.py) and
+# process per GPU), the aiSFX model's vectors on CUDA against the CPU's (bench/gpu_embed_check.py), the shipped
+# units and words models as the Units and Words tabs run them (bench/gpu_services_check.py) and
 # `earshot index --device cuda` of the demo library, searched afterwards on the CPU.
 # Packages the machine lacks come as wheels in $CARRY/wheels, the tokenizer of the default text model as
 # $CARRY/py, FSDD and a small sfx subset as $CARRY/data, the aiSFX weights (fp16 safetensors, to travel light)
@@ -55,6 +56,9 @@ run retrieval-aisfx 150 python3 -m app train retrieval --data "$sfx" --preset ai
 grep -o "epoch [0-9]*: loss [0-9.]*, val_map10 [0-9.]*" "$OUT/train-retrieval-aisfx.log" | sed -n '1p;$p'
 timeout 120 python3 bench/gpu_embed_check.py "$OUT/retrieval-aisfx.safetensors" --device "$DEVICE" \
   --json "$OUT/embed.json" > "$OUT/embed.log" 2>&1; echo "embed check exit $?"; tail -3 "$OUT/embed.log"
+timeout 120 python3 bench/gpu_services_check.py resources/models/units-default.safetensors \
+  resources/models/words-default.safetensors "$data" --device "$DEVICE" --json "$OUT/services.json" \
+  > "$OUT/services.log" 2>&1; echo "services check exit $?"; tail -14 "$OUT/services.log"
 demo=$(mktemp -d)/demo; cp -r resources/demo "$demo"
 { timeout 120 python3 -m app index "$demo" --model "$OUT/retrieval-aisfx.safetensors" --device "$DEVICE"
   echo "index exit $?"
