@@ -227,6 +227,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     inside the file).
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: a folder, not a checkpoint file (give the .safetensors file itself)")
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -237,10 +239,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
                 raise CheckpointError(f"{path.name}: not a checkpoint (file is {size} bytes, too short)")
             (n,) = struct.unpack("<Q", head)
             if n < 2 or n > _MAX_HEADER or n + 8 > size:
-                raise CheckpointError(
-                    f"{path.name}: not a safetensors checkpoint (header length {n} does not fit a {size}-byte"
-                    " file; is it a PyTorch .pt file or damaged?)"
-                )
+                raise CheckpointError(f"{path.name}: not a safetensors checkpoint ({_unfit_header(head, n, size)})")
             raw = f.read(n)
     except OSError as e:
         raise CheckpointError(f"{path.name}: cannot read the file ({e.strerror or e})") from e
@@ -269,10 +268,29 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     return header
 
 
+def _unfit_header(head: bytes, n: int, size: int) -> str:
+    """Why a file's first 8 bytes are no safetensors header length, saying what the file looks like instead:
+    `--model notes.txt` should hear "a text file", not a 19-digit header length."""
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive: a PyTorch .pt file?"
+    if head[:1] == b"\x80":
+        return "it is a Python pickle: a PyTorch .pt file?"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if text and all(c.isprintable() or c.isspace() for c in text):
+        return "it is a text file"
+    return f"header length {n} does not fit a {size}-byte file; damaged?"
+
+
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The decoded `__metadata__` of an Earshot checkpoint: kind, config, features, training, version."""
     path = Path(path)
     meta = read_header(path).get("__metadata__") or {}
+    if "state" in meta and "format" in meta and "kind" not in meta:  # training/trainer.py's write_resume
+        raise CheckpointError(f"{path.name}: a training run's resume state (for `earshot train ... --resume`), "
+                              "not a model checkpoint; use the .safetensors file the run wrote beside it")
     if "kind" not in meta or "config" not in meta:
         raise CheckpointError(
             f"{path.name}: a safetensors file without Earshot metadata (no 'kind'/'config'); "
