@@ -329,22 +329,23 @@ def _padded(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def resolve_model(spec: str | None = None, registry: ModelRegistry | None = None) -> tuple[str, Path]:
-    """(name, checkpoint path) from a registry name, a path to a .safetensors file, or the default model."""
+    """(name, checkpoint path) from a registry name, a path to a checkpoint file, or the default model. A path
+    is checked now, so a file that is no retrieval checkpoint is refused by what is wrong with it."""
     from app.services.registry import ModelRegistry
 
-    if spec and (spec.endswith(".safetensors") or os.sep in spec or "/" in spec):
-        path = Path(spec).expanduser()
-        if not path.is_file():
-            raise ModelNotFoundError(f"{display_name(path)}: no such checkpoint file")
-        return path.stem, path
+    if spec and _names_a_path(spec):
+        return _checked_path(Path(spec).expanduser())
     registry = registry or ModelRegistry()
     if not registry.entries():
         registry.scan()
+    if spec and spec not in {e.name for e in registry.entries()} and os.path.lexists(Path(spec).expanduser()):
+        return _checked_path(Path(spec).expanduser())  # `--model notes.txt`: a file here, not a registry name
     if spec:
         try:
             entry = registry.get(spec)
         except KeyError as e:
-            raise ModelNotFoundError(str(e).strip("'\"")) from None
+            broken = [p.message for p in registry.problems if p.path.stem == spec]  # listed, but unreadable
+            raise ModelNotFoundError(broken[0] if broken else str(e).strip("'\"")) from None
         if entry.kind != KIND:
             raise ModelNotFoundError(f"{spec} is a {entry.kind} model, not a retrieval model")
         return entry.name, entry.path
@@ -353,6 +354,24 @@ def resolve_model(spec: str | None = None, registry: ModelRegistry | None = None
         raise ModelNotFoundError("no retrieval model installed: train one (`earshot train retrieval` or the Train "
                                  "tab), or pass --model PATH.safetensors")
     return entry.name, entry.path
+
+
+def _names_a_path(spec: str) -> bool:
+    """Whether --model's text can only be a path (registry names are bare file stems)."""
+    return spec.endswith(".safetensors") or os.sep in spec or "/" in spec
+
+
+def _checked_path(path: Path) -> tuple[str, Path]:
+    """(name, path) of a retrieval checkpoint file; a CheckpointError (damaged, foreign, a folder, another
+    kind of model) or ModelNotFoundError (no such file) otherwise. Reads the header only, not the weights."""
+    from core.checkpoints import CheckpointError, read_metadata
+
+    if not os.path.lexists(path):
+        raise ModelNotFoundError(f"{display_name(path)}: no such checkpoint file")
+    kind = read_metadata(path)["kind"]
+    if kind != KIND:
+        raise CheckpointError(f"{path.name}: a {kind} model, not a retrieval model")
+    return path.stem, path
 
 
 def load_embedder(spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu"
@@ -372,13 +391,7 @@ class LazyEmbedder:
     ONNX session), so the command answers in about a second instead of several."""
 
     def __init__(self, spec: str | None = None, registry: ModelRegistry | None = None, device: str = "cpu") -> None:
-        from core.checkpoints import CheckpointError, read_metadata
-
-        self.name, self.path = resolve_model(spec, registry)
-        kind = read_metadata(self.path)["kind"]  # a damaged or foreign file is refused now, as loading would
-        if kind != KIND:
-            raise CheckpointError(f"{self.path.name}: this is a {kind!r} checkpoint, but a {KIND!r} model was "
-                                  "asked for")
+        self.name, self.path = resolve_model(spec, registry)  # a damaged or foreign file is refused now
         self.model_id = model_id_for(self.name, self.path)
         self._spec, self._registry, self._device = spec, registry, device
         self._model: RetrievalEmbedder | None = None
