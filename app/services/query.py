@@ -28,7 +28,7 @@ from app.services.search.vocabulary import INTENT_WORDS, Vocabulary, alternative
 # a token: optional '-', then a quoted phrase (closing quote optional) or a run of non-space characters
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
 _HAS_WORD = re.compile(r"[^\W_]")  # at least one letter or digit (any script)
-MAX_QUERY_CHARS = 1000  # a pasted novel is cut, not refused
+MAX_QUERY_CHARS = 1000  # a pasted novel is cut, not refused (and the user told: Query.shortened_from)
 # control characters (FTS5 ends a string at NUL) and lone surrogates (undecodable command-line bytes, which
 # SQLite cannot be given) separate words, as a space would
 _NOT_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -42,6 +42,7 @@ class Query:
     prefixes: list[str] = field(default_factory=list)  # word* (without the star)
     excluded: list[str] = field(default_factory=list)  # -word or -"phrase"
     positive: list[str] = field(default_factory=list)  # words, phrases and prefixes in the order typed
+    shortened_from: int | None = None  # the length typed, when it was over MAX_QUERY_CHARS and cut to that
 
     @property
     def free_text(self) -> str:
@@ -98,9 +99,11 @@ def quote(text: str) -> str:
 def parse(text: str) -> Query:
     """Split a query into words, "phrases", prefix* and -exclusions. Tokens without a letter or digit (a lone
     '-', '*' or quote, punctuation) are dropped; a stray quote opens a phrase to the end; control characters
-    are spaces."""
-    text = _NOT_TEXT.sub(" ", (text or "")[:MAX_QUERY_CHARS])
-    q = Query(text)
+    are spaces; over MAX_QUERY_CHARS, only the first are read (`shortened_from` says so)."""
+    text = text or ""
+    q = Query(_NOT_TEXT.sub(" ", text[:MAX_QUERY_CHARS]),
+              shortened_from=len(text) if len(text) > MAX_QUERY_CHARS else None)
+    text = q.raw
     for m in _TOKEN.finditer(text):
         if m.group(2) is not None:  # "phrase" or -"phrase"
             neg, body, quoted = m.group(1), " ".join(m.group(2).split()), True

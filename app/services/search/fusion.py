@@ -77,12 +77,15 @@ class Scores:
 
 class HitList(list):
     """Hits, best first, and what the search says about them as a whole: the query as corrected against the
-    library's words (None: nothing was), and whether even the best hit is unrelated."""
+    library's words (None: nothing was), whether even the best hit is unrelated, and the query's length when
+    it was too long and only its first query.MAX_QUERY_CHARS characters were searched (None: all were)."""
 
-    def __init__(self, hits: Iterable = (), did_you_mean: str | None = None, no_good_match: bool = False) -> None:
+    def __init__(self, hits: Iterable = (), did_you_mean: str | None = None, no_good_match: bool = False,
+                 shortened_from: int | None = None) -> None:
         super().__init__(hits)
         self.did_you_mean = did_you_mean
         self.no_good_match = no_good_match
+        self.shortened_from = shortened_from
 
 
 def match_features(best: Scores) -> np.ndarray:

@@ -121,15 +121,17 @@ class SearchSession:
         Words are read against the library's own (vocabulary.py): a typo is corrected (`did_you_mean`), compounds
         split and joined, numbers matched as digits and words; `prefix_last`: the last word also matches as a
         prefix (the Search tab, while the user types). `no_good_match`: the best hit's calibrated score is below
-        the threshold that says it is unrelated (fusion.confidence).
+        the threshold that says it is unrelated (fusion.confidence). `shortened_from`: a query over
+        query.MAX_QUERY_CHARS is searched by its first characters only, and the answer says so.
 
         Three calls into the library: how much is indexed, the candidates of both channels (its keyword ranking
         overlapping the query encoding), and the hits of the best."""
         check_mode(mode)
         w = fusion_weight(mode, names_weight)
         query = parse(text)
+        cut = query.shortened_from
         if query.empty:
-            return HitList()
+            return HitList(shortened_from=cut)
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
         *indexed, files = self.library.counts(models)  # runs on every keystroke: in memory, and one indexed lookup
@@ -142,7 +144,7 @@ class SearchSession:
         encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
         if not k:
             encode()  # even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            return HitList()
+            return HitList(shortened_from=cut)
         request = CandidateRequest(
             sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
             n=k if w == 0 else max(k, CANDIDATES),
@@ -153,13 +155,13 @@ class SearchSession:
         if w == 0:  # sound only: the sound channel's order and cosines, as they are
             top = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
             return HitList(self._hits(top, k, found.query.sound, query, sound_only=True),
-                           no_good_match=not top or fusion.no_good_match(top[0][1], w))
+                           no_good_match=not top or fusion.no_good_match(top[0][1], w), shortened_from=cut)
         ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
         shown = parse(corrected) if corrected else query  # the corrected words are the ones highlighted
         return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
-                       no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w))
+                       no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w), shortened_from=cut)
 
     def _vocabulary(self, stored: int) -> Vocabulary:
         """The library's words (and the sentence encoder's English ones), read again when its names, folders or
