@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.services.query import MAX_QUERY_CHARS  # stdlib only: `earshot --help` stays fast
 from core.config import number
 
 MAX_FILTER_RATE = 2**32 - 1  # Hz: a WAV header's sample-rate field
@@ -111,14 +112,17 @@ def add_library_parsers(sub: Any) -> None:  # noqa: ANN401 - argparse internals
     _add_tags_write_parser(tag_sub)
 
 
-OUTPUT_HELP = """output:
+OUTPUT_HELP = f"""output:
   plain text: one result per line; characters that would break a line or a terminal in a file name are
   escaped (\\n, \\t, \\xNN for control characters and for bytes that are not UTF-8, \\\\ for a backslash).
   --json (and --queries): every string is valid Unicode. "path" is the file's path as text; when the name
   is not valid UTF-8, "path" shows the undecodable bytes as U+FFFD and "path_bytes" holds the exact bytes
-  in base64: open that one. --queries prints JSON lines {"query", "line", "results": [...]}.
+  in base64: open that one. --queries prints JSON lines {{"query", "line", "results": [...]}}.
+  a query over {MAX_QUERY_CHARS:,} characters is searched by its first {MAX_QUERY_CHARS:,}: said on standard error,
+  with --json also as one JSON line {{"query_shortened": {{"chars", "kept"}}}} there; each --queries line
+  has "query_shortened" (null when the whole query was searched).
   a damaged catalog repaired on opening: what was set aside, kept, restored and lost is said on standard
-  error ("library: ..."), with --json also as one JSON line {"repair": {...}} there."""
+  error ("library: ..."), with --json also as one JSON line {{"repair": {{...}}}} there."""
 
 
 def path_arg(text: str) -> Path:
@@ -264,6 +268,9 @@ def _check_query(text: str) -> None:
     query = parse(text)
     if not query.empty:
         return
+    if query.shortened_from is not None:  # the words, if any, come after the part that is read
+        raise ValueError(f"search: the first {MAX_QUERY_CHARS:,} characters of the query (of "
+                         f"{query.shortened_from:,}) hold no words to search for; put the words first")
     if not text.strip():
         raise ValueError("search: the description is empty; say what to look for, e.g. 'a door creaks'")
     if query.excluded:
@@ -528,6 +535,11 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
             session.close()
     except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
+    shortened = _shortened(hits)
+    if shortened is not None:  # on stderr in both forms: the table or the JSON list stays as it was
+        print(f"earshot: {_shortened_note(shortened)}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"query_shortened": shortened}), file=sys.stderr)
     if args.json:  # a list of hits, as before; the query's notes go to stderr (--queries lines carry them)
         print(json.dumps([hit_dict(h) for h in hits], indent=2))
         for note in _search_notes(hits):
@@ -554,6 +566,17 @@ def _search_notes(hits: list[Any]) -> list[str]:
         (["no good match: even the best results look unrelated"] if getattr(hits, "no_good_match", False) else [])
 
 
+def _shortened(hits: list[Any]) -> dict[str, int] | None:
+    """{"chars": the query's length, "kept": how many were searched} when it was cut to the limit, else None."""
+    length = getattr(hits, "shortened_from", None)
+    return None if length is None else {"chars": length, "kept": MAX_QUERY_CHARS}
+
+
+def _shortened_note(shortened: dict[str, int]) -> str:
+    return (f"the query is {shortened['chars']:,} characters long; only its first {shortened['kept']:,} were "
+            "searched")
+
+
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
     """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
     from app.services.library.records import LibraryError
@@ -566,8 +589,11 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
             _check_folder(args.folder, session)
             for line, query in queries:
                 res = session.search(query, args.k, filters, mode=args.mode, names_weight=args.names_weight)
+                if _shortened(res) is not None:
+                    print(f"earshot: line {line}: {_shortened_note(_shortened(res))}", file=sys.stderr)
                 print(json.dumps({"query": query, "line": line, "results": [hit_dict(h) for h in res],
-                                  "did_you_mean": res.did_you_mean, "no_good_match": res.no_good_match}), flush=True)
+                                  "did_you_mean": res.did_you_mean, "no_good_match": res.no_good_match,
+                                  "query_shortened": _shortened(res)}), flush=True)
         finally:
             print_events(session.library, as_json=True)
             session.close()
