@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.services.audio import display_name
 from app.services.library.embedding import LONG_FILE_WINDOWS
+from app.services.query import MAX_QUERY_CHARS
 from app.services.search.jobs import summarize
 
 if TYPE_CHECKING:
@@ -88,8 +89,9 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
         return "Type a description to search the library."
     if results.mode == "browse":
         return browse_header(len(results.hits), int(getattr(results, "total", 0)), folder, favourites)
+    shortened = shortened_note(results)  # first: the label elides its end, and the query may be long
     if not results.hits:
-        return "No results"
+        return shortened + "No results"
     what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
@@ -98,7 +100,13 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     if getattr(results.hits, "no_good_match", False):
         text = "No good match · " + text
     fixed = getattr(results.hits, "did_you_mean", None)
-    return text + (f" · did you mean “{fixed}”?" if fixed else "")
+    return shortened + text + (f" · did you mean “{fixed}”?" if fixed else "")
+
+
+def shortened_note(results: Results) -> str:
+    """'Query too long: searched its first 1,000 of 5,210 characters · ' when the query was cut, else ''."""
+    length = getattr(results.hits, "shortened_from", None)
+    return f"Query too long: searched its first {MAX_QUERY_CHARS:,} of {length:,} characters · " if length else ""
 
 
 def browse_header(shown: int, total: int, folder: str | None, favourites: bool) -> str:
