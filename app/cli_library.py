@@ -406,6 +406,9 @@ def _tags_action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 
         print(f"{len(ids)} files {'marked' if action == 'favourite' else 'unmarked'}")
         return 0
     changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
+    for given, spelled in editor.library.user_tags.library_spelling(args.tags).items():
+        print(f"earshot: tag {printable(given)!r} is the library's {printable(spelled)!r} (tags ignore case); "
+              f"{'added' if action == 'add' else 'removed'} as {printable(spelled)!r}", file=sys.stderr)
     print(f"{len(changed)} of {len(ids)} files changed")
     return 0
 

@@ -13,6 +13,7 @@ Modules (tested in tests/test_library.py and tests/test_library_text.py):
 - vector_search.py `library.search`: nearest files by a model's vectors, filters, hits;
 - text_channel.py  `library.text`: names, folders and tags as keywords (FTS5, BM25) and sentence vectors;
 - user_tags.py     `library.user_tags`: the user's tags and favourites;
+- tag_case.py      one tag whatever its case ('Door' = 'door'), spelled as first used; older catalogs merged;
 - records.py       errors, the `Embedder` protocol, `SearchFilters`, `Hit`, `MatchInfo`, `FailedFile`,
                    `LibraryStats`, `IndexReport`;
 - catalog.py       where the catalog lives, its schema and versioned migrations, connecting;

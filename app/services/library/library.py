@@ -147,6 +147,7 @@ class Library:
                 lib._after_salvage(*damage)
             else:
                 lib.user_tags.mirror_if_missing()
+            lib.user_tags.merge_case_variants()  # 'Door' and 'door' from an older Earshot (or its mirror): one tag
         except BaseException:
             lib.close()
             raise

@@ -4,6 +4,7 @@ They live in their own tables and belong to the file row, so they survive re-ind
 change rewrites the file's keyword row at once (the text channel's `write_keywords`); re-embedding its sentence
 is the caller's (search/tags.py: `TagEditor`), which holds the sentence encoder. Every change is also mirrored
 into `user-tags.json` beside the catalog (tag_mirror.py), from which a salvage gets back what a damaged page took.
+A tag is one tag whatever its case, spelled as the library first had it (tag_case.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from app.services.library.catalog import id_chunks
 from app.services.library.records import LibraryError
+from app.services.library.tag_case import TagSpellings, case_variants, merge_variants, one_spelling, tag_key
 from app.services.library.tag_mirror import MIRROR_NAME, MirroredFile, read_mirror, write_mirror
 
 if TYPE_CHECKING:
@@ -52,21 +54,44 @@ class UserTags:
         self.library = library
         self._deferred = 0  # > 0: inside `deferred()`, the mirror is written once at its end
         self._stale = False  # a change not mirrored yet
+        self.spellings = TagSpellings()  # the library's spelling of each tag: "door" is added as its "Door"
 
     # -------------------------------------------------------------------------------------------- editing
 
     def add(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        """Add tags to files (several at once); returns the files whose tags changed. Unknown ids: LibraryError."""
-        clean = list(dict.fromkeys(normalise_tag(t) for t in tags))
-        return self._edit(file_ids, lambda db, fid: sum(
-            db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
-                       (fid, t, time.time())).rowcount for t in clean))
+        """Add tags to files (several at once), each in the library's spelling when it has the tag in another
+        case; returns the files whose tags changed. Unknown ids: LibraryError."""
+        clean = [normalise_tag(t) for t in tags]
+
+        def insert(db: sqlite3.Connection) -> Callable[[int], int]:
+            spelled = self.spellings.spell(db, clean, adding=True)
+            return lambda fid: sum(
+                db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
+                           (fid, t, time.time())).rowcount for t in spelled)
+
+        return self._edit(file_ids, insert, adding=True)
 
     def remove(self, file_ids: Sequence[int], tags: Sequence[str]) -> list[int]:
-        """Remove tags from files; returns the files whose tags changed."""
-        clean = list(dict.fromkeys(" ".join(str(t).split()) for t in tags))
-        return self._edit(file_ids, lambda db, fid: sum(
-            db.execute("DELETE FROM user_tags WHERE file_id = ? AND tag = ?", (fid, t)).rowcount for t in clean))
+        """Remove tags from files, whatever the case they are given in; returns the files whose tags changed."""
+        clean = [" ".join(str(t).split()) for t in tags]
+
+        def delete(db: sqlite3.Connection) -> Callable[[int], int]:
+            spelled = self.spellings.spell(db, clean)
+            return lambda fid: sum(db.execute("DELETE FROM user_tags WHERE file_id = ? AND tag = ?",
+                                              (fid, t)).rowcount for t in spelled)
+
+        return self._edit(file_ids, delete)
+
+    def library_spelling(self, tags: Sequence[str]) -> dict[str, str]:
+        """{tag as given: as the library spells it} for the given tags it has in another case (for messages)."""
+        out = {}
+        with self.library.lock:
+            spelling = self.spellings.spelling(self.library.db)
+            for t in tags:
+                given = " ".join(t.split())
+                if spelling.get(tag_key(given), given) != given:
+                    out[t] = spelling[tag_key(given)]
+        return out
 
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
         changed = 0
@@ -94,7 +119,7 @@ class UserTags:
                 for fid, tag in self.library.db.execute(
                         f"SELECT file_id, tag FROM user_tags WHERE file_id IN ({marks}) ORDER BY tag", part):
                     out.setdefault(fid, []).append(tag)
-        return out
+            return {fid: self._one_spelling(tags) for fid, tags in out.items()}
 
     def favourites(self, file_ids: Sequence[int] | None = None) -> set[int]:
         """The favourite files (among `file_ids`, when given)."""
@@ -111,8 +136,15 @@ class UserTags:
     def all(self) -> list[str]:
         """Every tag in use, sorted without regard to case."""
         with self.library.lock:
-            return [r[0] for r in self.library.db.execute(
-                "SELECT DISTINCT tag FROM user_tags ORDER BY tag COLLATE NOCASE")]
+            return self._one_spelling([r[0] for r in self.library.db.execute(
+                "SELECT DISTINCT tag FROM user_tags ORDER BY tag COLLATE NOCASE")])
+
+    def _one_spelling(self, tags: list[str]) -> list[str]:
+        """A read-only catalog an older Earshot wrote may hold a tag in two cases, and cannot be merged on
+        opening (merge_case_variants): merged as it is read. (Under the lock.)"""
+        if not self.library.read_only:
+            return tags
+        return one_spelling(tags, self.spellings.spelling(self.library.db))
 
     def table(self) -> Iterator[tuple[str, list[str], bool]]:
         """(relative path, tags, favourite) of every file with tags or a favourite mark, by path: the export."""
@@ -121,13 +153,26 @@ class UserTags:
 
     # ---------------------------------------------------------------------------------------------- inside
 
-    def _edit(self, file_ids: Sequence[int], edit: Callable[[sqlite3.Connection, int], int]) -> list[int]:
+    def _edit(self, file_ids: Sequence[int], edit_for: Callable[[sqlite3.Connection], Callable[[int], int]],
+              adding: bool = False) -> list[int]:
+        """One transaction: `edit_for(db)` (spelling the tags once) gives the edit of one file, which returns how
+        many rows it changed; keyword rows and the mirror follow."""
         changed = []
-        with self.library.transaction() as db:
-            for fid in self._known_ids(db, file_ids):
-                if edit(db, fid):
-                    self.library.text.write_keywords(db, fid)
-                    changed.append(fid)
+        try:
+            with self.library.transaction() as db:
+                ids = self._known_ids(db, file_ids)
+                edit = edit_for(db)
+                for fid in ids:
+                    if edit(fid):
+                        self.library.text.write_keywords(db, fid)
+                        changed.append(fid)
+                if adding and ids:
+                    self.spellings.settle(db)
+                elif adding:
+                    self.spellings.forget()  # nothing added: what `spell` learnt is not in the catalog
+        except BaseException:
+            self.spellings.forget()  # rolled back: what it learnt was never written
+            raise
         if changed:
             self.mirror()
         return changed
@@ -142,8 +187,8 @@ class UserTags:
                 " WHERE u.file_id = f.id ORDER BY tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
                 " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
                 f" OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.{order}").fetchall()
-        return [MirroredFile(fid, os.fsdecode(bytes(p)), tags.split("\x1f") if tags else [], bool(fav))
-                for fid, p, tags, fav in rows]
+            return [MirroredFile(fid, os.fsdecode(bytes(p)), self._one_spelling(tags.split("\x1f") if tags else []),
+                                 bool(fav)) for fid, p, tags, fav in rows]
 
     @staticmethod
     def _known_ids(db: sqlite3.Connection, file_ids: Sequence[int]) -> list[int]:
@@ -156,6 +201,27 @@ class UserTags:
             raise LibraryError(f"no such file in the library: id {', '.join(map(str, missing[:5]))}"
                                f"{' …' if len(missing) > 5 else ''}")
         return ids
+
+    def merge_case_variants(self) -> None:
+        """Make each tag that an older Earshot kept in several cases ('Door' and 'door') one tag, spelled as it was
+        first used, in one transaction (on opening a catalog that can be written); the user is told what was
+        merged (`library.events`). The files' sentence vectors follow on the next index run."""
+        with self.library.lock:
+            variants = case_variants(self.library.db)
+        if not variants:
+            return
+        self.spellings.forget()
+        try:
+            with self.library.transaction() as db:
+                merged, files = merge_variants(db, variants)
+                for fid in files:
+                    self.library.text.write_keywords(db, fid)
+        except (LibraryError, sqlite3.Error) as e:  # a full disk, say: rolled back whole, tried on the next open
+            self.library.events.append(f"tags that differ only in case were left as they are for now ({e})")
+            return
+        self.mirror()
+        self.library.events.append("tags that differed only in case are now one tag: "
+                                   + "; ".join(str(m) for m in merged))
 
     # ------------------------------------------------------------------------------------------- the mirror
 
