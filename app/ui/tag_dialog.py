@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.services.library.tag_case import tag_key
+
 
 def split_tags(text: str) -> list[str]:
     """'rain, Window ,, night' -> ['rain', 'Window', 'night']: comma-separated, trimmed, no empties or repeats."""
@@ -29,7 +31,8 @@ class TagDialog(QDialog):
     """Edit the user tags of one or several sounds at once.
 
     Each tag on any of them is listed: checked = on all, half-checked = on some (left as it is unless clicked),
-    unchecked = removed from all. New tags (comma-separated, autocompleted from the library's tags) go on all.
+    unchecked = removed from all. New tags (comma-separated, autocompleted from the library's tags) go on all;
+    a tag is one tag whatever its case ("door" checks the listed "Door", and takes the library's spelling).
     """
 
     def __init__(self, tags_per_file: Sequence[Sequence[str]], known: Sequence[str],
@@ -39,6 +42,7 @@ class TagDialog(QDialog):
         self.setWindowTitle("Tags of 1 sound" if n == 1 else f"Tags of {n} sounds")
         self.on_all = set.intersection(*(set(t) for t in tags_per_file)) if n else set()
         self.on_some = set().union(*(set(t) for t in tags_per_file)) - self.on_all
+        self.known = {tag_key(t): t for t in known}
         col = QVBoxLayout(self)
         hint = QLabel("Checked: on every selected sound · half-checked: on some of them · unchecked: removed."
                       if n > 1 else "Uncheck a tag to remove it.")
@@ -70,7 +74,7 @@ class TagDialog(QDialog):
         col.addWidget(buttons)
         self.resize(360, 320)
 
-    def _add_item(self, tag: str, state: Qt.CheckState) -> None:
+    def _add_item(self, tag: str, state: Qt.CheckState) -> QListWidgetItem:
         item = QListWidgetItem(tag)
         flags = item.flags() | Qt.ItemFlag.ItemIsUserCheckable
         if state == Qt.CheckState.PartiallyChecked:
@@ -78,20 +82,19 @@ class TagDialog(QDialog):
         item.setFlags(flags)
         item.setCheckState(state)
         self.list.addItem(item)
+        return item
 
     def _items(self) -> dict[str, QListWidgetItem]:
         return {self.list.item(i).text(): self.list.item(i) for i in range(self.list.count())}
 
     @Slot()
     def add_typed(self) -> None:
-        items = self._items()
-        lower = {t.lower(): t for t in items}
+        shown = {tag_key(t): item for t, item in self._items().items()}
         for tag in split_tags(self.new_edit.text()):
-            existing = items.get(lower.get(tag.lower(), ""))
-            if existing is not None:
-                existing.setCheckState(Qt.CheckState.Checked)
-            else:
-                self._add_item(tag, Qt.CheckState.Checked)
+            item = shown.get(tag_key(tag))
+            if item is None:  # new here: in the library's spelling when it has the tag ('door, Door' is one)
+                item = shown[tag_key(tag)] = self._add_item(self.known.get(tag_key(tag), tag), Qt.CheckState.Checked)
+            item.setCheckState(Qt.CheckState.Checked)
         self.new_edit.clear()
 
     @Slot()
