@@ -43,6 +43,15 @@ def test_a_tag_in_another_case_takes_the_librarys_spelling(root: Path) -> None:
         assert tags.of(b) == ["Door"]
 
 
+def test_a_files_tags_are_listed_as_the_library_lists_them(root: Path) -> None:
+    """Case-blind order, as the library-wide list sorts (uppercase sorted first before: 'Wood', 'apple')."""
+    with Library.open(root) as lib:
+        a, _, _ = ids(lib)
+        lib.user_tags.add([a], ["Wood", "apple", "Metal"])
+        assert lib.user_tags.of(a) == ["apple", "Metal", "Wood"] == lib.user_tags.all()
+        assert [m.tags for m in lib.user_tags._marked("id") if m.id == a] == [["apple", "Metal", "Wood"]]
+
+
 def test_unicode_case_and_composition(root: Path) -> None:
     with Library.open(root) as lib:
         a, b, c = ids(lib)
