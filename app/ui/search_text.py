@@ -17,6 +17,8 @@ from app.services.library.embedding import LONG_FILE_WINDOWS
 from app.services.query import MAX_QUERY_CHARS
 from app.services.search.jobs import summarize
 
+QUERY_SHOWN_CHARS = 120  # of a query quoted in the results line and the empty list
+
 if TYPE_CHECKING:
     from app.services.library.records import Hit
     from app.services.search.jobs import IndexOutcome, Results
@@ -92,7 +94,7 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     shortened = shortened_note(results)  # first: the label elides its end, and the query may be long
     if not results.hits:
         return shortened + "No results"
-    what = f"“{results.query}”" if results.mode == "text" else f"sounds like {results.query}"
+    what = f"“{shown_query(results.query)}”" if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
     n = len(results.hits)
@@ -129,10 +131,17 @@ def no_results_message(results: Results | None, indexing: bool, favourites_only:
     if results.indexed == 0:
         return "No sounds are indexed yet" + (" — indexing is running." if indexing else ".")
     if results.filtered:
-        return (f"No sounds match “{results.query}” with these filters. Loosen the duration, folder, format, "
-                "sample rate or channels filter"
+        return (f"No sounds match “{shown_query(results.query)}” with these filters. Loosen the duration, folder, "
+                "format, sample rate or channels filter"
                 + (", or show all sounds, not only favourites." if favourites_only else "."))
-    return f"No sounds match “{results.query}”."
+    return f"No sounds match “{shown_query(results.query)}”."
+
+
+def shown_query(query: str, limit: int = QUERY_SHOWN_CHARS) -> str:
+    """The query as messages quote it: one line, cut to `limit` characters (a pasted page of text would fill
+    the results line's tooltip and the empty list)."""
+    one_line = " ".join(query.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 1].rstrip() + "…"
 
 
 # ------------------------------------------------------------------------------------------ why it matched
