@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
 
 from app.cli import main
 from app.services.query import MAX_QUERY_CHARS, parse
 from app.services.search.fusion import HitList
 from app.services.search.jobs import Results
 from app.ui.search_text import results_header
-from tests.test_search_service import write_tiny_checkpoint
+from tests.test_search_service import indexed_one_tone
 
 LONG = "door creak " + "slowly " * 300  # 2,111 characters
 NOTE = f"the query is {len(LONG):,} characters long; only its first {MAX_QUERY_CHARS:,} were searched"
@@ -29,13 +27,8 @@ def test_parse_says_when_it_cut_the_query() -> None:
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    tmp = tmp_path_factory.mktemp("long-query")
-    root = tmp / "lib"
-    root.mkdir()
-    sf.write(root / "door-creak.wav", np.sin(np.arange(32000) / 7).astype(np.float32) * 0.3, 32000)
-    model = str(write_tiny_checkpoint(tmp / "models"))
-    assert main(["index", str(root), "--model", model, "--json"]) == 0
-    return root, model
+    root, model = indexed_one_tone(tmp_path_factory.mktemp("long-query"), "door-creak.wav")
+    return root, str(model)
 
 
 def test_cli_says_on_stderr_that_the_query_was_shortened(library, capsys) -> None:

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
 from safetensors.numpy import save_file
 
 from app.cli import main
 from core.checkpoints import write_safetensors
-from tests.test_search_service import write_tiny_checkpoint
+from tests.test_search_service import indexed_one_tone
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = ROOT / "resources" / "models" / "units-mfcc.safetensors"
@@ -75,12 +74,7 @@ BAD = {  # maker -> what the message must say
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A one-file library indexed with a tiny model, so search and similar get as far as the model."""
-    tmp = tmp_path_factory.mktemp("lib")
-    root = tmp / "lib"
-    root.mkdir()
-    sf.write(root / "tone.wav", np.sin(np.arange(32000) / 10).astype(np.float32) * 0.3, 32000)
-    ckpt = write_tiny_checkpoint(tmp / "models")
-    assert main(["index", str(root), "--model", str(ckpt), "--json"]) == 0
+    root, _ = indexed_one_tone(tmp_path_factory.mktemp("lib"))
     return root, root / "tone.wav"
 
 

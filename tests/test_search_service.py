@@ -55,6 +55,16 @@ def write_tiny_checkpoint(folder: Path, name: str = "tiny-retrieval", seed: int 
                            features=frontend_to_dict(PasstMel()))
 
 
+def indexed_one_tone(tmp: Path, name: str = "tone.wav") -> tuple[Path, Path]:
+    """A library of one 2-s tone `name`, indexed from the command line with a tiny model: (root, checkpoint)."""
+    root = tmp / "lib"
+    root.mkdir()
+    sf.write(root / name, np.sin(np.arange(32000) / 10).astype(np.float32) * 0.3, 32000)
+    model = write_tiny_checkpoint(tmp / "models")
+    assert main(["index", str(root), "--model", str(model), "--json"]) == 0
+    return root, model
+
+
 def sound(kind: str, seconds: float, seed: int = 0, sr: int = SR) -> np.ndarray:
     """A few distinct, real-looking sounds: tones, chirps, noise bursts, clicks."""
     rng = np.random.default_rng(seed)
