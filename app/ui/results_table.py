@@ -36,13 +36,13 @@ from PySide6.QtWidgets import (
 from app.services.audio import display_name
 from app.services.library.records import Hit
 from app.services.search.fusion import NAMES_MIN
+from app.ui.durations import format_duration
 from app.ui.search_state import SearchRequest, SearchState
 from app.ui.search_text import (
     STAR_OFF,
     STAR_ON,
     channel_scores,
     field_spans,
-    format_duration,
     highlight,
     no_results_message,
     results_header,

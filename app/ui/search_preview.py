@@ -23,8 +23,9 @@ from app.services.audio import DeviceStatus, Player, display_name
 from app.services.library.embedding import window_starts
 from app.services.library.records import Hit
 from app.services.search.preview import Preview
+from app.ui.durations import format_duration
 from app.ui.search_state import SearchState
-from app.ui.search_text import STAR_OFF, STAR_ON, format_duration, why_html
+from app.ui.search_text import STAR_OFF, STAR_ON, why_html
 from app.ui.search_transport import AUTOPLAY_TIP, TransportBar
 from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
 

@@ -1,4 +1,4 @@
-"""What the Search tab writes, without Qt: durations, indexing progress and summaries, the results header and
+"""What the Search tab writes, without Qt: indexing progress and summaries, the results header and
 what an empty list means, and why a result matched, with the query's words highlighted.
 
 Which words matched, and where, is the search service's answer (`hit.match.spans`, found with
@@ -16,6 +16,7 @@ from app.services.audio import display_name
 from app.services.library.embedding import LONG_FILE_WINDOWS
 from app.services.query import MAX_QUERY_CHARS
 from app.services.search.jobs import summarize
+from app.ui.durations import format_duration
 
 QUERY_SHOWN_CHARS = 120  # of a query quoted in the results line and the empty list
 
@@ -26,16 +27,6 @@ if TYPE_CHECKING:
 HIGHLIGHT_STYLE = "background-color:#ffe38a; color:#1a1a1a;"
 STAR_ON, STAR_OFF = "★", "☆"
 Span = tuple[int, int]
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 0.1:  # a click or a blip: "0.0 s" would say it has no length
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 NAMES_PASS_STEPS = {"listing": "files listed", "reading": "files read", "embedding": "names embedded"}

@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 from app.services import train_presets as tp
 from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
+from app.ui.durations import format_duration
 from app.ui.tab_base import JobTab
 from app.ui.train_form import BUDGET, LABELS, SettingsForm
 from app.ui.widgets import PlotHint, show_axes
@@ -621,12 +622,6 @@ RESULT_BOOKKEEPING = {"wall_time_s", "best_value", "best_epoch", "steps", "epoch
 STOPPED_WHY = {"time_limit": "its time budget", "early_stopping": "no more progress"}
 
 
-def format_duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
 def finished_summary(run: tr.Run, limit: int = 4) -> str:
     """How long a finished run took (and why it stopped, if not at its end), then its metrics by their own
     names, the best one first: the result's scalars flatten `metrics` to "metrics.<name>" and keep the run's
@@ -640,7 +635,7 @@ def finished_summary(run: tr.Run, limit: int = 4) -> str:
     best = result.get("best_metric")
     order = sorted(named, key=lambda k: k != best)  # stable: the best first, the rest as the trainer gave them
     metrics = ", ".join(f"{k} {named[k]:.3g}" for k in order[:limit])
-    took = f" in {format_duration(seconds)}" if isinstance(seconds, int | float) else ""
+    took = f" in {format_duration(seconds, rough=True)}" if isinstance(seconds, int | float) else ""
     why = STOPPED_WHY.get(str(result.get("stopped")))
     return f"{run.name} finished{took}" + (f" ({why})" if why else "") + (f": {metrics}" if metrics else "")
 
