@@ -536,11 +536,14 @@ def test_device_status_with_and_without_devices(monkeypatch):
     monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([spk], None, 0))
     s = device_status()
     assert not s.input_ok and s.output_ok and "no audio input device" in s.message
+    assert s.unavailable() == s.recording_unavailable() == f"Recording unavailable: {s.message}"
 
     monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([mic], None, None))
     s = device_status()
     assert not s.input_ok and not s.output_ok and "no default audio input" in s.message
     assert s.output_message() == "no audio output device found"  # playback's reason, without the microphone's
+    assert s.playback_unavailable() == "Playback unavailable: no audio output device found"
+    assert s.unavailable() == f"Recording and playback unavailable: {s.message}"  # the tabs' device line
 
     def broken(kind=None):
         raise RuntimeError("PortAudio not initialized")

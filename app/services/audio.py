@@ -191,6 +191,18 @@ class DeviceStatus:
         """Why playback is unavailable, without what the message says of the microphone."""
         return self.output_problem or self.message
 
+    def playback_unavailable(self) -> str:
+        """What a disabled Play says, the tabs' one wording."""
+        return f"Playback unavailable: {self.output_message()}"
+
+    def recording_unavailable(self) -> str:
+        return f"Recording unavailable: {self.message}"
+
+    def unavailable(self) -> str:
+        """Which of recording and playback is off, and why, in one line ('': both work)."""
+        off = [what for what, ok in (("recording", self.input_ok), ("playback", self.output_ok)) if not ok]
+        return f"{' and '.join(off).capitalize()} unavailable: {self.message}" if off else ""
+
 
 @dataclass
 class DeviceChoice:

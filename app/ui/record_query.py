@@ -39,7 +39,7 @@ class RecordQuery(QWidget):
         self.recording: Recording | None = None
         self.path: Path | None = None  # the last recording, as a temporary WAV file
         self.runner: Any = None
-        self.input_ok = True
+        self.audio = DeviceStatus(True, True, "")  # until the tab has looked at the devices
         self._stop = threading.Event()
         self._tmp = tempfile.TemporaryDirectory(prefix="earshot-recordings-")
 
@@ -65,8 +65,7 @@ class RecordQuery(QWidget):
     # ------------------------------------------------------------------------------------------ state
 
     def set_audio_status(self, status: DeviceStatus) -> None:
-        self.input_ok = status.input_ok
-        self.input_message = status.message
+        self.audio = status
         self._update()
 
     def recording_now(self) -> bool:
@@ -75,11 +74,11 @@ class RecordQuery(QWidget):
     def _update(self) -> None:
         busy = self.recording_now()
         self.record_button.setText("■ Stop" if busy else "● Record")
-        self.record_button.setEnabled(busy or self.input_ok)
+        self.record_button.setEnabled(busy or self.audio.input_ok)
         self.record_button.setToolTip(
             "Stop now and search with what was recorded so far" if busy else
             "Record a sound from the microphone (a vocal imitation, a tap on the desk) and find sounds like it"
-            if self.input_ok else f"Recording unavailable: {getattr(self, 'input_message', '')}")
+            if self.audio.input_ok else self.audio.recording_unavailable())
         self.seconds_spin.setEnabled(not busy)
         self.save_button.setEnabled(self.path is not None and not busy)
 

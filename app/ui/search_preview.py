@@ -262,7 +262,7 @@ class PreviewPane(QWidget):
         self.play_button.setEnabled(self.can_play())
         self.play_button.setToolTip(
             "Play / stop (Space or Enter; Escape stops); long files play from their best-matching part"
-            if self.audio.output_ok else f"Playback unavailable: {self.audio.output_message()}")
+            if self.audio.output_ok else self.audio.playback_unavailable())
         autoplay = self.transport.autoplay_button  # greyed without a device (its setting is kept for when one is back)
         autoplay.setEnabled(self.audio.output_ok)
         autoplay.setToolTip(AUTOPLAY_TIP if self.audio.output_ok
@@ -295,7 +295,7 @@ class PreviewPane(QWidget):
         if p is None:
             return
         if not self.audio.output_ok:
-            self.error.emit(f"Playback unavailable: {self.audio.output_message()}")
+            self.error.emit(self.audio.playback_unavailable())
             return
         start = min(max(seconds, p.offset_s), p.end_s) - p.offset_s
         self.player.volume, self.player.loop = self.transport.volume, self.transport.loop

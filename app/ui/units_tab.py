@@ -55,6 +55,7 @@ TEXTGRID_SUFFIX = ".TextGrid"
 RESYNTH_TITLE = {True: "resynthesis (units + loudness)", False: "resynthesis (from units only)"}
 AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")
 TICK_MS = 33  # ~30 Hz drain + redraw
+CHECKING_DEVICES = DeviceStatus(False, False, "checking audio devices…")  # before the first look at the devices
 
 
 def _quiet(_progress: dict) -> None:
@@ -303,19 +304,17 @@ class UnitsTab(ModelTab):
             self.refresh_devices()  # a microphone may have been plugged in meanwhile
 
     def _update_controls(self) -> None:
-        status = self.audio_status
+        status = self.audio_status or CHECKING_DEVICES
         ready = self.session is not None
         recording = self.state == "recording"
         idle = self.state == "idle"
-        input_ok = status is not None and status.input_ok
-        output_ok = status is not None and status.output_ok
+        input_ok, output_ok = status.input_ok, status.output_ok
         self.record_button.setText("■ Stop" if recording else "● Record")
         self.record_button.setEnabled(recording or (idle and ready and input_ok))
-        reason = status.message if status is not None else "checking audio devices…"
         # one visible line says what is off and why; the disabled buttons' tooltips repeat it
-        self.device_label.show_status(input_ok, output_ok, reason)
+        self.device_label.show_status(status)
         self.xrun_label.setVisible(input_ok)  # overflows of an input there is none of: noise
-        self.record_button.setToolTip(f"Recording unavailable: {reason}" if not input_ok
+        self.record_button.setToolTip(status.recording_unavailable() if not input_ok
                                       else "Record from the microphone (Space)")
         self.level_meter.setEnabled(recording)  # idle or without a microphone: an empty trough
         self.load_button.setEnabled(idle and ready)
@@ -329,7 +328,7 @@ class UnitsTab(ModelTab):
         self.play_resynth_button.setEnabled(has_resynth and output_ok)
         if not output_ok:
             for b in (self.play_original_button, self.play_resynth_button):
-                b.setToolTip(f"Playback unavailable: {status.output_message() if status is not None else reason}")
+                b.setToolTip(status.playback_unavailable())
         else:
             self.play_original_button.setToolTip("Play what was recorded or loaded")
             self.play_resynth_button.setToolTip("Play the speech rebuilt from the units (P)")
@@ -643,9 +642,8 @@ class UnitsTab(ModelTab):
     @Slot()
     def _play_key(self) -> None:
         if self.resynthesis is not None and self.state == "idle" and not self._output_ok():
-            status = self.audio_status
-            reason = status.output_message() if status is not None else "checking audio devices…"
-            self._say(f"Playback unavailable: {reason}")  # a key that did nothing would look broken
+            status = self.audio_status or CHECKING_DEVICES
+            self._say(status.playback_unavailable())  # a key that did nothing would look broken
             return
         self.play_resynthesis()
 

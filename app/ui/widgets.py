@@ -3,6 +3,8 @@ default, used by several tabs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QSize, Qt, Signal, Slot
@@ -21,6 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+if TYPE_CHECKING:
+    from app.services.audio import DeviceStatus
+
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
 
 
@@ -34,9 +39,8 @@ class DeviceLine(QLabel):
         self.setWordWrap(True)  # device messages can be long; never widen the window for them
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
-    def show_status(self, input_ok: bool, output_ok: bool, reason: str) -> None:
-        off = [what for what, ok in (("recording", input_ok), ("playback", output_ok)) if not ok]
-        self.setText(f"{' and '.join(off).capitalize()} unavailable: {reason}" if off else "")
+    def show_status(self, status: DeviceStatus) -> None:
+        self.setText(status.unavailable())
 
 
 class EmptyState(QWidget):

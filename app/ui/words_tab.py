@@ -292,13 +292,12 @@ class WordsTab(ModelTab):
         self.record_button.setEnabled(status.input_ok and self.space is not None)
         self.record_button.setToolTip(
             "Record one word from the microphone (stops after ~2 s of speech or on a second click)"
-            if status.input_ok else f"Recording unavailable: {status.message}"
+            if status.input_ok else status.recording_unavailable()
         )
-        tip = "Click a match to play from there" if status.output_ok \
-            else f"Playback unavailable: {status.output_message()}"
+        tip = "Click a match to play from there" if status.output_ok else status.playback_unavailable()
         self.hits_list.setToolTip(tip)
         self.items_list.setToolTip("Double-click a spoken word to play it" if status.output_ok else tip)
-        self.device_label.show_status(status.input_ok, status.output_ok, status.message)  # stays: the status line
+        self.device_label.show_status(status)  # stays: the status line
         # below is soon taken by the model's and the jobs' messages
 
     # --------------------------------------------------------------------------------------- running jobs
@@ -378,7 +377,7 @@ class WordsTab(ModelTab):
             return
         if not self.audio.input_ok or self.space is None:
             self.record_button.setChecked(False)
-            self.error(f"Recording unavailable: {self.audio.message}")
+            self.error(self.audio.recording_unavailable())
             return
         recorder = self.make_recorder()
         try:
@@ -440,7 +439,7 @@ class WordsTab(ModelTab):
 
     def _play(self, audio: np.ndarray, start_s: float = 0.0) -> None:
         if not self.audio.output_ok:
-            self.error(f"Playback unavailable: {self.audio.output_message()}")
+            self.error(self.audio.playback_unavailable())
             return
         try:
             self.player.play(audio, SAMPLE_RATE, start_seconds=start_s)
