@@ -46,7 +46,7 @@ from app.services.registry import ModelRegistry
 from app.ui.durations import format_duration
 from app.ui.tab_base import JobTab
 from app.ui.train_form import BUDGET, LABELS, SettingsForm
-from app.ui.widgets import PlotHint, show_axes
+from app.ui.widgets import CurveLegend, PlotHint, show_axes
 
 KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
@@ -58,6 +58,17 @@ NOTHING_YET_HINT = "No {} reported yet"  # a run on show whose trainer has not r
 DATA_HINTS = {"words": "folder with words.csv (path,word,speaker)",
               "units": "folder of speech recordings (optional utterances.csv)",
               "retrieval": "folder with captions.csv, or an AudioCaps .csv / WavCaps .json"}
+
+
+def titled(legend: CurveLegend, plot: pg.PlotWidget) -> QWidget:
+    """The legend row on top of its plot, touching it: one black panel."""
+    panel = QWidget()
+    column = QVBoxLayout(panel)
+    column.setContentsMargins(0, 0, 0, 0)
+    column.setSpacing(0)
+    column.addWidget(legend)
+    column.addWidget(plot, 1)
+    return panel
 
 
 def format_eta(seconds: float | None) -> str:
@@ -203,18 +214,16 @@ class TrainTab(JobTab):
         prow.addWidget(self.progress_bar, 1)
         prow.addWidget(self.eta_label)
         rlay.addLayout(prow)
-        self.loss_plot = pg.PlotWidget(title="Training loss")
-        self.metric_plot = pg.PlotWidget(title="Metrics")
-        for plot in (self.loss_plot, self.metric_plot):
+        self.loss_plot, self.metric_plot = pg.PlotWidget(), pg.PlotWidget()
+        self.loss_legend, self.metric_legend = CurveLegend("Training loss"), CurveLegend("Metrics")
+        plots = QSplitter(Qt.Orientation.Vertical)
+        for plot, legend in ((self.loss_plot, self.loss_legend), (self.metric_plot, self.metric_legend)):
             plot.setLabel("bottom", "step")
             plot.showGrid(x=True, y=True, alpha=0.2)
-            plot.addLegend(offset=(-10, 10))
             plot.setMenuEnabled(False)
+            plots.addWidget(titled(legend, plot))
         self.loss_hint = PlotHint(self.loss_plot, NO_RUN_HINT.format("training loss"))
         self.metric_hint = PlotHint(self.metric_plot, NO_RUN_HINT.format("metrics"))
-        plots = QSplitter(Qt.Orientation.Vertical)
-        plots.addWidget(self.loss_plot)
-        plots.addWidget(self.metric_plot)
         lower = QSplitter(Qt.Orientation.Horizontal)
         runs_box = QGroupBox("Runs (tick to compare)")
         rb = QVBoxLayout(runs_box)
@@ -541,6 +550,8 @@ class TrainTab(JobTab):
                 plot.plot(xs, ys, pen=pen, name=label)
                 losses += ys if is_loss else []
                 colour += 1
+        self.loss_legend.show_curves(self.loss_plot)
+        self.metric_legend.show_curves(self.metric_plot)
         # an empty plot says why (no run yet, or none of its steps yet) instead of bare 0..1 axes
         for plot, hint, what, drawn in ((self.loss_plot, self.loss_hint, "training loss", bool(losses)),
                                         (self.metric_plot, self.metric_hint, "metrics",

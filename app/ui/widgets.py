@@ -1,14 +1,24 @@
-"""Shared widgets: empty-state panels, pyqtgraph plots, a rich-text cell delegate and a slider with a marked
-default, used by several tabs."""
+"""Shared widgets: empty-state panels, pyqtgraph plots and their legend row, a rich-text cell delegate and a slider
+with a marked default, used by several tabs."""
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPaintEvent, QPalette, QPolygonF, QTextDocument
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
+    QPolygonF,
+    QTextDocument,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QLabel,
@@ -115,6 +125,36 @@ class PlotHint(QLabel):
         """Cover the view box (the data area inside the axes), less a margin so the text never touches them."""
         box = self.plot.mapFromScene(self.plot.getViewBox().sceneBoundingRect()).boundingRect()
         self.setGeometry(box.adjusted(12, 12, -12, -12))
+
+
+class CurveLegend(QLabel):
+    """A plot's title and its curves' names, each after a stroke of its pen, in a row above the plot: a legend
+    drawn inside hid the curves it named wherever it stood. The row wraps between names when they do not fit."""
+
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.title = title
+        self.setWordWrap(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        background = pg.mkColor(pg.getConfigOption("background")).name()
+        colour = pg.mkColor(pg.getConfigOption("foreground")).name()
+        self.setStyleSheet(f"background: {background}; color: {colour}; padding: 3px 6px 0px 6px;")
+        self.show_curves(None)
+
+    def show_curves(self, plot: pg.PlotWidget | None) -> None:
+        """Name the named curves of `plot` (None: only the title)."""
+        items = plot.listDataItems() if plot is not None else []
+        entries = [curve_entry(item.name(), pg.mkPen(item.opts["pen"])) for item in items if item.name()]
+        title = f"<span style='font-size:11pt'>{html.escape(self.title)}</span>"
+        self.setText(" &nbsp; ".join([title, *entries]))  # only these spaces break a line
+
+
+def curve_entry(name: str, pen: QPen) -> str:
+    """'━━ name' in the pen's colour, '╍╍' for a dashed pen; no space inside it where the row could wrap."""
+    stroke = "━━" if pen.style() == Qt.PenStyle.SolidLine else "╍╍"
+    text = html.escape(name).replace(" ", "&nbsp;")
+    return f"<span style='color:{pen.color().name()}'>{stroke}</span>&nbsp;{text}"
 
 
 class WaveformPlot(pg.PlotWidget):

@@ -345,3 +345,38 @@ def test_before_any_run_the_curves_say_what_will_fill_them(qtbot, tab: TrainTab,
     assert not tab.loss_hint.isVisible() and not tab.metric_hint.isVisible()
     assert tab.loss_plot.getAxis("left")._tickLevels is None and tab.progress_bar.isTextVisible()
     assert tab.progress_bar.text() == "r: 3/3 (finished)"
+
+
+def test_the_legend_never_covers_the_curves(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    """The legends stood in the plots' top-right corners, over the curves that end there (a units run's
+    inverter loss, a rising dev_ap), and at 720x480 over most of the plot. The names now stand in a row above
+    each plot, a stroke of each curve's pen before its name (dashed: a run ticked to compare)."""
+    import json
+
+    import pyqtgraph as pg
+
+    for name, steps in (("r", 30), ("other run", 20)):
+        folder = tmp_path / "runs" / name
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"kind": "words", "name": name, "status": "finished"}))
+        events = ({"time": 1.0 + i, "event": "progress", "step": i, "total": steps, "loss": 1.0 / i,
+                   "dev_ap": 0.03 * i} for i in range(1, steps + 1))
+        (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    tab.resize(720, 480)
+    tab.show()
+    tab.refresh_runs()
+    rows = {tab.runs_list.item(i).text().partition(" · ")[0]: i for i in range(tab.runs_list.count())}
+    tab.runs_list.setCurrentRow(rows["r"])
+    tab.runs_list.item(rows["other run"]).setCheckState(Qt.CheckState.Checked)
+    qtbot.wait(50)
+    names = {tab.loss_plot: ["loss", "other run: loss"], tab.metric_plot: ["dev_ap", "other run: dev_ap"]}
+    for plot, drawn in names.items():
+        assert [item.name() for item in plot.listDataItems()] == drawn
+        data = plot.getViewBox().sceneBoundingRect()
+        assert not [item for item in plot.scene().items() if isinstance(item, pg.LegendItem)
+                    and item.isVisible() and item.sceneBoundingRect().intersects(data)]
+    for plot, legend in ((tab.loss_plot, tab.loss_legend), (tab.metric_plot, tab.metric_legend)):
+        text = legend.text().replace("&nbsp;", " ")
+        assert all(name in text for name in names[plot])
+        assert text.count("━━") == 1 and text.count("╍╍") == 1  # the run on show solid, the compared one dashed
+        assert legend.isVisible() and legend.geometry().bottom() < plot.geometry().top()  # above, not over it
