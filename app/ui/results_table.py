@@ -1,9 +1,10 @@
 """The Search tab's lists: the ranked results (a table saying why each matched, with its tags and favourite
 star; rows drag out as files) and the files that could not be indexed, with their reasons.
 
-Long names stay readable: the Name and Folder cells are elided in the middle (the end of a name says what it is:
-`bazooka_…_long_name.wav`), every column can be resized and moved, and the header's layout is remembered
-(QSettings). A header click sorts (the state decides how); "Show more" asks for the next page."""
+Long names stay readable: a Name cell too narrow for its name shows what tells it apart from the names around it
+(`DOORWood…Open Fast…01.wav`, `app.ui.elide`), a Folder cell its deepest folders, the tooltip the whole path; every
+column can be resized and moved, and the header's layout is remembered (QSettings). The Tags column shows while a
+listed sound has tags. A header click sorts (the state decides how); "Show more" asks for the next page."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QSettings, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
+from PySide6.QtGui import QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -37,6 +38,7 @@ from app.services.audio import display_name
 from app.services.library.records import Hit
 from app.services.search.fusion import NAMES_MIN
 from app.ui.durations import format_duration
+from app.ui.elide import elide_folder, elide_name, pieces_html, shared_words
 from app.ui.search_state import SearchRequest, SearchState
 from app.ui.search_text import (
     STAR_OFF,
@@ -55,16 +57,16 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 
 PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-text cells show HTML)
 SPANS_ROLE = Qt.ItemDataRole.UserRole + 2  # where the query matched the plain text: [(start, end), ...]
+SHARED_ROLE = Qt.ItemDataRole.UserRole + 3  # a name's words that its look-alikes in the list share (elided first)
 HEADER_KEY = "search/results_header_v2"  # QSettings: column widths and order (v2: Name first)
 SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration"}  # header -> the state's sort key
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
 
 
 class ElidingDelegate(RichTextDelegate):
-    """Rich text elided when the cell is too narrow, the matched words still highlighted in what shows: a file
-    name keeps its end from its last separator (take number and extension, `_02.ogg`) and as much of its start
-    as fits (a UCS name's category and description); a folder (`names=False`) keeps its deepest part
-    (`…/soundfx/enemies`)."""
+    """Rich text elided when the cell is too narrow (`app.ui.elide`), the matched words still highlighted in what
+    shows: a file name loses first the words its look-alikes in the list share (SHARED_ROLE), keeping what tells
+    it apart; a folder (`names=False`) keeps its deepest part (`…/soundfx/enemies`)."""
 
     def __init__(self, parent: QWidget | None = None, names: bool = True) -> None:
         super().__init__(parent)
@@ -75,49 +77,11 @@ class ElidingDelegate(RichTextDelegate):
         super().initStyleOption(option, index)
         plain = str(index.data(PLAIN_ROLE) or "")
         width = option.rect.width() - 12  # the cell's and the text document's margins
-        if plain and width > 0 and option.fontMetrics.horizontalAdvance(plain) > width:
-            elided = (elide_name if self.names else elide_folder)(plain, option.fontMetrics, width)
-            option.text = middle_elided(plain, index.data(SPANS_ROLE) or [], elided)
-
-
-def elide_folder(plain: str, metrics: QFontMetrics, width: int) -> str:
-    """A folder cut to `width` pixels from the left at a folder boundary (`…/enemies`): the deepest folders that
-    fit; when not even the last one does, cut inside it."""
-    parts, best = plain.split("/"), None
-    for k in range(len(parts) - 1, 0, -1):  # the deepest folder alone, then with its parents
-        shown = "…/" + "/".join(parts[k:])
-        if metrics.horizontalAdvance(shown) > width:
-            break
-        best = shown
-    return best or metrics.elidedText(plain, Qt.TextElideMode.ElideLeft, width)
-
-
-def elide_name(plain: str, metrics: QFontMetrics, width: int) -> str:
-    """A file name cut to `width` pixels as start + '…' + end, the end being what follows its last separator
-    (`_03.wav`) and the start what room is left; an end wider than half the room: cut in the middle."""
-    stem = plain.rpartition(".")[0] or plain
-    cut = max(stem.rfind(c) for c in "_- ")
-    tail = plain[cut:] if cut > 0 else plain[len(stem):]
-    room = width - metrics.horizontalAdvance("…")
-    if not tail or metrics.horizontalAdvance(tail) > room / 2:
-        return metrics.elidedText(plain, Qt.TextElideMode.ElideMiddle, width)
-    left, head = room - metrics.horizontalAdvance(tail), 0
-    while head < len(plain) - len(tail) and metrics.horizontalAdvance(plain[:head + 1]) <= left:
-        head += 1
-    return plain[:head] + "…" + tail
-
-
-def middle_elided(plain: str, spans: Sequence[tuple[int, int]], elided: str) -> str:
-    """Rich text of `elided` (`plain` with a part replaced by '…': its middle, or its start), the spans kept where
-    their text shows."""
-    cut = elided.find("…")
-    if cut < 0:
-        return highlight(plain, spans)
-    head, tail = elided[:cut], elided[cut + 1:]
-    start = len(plain) - len(tail)
-    head_spans = [(a, min(b, len(head))) for a, b in spans if a < len(head)]
-    tail_spans = [(max(a, start) - start, b - start) for a, b in spans if b > start]
-    return highlight(head, head_spans) + "…" + highlight(tail, tail_spans)
+        measure = option.fontMetrics.horizontalAdvance
+        if plain and width > 0 and measure(plain) > width:
+            pieces = elide_name(plain, index.data(SHARED_ROLE) or [], measure, width) if self.names \
+                else elide_folder(plain, measure, width)
+            option.text = pieces_html(plain, pieces, index.data(SPANS_ROLE) or [])
 
 
 class ElidedLabel(QLabel):
@@ -137,6 +101,11 @@ class ElidedLabel(QLabel):
         painter = QPainter(self)
         painter.drawText(rect, int(self.alignment()),
                          self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width()))
+
+
+def shown_name(hit: Hit) -> str:
+    """The file name the Name column shows (the folder has its own column)."""
+    return hit.name.rpartition("/")[2]
 
 
 def sound_only_match(hit: Hit, channels: Sequence[str]) -> bool:
@@ -183,6 +152,7 @@ class ResultsTable(QTableWidget):
         self._build_header()
         self.cellClicked.connect(self._cell_clicked)
         self.channels: tuple[str, ...] = ("names", "sound")
+        self.shared: list[list[tuple[int, int]]] = []  # per row: the words its look-alikes share (elide.shared_words)
 
     def _build_header(self) -> None:
         """Every column resizable and movable, the last one taking what is left; the user's layout restored."""
@@ -221,23 +191,27 @@ class ResultsTable(QTableWidget):
     def fit_names(self) -> None:
         """Until the user sizes the columns: the Name column as wide as the longest name shown and the Folder
         column as wide as the longest folder, within the room the other columns leave (the last one keeps at least
-        60 px); when both do not fit, the name gets most of it. Widths only grow between searches of a library
-        (the columns do not jump under the pointer with each query), and follow the window's size."""
+        60 px, or is the Folder column); when both do not fit, the name gets most of it. Widths only grow between
+        searches of a library (the columns do not jump under the pointer with each query), and follow the window's
+        size."""
         header, last = self.horizontalHeader(), self._last_shown()
-        if self.user_sized or last in (self.NAME, self.FOLDER):
+        if self.user_sized or last == self.NAME:
             return
         others = sum(header.sectionSize(c) for c in range(self.columnCount())
                      if c not in (self.NAME, self.FOLDER, last) and not self.isColumnHidden(c))
-        room = self.viewport().width() - others - 60
+        room = self.viewport().width() - others - (0 if last == self.FOLDER else 60)
         for c in self.widest:
             self.widest[c] = max(self.widest[c], self._longest(c) + 16)
         name, folder = self.widest[self.NAME], self.widest[self.FOLDER]
         if name + folder > room:
             folder = min(folder, max(90, room // 3))
-            name = max(140, min(name, room - folder))
+            # too narrow for every column (the table scrolls sideways): the name takes most of what is in view
+            name = max(140, min(name, room - folder)) if room - folder >= 140 else \
+                max(140, min(name, self.viewport().width() * 2 // 3))
         self._fitting = True
         header.resizeSection(self.NAME, name)
-        header.resizeSection(self.FOLDER, folder)
+        if last != self.FOLDER:  # else it stretches into what is left
+            header.resizeSection(self.FOLDER, folder)
         self._fitting = False
 
     def _longest(self, col: int) -> int:
@@ -256,6 +230,15 @@ class ResultsTable(QTableWidget):
             self.setColumnHidden(col, not on)
         self._fitting = False
         self.fit_names()
+
+    def show_tags_column(self) -> None:
+        """The Tags column only while a listed sound has tags: an empty one took the room the names need."""
+        tagged = any(self.plain(r, self.TAGS) for r in range(self.rowCount()))
+        if tagged == self.isColumnHidden(self.TAGS):
+            self._fitting = True
+            self.setColumnHidden(self.TAGS, not tagged)
+            self._fitting = False
+            self.fit_names()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
@@ -279,15 +262,17 @@ class ResultsTable(QTableWidget):
     def set_hits(self, hits: list[Hit], channels: Sequence[str] = ("names", "sound")) -> None:
         """Show ranked hits; `channels`: which scores the search computed (the other column shows '–')."""
         self.channels = tuple(channels)
+        self.shared = shared_words([shown_name(hit) for hit in hits])
         self.setRowCount(0)
         self.setRowCount(len(hits))
         for row, hit in enumerate(hits):
             self.set_row(row, hit)
+        self.show_tags_column()
         self.fit_names()
 
     def set_row(self, row: int, hit: Hit) -> None:
         """Fill (or refresh, after tagging) one row from its hit."""
-        name = hit.name.rpartition("/")[2]
+        name = shown_name(hit)
         folder = display_name(hit.folder)
         tags = ", ".join(hit.user_tags)
         names, sound = channel_scores(hit)
@@ -313,6 +298,8 @@ class ResultsTable(QTableWidget):
             item.setData(PLAIN_ROLE, plain)
             if col in (self.NAME, self.FOLDER):
                 item.setData(SPANS_ROLE, name_spans if col == self.NAME else folder_spans)
+            if col == self.NAME and row < len(self.shared):
+                item.setData(SHARED_ROLE, self.shared[row])
             item.setToolTip(tip if col != self.STAR else "Click to mark or unmark as a favourite")
             if col in (self.DURATION, self.NAMES, self.SOUND):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -432,6 +419,7 @@ class ResultsLists(QTabWidget):
     def show_rows(self, rows: list[int]) -> None:
         for row in rows:
             self.table.set_row(row, self.state.hits[row])
+        self.table.show_tags_column()  # the first tag given, or the last taken away
 
     def show_failed(self) -> None:
         failed = self.state.failed

@@ -310,3 +310,41 @@ def test_the_name_column_does_not_shrink_from_one_search_to_the_next(qtbot) -> N
     table.forget_widths()
     table.set_hits(hits("dog.wav"))
     assert table.horizontalHeader().sectionSize(ResultsTable.NAME) < wide
+
+
+UCS = "DOORWood_Creaky Old Barn Door {}_JOHNDOE_Recording{}.wav"  # a real library's naming, made up here
+UCS_FOLDER = "Sound Effects/Commercial/JOHNDOE Field Recordings 2023/Doors/Wood/Barn"
+
+
+def shown_cell(table: ResultsTable, row: int, col: int) -> str:
+    """What a cell shows, as plain text (its delegate elides rich text to the column's width)."""
+    index = table.model().index(row, col)
+    option = QStyleOptionViewItem()
+    option.initFrom(table)
+    option.rect = table.visualRect(index)
+    table.itemDelegateForColumn(col).initStyleOption(option, index)
+    return html.unescape(re.sub("<[^>]+>", "", option.text))
+
+
+@pytest.mark.parametrize("width", [510, 270])  # the results table's width in a 1024x700 and a 720x480 window
+def test_look_alike_long_names_show_what_tells_them_apart(qtbot, width: int) -> None:
+    """A first-contact trial on a real library at 1024x700: UCS names in the Name column all read
+    `DOORWood_…ing01.wav`, their description and take cut away. What the names around it share gives way, and
+    the names get the room an empty Tags column took (at 720x480, most of what is in view)."""
+    from app.services.library.records import Hit
+
+    takes = [("Open Fast", "01"), ("Open Slow", "01"), ("Open Slow", "03"), ("Close Slow", "02")]
+    hits = [Hit(path=Path(f"/lib/{UCS_FOLDER}/{UCS.format(*t)}"), score=0.9 - i / 10, duration=2.0,
+                folder=UCS_FOLDER, best_window_start_s=0.0, window_scores=[0.5], file_id=i,
+                rel_path=f"{UCS_FOLDER}/{UCS.format(*t)}") for i, t in enumerate(takes)]
+    table = ResultsTable()
+    qtbot.addWidget(table)
+    table.resize(width, 300)
+    table.show()
+    table.set_hits(hits)
+    qtbot.wait(20)
+    texts = [shown_cell(table, row, ResultsTable.NAME) for row in range(len(hits))]
+    assert len(set(texts)) == len(hits), texts
+    for text, (words, take) in zip(texts, takes, strict=True):
+        assert words in text and text.endswith(f"{take}.wav") and "…" in text, texts
+    assert table.item(0, ResultsTable.NAME).toolTip().startswith(f"{UCS_FOLDER}/{UCS.format(*takes[0])}")
