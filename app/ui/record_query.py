@@ -81,6 +81,7 @@ class RecordQuery(QWidget):
             if self.audio.input_ok else self.audio.recording_unavailable())
         self.seconds_spin.setEnabled(not busy)
         self.save_button.setEnabled(self.path is not None and not busy)
+        self.save_button.setVisible(self.path is not None)  # nothing to save yet: its room is the query's
 
     # ------------------------------------------------------------------------------------------ record
 

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Signal, Slot
+from PySide6.QtCore import QSettings, QSize, Signal, Slot
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -63,10 +65,10 @@ class BalanceControl(QWidget):
         self.sound_button.setText("Sound")
         self.sound_button.setToolTip("Search by what the audio sounds like only")
         self.sound_button.setAutoRaise(True)
-        self.slider = MarkedSlider(state.default_balance)
+        self.slider = MarkedSlider(state.default_balance, width=130)
         self.slider.setRange(0, BALANCE_STEPS)
         self.slider.setPageStep(10)
-        self.slider.setFixedWidth(130)
+        self.slider.setMinimumWidth(60)  # a narrow window needs the room for the query
         saved = QSettings().value(BALANCE_KEY, state.default_balance)
         try:
             self.slider.setValue(min(max(int(saved), 0), BALANCE_STEPS))
@@ -99,12 +101,16 @@ class BalanceControl(QWidget):
 
 
 class FiltersBar(QWidget):
-    """Duration, folder, format, sample rate, channels and favourites-only: every change goes to the state."""
+    """Duration, folder, format, sample rate, channels and favourites-only: every change goes to the state.
+
+    One row where it fits; in a narrower window (720 px) the format, rate, channels and favourites go to a second
+    row: squeezed into one, the combo boxes read "Any forr" and "★ Favour"."""
 
     def __init__(self, state: SearchState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.state = state
-        row = row_layout(self)
+        self.head, self.tail = QWidget(), QWidget()
+        row = row_layout(self.head)
         row.addWidget(QLabel("Duration"))
         self.min_spin = self._duration_spin("any", "Shortest duration to show (0 = any)")
         self.max_spin = self._duration_spin("any", "Longest duration to show (0 = any)")
@@ -118,7 +124,8 @@ class FiltersBar(QWidget):
         self.folder_combo.addItem("All folders", "")
         self.folder_combo.currentIndexChanged.connect(self._changed)
         row.addWidget(self.folder_combo)
-        row.addSpacing(12)
+        row.addStretch(1)
+        row = row_layout(self.tail)
         self.format_combo = self._choice_combo(FORMATS, "Only files of this format")
         self.rate_combo = self._choice_combo(SAMPLE_RATES, "Only files recorded at this sample rate")
         self.channels_combo = self._choice_combo(CHANNELS, "Only mono or only stereo files")
@@ -130,7 +137,26 @@ class FiltersBar(QWidget):
         self.favourites_check.toggled.connect(self._changed)
         row.addWidget(self.favourites_check)
         row.addStretch(1)
+        self.rows = QBoxLayout(QBoxLayout.Direction.LeftToRight, self)
+        self.rows.setContentsMargins(0, 0, 0, 0)
+        self.rows.addWidget(self.head)
+        self.rows.addWidget(self.tail)
+        self.rows.addStretch(1)
         state.events.catalog.connect(self.show_folders)
+
+    def one_row_width(self) -> int:
+        return self.head.sizeHint().width() + 12 + self.tail.sizeHint().width()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """As narrow as its wider row (the rows wrap), so that a small window is not held wider by one row."""
+        rows = (self.head.minimumSizeHint().width(), self.tail.minimumSizeHint().width())
+        return QSize(max(rows), super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        wide = self.width() >= self.one_row_width()  # the rows' contents, not their places: no flip-flopping
+        self.rows.setDirection(QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom)
+        self.rows.setSpacing(12 if wide else 2)
 
     def _choice_combo(self, choices: Sequence[tuple[str, Any]], tip: str) -> QComboBox:
         combo = QComboBox()

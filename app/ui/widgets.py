@@ -263,9 +263,14 @@ class MarkedSlider(QSlider):
     """A horizontal slider with a small triangle under the groove at a marked value (e.g. the tuned default);
     double-clicking the slider returns it there."""
 
-    def __init__(self, marked: int, parent: QWidget | None = None) -> None:
+    def __init__(self, marked: int, parent: QWidget | None = None, width: int = 0) -> None:
         super().__init__(Qt.Orientation.Horizontal, parent)
         self.marked = marked
+        self.preferred_width = width  # what it asks for where there is room (0: the style's); it shrinks below
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        hint = super().sizeHint()
+        return QSize(max(hint.width(), self.preferred_width), hint.height())
 
     def set_marked(self, value: int) -> None:
         self.marked = value

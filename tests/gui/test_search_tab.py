@@ -697,3 +697,27 @@ def test_the_names_pass_progress_says_its_phase_once() -> None:
                             "part_done": 100, "part_total": 123})
     assert line == "Reading names and tags (name search works when this is done) · files read 100/123"
     assert format_progress({"phase": "names", "message": "scanning"}).endswith(" · scanning")
+
+
+@pytest.mark.parametrize("width", [712, 1016])  # the tab in a 720x480 and a 1024x700 window
+def test_the_search_bars_read_right_in_a_small_window(qtbot, registry: ModelRegistry, tmp_path: Path,
+                                                      width: int) -> None:
+    """At 720x480 the query box was 50 px wide ("door" of "creaky door"), a greyed "Save recording…" read
+    "e recordin" and the filters "Any forr", "★ Favour". Save shows once there is a recording; the filters take a
+    second row where one does not hold them; the balance slider gives way before the query does."""
+    tab = shown_tab(qtbot, registry, width)
+    (tmp_path / "empty").mkdir()
+    open_and_index(qtbot, tab, registry, tmp_path / "empty")
+    qtbot.wait(50)
+    assert not tab.record_query.save_button.isVisible()  # nothing recorded yet
+    assert tab.minimumSizeHint().width() <= width  # else a window that small squeezes the bars below it
+    assert tab.width() == width and tab.query_edit.width() >= 120
+    bars = [tab.model_combo, tab.record_query.record_button, tab.record_query.seconds_spin, tab.balance,
+            tab.filters_bar.format_combo, tab.filters_bar.rate_combo, tab.filters_bar.channels_combo,
+            tab.filters_bar.favourites_check, tab.filters_bar.folder_combo]
+    cut = [w for w in bars if w.width() < w.minimumSizeHint().width()]
+    assert not cut, [(type(w).__name__, w.width(), w.minimumSizeHint().width()) for w in cut]
+    filters = tab.filters_bar
+    one_row = filters.tail.geometry().top() == filters.head.geometry().top()
+    assert one_row == (width > 1000)  # a 1024-px window keeps them in one row
+    tab.shutdown()
