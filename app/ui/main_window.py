@@ -192,8 +192,6 @@ class MainWindow(QMainWindow):
         self.device_label.setText(text + (" (preference unavailable)" if env.device_error else ""))
         self.device_label.setToolTip(env.device_error or f"available: {', '.join(env.devices)}")
         self.update_models_label()
-        self.models_label.setToolTip("\n".join(f"{e.name} ({e.kind}, {e.source})" for e in env.models)
-                                     + "".join(f"\nproblem: {p.message}" for p in env.model_problems))
         self.set_audio_status(env.audio)
         for tab in self.model_tabs():
             tab.set_models(env.models)
@@ -236,9 +234,15 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def update_models_label(self) -> None:
-        installed = len(self.environment.models) if self.environment else 0
+        """How many models are installed and loaded; their names in the tooltip (listed in the label, they took
+        half of a small window's status bar, and the tabs' messages were cut to "Unit")."""
+        env = self.environment
+        models, problems = (env.models, env.model_problems) if env else ([], [])
         loaded = self.registry.loaded()
-        self.models_label.setText(f"Models: {installed} installed, {', '.join(loaded) if loaded else 'none'} loaded")
+        self.models_label.setText(f"Models: {len(models)} installed, {len(loaded) or 'none'} loaded")
+        self.models_label.setToolTip("\n".join([f"loaded: {', '.join(loaded) or 'none'}",
+                                                 *(f"{e.name} ({e.kind}, {e.source})" for e in models),
+                                                 *(f"problem: {p.message}" for p in problems)]))
 
     @Slot()
     def show_preferences(self) -> None:

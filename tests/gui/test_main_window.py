@@ -45,6 +45,20 @@ def test_status_bar_reports_device_audio_and_models(window: MainWindow) -> None:
     assert window.audio_label.toolTip()  # says why audio is (not) available
 
 
+def test_the_status_bar_leaves_room_for_messages_in_the_smallest_window(window: MainWindow, monkeypatch) -> None:
+    """At 720x480 the models label ("Models: 5 installed, retrieval-default, units-default, words-default loaded")
+    took over half the status bar, and a tab's message in front of it was cut to "Unit". It counts the models
+    now; their names are in its tooltip."""
+    loaded = ["retrieval-default", "units-default", "words-default"]
+    monkeypatch.setattr(window.registry, "loaded", lambda: loaded)
+    window.resize(720, 480)
+    window.update_models_label()
+    labels = (window.device_label, window.models_label, window.audio_label)
+    assert 720 - sum(label.sizeHint().width() for label in labels) >= 300  # was 65 px for the tab's message
+    assert window.models_label.text() == "Models: 0 installed, 3 loaded"
+    assert all(name in window.models_label.toolTip() for name in loaded)
+
+
 def test_tabs_explain_missing_models(window: MainWindow) -> None:
     for tab in (window.search_tab, window.units_tab, window.words_tab):
         assert tab.stack.currentWidget() is tab.empty
