@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.services.levels import CLIP_DB, FLOOR_DB, InputLevel
+from app.ui.widgets import TitledPlot
 
 REVIEW_EMPTY_SECONDS = 1.0  # the original/resynthesis views' neutral time frame before there is audio
 LIVE_LEVELS = (-3.0, 1.5)  # fixed colour range (log10 magnitude) so the scrolling view does not flicker
@@ -48,13 +49,13 @@ def _plot_defaults(plot: pg.PlotWidget) -> None:
     plot.getAxis("left").setWidth(52)  # equal axis widths keep x-linked plots aligned pixel for pixel
 
 
-class SpectrogramPane(pg.PlotWidget):
+class SpectrogramPane(TitledPlot):
     """A (time, frequency) log-magnitude image placed at [start, start + T·hop) seconds, 0..max_hz upwards.
 
     Without frames it shows `empty_range` seconds: the frame it will draw in, not pyqtgraph's default.
     """
 
-    def __init__(self, title: str = "", max_hz: float = 8000.0, zoomable: bool = False,
+    def __init__(self, titles: tuple[str, ...] = (), max_hz: float = 8000.0, zoomable: bool = False,
                  empty_range: tuple[float, float] = (0.0, REVIEW_EMPTY_SECONDS),
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,8 +63,7 @@ class SpectrogramPane(pg.PlotWidget):
         self.setMouseEnabled(x=zoomable, y=False)  # zoom in (wheel) on time to read unit ids
         self.max_hz = max_hz
         self.empty_range = empty_range
-        if title:
-            self.setTitle(title, size="9pt")
+        self.set_titles(*titles)
         self.setLabel("left", "Hz")
         self.setLabel("bottom", "time", units="s")
         for side in ("left", "bottom"):
@@ -147,13 +147,13 @@ class UnitStrip(pg.PlotWidget):
         self.labels_shown = len(visible)
 
 
-class UsageHistogram(pg.PlotWidget):
+class UsageHistogram(TitledPlot):
     """How often each codebook entry was used in the utterance, bars in the units' own colours."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         _plot_defaults(self)
-        self.setTitle("codebook usage", size="9pt")
+        self.set_titles("codebook usage")
         self.setLabel("bottom", "unit id")
         self.setLabel("left", "count")
         for side in ("left", "bottom"):

@@ -52,7 +52,8 @@ LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
 UNITS_TEXT_FILTER = "Units (*.txt)"
 TEXTGRID_FILTER = "Praat TextGrid (*.TextGrid)"
 TEXTGRID_SUFFIX = ".TextGrid"
-RESYNTH_TITLE = {True: "resynthesis (units + loudness)", False: "resynthesis (from units only)"}
+RESYNTH_TITLE = {True: ("resynthesis (units + loudness)", "units + loudness"),  # wordings, longest first
+                 False: ("resynthesis (from units only)", "units only")}
 AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")
 TICK_MS = 33  # ~30 Hz drain + redraw
 CHECKING_DEVICES = DeviceStatus(False, False, "checking audio devices…")  # before the first look at the devices
@@ -137,7 +138,7 @@ class UnitsTab(ModelTab):
         top.addWidget(self.xrun_label)
 
         # empty, the live view shows the window it fills while recording (0..LIVE_SECONDS, then it scrolls)
-        self.live_view = SpectrogramPane(f"live (last {LIVE_SECONDS:g} s)", empty_range=(0.0, LIVE_SECONDS))
+        self.live_view = SpectrogramPane((f"live (last {LIVE_SECONDS:g} s)",), empty_range=(0.0, LIVE_SECONDS))
         self.live_view.setMinimumHeight(100)
         self.live_strip = UnitStrip()
         self.live_strip.setXLink(self.live_view)
@@ -145,8 +146,8 @@ class UnitsTab(ModelTab):
         self.status_label.setWordWrap(True)
         self.status_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
-        self.original_view = SpectrogramPane("original (zoom in with the wheel to read unit ids)",
-                                             zoomable=True)
+        self.original_view = SpectrogramPane(("original (zoom in with the wheel to read unit ids)",
+                                              "original (the wheel zooms)", "original"), zoomable=True)
         self.original_strip = UnitStrip()
         self.original_strip.setXLink(self.original_view)
         self.resynth_view = SpectrogramPane(RESYNTH_TITLE[True], zoomable=True)
@@ -546,7 +547,7 @@ class UnitsTab(ModelTab):
         self.original_strip.set_units([], 0.04)
         self.resynth_view.clear_frames()
         self.histogram.set_counts(np.zeros(self.session.codebook_size if self.session else 0, np.int64))
-        self.histogram.setTitle("codebook usage", size="9pt")
+        self.histogram.set_titles("codebook usage")
         self._show_voice_fit(None)  # a new utterance: its voice is not fitted yet
 
     def _show_review(self) -> None:
@@ -558,7 +559,8 @@ class UnitsTab(ModelTab):
         self.histogram.set_counts(s.codebook_histogram())
         used = int((s.codebook_histogram() > 0).sum())
         self._show_voice_fit(s.voice_fit)
-        self.histogram.setTitle(f"codebook usage: {used} of {s.codebook_size} units", size="9pt")
+        n = s.codebook_size
+        self.histogram.set_titles(f"codebook usage: {used} of {n} units", f"{used} of {n} units used", f"{used}/{n}")
 
     def start_resynthesis(self) -> None:
         s = self.session
@@ -597,7 +599,8 @@ class UnitsTab(ModelTab):
         s = self.session
         hop = s.hop_seconds if s else 0.01
         self.resynth_view.set_frames(result.spectrogram, hop, levels=self._levels)
-        self.resynth_view.setTitle(f"{RESYNTH_TITLE[result.loudness]} · {result.speaker}", size="9pt")
+        wordings = RESYNTH_TITLE[result.loudness]
+        self.resynth_view.set_titles(*(f"{t} · {result.speaker}" for t in wordings), wordings[-1])
         self._show_voice_fit(s.voice_fit if s else None)
         why = " (the voice that fits the speech best)" if self.voice_override is None else ""
         if len(result.audio):

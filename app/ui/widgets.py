@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QSize, Qt, Signal, Slot
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QRectF, QSize, Qt, Signal, Slot
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
+    QFont,
+    QFontMetrics,
     QPainter,
     QPaintEvent,
     QPalette,
     QPen,
     QPolygonF,
+    QResizeEvent,
     QTextDocument,
 )
 from PySide6.QtWidgets import (
@@ -155,6 +158,43 @@ def curve_entry(name: str, pen: QPen) -> str:
     stroke = "━━" if pen.style() == Qt.PenStyle.SolidLine else "╍╍"
     text = html.escape(name).replace(" ", "&nbsp;")
     return f"<span style='color:{pen.color().name()}'>{stroke}</span>&nbsp;{text}"
+
+
+class TitledPlot(pg.PlotWidget):
+    """A plot titled by the longest of its wordings that fits its width, chosen again as it resizes (first: the
+    title's width is the plot's minimum, which would hold it wider than its place): a centred title wider than its
+    plot lost both ends ("codebook usage: 4" of "codebook usage: 48 of 128 units") and cut off its right end."""
+
+    def __init__(self, parent: QWidget | None = None, title_points: float = 9.0) -> None:
+        super().__init__(parent)
+        self.titles: tuple[str, ...] = ()
+        self.title_points = title_points
+
+    def set_titles(self, *titles: str) -> None:
+        """Wordings of the title, longest first; the last one is shown however narrow the plot."""
+        self.titles = titles
+        self._fit_title()
+        self.getPlotItem().setGeometry(QRectF(0, 0, self.width(), self.height()))  # a shorter title: the whole view
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        self._fit_title()
+        super().resizeEvent(event)
+
+    def title_metrics(self) -> QFontMetrics:
+        font = QFont(self.font())
+        font.setPointSizeF(self.title_points)
+        return QFontMetrics(font)
+
+    def _fit_title(self) -> None:
+        titles = getattr(self, "titles", ())  # resized while pyqtgraph builds it: no titles yet
+        if not titles:
+            return
+        item = self.getPlotItem()
+        around = item.width() - item.getViewBox().width()  # the axes (a colour bar) beside the data
+        metrics, room = self.title_metrics(), self.width() - around - 12
+        title = next((t for t in titles if metrics.horizontalAdvance(t) <= room), titles[-1])
+        if item.titleLabel.text != title:
+            self.setTitle(title, size=f"{self.title_points:g}pt")
 
 
 class WaveformPlot(pg.PlotWidget):

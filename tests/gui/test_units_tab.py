@@ -429,3 +429,22 @@ def test_a_silent_file_is_said_to_be_silent_not_resynthesised(qtbot, make_tab, t
     assert said.startswith("quiet.wav holds only silence") and "digital silence" in said, said
     assert "microphone" not in said and tab.resynthesis is None and not tab.export_wav_button.isEnabled()
     assert tab.load_button.isEnabled()
+
+
+@pytest.mark.parametrize("width", [712, 1016])  # the tab in a 720x480 and a 1024x700 window
+def test_the_plots_titles_fit_and_hold_no_plot_wider_than_its_place(qtbot, make_tab, fsdd: Path,
+                                                                     width: int) -> None:
+    """At 720x480 the review plots' titles read "original (zoom in with the wheel t" and "codebook usage: 4" (of
+    "48 of 128 units"; at 1024x700 "... 128 unit"), and a title wider than its plot held the plot wider than its
+    place: its right end, time axis included, was cut off. A plot takes the longest wording that fits."""
+    tab = make_tab(NO_DEVICE)
+    tab.resize(width, 480 if width < 1000 else 700)
+    tab.load_file(fsdd_files(fsdd, 1)[0])
+    qtbot.waitUntil(lambda: tab.state == "idle" and tab.resynthesis is not None, timeout=30_000)
+    qtbot.wait(50)
+    for view in (tab.live_view, tab.original_view, tab.resynth_view, tab.histogram):
+        item = view.getPlotItem()
+        assert item.width() <= view.width(), (item.titleLabel.text, item.width(), view.width())
+        assert item.titleLabel.item.boundingRect().width() <= item.getViewBox().width() + 8, item.titleLabel.text
+    used = int((tab.session.codebook_histogram() > 0).sum())
+    assert str(used) in tab.histogram.getPlotItem().titleLabel.text
