@@ -3,16 +3,17 @@ words as blue circles and written words as orange squares; an empty collection s
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtGui import QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import QSplitter, QWidget
 
 from app.services.words import WordSet
-from app.ui.widgets import PlotHint, show_axes
+from app.ui.widgets import PlotHint, TitledPlot, show_axes
 
 SPOKEN_COLOUR = "#4c9be8"
 WRITTEN_COLOUR = "#e8964c"
@@ -47,7 +48,8 @@ class CompareViews(QSplitter):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(Qt.Orientation.Horizontal, parent)
-        self.matrix_plot = pg.PlotWidget(title="Cosine similarity")
+        self.matrix_plot = TitledPlot(title_points=11.0)  # pyqtgraph's title size, as the map's
+        self.matrix_plot.set_titles("Cosine similarity", "Similarity")
         self.matrix_plot.setMenuEnabled(False)
         self.matrix_plot.setMouseEnabled(x=False, y=False)
         self.matrix_plot.hideButtons()
@@ -60,6 +62,7 @@ class CompareViews(QSplitter):
                                           width=12)
         self.matrix_bar.setImageItem(self.matrix_image, insert_in=self.matrix_plot.getPlotItem())
         self._matrix_text: list[pg.TextItem] = []
+        self.matrix_plot.getViewBox().sigResized.connect(self._fit_matrix_text)
         self.matrix_hint = PlotHint(self.matrix_plot, MATRIX_HINT)
         self.addWidget(self.matrix_plot)
 
@@ -112,6 +115,28 @@ class CompareViews(QSplitter):
                     self.matrix_plot.addItem(text)
                     self._matrix_text.append(text)
         self.matrix_plot.setRange(xRange=(0, max(n, 1)), yRange=(0, max(n, 1)), padding=0)
+        self._fit_matrix_text()
+
+    @Slot()
+    def _fit_matrix_text(self) -> None:
+        """The values written in the cells only where a cell holds one: in a small window they ran into each other
+        ("1.00.0.0.0"), and the colours say it all."""
+        self._hold_matrix_width()
+        if not self._matrix_text:
+            return
+        n = round(len(self._matrix_text) ** 0.5)
+        box = self.matrix_plot.getViewBox()
+        cell = min(box.width(), box.height()) / n  # the aspect is locked: square cells
+        fits = QFontMetrics(self._matrix_text[0].textItem.font()).horizontalAdvance("0.00") + 2 <= cell
+        for text in self._matrix_text:
+            text.setVisible(fits)
+
+    def _hold_matrix_width(self) -> None:
+        """The matrix is never narrower than its row labels, colour bar and shortest title: in a 720-px window the
+        splitter squeezed it until its colour bar was cut off. (Their widths are known once drawn.)"""
+        plot = self.matrix_plot
+        title = plot.title_metrics().horizontalAdvance(plot.titles[-1]) + 12
+        plot.setMinimumWidth(math.ceil(plot.getAxis("left").width() + self.matrix_bar.width() + title))
 
     def _draw_map(self, words: WordSet) -> None:
         for t in self._map_text:

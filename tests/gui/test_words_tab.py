@@ -309,3 +309,20 @@ def test_a_flat_map_keeps_a_readable_scale(qtbot, tab: WordsTab, texts: list[str
     (x0, x1), (y0, y1) = tab.compare.map_plot.viewRange()
     assert y1 - y0 > 0.1 and x1 - x0 > 0.1
     assert y0 < 0 < y1  # the points (at y = 0) in the middle, not on an edge
+
+
+def test_the_matrix_reads_right_in_the_smallest_window(qtbot, tab: WordsTab) -> None:
+    """At 720x480 the similarity matrix's values ran into each other ("1.00.0.0.0") and its colour bar was cut
+    off: the splitter squeezed the plot below what its row labels and colour bar take. The values show only where
+    a cell holds one (the colours say the rest), and the plot keeps its width."""
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+    with qtbot.waitSignal(tab.items_changed, timeout=10_000):
+        tab.add_words(words)
+    views = tab.compare
+    for width, height, shown in ((1024, 700, True), (720, 480, False)):
+        tab.resize(width - 8, height - 80)  # the tab inside a window of that size
+        qtbot.wait(100)
+        plot = views.matrix_plot
+        item = plot.getPlotItem()
+        assert item.width() <= plot.width() + 1, (width, item.width(), plot.width())  # nothing cut off
+        assert all(text.isVisible() == shown for text in views._matrix_text), width
