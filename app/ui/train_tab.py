@@ -46,7 +46,7 @@ from app.services.registry import ModelRegistry
 from app.ui.durations import format_duration
 from app.ui.tab_base import JobTab
 from app.ui.train_form import BUDGET, LABELS, SettingsForm
-from app.ui.widgets import CurveLegend, PlotHint, show_axes
+from app.ui.widgets import CurveLegend, DecadeAxis, PlotHint, show_axes
 
 KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
@@ -214,7 +214,8 @@ class TrainTab(JobTab):
         prow.addWidget(self.progress_bar, 1)
         prow.addWidget(self.eta_label)
         rlay.addLayout(prow)
-        self.loss_plot, self.metric_plot = pg.PlotWidget(), pg.PlotWidget()
+        self.loss_plot = pg.PlotWidget(axisItems={"left": DecadeAxis("left")})  # a log axis when losses spread
+        self.metric_plot = pg.PlotWidget()
         self.loss_legend, self.metric_legend = CurveLegend("Training loss"), CurveLegend("Metrics")
         plots = QSplitter(Qt.Orientation.Vertical)
         for plot, legend in ((self.loss_plot, self.loss_legend), (self.metric_plot, self.metric_legend)):
@@ -562,7 +563,7 @@ class TrainTab(JobTab):
         # losses of different stages or runs can differ by orders of magnitude: a log axis keeps all readable
         spread = bool(losses) and min(losses) > 0 and max(losses) / min(losses) > 30
         self.loss_plot.setLogMode(y=spread)
-        self.loss_plot.getAxis("left").setStyle(maxTextLevel=0 if spread else 2)  # log: label decades only
+        self.loss_plot.getAxis("left").setStyle(maxTextLevel=0 if spread else 2)  # log: label the decades only
 
     # --------------------------------------------------------------------------------------- state
 

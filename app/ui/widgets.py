@@ -197,6 +197,22 @@ class TitledPlot(pg.PlotWidget):
             self.setTitle(title, size=f"{self.title_points:g}pt")
 
 
+class DecadeAxis(pg.AxisItem):
+    """An axis that, in log mode, ticks the decades (10, 100: labelled) and their 2..9 (not labelled). Over less
+    than three decades pyqtgraph made every 2..9 a labelled tick, and the labels ran into each other
+    ("4·10¹3·10¹2·10¹")."""
+
+    def logTickValues(self, minVal: float, maxVal: float, size: float,  # noqa: N802, N803 (pyqtgraph API)
+                      stdTicks: list) -> list:  # noqa: N803
+        low, high = int(np.floor(minVal)), int(np.ceil(maxVal))
+        decades = [float(v) for v in range(low, high + 1) if minVal <= v <= maxVal]
+        between = [v + float(np.log10(k)) for v in range(low, high) for k in range(2, 10)]
+        between = [v for v in between if minVal < v < maxVal]
+        if not decades:  # less than a decade in view: its ticks are all there is to label
+            return [(None, between)]
+        return [(1.0, decades), (None, between)]
+
+
 class WaveformPlot(pg.PlotWidget):
     """Min/max envelope of a waveform, decimated to the widget width so long files draw fast."""
 

@@ -380,3 +380,23 @@ def test_the_legend_never_covers_the_curves(qtbot, tab: TrainTab, tmp_path: Path
         assert all(name in text for name in names[plot])
         assert text.count("━━") == 1 and text.count("╍╍") == 1  # the run on show solid, the compared one dashed
         assert legend.isVisible() and legend.geometry().bottom() < plot.geometry().top()  # above, not over it
+
+
+def test_a_log_loss_axis_labels_only_its_decades(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    """A units run's two stages (losses near 1, then near 25) put the loss axis in log mode, and over those
+    less than two decades every 2..9 got a label: "4·10¹3·10¹2·10¹" and "0.8 0.6" ran into each other."""
+    import json
+
+    folder = tmp_path / "runs" / "u"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"kind": "units", "name": "u", "status": "finished"}))
+    events = [{"time": 1.0 + i, "event": "progress", "step": i, "total": 20, "loss": 0.6 + 0.02 * i if i <= 10
+               else 20.0 + i, "stage": "vqvae" if i <= 10 else "inverter"} for i in range(1, 21)]
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    tab.refresh_runs()
+    tab.runs_list.setCurrentRow(0)
+    axis = tab.loss_plot.getAxis("left")
+    assert axis.logMode
+    levels = axis.tickValues(float(np.log10(0.6)), float(np.log10(40.0)), 200)
+    labelled = [v for _, values in levels[:axis.style["maxTextLevel"] + 1] for v in values]
+    assert labelled == [0.0, 1.0]  # 1 and 10: the decades in view
