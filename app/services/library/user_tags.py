@@ -117,8 +117,8 @@ class UserTags:
         with self.library.lock:
             for part, marks in id_chunks(file_ids):
                 for fid, tag in self.library.db.execute(
-                        f"SELECT file_id, tag FROM user_tags WHERE file_id IN ({marks}) ORDER BY tag COLLATE NOCASE, tag",
-                        part):
+                        f"SELECT file_id, tag FROM user_tags WHERE file_id IN ({marks})"
+                        " ORDER BY tag COLLATE NOCASE, tag", part):
                     out.setdefault(fid, []).append(tag)
             return {fid: self._one_spelling(tags) for fid, tags in out.items()}
 
@@ -185,7 +185,8 @@ class UserTags:
         with self.library.lock:
             rows = self.library.db.execute(
                 "SELECT f.id, f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
-                " WHERE u.file_id = f.id ORDER BY tag COLLATE NOCASE, tag)), EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
+                " WHERE u.file_id = f.id ORDER BY tag COLLATE NOCASE, tag)),"
+                " EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
                 " FROM files f WHERE EXISTS(SELECT 1 FROM user_tags u WHERE u.file_id = f.id)"
                 f" OR EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id) ORDER BY f.{order}").fetchall()
             return [MirroredFile(fid, os.fsdecode(bytes(p)), self._one_spelling(tags.split("\x1f") if tags else []),
