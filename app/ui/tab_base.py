@@ -138,6 +138,9 @@ class ModelTab(JobTab):
         names = [e.name for e in preferred]
         combo.setCurrentIndex(names.index(current) if current in names else 0)
         combo.blockSignals(False)
+        # a narrow window cuts the name ("retrieval-defau"): the whole one is a hover away
+        combo.setToolTip(combo.currentText())
+        combo.currentTextChanged.connect(combo.setToolTip, Qt.ConnectionType.UniqueConnection)
         several = len(preferred) > 1
         combo.setVisible(several)
         label.setVisible(several)

@@ -439,6 +439,7 @@ class TrainTab(JobTab):
         self.run = run
         self._last_status = ""
         self._log_text = ""
+        self.log_view.clear()  # a run without a log yet must not show the last run's
         self.model_name_edit.setText(run.name)
         self.redraw()
         self.poll()

@@ -82,3 +82,24 @@ def test_stop_jobs_cancels_every_job_and_waits_for_it(qtbot) -> None:
     qtbot.waitUntil(lambda: not tab.runners, timeout=10_000)
     assert not any(r.is_running() for r in runners)
     assert sorted(closed) == sorted(started)  # a job that had started was closed: its `finally` ran
+
+
+def test_the_model_box_names_the_whole_model_on_hover(qtbot) -> None:
+    """A narrow window cuts the model's name in its box ("retrieval-defau"): the tooltip holds all of it, and
+    follows the choice."""
+    from types import SimpleNamespace
+
+    from PySide6.QtWidgets import QComboBox, QLabel
+
+    from app.ui.tab_base import ModelTab
+
+    tab = ModelTab()
+    qtbot.addWidget(tab)
+    tab.models = [SimpleNamespace(name=n, source="shipped") for n in ("retrieval-default", "retrieval-passt-small")]
+    combo, label = QComboBox(), QLabel()
+    qtbot.addWidget(combo)
+    assert tab.fill_model_combo(combo, label) == "retrieval-default" and combo.toolTip() == "retrieval-default"
+    combo.setCurrentIndex(1)
+    assert combo.toolTip() == "retrieval-passt-small"
+    tab.fill_model_combo(combo, label)  # filled again: still one connection, still right
+    assert combo.toolTip() == "retrieval-passt-small"

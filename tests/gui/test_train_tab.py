@@ -400,3 +400,20 @@ def test_a_log_loss_axis_labels_only_its_decades(qtbot, tab: TrainTab, tmp_path:
     levels = axis.tickValues(float(np.log10(0.6)), float(np.log10(40.0)), 200)
     labelled = [v for _, values in levels[:axis.style["maxTextLevel"] + 1] for v in values]
     assert labelled == [0.0, 1.0]  # 1 and 10: the decades in view
+
+
+def test_a_run_without_a_log_does_not_show_the_last_runs(qtbot, tab: TrainTab, tmp_path: Path) -> None:
+    import json
+
+    for name in ("with log", "without log"):
+        folder = tmp_path / "runs" / name
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"kind": "words", "name": name, "status": "finished"}))
+        (folder / "events.jsonl").write_text("")
+    (tmp_path / "runs" / "with log" / "log.txt").write_text("epoch 1/3 loss=0.9\n")
+    tab.refresh_runs()
+    rows = {tab.runs_list.item(i).text().partition(" · ")[0]: i for i in range(tab.runs_list.count())}
+    tab.runs_list.setCurrentRow(rows["with log"])
+    assert "epoch 1/3" in tab.log_view.toPlainText()
+    tab.runs_list.setCurrentRow(rows["without log"])
+    assert tab.log_view.toPlainText() == ""
