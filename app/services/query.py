@@ -63,9 +63,8 @@ class Query:
         """One FTS5 part per positive content word (its other forms OR-ed in: see vocabulary.py), phrase and
         prefix (with its '*'). `prefix_last`: the last word, when plain, also matches as a prefix (the word being
         typed: "hors" finds "horse")."""
-        groups, _ = alternatives(self.words, vocab)
-        last = self.positive[-1].lower() if prefix_last and self.positive and self.positive[-1] in self.words \
-            else None
+        last = self.typed_last(prefix_last)
+        groups, _ = alternatives(self.words, vocab, typing=last)
         parts = []
         for group in groups:
             alts = [quote(a[:-1]) + "*" if a.endswith("*") else quote(a) for a in group]
@@ -75,9 +74,15 @@ class Query:
             parts.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")")
         return parts + [quote(p) for p in self.phrases] + [quote(p) + "*" for p in self.prefixes]
 
-    def corrected(self, vocab: Vocabulary | None) -> str | None:
-        """The query as typed with its typos corrected against the library's words; None when none was."""
-        _, fixes = alternatives(self.words, vocab)
+    def typed_last(self, prefix_last: bool) -> str | None:
+        """The last word when it may still be being typed (`prefix_last` and a plain word last), else None."""
+        return self.positive[-1].lower() if prefix_last and self.positive and self.positive[-1] in self.words \
+            else None
+
+    def corrected(self, vocab: Vocabulary | None, prefix_last: bool = False) -> str | None:
+        """The query as typed with its typos corrected against the library's words; None when none was.
+        `prefix_last`: the last word is being typed, and is not corrected while it begins a library word."""
+        _, fixes = alternatives(self.words, vocab, typing=self.typed_last(prefix_last))
         if not fixes:
             return None
         return re.sub(r"[^\W_]+", lambda m: fixes.get(m.group().lower(), m.group()), self.raw).strip()

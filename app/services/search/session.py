@@ -139,7 +139,7 @@ class SearchSession:
         k = min(check_k(k), max(*indexed, files) if w > 0 else indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
         vocab = self._vocabulary(self.library.text.stored) if k and w > 0 else None
-        corrected = query.corrected(vocab)
+        corrected = query.corrected(vocab, prefix_last)
         free_text = parse(corrected).free_text if corrected else query.free_text
         encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
         if not k:
@@ -156,7 +156,7 @@ class SearchSession:
             top = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
             return HitList(self._hits(top, k, found.query.sound, query, sound_only=True),
                            no_good_match=not top or fusion.no_good_match(top[0][1], w), shortened_from=cut)
-        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w)
+        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged)
         if mode == "names":
             ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
         shown = parse(corrected) if corrected else query  # the corrected words are the ones highlighted

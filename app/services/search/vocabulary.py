@@ -21,7 +21,9 @@ whatever the library's size.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import json
 import re
 from collections import Counter
@@ -48,6 +50,9 @@ MIN_PART = 3  # a compound's parts have at least this many letters ("gun", "cat"
 MIN_TYPO = 5  # words shorter than this are not corrected (too many neighbours one edit away)
 MIN_PREFIX = 4  # an unknown word this long also matches as the start of a word ("stadi" -> "stadium")
 MAX_ABBREVIATION = 4  # library words this short may abbreviate a longer query word ("res" -> "residential")
+MIN_COMPLETED = 3  # a word being typed this long is also looked for as the library words it begins
+MAX_COMPLETIONS = 8  # of those, the most frequent
+MAX_SCANNED = 5000  # library words read per completion (a short prefix of a 1M-file library)
 
 
 def number_word(token: str) -> str | None:
@@ -91,6 +96,7 @@ class Vocabulary:
     english: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        self._sorted: list[str] | None = None  # the words in order, for completions (made on first use)
         self.stems: Counter[str] = Counter()
         for w, c in self.counts.items():
             self.stems[light_stem(w)] += c
@@ -142,6 +148,20 @@ class Vocabulary:
             return []
         return [word[:i] for i in range(MIN_PART, min(MAX_ABBREVIATION, len(word) // 2) + 1) if word[:i] in self.counts]
 
+    def completions(self, prefix: str, limit: int = MAX_COMPLETIONS) -> list[str]:
+        """The library's most frequent words that begin with `prefix` (not itself), for a word cut short: FTS5
+        stems what it indexes ("explosion" -> "explos"), so the prefix query "explosi*" alone misses it."""
+        if len(prefix) < MIN_COMPLETED or not prefix.isalpha():
+            return []
+        if self._sorted is None:
+            self._sorted = sorted(self.counts)
+        found = []
+        for w in itertools.islice(self._sorted, bisect.bisect_right(self._sorted, prefix), None):
+            if not w.startswith(prefix) or len(found) >= MAX_SCANNED:
+                break
+            found.append(w)
+        return sorted(found, key=lambda w: (-self.counts[w], w))[:limit]
+
     def truncated(self, word: str) -> bool:
         """A word neither the library nor English knows, long enough to be the start of one ("stadi")."""
         return len(word) >= MIN_PREFIX and word.isalpha() and not self.has(word) and word not in self.english
@@ -164,22 +184,28 @@ class Reading:
     corrected: str | None = None
 
 
-def alternatives(words: list[str], vocab: Vocabulary | None) -> tuple[list[list[str]], dict[str, str]]:
+def alternatives(words: list[str], vocab: Vocabulary | None, typing: str | None = None
+                 ) -> tuple[list[list[str]], dict[str, str]]:
     """For each content word (intent words dropped), the words to look for, itself first (a trailing '*': as a
-    prefix); and the corrections."""
+    prefix); and the corrections. `typing`: the last word, still being typed: the library words it begins are
+    looked for too, and it is not "corrected" while it begins one ("explo" is not a typo of "expl")."""
     content = [w.lower() for w in words if w.lower() not in INTENT_WORDS]
     out: list[list[str]] = []
     fixes: dict[str, str] = {}
     for i, w in enumerate(content):
         alts = [w, *number_forms(w)]
+        completed = vocab.completions(w) if vocab is not None and typing == w and i == len(content) - 1 else []
+        alts += completed
         if vocab is not None:
-            fix = vocab.correct(w)
+            fix = None if completed else vocab.correct(w)
             if fix:
                 fixes[w] = fix
                 alts.append(fix)
             alts += vocab.split(fix or w) or []
+            if fix is None and vocab.truncated(w):  # cut short ("stadi"): the words it begins, stemmed as indexed
+                alts += [w + "*", *(completed or vocab.completions(w))]
             if fix is None:
-                alts += vocab.abbreviations(w) + ([w + "*"] if vocab.truncated(w) else [])
+                alts += vocab.abbreviations(w)
             if i + 1 < len(content):
                 alts += [j for j in [vocab.join(w, content[i + 1])] if j]
         out.append(list(dict.fromkeys(alts)))
