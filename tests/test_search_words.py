@@ -86,6 +86,21 @@ def test_the_word_being_typed_matches_as_a_prefix(session: SearchSession) -> Non
     assert top(session, "hors", 1) == ["animals/horse_neigh.wav"]  # no word begins so: a word cut short
 
 
+def test_a_word_typed_past_its_stem_still_finds_it(session: SearchSession) -> None:
+    """FTS5 indexes stems ("explosions" as "explos"): the prefix "explosi*" alone matched nothing, so typing
+    "explosi" lost the file that "explos" and "explosio" found. And a word being typed is not a typo of a
+    shorter library word while it begins a longer one ("swor" is not "sword" misspelt; "explo" not "expl")."""
+    for typed in ("explos", "explosi", "explosio"):
+        assert "fx/explosions_big.wav" in keyword_hits(session, typed, prefix_last=True), typed
+    assert "fx/explosions_big.wav" in keyword_hits(session, "explosi")  # cut short, from the command line too
+    assert session.search("swing swor", 3, mode="names", prefix_last=True).did_you_mean is None
+    assert session.search("explosio", 3, mode="names", prefix_last=True).did_you_mean is None
+    v = Vocabulary.of_texts(["expl explosion", "explosions big", "sword"])
+    assert v.completions("explo") == ["explosion", "explosions"] and v.completions("ex") == []
+    assert v.correct("explo") == "expl"  # not being typed: a typo one edit from a library word, as before
+    assert parse("explo").corrected(v) == "expl" and parse("explo").corrected(v, prefix_last=True) is None
+
+
 def test_vocabulary_against_a_reference() -> None:
     v = Vocabulary.of_texts(["gun shot", "gun", "explosions big", "step", "foot"], english=["explosion", "the"])
     assert v.split("gunshot") == ["gun", "shot"] and v.split("footsteps") == ["foot", "steps"]
@@ -95,7 +110,8 @@ def test_vocabulary_against_a_reference() -> None:
     v = Vocabulary.of_texts(["res", "com", "stadium", "torn"], english=["residential", "tornado"])
     assert v.abbreviations("residential") == ["res"] and v.abbreviations("tornado") == []  # "torn": over half
     assert parse("residential").fts_parts(v) == ['("residential" OR "res")']
-    assert parse("stadi").fts_parts(v) == ['("stadi" OR "stadi"*)'] and parse("tornado").fts_parts(v) == ['"tornado"']
+    assert parse("stadi").fts_parts(v) == ['("stadi" OR "stadi"* OR "stadium")']  # the words it begins, stemmed
+    assert parse("tornado").fts_parts(v) == ['"tornado"']
     # edits1 against a brute-force Damerau-Levenshtein distance
     word = "cat"
     assert all(damerau(word, e) == 1 for e in edits1(word))
@@ -172,3 +188,22 @@ def test_a_batch_larger_than_the_text_cache_keeps_its_cached_texts() -> None:
     first = enc.embed_text(["rec. recordings"])[0]
     out = enc.embed_text(["rec. recordings"] + [f"word {i}" for i in range(CACHE_SIZE + 5)])
     assert out.shape == (CACHE_SIZE + 6, enc.dim) and (out[0] == first).all()
+
+
+def test_a_users_own_tag_ranks_first_and_is_a_good_match(session: SearchSession) -> None:
+    """Files the user tagged with every word of the query come first: a keyword in a tag list weighs little in
+    BM25, and the sentence of several tags ("dungeon, footstep, player") is far from the one word asked, so
+    other files' names outranked them and the list said "no good match"."""
+    lib = session.library
+    mine = [lib.files.id_of(p) for p in ("weapons/sword_swing.wav", "ambience/rain_loop.wav")]
+    lib.user_tags.add(mine, ["dungeon", "footstep", "player"])
+    try:
+        for mode in ("both", "names"):
+            hits = session.search("player", 5, mode=mode)
+            assert {h.rel_path for h in hits[:2]} == {"weapons/sword_swing.wav", "ambience/rain_loop.wav"}, mode
+            assert not hits.no_good_match and hits[0].match.name_score == 1.0
+        assert session.search("player footstep", 2, mode="both")[0].file_id in mine
+        partly = session.search("player horse", 3, mode="both")  # not tagged with every word: no lift
+        assert partly[0].rel_path == "animals/horse_neigh.wav"
+    finally:
+        lib.user_tags.remove(mine, ["dungeon", "footstep", "player"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,6 +57,7 @@ class Candidates:
     semantic: dict[int, float]  # cosine of the names' sentence vector
     sound: dict[int, float]  # cosine of the audio vector (sound only: best first)
     query: QueryVectors  # the vectors they were scored with
+    tagged: set[int] = field(default_factory=set)  # keyword candidates the user tagged with every query word
 
     def ids(self) -> list[int]:
         return list(dict.fromkeys([*self.keyword, *self.semantic, *self.sound]))
@@ -68,7 +69,7 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
         keywords = pool.submit(_keyword_candidates, library, request)
         query = encode()  # leaving the block joins the keyword thread (its error, if any, is raised below)
-    excluded, found = keywords.result()
+    excluded, found, tagged = keywords.result()
     skip = sorted(excluded)
     if request.sound_only:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip)
@@ -84,7 +85,7 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
         semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip))
     if query.sound is not None:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip))
-    out = Candidates(keyword, semantic, sound, query)
+    out = Candidates(keyword, semantic, sound, query, tagged & keyword.keys())
     if query.sound is not None:
         fill(library, out.sound, out.ids(), request.sound_model, query.sound)
     if query.text is not None and request.text_model is not None:
@@ -119,11 +120,14 @@ def explained_hits(library: Library, file_ids: Sequence[int], model_id: str, que
     return hits
 
 
-def _keyword_candidates(library: Library, request: CandidateRequest) -> tuple[set[int], list[tuple[int, float]]]:
-    """The files the request excludes, and the best keyword matches (file id, BM25) beyond them."""
+def _keyword_candidates(library: Library, request: CandidateRequest
+                        ) -> tuple[set[int], list[tuple[int, float]], set[int]]:
+    """The files the request excludes, the best keyword matches (file id, BM25) beyond them, and the files the
+    user tagged with every word of the query."""
     text = library.text
     excluded = text.keyword_files(request.exclude) if request.exclude else set()
     if request.sound_only or not request.keyword_parts:
-        return excluded, []
+        return excluded, [], set()
     match = text.specific_match(request.keyword_parts, request.common_cap)
-    return excluded, (text.keyword_search(match, request.n + len(excluded)) if match else [])
+    found = text.keyword_search(match, request.n + len(excluded)) if match else []
+    return excluded, found, text.user_tagged(request.keyword_parts) - excluded

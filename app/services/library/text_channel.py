@@ -281,6 +281,10 @@ class TextChannel:
             except sqlite3.OperationalError:
                 return set()
 
+    def user_tagged(self, parts: Sequence[str]) -> set[int]:
+        """The files whose own tags (user_tags) hold every one of a query's FTS5 parts: tagged with what was asked."""
+        return self.keyword_files(" AND ".join(f"user_tags : {p}" for p in parts)) if parts else set()
+
     def words(self) -> list[str]:
         """The name and folder words of every file and the user's tags, one string per file: what a query's words
         are checked and corrected against (app/services/search/vocabulary.py; read once per index state)."""

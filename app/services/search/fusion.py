@@ -3,14 +3,15 @@
 The rule: over the union of the channels' candidates,
     fused = w * names + (1 - w) * sound cosine
     names = KEYWORD_SHARE * BM25 relative to the query's best keyword match
-            + (1 - KEYWORD_SHARE) * the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1]
+            + (1 - KEYWORD_SHARE) * the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1],
+            or USER_TAGGED for a file the user tagged with every word of the query
 How the constants were chosen, and what the earlier rules got wrong: docs/search-fusion.md. The benchmarks
 (bench/search_quality.py, bench/fused_latency.py) replay and cross-validate rules with this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than bot
 CONFIDENCE_W = np.array([2.0, 3.0, -0.86])  # the confidence's logistic weights (match_features), and
 NO_MATCH = 0.63  # the threshold below which the best hit is "no good match": both fitted by bench/no_match.py on
 # the development libraries; each library's precision and recall, held out, in docs/search-fusion.md
+USER_TAGGED = 1.0  # the names score of a file the user tagged with every query word: their own word for it
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
 # the floor are mostly noise)
 
@@ -73,6 +75,7 @@ class Scores:
     sound: float  # 0..1, min-max over the candidates
     sound_raw: float  # cosine
     heard: bool = True  # the file's audio is embedded (False: still indexing, its sound scores mean nothing yet)
+    tagged: bool = False  # the user tagged it with every word of the query
 
 
 class HitList(list):
@@ -104,39 +107,46 @@ def no_good_match(best: Scores, w: float) -> bool:
     """Even the best hit is unrelated: its confidence is below the threshold. Sound alone is never flagged: the
     sound cosine did not tell relevant from unrelated on the development libraries (its fitted weight changed
     sign from one held-out library to the next)."""
-    return w > 0 and confidence(best) < NO_MATCH
+    return w > 0 and not best.tagged and confidence(best) < NO_MATCH
 
 
 def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],
-                  w: float, rule: FusionRule | None = None) -> list[tuple[int, Scores]]:
+                  w: float, rule: FusionRule | None = None, tagged: Collection[int] = ()
+                  ) -> list[tuple[int, Scores]]:
     """(file id, scores) of the union of the channels' candidates, best first, fused by `rule` (default: the
     shipped one) with the names' weight w; ties broken by the sound cosine, then the file id. Each mapping is
-    file id -> raw score (BM25; sentence cosine; sound cosine); a file missing from one has no score there."""
+    file id -> raw score (BM25; sentence cosine; sound cosine); a file missing from one has no score there.
+    `tagged`: files the user tagged with every query word: their names score is USER_TAGGED (a keyword in a tag
+    list weighs little in BM25, and the sentence of several tags may be far from the one word asked)."""
     ids = list(dict.fromkeys([*keyword, *semantic, *sound]))
     if not ids:
         return []
     snd = np.array([sound.get(f, np.nan) for f in ids], dtype=np.float64)  # (N,)
     kw = np.array([keyword.get(f, 0.0) for f in ids])
     sem = np.array([semantic.get(f, 0.0) for f in ids])
-    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule())
+    own = np.array([f in tagged for f in ids], dtype=bool)
+    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule(), own)
     have = np.isfinite(snd)
     raw = np.where(have, snd, -np.inf)
     order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
     return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
-                            float(snd[i]) if have[i] else 0.0, bool(have[i]))) for i in order]
+                            float(snd[i]) if have[i] else 0.0, bool(have[i]), bool(own[i]))) for i in order]
 
 
-def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule,
+                tagged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fusion of N candidates' raw scores, vectorised: BM25 (N,) (0: no keyword match), sentence cosine (N,)
-    (0: no text vector), sound cosine (N,) (NaN: none). Returns fused, names (0..1), keyword (0..1) and min-max
-    sound (0..1, what the result list draws) scores, (N,)."""
+    (0: no text vector), sound cosine (N,) (NaN: none), tagged by the user with every query word (N,) bool.
+    Returns fused, names (0..1), keyword (0..1) and min-max sound (0..1, what the result list draws) scores,
+    (N,)."""
     have = np.isfinite(snd)
     snd_norm = np.zeros(len(snd))
     if have.any():
         lo, hi = snd[have].min(), snd[have].max()
         snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
     name = names_score(kw, sem, rule)
+    if tagged is not None:
+        name = np.where(tagged, np.maximum(name, USER_TAGGED), name)
     kw_norm = relative_keyword(kw)
     if rule.kind == "rrf":
         k = rule.rrf_k
