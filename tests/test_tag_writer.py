@@ -207,7 +207,7 @@ def test_written_tags_are_found_by_search_after_reindexing(tmp_path: Path, capsy
         lib.user_tags.remove(list(ids.values()), ["laser zap", "glockenspiel"])
         assert lib.text.keyword_search('"glockenspiel"', 5) == []  # only the catalog's tags said it
     report = drain(index_library(root, emb))
-    assert sorted(report.embedded) == sorted(p.relative_to(root).as_posix() for p in files.values())
+    assert report.embedded == [] and report.touched == 4  # the same audio: names and tags read, sound kept
     assert main(["tags", "write", "--library", str(root), "--description", "x"]) == 2  # not on every file
     assert main(["tags", "write", "--library", str(root), "sfx/take_3.mp3", "--description", "bells far away"]) == 0
     drain(index_library(root, emb))

@@ -231,6 +231,13 @@ class FileTable:
             for part, marks in id_chunks(file_ids):
                 db.execute(f"UPDATE files SET available = 0 WHERE id IN ({marks})", part)
 
+    def rewritten_same_audio(self, file_id: int, digest: str) -> None:
+        """A file rewritten with its audio unchanged (tags written into it, the audio verified equal): its row
+        takes the new bytes' hash, so the next index run finds the content known ("touched": its names and tags
+        read again, its audio not embedded again, and not reported as new)."""
+        with self.library.transaction() as db:
+            db.execute("UPDATE files SET hash = ? WHERE id = ?", (digest, int(file_id)))
+
     def mount_points(self) -> list[str]:
         """Relative folders that were mount points when the folder was last scanned."""
         with self.library.lock:

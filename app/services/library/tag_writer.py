@@ -35,6 +35,7 @@ from app.services.audio import AudioError, audio_info, decode, display_name
 from app.services.jobs import Job
 from app.services.library import riff_writer
 from app.services.library.tags import read_tags
+from core.files import hash_file
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
@@ -392,7 +393,12 @@ def write_library_tags(library: Library, file_ids: Sequence[int] | None = None, 
         if not tags.get(row.id) and description is None:
             out.append(TagWrite(rel, UNCHANGED, "no tags to write"))
             continue
-        out.append(write_tags(os.path.join(library.root, rel), tags.get(row.id, []), description,
-                              expect=(row.size, row.mtime_ns), dry_run=dry_run, name=rel))
+        path = os.path.join(library.root, rel)
+        done = write_tags(path, tags.get(row.id, []), description, expect=(row.size, row.mtime_ns),
+                          dry_run=dry_run, name=rel)
+        if done.status == WRITTEN:  # the same audio (verified): not embedded again by the next index run
+            with suppress(OSError):  # unreadable right after the write: the next index reads it anew
+                library.files.rewritten_same_audio(row.id, hash_file(path))
+        out.append(done)
     yield {"step": len(ids), "total": len(ids), "message": "tags written" if not dry_run else "tags checked"}
     return out
