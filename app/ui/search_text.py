@@ -19,6 +19,7 @@ from app.services.search.jobs import summarize
 from app.ui.durations import format_duration
 
 QUERY_SHOWN_CHARS = 120  # of a query quoted in the results line and the empty list
+CLOSE_NAMES = 0.25  # a names score without a word matched that the why line calls "close in meaning"
 
 if TYPE_CHECKING:
     from app.services.library.records import Hit
@@ -219,10 +220,12 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
     if terms:
         words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
         parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))
-    elif names:  # no word in common, but the sentence encoder finds the name close in meaning
+    elif names and names >= CLOSE_NAMES:  # no word in common, but the sentence encoder finds the name close
         parts.append("no word matched; its name means something close")
     elif sound is not None:
         parts.append("matched by its sound")
+    elif names:
+        parts.append("no word matched; its name is only loosely related")
     if names is not None:
         parts.append(f"names {names:.2f}")
     if sound is not None:

@@ -391,6 +391,9 @@ def test_why_says_what_matched_and_each_channels_score() -> None:
     assert "names" not in why_html(hit([], 0.0, 0.42), ("sound",))
     assert "matched by its sound" in why_html(hit([], 0.0, 0.42))
     assert "means something close" in why_html(hit([], 0.3, 0.42))
+    assert "means something close" not in why_html(hit([], 0.09, 0.42))  # a faint likeness: sound decided
+    assert "matched by its sound" in why_html(hit([], 0.09, 0.42))
+    assert "loosely related" in why_html(hit([], 0.09, 0.0), ("names",))
 
 
 def test_balance_positions_map_to_modes_and_weights() -> None:
