@@ -270,3 +270,24 @@ def test_why_names_only_the_fields_the_service_found_words_in() -> None:
     h = hit("Doors/Door_01.wav", 1)
     h.match = m
     assert "in its folder ·" in why_html(h)  # "Door" is in the name too, but the service marked the folder only
+
+
+def test_a_new_list_selects_its_best_unless_the_user_picked_a_listed_sound(state: SearchState) -> None:
+    """A first-contact trial: a sound selected only because it was best stuck through every later search."""
+    state.set_query("door")
+    state.accept(state.start_search(), results("a.wav", "b.wav"))
+    state.select([0], current=0)  # the list's own selection
+    state.preview_selected()
+    state.set_query("rain")
+    state.accept(state.start_search(), results("c.wav", "a.wav"))
+    assert state.row_to_select() == 0
+    state.select([1], current=1, by_user=True)
+    state.preview_selected()
+    state.set_query("wood")
+    state.accept(state.start_search(), results("d.wav", "a.wav"))
+    assert state.row_to_select() == 1
+    state.set_query("metal")
+    state.accept(state.start_search(), results("e.wav"))  # the pick is gone, and forgotten
+    state.set_query("wood")
+    state.accept(state.start_search(), results("d.wav", "a.wav"))
+    assert state.picked is None and state.row_to_select() == 0

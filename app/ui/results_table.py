@@ -403,7 +403,7 @@ class ResultsLists(QTabWidget):
             self.results_stack.setCurrentWidget(self.no_results)
         else:
             self.results_stack.setCurrentWidget(self.table)
-            self.table.selectRow(state.row_to_select())  # the previewed file stays selected, maybe out of view
+            self.table.selectRow(state.row_to_select())  # the user's pick stays selected, maybe out of view
             if more or same_list:  # more rows, or the same search again (new sounds indexed): stay where the eye is
                 table.verticalScrollBar().setValue(scrolled)
             else:  # a new search opens at its best results

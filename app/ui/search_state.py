@@ -129,6 +129,8 @@ class SearchState:
         self.pending = False  # a search is running and another was asked for: drop its answer, run again
         self.selected: list[int] = []  # rows of the selected results
         self.current = -1  # the row with the keyboard focus
+        self.picked: Path | None = None  # the sound the user chose (click, keys): new lists keep it selected
+        self.same_list = False  # the results shown are the last list again (sorted, more rows, searched again)
         self.preview_hit: Hit | None = None
         self.preview: Preview | None = None
         self.failed: list[FailedFile] = []
@@ -147,6 +149,7 @@ class SearchState:
         """Another library folder: nothing from the last one is shown."""
         self.library = Path(path)
         self.ready = self.pending = False
+        self.picked = None
         self.set_results(None)
         self.events.library.emit()
 
@@ -248,8 +251,12 @@ class SearchState:
             return False
         if request.offset > 0 and self.results is not None:
             results.hits = [*self.hits, *results.hits]
+            self.same_list = True
             self.set_results(results)
             return True
+        self.same_list = self.shown_request is not None and request.shows_the_same(self.shown_request)
+        if self.picked not in [h.path for h in results.hits]:
+            self.picked = None  # the user's pick is gone: the best result of this list takes its place
         self._remember(request)
         self.shown_request = request
         if request.kind != "browse" and self.sort:
@@ -309,6 +316,7 @@ class SearchState:
             self.events.search.emit(True)
         elif self.results is not None:
             self.results.hits = sort_hits(self.hits, key, self.descending)
+            self.same_list = True
             self.set_results(self.results)
 
     def can_show_more(self) -> bool:
@@ -349,9 +357,13 @@ class SearchState:
 
     # ------------------------------------------------------------------------------------------ selection
 
-    def select(self, rows: list[int], current: int) -> None:
+    def select(self, rows: list[int], current: int, by_user: bool = False) -> None:
+        """Rows selected; `by_user`: the user chose them (a click, the keys), not a new list."""
         self.selected = sorted(r for r in rows if 0 <= r < len(self.hits))
         self.current = current
+        if by_user:
+            hit = self.selected_hit()
+            self.picked = hit.path if hit is not None else None
         self.events.selection.emit()
 
     def selected_hit(self) -> Hit | None:
@@ -364,11 +376,14 @@ class SearchState:
         return [self.hits[r] for r in self.selected if r < len(self.hits)]
 
     def row_to_select(self) -> int:
-        """Where the selection goes in new results: the file previewed so far when it is among them, else the
-        best."""
+        """Where the selection goes in new results: in the same list again (sorted, more rows) the file previewed so
+        far; in a new list the sound the user picked when it is among them, else the best. A file selected only
+        because it was best (the library's first sound, say) would otherwise stick through every search: out of
+        50 results it is almost always somewhere in the list."""
         paths = [h.path for h in self.hits]
         previewed = self.preview_hit.path if self.preview_hit is not None else None
-        return paths.index(previewed) if previewed in paths else 0
+        keep = previewed if self.same_list else self.picked
+        return paths.index(keep) if keep in paths else 0
 
     # -------------------------------------------------------------------------------------------- preview
 

@@ -465,7 +465,7 @@ class SearchTab(ModelTab):
     def _selection_changed(self, by_user: bool = False) -> None:
         """The user's selection (a click, the arrow keys) is heard at once with Autoplay on; the selection that
         new results bring (typing, Back, a folder) is only shown: search as you type must not blare."""
-        self.state.select(self.table.selected_rows(), self.table.currentRow())
+        self.state.select(self.table.selected_rows(), self.table.currentRow(), by_user)
         self.preview_pane.audition_next = by_user and self.preview_pane.transport.autoplay  # before the state asks
         request, hit = self.state.preview_selected(), self.state.preview_hit
         if request is not None and hit is not None:

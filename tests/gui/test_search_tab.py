@@ -681,6 +681,29 @@ def test_a_new_search_opens_at_its_best_results_while_the_previewed_file_stays_s
     assert tab.table.selected_rows() == [rows.index(previewed)]
 
 
+def test_a_new_search_previews_its_best_result_unless_the_user_picked_one(
+        qtbot, tab: SearchTab, registry: ModelRegistry, tmp_path: Path) -> None:
+    """A first-contact trial: the library's first sound, selected only because the list opened on it, stayed
+    selected and previewed through every later search (almost always among 50 results), far down the list; Down
+    from the query box jumped to it, so Space and Find similar acted on a sound nobody chose."""
+    open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib", n_extra=40, extra_seconds=0.3))
+    qtbot.waitUntil(lambda: tab.state.shown_kind == "browse" and tab.state.preview_hit is not None, timeout=10_000)
+    first = tab.state.preview_hit.path
+    search(qtbot, tab, "noise extra")
+    paths = [h.path for h in tab.state.hits]
+    assert first in paths and paths.index(first) > 0, "the test needs the first sound listed, not at the top"
+    assert tab.table.selected_rows() == [0] and tab.state.preview_hit.path == paths[0]
+    tab.activateWindow()
+    tab.query_edit.setFocus()
+    qtbot.waitUntil(tab.query_edit.hasFocus, timeout=5_000)
+    qtbot.keyClick(tab.query_edit, Qt.Key.Key_Down)
+    assert tab.table.currentRow() == 0
+    tab.table.selectRow(3)  # the user's pick is kept while it is listed
+    picked = tab.state.preview_hit.path
+    search(qtbot, tab, "noise")
+    assert tab.state.selected_hit().path == picked
+
+
 def test_without_an_output_device_autoplay_is_greyed_and_says_why(qtbot, tab: SearchTab) -> None:
     """A first-contact trial: with no sound card, selecting a result with Autoplay on did nothing and said nothing;
     the message it got elsewhere also complained about the microphone, which playback does not need."""
