@@ -291,3 +291,21 @@ def test_a_new_list_selects_its_best_unless_the_user_picked_a_listed_sound(state
     state.set_query("wood")
     state.accept(state.start_search(), results("d.wav", "a.wav"))
     assert state.picked is None and state.row_to_select() == 0
+
+
+def test_sorting_a_search_cycles_back_to_relevance_order(state: SearchState) -> None:
+    state.set_query("door")
+    state.accept(state.start_search(), results("b.wav", "c.wav", "a.wav"))
+    order = lambda: [h.name for h in state.hits]  # noqa: E731
+    state.sort_by("name")
+    assert order() == ["a.wav", "b.wav", "c.wav"]
+    state.sort_by("name")
+    assert order() == ["c.wav", "b.wav", "a.wav"]
+    state.sort_by("name")
+    assert order() == ["b.wav", "c.wav", "a.wav"] and state.sort == ""
+    state.sort_by("sound")  # best first, then the other way, then relevance again
+    assert state.sort == "sound" and state.descending
+    state.sort_by("sound")
+    assert not state.descending
+    state.sort_by("sound")
+    assert state.sort == "" and order() == ["b.wav", "c.wav", "a.wav"]

@@ -59,7 +59,8 @@ PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-
 SPANS_ROLE = Qt.ItemDataRole.UserRole + 2  # where the query matched the plain text: [(start, end), ...]
 SHARED_ROLE = Qt.ItemDataRole.UserRole + 3  # a name's words that its look-alikes in the list share (elided first)
 HEADER_KEY = "search/results_header_v2"  # QSettings: column widths and order (v2: Name first)
-SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration"}  # header -> the state's sort key
+SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration",  # header -> the state's sort key
+             "Names": "names", "Sound": "sound"}
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
 
 
@@ -131,8 +132,12 @@ class ResultsTable(QTableWidget):
         super().__init__(0, len(self.HEADERS), parent)
         self.setHorizontalHeaderLabels(list(self.HEADERS))
         self.horizontalHeaderItem(self.STAR).setToolTip("Favourites: click a row's star to mark or unmark it")
-        self.horizontalHeaderItem(self.NAMES).setToolTip("How well the name, folder and tags match the query")
-        self.horizontalHeaderItem(self.SOUND).setToolTip("How well the audio itself matches the query")
+        again = "\nClick to sort by it (best first), again the other way, a third time back to relevance order"
+        self.horizontalHeaderItem(self.NAMES).setToolTip("How well the name, folder and tags match the query" + again)
+        self.horizontalHeaderItem(self.SOUND).setToolTip("How well the audio itself matches the query" + again)
+        for col in (self.NAME, self.DURATION, self.FOLDER):
+            self.horizontalHeaderItem(col).setToolTip("Click to sort by it, again the other way; a search's results "
+                                                      "come back in relevance order on a third click")
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)  # tag several at once
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.services.library.records import SearchFilters
 from app.services.search.fusion import NAMES_WEIGHT
+from app.ui.search_text import channel_scores
 
 if TYPE_CHECKING:
     from app.services.library.records import FailedFile, Hit
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
 RESULTS_K = 50  # results per page: "Show more" asks for this many more
 HISTORY_LIMIT = 100
+SCORE_SORTS = ("names", "sound")  # a channel's score column: sorted best first
 
 
 def balance(position: int, default_position: int | None = None) -> tuple[str, float | None]:
@@ -124,6 +126,7 @@ class SearchState:
         self.k = RESULTS_K  # results asked for: "Show more" raises it, a new search starts again
         self.sort = ""  # the column the list is sorted by: '' = relevance (searches) / name (browsing)
         self.descending = False
+        self.ranked: list[Hit] = []  # the search's results in relevance order: a third header click brings it back
         self._navigating: SearchRequest | None = None  # Back/Forward: the history entry to show again
         self._replay = 0  # the request showing it
         self.pending = False  # a search is running and another was asked for: drop its answer, run again
@@ -149,7 +152,7 @@ class SearchState:
         """Another library folder: nothing from the last one is shown."""
         self.library = Path(path)
         self.ready = self.pending = False
-        self.picked = None
+        self.picked, self.ranked = None, []
         self.set_results(None)
         self.events.library.emit()
 
@@ -259,6 +262,7 @@ class SearchState:
             self.picked = None  # the user's pick is gone: the best result of this list takes its place
         self._remember(request)
         self.shown_request = request
+        self.ranked = list(results.hits)
         if request.kind != "browse" and self.sort:
             results.hits = sort_hits(results.hits, self.sort, self.descending)
         self.set_results(results)
@@ -307,17 +311,26 @@ class SearchState:
 
     def sort_by(self, key: str) -> None:
         """A column header was clicked: sort by it (again: the other way). Browsing asks the library for the
-        sorted list; a search's results are sorted as shown (relevance stays the default of a new search)."""
-        shown = self.sort or ("name" if self.browsing() else "")
-        self.descending = not self.descending if key == shown else key == "modified"  # newest first
-        self.sort = key
+        sorted list. A search's results are sorted as shown, a score column best first, and a third click on the
+        column brings back their relevance order (also the order of a new search)."""
         if self.browsing():
-            self.k = RESULTS_K
+            shown = self.sort or "name"
+            self.descending = not self.descending if key == shown else key == "modified"  # newest first
+            self.sort, self.k = key, RESULTS_K
             self.events.search.emit(True)
-        elif self.results is not None:
-            self.results.hits = sort_hits(self.hits, key, self.descending)
-            self.same_list = True
-            self.set_results(self.results)
+            return
+        if self.results is None or (key in SCORE_SORTS and key not in self.channels()):
+            return  # a score this list does not have
+        first = key in SCORE_SORTS  # the way a first click sorts: scores descending, the rest ascending
+        if key != self.sort:
+            self.sort, self.descending = key, first
+        elif self.descending == first:
+            self.descending = not first
+        else:
+            self.sort, self.descending = "", False  # the third click: relevance order again
+        self.results.hits = sort_hits(self.ranked, self.sort, self.descending)
+        self.same_list = True
+        self.set_results(self.results)
 
     def can_show_more(self) -> bool:
         """Whether "Show more" can bring more: a browse list shorter than its total, or a full page of results."""
@@ -432,12 +445,19 @@ class SearchState:
 
 
 def sort_hits(hits: list[Hit], key: str, descending: bool) -> list[Hit]:
-    """Results sorted as shown by a column (name, folder, duration); other keys keep their order."""
+    """Results sorted as shown by a column (name, folder, duration, a channel's score: unscored last when
+    descending); other keys ('' = relevance) keep their order."""
     keys: dict[str, Callable[[Hit], Any]] = {
         "name": lambda h: h.name.rpartition("/")[2].casefold(),
         "folder": lambda h: h.folder.casefold(),
         "duration": lambda h: h.duration,
+        "names": lambda h: _score(channel_scores(h)[0]),
+        "sound": lambda h: _score(channel_scores(h)[1]),
     }
     if key not in keys:
         return list(hits)
     return sorted(hits, key=keys[key], reverse=descending)
+
+
+def _score(value: float | None) -> float:
+    return float("-inf") if value is None else value

@@ -348,3 +348,27 @@ def test_look_alike_long_names_show_what_tells_them_apart(qtbot, width: int) -> 
     for text, (words, take) in zip(texts, takes, strict=True):
         assert words in text and text.endswith(f"{take}.wav") and "…" in text, texts
     assert table.item(0, ResultsTable.NAME).toolTip().startswith(f"{UCS_FOLDER}/{UCS.format(*takes[0])}")
+
+
+def test_a_third_click_on_a_sorted_header_and_the_score_headers_bring_back_relevance_order(
+        qtbot, tab: SearchTab) -> None:
+    """A first-contact trial: once a search's results were sorted by Name, only a new query brought relevance
+    order back (Name toggled A→Z/Z→A forever, the Names and Sound headers did nothing)."""
+    header = tab.table.horizontalHeader()
+    click = lambda col: wait_results(qtbot, tab, lambda: header.sectionClicked.emit(col))  # noqa: E731
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("tram"), "text")
+    relevance = names(tab)
+    click(ResultsTable.NAME)
+    assert names(tab) == sorted(relevance, key=str.casefold)
+    click(ResultsTable.NAME)
+    assert names(tab) == sorted(relevance, key=str.casefold, reverse=True)
+    click(ResultsTable.NAME)
+    assert names(tab) == relevance and tab.state.sort == "" and not header.isSortIndicatorShown()
+    for col in (ResultsTable.SOUND, ResultsTable.NAMES):  # a score column: best first
+        click(col)
+        scores = [float(tab.table.plain(r, col)) for r in range(tab.table.rowCount())]
+        assert scores == sorted(scores, reverse=True) and header.sortIndicatorSection() == col
+        assert header.sortIndicatorOrder() == Qt.SortOrder.DescendingOrder
+    click(ResultsTable.NAMES)
+    click(ResultsTable.NAMES)
+    assert names(tab) == relevance and not header.isSortIndicatorShown()
