@@ -215,6 +215,7 @@ class IndexingRow(QWidget):
         super().__init__(parent)
         self.state = state
         self.runner: JobRunner | None = None  # the index job on show
+        self._progress = ""  # what indexing said last (Pause puts "Paused · " before it)
         row = row_layout(self)
         self.library_label = QLabel("")
         self.library_label.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
@@ -244,7 +245,13 @@ class IndexingRow(QWidget):
         self.library_label.setToolTip(display_name(path))
 
     def say(self, text: str) -> None:
-        self.index_label.setText(text)
+        self._progress = text
+        self._show_progress_text()
+
+    def _show_progress_text(self) -> None:
+        """The last words of indexing, said to be paused while they are: first, where a narrow row keeps it."""
+        paused = self.runner is not None and self.runner.is_running() and self.runner.is_paused()
+        self.index_label.setText(("Paused · " if paused else "") + self._progress)
 
     def running(self) -> bool:
         return self.runner is not None and self.runner.is_running()
@@ -293,11 +300,11 @@ class IndexingRow(QWidget):
             runner.resume()
             self.pause_button.setText("Pause")
             self.pause_button.setChecked(False)
-        else:
+        else:  # progress sent before the pause still arrives: `say` keeps saying it is paused
             runner.pause()
             self.pause_button.setText("Resume")
             self.pause_button.setChecked(True)
-            self.say(self.index_label.text().split(" (paused)")[0] + " (paused)")
+        self._show_progress_text()
 
     @Slot()
     def cancel(self) -> None:

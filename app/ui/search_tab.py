@@ -54,6 +54,12 @@ DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
 SIMILAR_PREFIX = "similar to: "  # the query field while it shows a find-similar list
 
 
+def listed(p: dict[str, Any]) -> bool:
+    """Whether indexing progress `p` says every new file has its row in the catalog (the names pass's first step,
+    long before the names are embedded or the pass ends)."""
+    return p.get("part") == "listing" and p.get("part_done") == p.get("part_total")
+
+
 class SearchTab(ModelTab):
     kind = "retrieval"
     title = "Search"
@@ -325,7 +331,7 @@ class SearchTab(ModelTab):
     @Slot(dict)
     def _index_progress(self, p: dict[str, Any]) -> None:
         self.indexing.show_progress(p)
-        if p.get("names_ready") and self.session is not None:  # every file has its row: the folder tree can show them
+        if (listed(p) or p.get("names_ready")) and self.session is not None:  # the folder tree shows the new files
             self._refresh_catalog(self.session)
         if p.get("names_ready") and self.state.mode == "text":
             self.run_search()  # names are searchable now, before any sound is embedded: what was typed finds them

@@ -5,6 +5,7 @@ result matched, tags on several results at once, favourites, and the format / sa
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -331,6 +332,44 @@ def test_cancel_and_pause_indexing(qtbot, tab: SearchTab, registry: ModelRegistr
     with qtbot.waitSignal(tab.indexing_finished, timeout=60_000) as blocker:
         tab.indexing.reindex_button.click()
     assert blocker.args[0].indexed == 18
+
+
+def test_the_first_indexing_fills_the_folder_tree_once_files_are_listed_and_says_when_it_is_paused(
+        qtbot, tab: SearchTab, registry: ModelRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first-contact trial: during a first indexing the tree showed only "All sounds" until the names pass ended
+    (names embedded on a large library take long), though name search worked; paused, the row kept the
+    progress that arrived after the click ("names embedded 123/123") with no word of the pause."""
+    from app.ui import search_tab
+
+    gate, real = threading.Event(), search_tab.index_session_job
+
+    def held_after_listing(session, **kwargs):  # noqa: ANN001, ANN003, ANN202 - the names take long from here
+        job = real(session, **kwargs)
+        while True:
+            try:
+                p = next(job)
+            except StopIteration as stop:
+                return stop.value
+            yield p
+            if p.get("part") == "listing" and p.get("part_done") == p.get("part_total"):  # every file listed
+                gate.wait(30)
+
+    monkeypatch.setattr(search_tab, "index_session_job", held_after_listing)
+    try:
+        tab.set_models(registry.entries())
+        tab.set_library(make_library(tmp_path / "lib"))
+        qtbot.waitUntil(lambda: {"birds", "engines", "long"} <= set(tab.state.folders), timeout=30_000)
+        assert tab.indexing.running()
+        tab.indexing.pause_button.click()
+        late = {"phase": "names", "part": "embedding", "part_done": 7, "part_total": 7}  # sent before the click
+        tab._index_progress(late)
+        label = tab.indexing.index_label.text()
+        assert label.startswith("Paused · Reading names and tags") and label.endswith("names embedded 7/7")
+        tab.indexing.pause_button.click()
+        assert not tab.indexing.index_label.text().startswith("Paused")
+    finally:
+        gate.set()
+    qtbot.waitUntil(lambda: not tab.indexing.running(), timeout=60_000)
 
 
 def test_switching_library_closes_the_old_one(qtbot, tab: SearchTab, registry: ModelRegistry,
