@@ -404,7 +404,8 @@ class ResultsLists(QTabWidget):
         self.table.show_sort(sort, state.descending)
         self.more_button.setVisible(state.can_show_more())
         if results is None or not results.hits:
-            self.no_results.setText(no_results_message(results, indexing, state.filters.favourites_only))
+            self.no_results.setText(no_results_message(results, indexing, state.filters.favourites_only,
+                                                       state.filters))
             self.results_stack.setCurrentWidget(self.no_results)
         else:
             self.results_stack.setCurrentWidget(self.table)

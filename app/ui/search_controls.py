@@ -252,6 +252,7 @@ class IndexingRow(QWidget):
         """The last words of indexing, said to be paused while they are: first, where a narrow row keeps it."""
         paused = self.runner is not None and self.runner.is_running() and self.runner.is_paused()
         self.index_label.setText(("Paused · " if paused else "") + self._progress)
+        self.index_label.setToolTip(self.index_label.text())  # the row cuts a long summary short
 
     def running(self) -> bool:
         return self.runner is not None and self.runner.is_running()

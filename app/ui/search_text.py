@@ -22,7 +22,7 @@ QUERY_SHOWN_CHARS = 120  # of a query quoted in the results line and the empty l
 CLOSE_NAMES = 0.25  # a names score without a word matched that the why line calls "close in meaning"
 
 if TYPE_CHECKING:
-    from app.services.library.records import Hit
+    from app.services.library.records import Hit, SearchFilters
     from app.services.search.jobs import IndexOutcome, Results
 
 HIGHLIGHT_STYLE = "background-color:#ffe38a; color:#1a1a1a;"
@@ -86,7 +86,7 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     shortened = shortened_note(results)  # first: the label elides its end, and the query may be long
     if not results.hits:
         return shortened + "No results"
-    what = f"“{shown_query(results.query)}”" if results.mode == "text" else f"sounds like {results.query}"
+    what = quoted(results.query) if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
     n = len(results.hits)
@@ -111,10 +111,14 @@ def browse_header(shown: int, total: int, folder: str | None, favourites: bool) 
     return f"{count}{where}"
 
 
-def no_results_message(results: Results | None, indexing: bool, favourites_only: bool) -> str:
-    """What the list says instead of rows: how to start, or why nothing came back."""
+def no_results_message(results: Results | None, indexing: bool, favourites_only: bool,
+                       filters: SearchFilters | None = None) -> str:
+    """What the list says instead of rows: how to start, or why nothing came back (`filters`: those searched
+    with, when one of their ranges is backwards no sound can pass)."""
     if results is None:
         return "Type what you want to hear, e.g. “rain on a window” or “a dog barks”."
+    if backwards := backwards_range(filters):
+        return f"No sound can pass these filters: {backwards}. Swap them, or set one to any."
     if results.mode == "browse":
         if favourites_only:
             return f"No favourites here yet: mark sounds with {STAR_OFF} in the list, or show all sounds."
@@ -123,10 +127,31 @@ def no_results_message(results: Results | None, indexing: bool, favourites_only:
     if results.indexed == 0:
         return "No sounds are indexed yet" + (" — indexing is running." if indexing else ".")
     if results.filtered:
-        return (f"No sounds match “{shown_query(results.query)}” with these filters. Loosen the duration, folder, "
+        return (f"No sounds match {quoted(results.query)} with these filters. Loosen the duration, folder, "
                 "format, sample rate or channels filter"
                 + (", or show all sounds, not only favourites." if favourites_only else "."))
-    return f"No sounds match “{shown_query(results.query)}”."
+    return f"No sounds match {quoted(results.query)}."
+
+
+def backwards_range(filters: SearchFilters | None) -> str:
+    """What is backwards in `filters` ('the shortest duration is above the longest'), or '' when nothing is."""
+    if filters is None:
+        return ""
+    if None not in (filters.min_duration, filters.max_duration) and filters.min_duration > filters.max_duration:
+        return "the shortest duration is above the longest"
+    if None not in (filters.min_sample_rate, filters.max_sample_rate) and \
+            filters.min_sample_rate > filters.max_sample_rate:
+        return "the lowest sample rate is above the highest"
+    return ""
+
+
+def quoted(query: str) -> str:
+    """The query in curly quotes, as messages show it; an "exact phrase" query keeps its meaning without its
+    own straight quotes (a trial read “"open fire"”)."""
+    text = shown_query(query)
+    if len(text) > 1 and text[0] == text[-1] == '"' and '"' not in text[1:-1]:
+        text = text[1:-1]
+    return f"“{text}”"
 
 
 def shown_query(query: str, limit: int = QUERY_SHOWN_CHARS) -> str:

@@ -372,3 +372,20 @@ def test_a_third_click_on_a_sorted_header_and_the_score_headers_bring_back_relev
     click(ResultsTable.NAMES)
     click(ResultsTable.NAMES)
     assert names(tab) == relevance and not header.isSortIndicatorShown()
+
+
+def test_the_list_quotes_a_phrase_once_says_a_backwards_duration_and_the_index_row_has_its_whole_text(
+        qtbot, tab: SearchTab) -> None:
+    """A first-contact trial read `50 results for “"open fire"”`, got an empty list without a word for a duration
+    from 5 s to 2 s, and could not read the index summary past '…12 long files heard in 6'."""
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText('"tram bell"'), "text")
+    assert tab.lists.results_header.text().endswith("for “tram bell”")
+    bar = tab.filters_bar
+    bar.max_spin.setValue(2.0)
+    bar.min_spin.setValue(5.0)
+    qtbot.waitUntil(lambda: "the shortest duration is above the longest" in tab.lists.no_results.text(),
+                    timeout=20_000)
+    assert tab.lists.results_stack.currentWidget() is tab.lists.no_results
+    row = tab.indexing.index_label
+    assert "sounds indexed" in row.text()
+    assert row.toolTip() == row.text()
