@@ -7,6 +7,7 @@ What a keyword search of names misses, and what this module adds to each query w
 - compounds: a word the library does not have is also looked for as the library words it is made of
   ("gunshot" -> "gun", "shot"; "footsteps" -> "foot", "step"), and adjacent query words as the library word
   they make together ("black cat" -> "blackcat");
+- ligatures: "coeur" also looks for the library's "cœur", and "cœur" for "coeur";
 - typos: a word neither the library nor English knows is corrected to the most frequent library word one edit
   away ("explsion" -> "explosion"): the query gets a "did you mean"; else it is also looked for as the start of
   a word ("stadi" -> "stadium");
@@ -46,6 +47,7 @@ TENS = {30: "thirty", 40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: 
         100: "hundred"}
 _NUMBER_OF = {**{w: str(i) for i, w in enumerate(NUMBER_WORDS)}, **{w: str(n) for n, w in TENS.items()}}
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
+LIGATURES = {"œ": "oe", "æ": "ae", "ß": "ss", "ĳ": "ij"}  # what typists write for them
 MIN_PART = 3  # a compound's parts have at least this many letters ("gun", "cat")
 MIN_TYPO = 5  # words shorter than this are not corrected (too many neighbours one edit away)
 MIN_PREFIX = 4  # an unknown word this long also matches as the start of a word ("stadi" -> "stadium")
@@ -67,6 +69,14 @@ def number_forms(word: str) -> list[str]:
     """The other forms of a number: '7' -> ['seven'], 'seven' -> ['7']; [] for other words."""
     other = number_word(word) if word.isdigit() else _NUMBER_OF.get(word)
     return [other] if other else []
+
+
+def ligature_forms(word: str) -> list[str]:
+    """The word with its ligatures written out, and with its letter pairs as ligatures ('cœur' <-> 'coeur',
+    'straße' <-> 'strasse'): FTS5's tokenizer folds accents but not ligatures. Every such form, not the word."""
+    forms = {"".join(LIGATURES.get(c, c) for c in word)}
+    forms |= {word.replace(pair, lig) for lig, pair in LIGATURES.items() if pair in word}
+    return sorted(forms - {word})
 
 
 def light_stem(word: str) -> str:
@@ -195,14 +205,15 @@ def alternatives(words: list[str], vocab: Vocabulary | None, typing: str | None 
     for i, w in enumerate(content):
         alts = [w, *number_forms(w)]
         completed = vocab.completions(w) if vocab is not None and typing == w and i == len(content) - 1 else []
-        alts += completed
+        spelled = [f for f in ligature_forms(w) if vocab is not None and f in vocab.counts]  # 'coeur' for 'cœur'
+        alts += completed + spelled
         if vocab is not None:
-            fix = None if completed else vocab.correct(w)
+            fix = None if completed or spelled else vocab.correct(w)
             if fix:
                 fixes[w] = fix
                 alts.append(fix)
             alts += vocab.split(fix or w) or []
-            if fix is None and vocab.truncated(w):  # cut short ("stadi"): the words it begins, stemmed as indexed
+            if fix is None and not spelled and vocab.truncated(w):  # cut short ("stadi"): the words it begins, stemmed as indexed
                 alts += [w + "*", *(completed or vocab.completions(w))]
             if fix is None:
                 alts += vocab.abbreviations(w)
