@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QRectF, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import QSplitter, QWidget
 
@@ -20,6 +20,10 @@ WRITTEN_COLOUR = "#e8964c"
 MATRIX_TEXT_LIMIT = 10  # write the values in the cells up to this many items
 MATRIX_HINT = "Add spoken or written words to compare them"
 MAP_HINT = "Add two or more words to see them on a 2-D map"
+LABEL_SIDES = ((0, 1), (1, 1), (0, 0), (1, 0))  # a map label's anchor, tried in turn: above right, above left,
+# below right, below left of its point; then the same a line further out, up to LABEL_STEPS lines (a cluster)
+LABEL_STEPS = 4
+LABEL_GAP = 7.0  # pixels between a label and its point (the markers are 11 px across)
 
 
 def short(label: str, n: int = 10) -> str:
@@ -78,6 +82,8 @@ class CompareViews(QSplitter):
             self.map_plot.addItem(scatter)
             scatter.sigClicked.connect(self._map_clicked)
         self._map_text: list[pg.TextItem] = []
+        self.map_plot.getViewBox().sigResized.connect(self._place_map_labels)
+        self.map_plot.getViewBox().sigRangeChanged.connect(self._place_map_labels)
         self.map_hint = PlotHint(self.map_plot, MAP_HINT)
         self.addWidget(self.map_plot)
         self.setSizes([420, 420])
@@ -160,6 +166,28 @@ class CompareViews(QSplitter):
             self.map_plot.setRange(xRange=x_range, yRange=y_range, padding=0.2)
         else:
             self.map_plot.setRange(xRange=(-1, 1), yRange=(-1, 1), padding=0)  # a centred frame for the hint
+        self._place_map_labels()
+
+    @Slot()
+    def _place_map_labels(self) -> None:
+        """Each point's label on the side of its point (or a line or more further out, in a cluster) where it covers
+        no label placed before it and stays inside the plot. Always above-right, words said alike (close points)
+        wrote over each other ("one theo" over "one"), and a point near the right edge ran its label out of view."""
+        box = self.map_plot.getViewBox()
+        inside = box.mapRectToScene(box.boundingRect())
+        placed: list[QRectF] = []
+        for text in self._map_text:
+            at = box.mapViewToScene(text.pos())
+            size = text.textItem.boundingRect().size()
+            gap = LABEL_GAP / max(size.width(), 1.0)  # clear of the point's own marker
+            anchors = [(ax + gap if ax else ax - gap, ay + k if ay else ay - k)
+                       for k in range(LABEL_STEPS) for ax, ay in LABEL_SIDES]
+            rects = [(anchor, QRectF(at.x() - anchor[0] * size.width(), at.y() - anchor[1] * size.height(),
+                                     size.width(), size.height())) for anchor in anchors]
+            free = [(a, r) for a, r in rects if inside.contains(r) and not any(r.intersects(p) for p in placed)]
+            anchor, rect = (free or [(a, r) for a, r in rects if inside.contains(r)] or rects)[0]
+            text.setAnchor(anchor)
+            placed.append(rect)
 
     def _set_map_empty(self, empty: bool) -> None:
         """Empty: the hint, and no axes or legend (there is nothing for them to describe)."""

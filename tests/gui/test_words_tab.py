@@ -326,3 +326,30 @@ def test_the_matrix_reads_right_in_the_smallest_window(qtbot, tab: WordsTab) -> 
         item = plot.getPlotItem()
         assert item.width() <= plot.width() + 1, (width, item.width(), plot.width())  # nothing cut off
         assert all(text.isVisible() == shown for text in views._matrix_text), width
+
+
+def test_map_labels_never_cover_each_other_nor_leave_the_plot(qtbot) -> None:
+    """Every label stood above-right of its point: words said alike (close points) wrote over each other ("one
+    theo" over "one"), and a point near the right edge ran its label out of view."""
+    from PySide6.QtCore import QRectF
+
+    from app.services.words import WordItem, WordSet
+    from app.ui.word_views import CompareViews
+
+    def item(label: str, v: list[float]) -> WordItem:
+        x = np.array(v, np.float32)
+        return WordItem(label, "spoken", x / np.linalg.norm(x))
+
+    words = WordSet([item("one theo", [1, 0, 0]), item("one george", [1, 0.02, 0]), item("one", [1, 0.04, 0.01]),
+                     item("two theo", [0, 1, 0]), item("seven george", [0, 0, 1])])
+    views = CompareViews()
+    qtbot.addWidget(views)
+    views.resize(900, 420)
+    views.show()
+    views.draw(words)
+    qtbot.wait(100)
+    box = views.map_plot.getViewBox()
+    inside = box.mapRectToScene(box.boundingRect())
+    rects = [QRectF(t.mapRectToScene(t.boundingRect())) for t in views._map_text]
+    assert all(inside.adjusted(-1, -1, 1, 1).contains(r) for r in rects), (inside, rects)
+    assert not [(i, j) for i in range(len(rects)) for j in range(i) if rects[i].intersects(rects[j])]
