@@ -213,7 +213,7 @@ def alternatives(words: list[str], vocab: Vocabulary | None, typing: str | None 
                 fixes[w] = fix
                 alts.append(fix)
             alts += vocab.split(fix or w) or []
-            if fix is None and not spelled and vocab.truncated(w):  # cut short ("stadi"): the words it begins, stemmed as indexed
+            if fix is None and not spelled and vocab.truncated(w):  # cut short ("stadi"): the words it begins
                 alts += [w + "*", *(completed or vocab.completions(w))]
             if fix is None:
                 alts += vocab.abbreviations(w)
