@@ -287,7 +287,7 @@ class UnitsTab(ModelTab):
         can_record = self.audio_status is not None and self.audio_status.input_ok
         how = "Press Space to record or load a file." if can_record else "Load a file (recording is unavailable)."
         self._say(f"{name}: {session.codebook_size} units, one every {session.unit_seconds * 1000:.0f} ms; "
-                  f"look-ahead {session.lookahead_ms:.0f} ms. {how}")
+                  f"look-ahead {session.lookahead_ms:.0f} ms. {how}", news=False)
         self.models_loaded.emit()
 
     # ------------------------------------------------------------------------------------------ devices
@@ -358,9 +358,12 @@ class UnitsTab(ModelTab):
                 self.start_resynthesis()
         self._update_controls()
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, news: bool = True) -> None:
+        """The tab's status line; `news` also goes to the window's status bar while another tab is in front (not
+        the loaded model's description and what to do in this tab: every start would show it over the others)."""
         self.status_label.setText(message)
-        self.status_changed.emit(message)
+        if news:
+            self.status_changed.emit(message)
 
     # ------------------------------------------------------------------------------------------ recording
 

@@ -374,6 +374,25 @@ def test_empty_views_show_their_frames(make_tab) -> None:
     assert tab.histogram.counts.sum() == 0 and len(tab.histogram.counts) == k
 
 
+def test_the_loaded_model_message_stays_in_the_tab(qtbot, tmp_path: Path) -> None:
+    """Every tab loads its model at start: the Units tab's "units-default: 128 units, ... Load a file" reached the
+    window's status bar over whichever tab was in front, an instruction for a tab not shown."""
+    model = tiny_units_model()
+    save_checkpoint(tmp_path / "tiny-units.safetensors", "units", model, model.config,
+                    features=frontend_to_dict(MFCC()))
+    registry = ModelRegistry(folders=[(tmp_path, "user")])
+    tab = UnitsTab()
+    qtbot.addWidget(tab)
+    tab.device_status_fn = lambda: NO_DEVICE
+    said: list[str] = []
+    tab.status_changed.connect(said.append)
+    tab.set_registry(registry)
+    tab.set_models(registry.scan())
+    qtbot.waitUntil(lambda: tab.session is not None and tab.state == "idle", timeout=20_000)
+    assert "units, one every" in tab.status_label.text() and not [m for m in said if "units, one every" in m]
+    tab.shutdown()
+
+
 def test_the_loaded_model_message_offers_recording_only_when_it_is_available(make_tab) -> None:
     assert "Load a file (recording is unavailable)" in make_tab(NO_DEVICE).status_label.text()
     assert "Press Space to record" in make_tab(MIC_ONLY).status_label.text()
