@@ -592,11 +592,12 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
             _check_folder(args.folder, session)
             for line, query in queries:
                 res = session.search(query, args.k, filters, mode=args.mode, names_weight=args.names_weight)
-                if _shortened(res) is not None:
-                    print(f"earshot: line {line}: {_shortened_note(_shortened(res))}", file=sys.stderr)
+                shortened = _shortened(res)
+                if shortened is not None:
+                    print(f"earshot: line {line}: {_shortened_note(shortened)}", file=sys.stderr)
                 print(json.dumps({"query": query, "line": line, "results": [hit_dict(h) for h in res],
                                   "did_you_mean": res.did_you_mean, "no_good_match": res.no_good_match,
-                                  "query_shortened": _shortened(res)}), flush=True)
+                                  "query_shortened": shortened}), flush=True)
         finally:
             print_events(session.library, as_json=True)
             session.close()

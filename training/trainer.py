@@ -209,7 +209,7 @@ class Hooks:
 
 def precision_name(amp: torch.dtype | None) -> str:
     """What a run computed in, for its result: "bf16" or "fp16" under autocast, else "fp32"."""
-    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(amp, "fp32") if amp is not None else "fp32"
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(amp, "fp32")
 
 
 def resume_path(out: str | Path) -> Path:
