@@ -185,15 +185,6 @@ class Vocabulary:
         return max(near, key=lambda w: (self.frequency(w), w)) if near else None
 
 
-@dataclass
-class Reading:
-    """A query's words as looked for: one FTS5 part per content word (its alternatives OR-ed), and the query as
-    corrected (None when nothing was)."""
-
-    parts: list[str]
-    corrected: str | None = None
-
-
 def alternatives(words: list[str], vocab: Vocabulary | None, typing: str | None = None
                  ) -> tuple[list[list[str]], dict[str, str]]:
     """For each content word (intent words dropped), the words to look for, itself first (a trailing '*': as a
