@@ -78,3 +78,13 @@ def test_control_characters_are_spaces():
     assert q.words == ["door", "creak", "slam"] and q.phrases == ["wooden door"] and q.excluded == ["metal"]
     assert q.free_text == "door creak wooden door slam"
     assert parse("door\udcff").words == ["door"]  # an undecodable byte of the command line (surrogateescape)
+
+
+def test_quoted_phrases_are_required_together() -> None:
+    assert parse('door "wooden door" "creak" "creak"').fts_require() == '"wooden door" AND "creak"'
+    assert parse("door creak -metal foot*").fts_require() is None
+    assert parse('"say ""hi"""').fts_require() == '"say" AND "hi"'  # quotes end phrases: two of them
+    # the Search tab, while a phrase is being typed: its last word may be cut short, until the quote closes it
+    assert parse('door "gate sl').fts_require(prefix_last=True) == '"gate sl"*'
+    assert parse('door "gate sl').fts_require() == '"gate sl"'
+    assert parse('"gate sl" door').fts_require(prefix_last=True) == '"gate sl"'

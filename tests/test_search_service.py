@@ -688,6 +688,24 @@ def test_excluded_words_remove_hits_in_every_mode(fusion_session: SearchSession)
     assert s.search("-dog", 5) == [] and s.search('"', 5) == []  # nothing positive to rank by
 
 
+def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession) -> None:
+    """Soundminer's exact phrase is a condition, like an exclusion: every result holds it (name, folder or tags),
+    however well other files sound or are named; a phrase no file holds finds nothing."""
+    s = fusion_session
+    for mode in ("names", "sound", "both"):
+        assert rels(s.search('door "gate slam"', 6, mode=mode)) == ["doors/metal_gate_slam.wav"], mode
+        assert rels(s.search('"weather" a loud clap', 6, mode=mode))[0] in {"weather/thunder_clap.wav",
+                                                                              "weather/rain_on_window.wav"}, mode
+        assert set(rels(s.search('"weather" a loud clap', 6, mode=mode))) <= {"weather/thunder_clap.wav",
+                                                                               "weather/rain_on_window.wav"}, mode
+        assert s.search('dog "wooden gate"', 6, mode=mode) == [], mode
+    assert rels(s.search('"weather" -rain', 6)) == ["weather/thunder_clap.wav"]  # both conditions hold
+    # typing the phrase in the Search tab: its last word is taken as cut short until the quote is closed
+    assert rels(s.search('door "gate sl', 6, prefix_last=True)) == ["doors/metal_gate_slam.wav"]
+    # the nearest sound is a dog's, yet the one result asked for is a weather file: every phrase holder is scored
+    assert rels(s.search('"weather" dog barking', 1, mode="sound"))[0].startswith("weather/")
+
+
 def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> None:
     with pytest.raises(ValueError, match="search mode must be one of names, sound, both"):
         fusion_session.search("dog", mode="loud")

@@ -1,5 +1,8 @@
 """Search query syntax, as in Soundminer and Sononym: `-word` excludes, `"exact phrase"`, `word*` prefix, plain words.
 
+Plain words and prefixes rank (a file matching more of them comes first); a quoted phrase and an exclusion are
+conditions: every result's name, folder or tags hold each phrase and none of the excluded words, in every mode.
+
 `parse(text) -> Query` never fails: whatever the user types becomes words, phrases, prefixes and exclusions.
 `Query.fts_match()` is an FTS5 MATCH expression in which every word is a double-quoted string (quotes inside
 doubled), so no input can be an FTS5 syntax error or an FTS5 operator (`NEAR`, `AND`, `column:`, `^`); the
@@ -14,6 +17,8 @@ Plain words are read as people mean them (app/services/search/vocabulary.py): in
     '"creak" OR "wooden door" OR "foot"*'
     >>> q.fts_exclude()
     '"metal"'
+    >>> q.fts_require()
+    '"wooden door"'
     >>> q.free_text
     'creak wooden door foot'
 """
@@ -43,6 +48,7 @@ class Query:
     excluded: list[str] = field(default_factory=list)  # -word or -"phrase"
     positive: list[str] = field(default_factory=list)  # words, phrases and prefixes in the order typed
     shortened_from: int | None = None  # the length typed, when it was over MAX_QUERY_CHARS and cut to that
+    open_phrase: bool = False  # the last phrase's closing quote is not typed (yet)
 
     @property
     def free_text(self) -> str:
@@ -95,6 +101,14 @@ class Query:
         """FTS5 expression matching any excluded word or phrase, or None."""
         return " OR ".join(quote(x) for x in self.excluded) or None
 
+    def fts_require(self, prefix_last: bool = False) -> str | None:
+        """FTS5 expression matching the files that hold every quoted phrase, or None when none was typed.
+        `prefix_last`: a phrase still open at the end is being typed, so its last word may be cut short."""
+        parts = [quote(p) for p in self.phrases]
+        if prefix_last and self.open_phrase and parts:
+            parts[-1] += "*"
+        return " AND ".join(dict.fromkeys(parts)) or None
+
 
 def quote(text: str) -> str:
     """An FTS5 string: in double quotes, inner quotes doubled; FTS5 then tokenises it as a phrase."""
@@ -121,6 +135,7 @@ def parse(text: str) -> Query:
         elif quoted:
             q.phrases.append(body)
             q.positive.append(body)
+            q.open_phrase = not m.group(0).endswith('"') or len(m.group(0)) == 1
         elif body.endswith("*"):
             stem = body.rstrip("*")
             if _HAS_WORD.search(stem):

@@ -107,7 +107,7 @@ class SearchTab(ModelTab):
         self.query_edit = QLineEdit()
         self.query_edit.setPlaceholderText("Describe a sound, e.g. “a door creaks open”")
         self.query_edit.setToolTip("Words in names, folders and tags, and what the sound is like. "
-                                   "-word excludes, \"exact phrase\", word* matches any ending.")
+                                   "-word excludes, \"exact phrase\" is required, word* matches any ending.")
         self.query_edit.setClearButtonEnabled(True)
         self.query_edit.setMinimumWidth(120)  # the other controls give way first in a narrow window
         self.query_edit.installEventFilter(self)  # "similar to: <name>" is selected on focus: typing replaces it

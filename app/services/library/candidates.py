@@ -7,7 +7,9 @@ The keyword channel needs no query vector, so it runs (FTS5 on the catalog's rea
 while `encode` computes the query's vectors on the caller's thread: the slowest part of a names search and the
 query encoding overlap instead of adding up. Then the nearest files of each vector channel; every candidate of
 one channel is scored exactly by the others (their vectors from the loaded indexes), so the fused ranking of the
-union does not depend on which channel found a file.
+union does not depend on which channel found a file. A request's quoted phrases are a condition: only files
+whose texts hold them come back, and when few files do, every one of them is a candidate (a phrase with a few
+matches must not lose them to the channels' nearest).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from app.services.library.records import Hit, MatchInfo, SearchFilters
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
+
+REQUIRED_SCORED = 20_000  # a phrase matching at most this many files makes every one of them a candidate
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class CandidateRequest:
     n: int  # candidates per channel (sound only: the files returned)
     keyword_parts: tuple[str, ...] = ()  # the query's FTS5 parts, OR-ed; none: no keyword channel
     exclude: str | None = None  # FTS5 expression of the excluded words: their files never come back
+    require: str | None = None  # FTS5 expression of the quoted phrases: only files that hold them come back
     common_cap: int = 0  # a part matching this many files or more is left out of the BM25 ranking, when another
     # part is more specific (BM25 costs a step per matching file; such a word weighs next to nothing in it)
     filters: SearchFilters | None = None
@@ -69,12 +74,18 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
         keywords = pool.submit(_keyword_candidates, library, request)
         query = encode()  # leaving the block joins the keyword thread (its error, if any, is raised below)
-    excluded, found, tagged = keywords.result()
+    excluded, found, tagged, required = keywords.result()
     skip = sorted(excluded)
+    if required is not None:
+        required = search.allowed_files(sorted(required - excluded), filters)
     if request.sound_only:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip)
                      ) if query.sound is not None else {}
-        return Candidates({}, {}, sound, query)
+        out = Candidates({}, {}, _kept(sound, required), query)
+        if required is not None and query.sound is not None:
+            _score_required(library, out, required, request)
+            out.sound = dict(sorted(out.sound.items(), key=lambda fs: (-fs[1], fs[0]))[:request.n])
+        return out
     keyword: dict[int, float] = {}
     if found:
         allowed = search.allowed_files([f for f, _ in found], filters)
@@ -85,12 +96,32 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
         semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip))
     if query.sound is not None:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip))
-    out = Candidates(keyword, semantic, sound, query, tagged & keyword.keys())
+    out = Candidates(_kept(keyword, required), _kept(semantic, required), _kept(sound, required), query,
+                     tagged & keyword.keys())
+    if required is not None:
+        _score_required(library, out, required, request)
     if query.sound is not None:
         fill(library, out.sound, out.ids(), request.sound_model, query.sound)
     if query.text is not None and request.text_model is not None:
         fill(library, out.semantic, out.ids(), request.text_model, query.text)
     return out
+
+
+def _kept(scores: dict[int, float], required: set[int] | None) -> dict[int, float]:
+    """The scores of the files that hold the query's phrases (all of them when it has none)."""
+    return scores if required is None else {f: s for f, s in scores.items() if f in required}
+
+
+def _score_required(library: Library, out: Candidates, required: set[int], request: CandidateRequest) -> None:
+    """Few files hold the query's phrases: each of them becomes a candidate, scored in every vector channel it
+    has a vector in (the keyword channel scored those it ranked; the others hold the phrase and nothing more)."""
+    if len(required) > REQUIRED_SCORED:
+        return
+    ids = sorted(required)
+    if out.query.sound is not None:
+        fill(library, out.sound, ids, request.sound_model, out.query.sound)
+    if out.query.text is not None and request.text_model is not None:
+        fill(library, out.semantic, ids, request.text_model, out.query.text)
 
 
 def fill(library: Library, scores: dict[int, float], ids: Sequence[int], model_id: str, q: np.ndarray) -> None:
@@ -121,13 +152,16 @@ def explained_hits(library: Library, file_ids: Sequence[int], model_id: str, que
 
 
 def _keyword_candidates(library: Library, request: CandidateRequest
-                        ) -> tuple[set[int], list[tuple[int, float]], set[int]]:
-    """The files the request excludes, the best keyword matches (file id, BM25) beyond them, and the files the
-    user tagged with every word of the query."""
+                        ) -> tuple[set[int], list[tuple[int, float]], set[int], set[int] | None]:
+    """The files the request excludes, the best keyword matches (file id, BM25) beyond them, the files the user
+    tagged with every word of the query, and the files holding its phrases (None: it has none)."""
     text = library.text
     excluded = text.keyword_files(request.exclude) if request.exclude else set()
+    required = text.keyword_files(request.require) if request.require else None
     if request.sound_only or not request.keyword_parts:
-        return excluded, [], set()
+        return excluded, [], set(), required
     match = text.specific_match(request.keyword_parts, request.common_cap)
+    if match and request.require:  # BM25 ranks the files that hold the phrases, not the best of any
+        match = f"({match}) AND ({request.require})"
     found = text.keyword_search(match, request.n + len(excluded)) if match else []
-    return excluded, found, text.user_tagged(request.keyword_parts) - excluded
+    return excluded, found, text.user_tagged(request.keyword_parts) - excluded, required

@@ -117,7 +117,8 @@ class SearchSession:
                names_weight: float | None = None, prefix_last: bool = False) -> HitList:
         """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
         like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
-        of the names). Query syntax: `-word` excludes (in every mode), `"exact phrase"`, `word*` prefix.
+        of the names). Query syntax: `-word` excludes and `"exact phrase"` is required (both in every mode: the
+        names, folder or tags of every result hold the phrase), `word*` prefix.
         Words are read against the library's own (vocabulary.py): a typo is corrected (`did_you_mean`), compounds
         split and joined, numbers matched as digits and words; `prefix_last`: the last word also matches as a
         prefix (the Search tab, while the user types). `no_good_match`: the best hit's calibrated score is below
@@ -149,7 +150,8 @@ class SearchSession:
             sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
             n=k if w == 0 else max(k, CANDIDATES),
             keyword_parts=tuple(query.fts_parts(vocab, prefix_last)) if w > 0 else (),
-            exclude=query.fts_exclude(), common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
+            exclude=query.fts_exclude(), require=query.fts_require(prefix_last),
+            common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
             filters=filters, sound_only=w == 0)
         found = self.library.candidates(request, encode)
         if w == 0:  # sound only: the sound channel's order and cosines, as they are
