@@ -706,6 +706,18 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
     assert rels(s.search('"weather" dog barking', 1, mode="sound"))[0].startswith("weather/")
 
 
+def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: SearchSession, monkeypatch) -> None:
+    """The FTS5 parts and the "did you mean" come from one reading of the query's words (it costs edit-distance
+    look-ups per word)."""
+    import app.services.query as query_module
+
+    calls = []
+    real = query_module.alternatives
+    monkeypatch.setattr(query_module, "alternatives", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    hits = fusion_session.search("thundr clap", 3, prefix_last=True)
+    assert hits.did_you_mean == "thunder clap" and len(calls) == 1
+
+
 def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> None:
     with pytest.raises(ValueError, match="search mode must be one of names, sound, both"):
         fusion_session.search("dog", mode="loud")

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 from app.services.search.vocabulary import INTENT_WORDS, Vocabulary, alternatives
 
+Reading = tuple[list[list[str]], dict[str, str]]  # vocabulary.alternatives: words to look for, corrections
+
 # a token: optional '-', then a quoted phrase (closing quote optional) or a run of non-space characters
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
 _HAS_WORD = re.compile(r"[^\W_]")  # at least one letter or digit (any script)
@@ -49,6 +51,8 @@ class Query:
     positive: list[str] = field(default_factory=list)  # words, phrases and prefixes in the order typed
     shortened_from: int | None = None  # the length typed, when it was over MAX_QUERY_CHARS and cut to that
     open_phrase: bool = False  # the last phrase's closing quote is not typed (yet)
+    # the last reading of the words against a vocabulary: (vocabulary, word being typed, (groups, fixes))
+    _reading: tuple[Vocabulary | None, str | None, Reading] | None = field(default=None, repr=False, compare=False)
 
     @property
     def free_text(self) -> str:
@@ -70,7 +74,7 @@ class Query:
         prefix (with its '*'). `prefix_last`: the last word, when plain, also matches as a prefix (the word being
         typed: "hors" finds "horse")."""
         last = self.typed_last(prefix_last)
-        groups, _ = alternatives(self.words, vocab, typing=last)
+        groups, _ = self.read(vocab, last)
         parts = []
         for group in groups:
             alts = [quote(a[:-1]) + "*" if a.endswith("*") else quote(a) for a in group]
@@ -80,6 +84,13 @@ class Query:
             parts.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")")
         return parts + [quote(p) for p in self.phrases] + [quote(p) + "*" for p in self.prefixes]
 
+    def read(self, vocab: Vocabulary | None, last: str | None) -> Reading:
+        """vocabulary.alternatives of the plain words, computed once per vocabulary (a search asks for both the
+        FTS5 parts and the corrected query)."""
+        if self._reading is None or self._reading[0] is not vocab or self._reading[1] != last:
+            self._reading = (vocab, last, alternatives(self.words, vocab, typing=last))
+        return self._reading[2]
+
     def typed_last(self, prefix_last: bool) -> str | None:
         """The last word when it may still be being typed (`prefix_last` and a plain word last), else None."""
         return self.positive[-1].lower() if prefix_last and self.positive and self.positive[-1] in self.words \
@@ -88,7 +99,7 @@ class Query:
     def corrected(self, vocab: Vocabulary | None, prefix_last: bool = False) -> str | None:
         """The query as typed with its typos corrected against the library's words; None when none was.
         `prefix_last`: the last word is being typed, and is not corrected while it begins a library word."""
-        _, fixes = alternatives(self.words, vocab, typing=self.typed_last(prefix_last))
+        _, fixes = self.read(vocab, self.typed_last(prefix_last))
         if not fixes:
             return None
         return re.sub(r"[^\W_]+", lambda m: fixes.get(m.group().lower(), m.group()), self.raw).strip()
