@@ -162,6 +162,7 @@ def unit_interval(text: str) -> float:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
+    from app.services.library.library import busy_refusal
     from app.services.library.records import LibraryError
     from app.services.search.embedder import load_embedder
     from app.services.search.jobs import summarize
@@ -170,6 +171,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
         return _sharded_index(args)
+    busy = busy_refusal(args.folder)
+    if busy:  # refused at once, not after loading the model
+        raise ValueError(busy)
     embedder = load_embedder(args.model)
     try:
         session = SearchSession.open(args.folder, embedder)

@@ -181,3 +181,19 @@ def test_index_of_a_folder_without_audio_says_so(tmp_path, capsys) -> None:
     root = make_library(tmp_path / "lib")
     assert main(["index", str(root), "--model", model]) == 0
     assert "no audio files found" not in capsys.readouterr().err
+
+
+def test_index_of_a_library_another_process_indexes_is_refused_before_any_model_loads(tmp_path, capsys,
+                                                                                       monkeypatch) -> None:
+    """A second `earshot index` of a library being indexed loaded the model (~2 s) and only then was refused."""
+    import app.services.search.embedder as embedder
+    from app.cli import main
+    from app.services.library.library import INDEX_LOCK_NAME, _process_lock
+    from tests.test_library import make_library
+
+    root = make_library(tmp_path / "lib")
+    (root / ".earshot").mkdir()
+    monkeypatch.setattr(embedder, "load_embedder", lambda *a, **kw: pytest.fail("a model was loaded"))
+    with _process_lock(root / ".earshot" / INDEX_LOCK_NAME, "the other job"):
+        assert main(["index", str(root)]) == 2
+    assert "lib is already being indexed (by another Earshot window or command)" in capsys.readouterr().err

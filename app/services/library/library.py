@@ -68,12 +68,29 @@ def _process_lock(path: Path, name: str) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if attempt == LOCK_TRIES - 1:
-                    raise LibraryError(f"{name} is already being indexed (by another Earshot window or command); "
-                                       "try again when it has finished") from None
+                    raise LibraryError(busy_message(name)) from None
                 time.sleep(0.05)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def busy_message(name: str) -> str:
+    return f"{name} is already being indexed (by another Earshot window or command); try again when it has finished"
+
+
+def busy_refusal(root: Path | str) -> str | None:
+    """Why an indexing job of the library at `root` would be refused now (another process indexes it), or None.
+    Asked before a model is loaded for such a job (the job still takes the lock; a folder that cannot be opened
+    says so there)."""
+    root = Path(os.path.abspath(root))
+    try:
+        if not root.is_dir():
+            return None
+        catalog_dir, read_only = catalog.locate(root)
+    except (LibraryError, OSError):
+        return None
+    return busy_message(display_name(root)) if not read_only and _lock_held(catalog_dir / INDEX_LOCK_NAME) else None
 
 
 def _lock_held(path: Path) -> bool:
