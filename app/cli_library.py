@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.services.query import MAX_QUERY_CHARS  # stdlib only: `earshot --help` stays fast
+from app.services.query import MAX_QUERY_CHARS, parse  # stdlib only: `earshot --help` stays fast
 from core.config import number
 
 MAX_FILTER_RATE = 2**32 - 1  # Hz: a WAV header's sample-rate field
@@ -555,8 +555,11 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
     for note in _search_notes(hits):
         print(note)
     if not hits:
+        phrases = list(dict.fromkeys(parse(args.text).phrases)) if isinstance(getattr(args, "text", None), str) else []
+        held = " and ".join(f'"{p}"' for p in phrases)
         print("no results" + ("; --any-length also lists sounds of other lengths"
-                              if getattr(args, "any_length", True) is False else ""))
+                              if getattr(args, "any_length", True) is False else "")
+              + (f"; only files whose name, folder or tags hold {held} can match" if phrases else ""))
     else:
         print(f"{'score':>7}  {'duration':>8}  path")
     for h in hits:
@@ -569,8 +572,8 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
 def _search_notes(hits: list[Any]) -> list[str]:
     """What a text search says about its results as a whole: a corrected query, no good match."""
     fixed = getattr(hits, "did_you_mean", None)
-    return ([f"did you mean: {fixed}"] if fixed else []) + \
-        (["no good match: even the best results look unrelated"] if getattr(hits, "no_good_match", False) else [])
+    return ([f"did you mean: {fixed}"] if fixed else []) + (["no good match: even the best results look unrelated"]
+                                                            if hits and getattr(hits, "no_good_match", False) else [])
 
 
 def _shortened(hits: list[Any]) -> dict[str, int] | None:

@@ -706,6 +706,22 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
     assert rels(s.search('"weather" dog barking', 1, mode="sound"))[0].startswith("weather/")
 
 
+def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsys) -> None:
+    from app.cli import main
+    from app.services.search.fusion import HitList
+    from app.services.search.jobs import Results
+    from app.ui.search_text import results_header
+
+    root, model = indexed_one_tone(tmp_path, "door-creak.wav")
+    capsys.readouterr()
+    assert main(["search", '"wooden door" creak', "--library", str(root), "--model", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert out == 'no results; only files whose name, folder or tags hold "wooden door" can match\n'  # no "no good"
+    assert results_header(Results(HitList(), '"wooden door" creak "oak"', "text", 5), "both") == \
+        "No results · only files whose name, folder or tags hold “wooden door” and “oak” can match"
+    assert results_header(Results(HitList(), "wooden door", "text", 5), "both") == "No results"
+
+
 def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: SearchSession, monkeypatch) -> None:
     """The FTS5 parts and the "did you mean" come from one reading of the query's words (it costs edit-distance
     look-ups per word)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.services.audio import display_name
 from app.services.library.embedding import LONG_FILE_WINDOWS
-from app.services.query import MAX_QUERY_CHARS
+from app.services.query import MAX_QUERY_CHARS, parse
 from app.services.search.jobs import summarize
 from app.ui.durations import format_duration
 
@@ -85,7 +85,7 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
         return browse_header(len(results.hits), int(getattr(results, "total", 0)), folder, favourites)
     shortened = shortened_note(results)  # first: the label elides its end, and the query may be long
     if not results.hits:
-        return shortened + "No results"
+        return shortened + "No results" + (phrase_condition(results.query) if results.mode == "text" else "")
     what = quoted(results.query) if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
@@ -95,6 +95,14 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
         text = "No good match · " + text
     fixed = getattr(results.hits, "did_you_mean", None)
     return shortened + text + (f" · did you mean “{fixed}”?" if fixed else "")
+
+
+def phrase_condition(query: str) -> str:
+    """' · only files whose name, folder or tags hold “wooden door” can match' for a query with exact phrases
+    (they are conditions: query.py), else ''."""
+    phrases = list(dict.fromkeys(parse(query).phrases))
+    return f" · only files whose name, folder or tags hold {' and '.join(f'“{p}”' for p in phrases)} can match" \
+        if phrases else ""
 
 
 def shortened_note(results: Results) -> str:
