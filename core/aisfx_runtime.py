@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from core.checkpoints import weights_digest
+from core.files import cache_root
 from models.aisfx import AisfxEncoder, EmbeddingNet
 
 BACKENDS = ("auto", "int8", "onnx", "torch")
@@ -268,9 +269,7 @@ CALIBRATION_SECONDS = 10.0  # the indexer's window
 
 
 def int8_cache_dir() -> Path:
-    from platformdirs import user_cache_dir
-
-    return Path(os.environ.get("EARSHOT_CACHE_DIR") or user_cache_dir("earshot")) / "aisfx-int8"
+    return cache_root() / "aisfx-int8"
 
 
 def trunk_key(trunk: nn.Module) -> hashlib._Hash:

@@ -367,6 +367,29 @@ def decode(
     return _finish(data, sr, info.channels, sample_rate, mono, keep_nonfinite, resampler)
 
 
+# the sample type that holds a subtype's values exactly (libsndfile scales PCM to the full int range)
+EXACT_DTYPE = {"PCM_S8": "int16", "PCM_U8": "int16", "PCM_16": "int16", "PCM_24": "int32", "PCM_32": "int32",
+               "DOUBLE": "float64"}
+
+
+def read_frames(path: PathLike, first: int, count: int) -> tuple[np.ndarray, AudioInfo]:
+    """Frames [first, first + count) of a file as stored, (N, C), in the type that holds its subtype's values
+    exactly (`EXACT_DTYPE`; float32 for the rest: Vorbis, MP3, FLOAT), with its header. Raises like `decode`."""
+    name = display_name(path)
+    info = _checked_info(path)
+    first = min(max(0, int(first)), info.frames)
+    count = min(max(0, int(count)), info.frames - first)
+    try:
+        with sf.SoundFile(_sf_path(path)) as f:
+            if first:
+                f.seek(first)
+            data = f.read(frames=count, dtype=EXACT_DTYPE.get(info.subtype, "float32"), always_2d=True)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
+    _check_read_length(name, info, count, len(data))
+    return data, info
+
+
 def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data",
                  resampler: str = SOXR) -> Decoded:
     """`decode` for the bytes of an audio file held in memory (a cache, a subprocess's output)."""

@@ -78,3 +78,10 @@ def hash_file(path: str | os.PathLike[str], stop: threading.Event | None = None,
             if stop is not None and stop.is_set():
                 return None
     return h.hexdigest()
+
+
+def cache_root() -> Path:
+    """Earshot's cache folder: $EARSHOT_CACHE_DIR, else the platform's user cache folder for "earshot"."""
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("EARSHOT_CACHE_DIR") or user_cache_dir("earshot"))

@@ -1,94 +1,54 @@
 """The Search tab's preview of the selected result: its title and why it matched, the transport (Play, Loop,
 Autoplay, volume: `search_transport.py`), the actions on it (Find similar, Tags…, Favourite, Reveal in folder, Copy
-path), its waveform (click to play from there) with the play head and the best-matching window, the similarity of
-each window of a long file, and its spectrogram.
+path), its waveform (click to play from there; drag across it to select a part) with the play head and the
+best-matching window, the similarity of each window of a long file, and its spectrogram (`preview_views.py`).
 
 `PreviewPane` draws the `SearchState`'s previewed result and plays it (the space bar, from the best-matching part
-of a long file; by itself when the user selects it and Autoplay is on), reveals it in the file manager and copies
-its path; the other buttons are the tab's to connect.
+of a long file, or the selected part alone; by itself when the user selects it and Autoplay is on), exports the
+selected part or hands it to a drag (app/services/search/excerpt.py), reveals the file in the file manager and
+copies its path; the other buttons are the tab's to connect.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QMimeData, QSettings, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.services.audio import DeviceStatus, Player, display_name
 from app.services.library.embedding import window_starts
 from app.services.library.records import Hit
+from app.services.search.excerpt import MIN_EXCERPT_S, drag_folder, write_excerpt
 from app.services.search.preview import Preview
 from app.ui.durations import format_duration
+from app.ui.preview_views import DragHandle, PreviewSpectrogram, PreviewWaveform
 from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, why_html
 from app.ui.search_transport import AUTOPLAY_TIP, TransportBar
-from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
+from app.workers import JobRunner, describe_error
+from core.files import cache_root
 
 MATCH_COLOUR = "#e8964c"
+EXPORT_FOLDER_KEY = "search/export_folder"  # QSettings: where the last selection was exported
+MAX_DRAG_S = 60.0  # a dragged part is written while the mouse waits: longer ones go through Export
+SELECT_HINT = "Drag across the waveform to select a part: Play plays it, Export or drag it into another program"
 PLAYHEAD_MS = 33  # ~30 Hz play head
 DEFAULT_WINDOW_S = 10.0  # the window length drawn when no model says otherwise
-
-
-class PreviewWaveform(WaveformPlot):
-    """Waveform of the selected sound with a play head, the best-matching window, and click-to-seek."""
-
-    clicked = Signal(float)  # seconds into the file
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.playhead = pg.InfiniteLine(0.0, angle=90, pen=pg.mkPen("#c0392b", width=2), movable=False)
-        self.playhead.setVisible(False)
-        self.addItem(self.playhead)
-        self.best = pg.LinearRegionItem((0, 1), movable=False, brush=pg.mkBrush(232, 150, 76, 60))
-        self.best.setVisible(False)
-        self.addItem(self.best)
-        self.scene().sigMouseClicked.connect(self._scene_clicked)
-        self.clear_preview()
-
-    def set_preview(self, p: Preview) -> None:
-        x, y = envelope(p.audio, p.sample_rate, points=2000)
-        self._curve.setData(x + p.offset_s, y)
-        self.setXRange(p.offset_s, p.end_s, padding=0)
-        peak = max(float(np.abs(p.audio).max()) if len(p.audio) else 0.0, 1e-3)
-        self.setYRange(-peak, peak, padding=0.05)
-
-    def clear_preview(self) -> None:
-        self._curve.setData([], [])
-        self.playhead.setVisible(False)
-        self.best.setVisible(False)
-        self.setXRange(0, 1, padding=0)  # a neutral frame, not pyqtgraph's ±0.5 around nothing
-        self.setYRange(-1, 1, padding=0.05)
-
-    def _scene_clicked(self, event: Any) -> None:  # noqa: ANN401 - a pyqtgraph mouse event
-        if event.button() != Qt.MouseButton.LeftButton:
-            return
-        vb = self.getPlotItem().getViewBox()
-        if vb.sceneBoundingRect().contains(event.scenePos()):
-            self.clicked.emit(float(vb.mapSceneToView(event.scenePos()).x()))
-
-
-class PreviewSpectrogram(SpectrogramView):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setLabel("left", "frequency", units="Hz")
-        self.clear_preview()
-
-    def set_preview(self, p: Preview) -> None:
-        self.set_frames(p.spectrogram, p.hop_seconds)
-        T = p.spectrogram.shape[0]
-        self._image.setRect(p.offset_s, 0, T * p.hop_seconds, p.max_hz)
-        self.setXRange(p.offset_s, p.offset_s + T * p.hop_seconds, padding=0)
-        self.setYRange(0, p.max_hz, padding=0)
-
-    def clear_preview(self) -> None:
-        self._image.clear()
-        self.setXRange(0, 1, padding=0)
-        self.setYRange(0, 8000, padding=0)
 
 
 class PreviewPane(QWidget):
@@ -103,7 +63,11 @@ class PreviewPane(QWidget):
         self.audio = DeviceStatus(False, False, "audio devices not checked yet")
         self.player = Player()
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # a seam for tests
+        self.ask_folder: Callable[[str], str] = lambda start: QFileDialog.getExistingDirectory(
+            self, "Export the selection to", start)  # a seam for tests
         self.start_s = 0.0  # where Play starts (click-to-seek sets it)
+        self._play_base_s = 0.0  # the file time of the first sample playing (the selection's start, or the preview's)
+        self._exports: list[JobRunner] = []
         self.audition_next = False  # the user selected a result with Autoplay on: play its audio when it comes
         self.window_seconds = DEFAULT_WINDOW_S  # the model's window: the steps of the per-window similarity
         self._drawn: Preview | None = None  # the preview whose audio the plots show
@@ -164,7 +128,22 @@ class PreviewPane(QWidget):
         col.addLayout(files)
         self.waveform = PreviewWaveform()
         self.waveform.clicked.connect(self.seek_to)
-        self.waveform.setToolTip("Click to play from there")
+        self.waveform.setToolTip("Click to play from there; drag across it to select a part")
+        viewbox = self.waveform.getPlotItem().getViewBox()
+        viewbox.dragged.connect(self.select_part)
+        self.waveform.selection_changed.connect(self._selection_changed)
+        part = QHBoxLayout()
+        self.selection_label = QLabel(SELECT_HINT)
+        self.selection_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.selection_label.setToolTip(SELECT_HINT)
+        self.export_button = QPushButton("Export selection…")
+        self.export_button.setToolTip("Save the selected part as a file of its own (the file's own samples, "
+                                      "every channel; WAV for Ogg and MP3 sources)")
+        self.export_button.clicked.connect(self.export_selection)
+        self.drag_handle = DragHandle(self.drag_mime)
+        part.addWidget(self.selection_label, 1)
+        part.addWidget(self.export_button)
+        part.addWidget(self.drag_handle)
         self.window_plot = pg.PlotWidget()
         self.window_plot.setMenuEnabled(False)
         self.window_plot.setMouseEnabled(x=False, y=False)
@@ -180,6 +159,7 @@ class PreviewPane(QWidget):
         self.spectrogram = PreviewSpectrogram()
         self.spectrogram.setXLink(self.waveform)
         col.addWidget(self.waveform, 2)
+        col.addLayout(part)
         col.addWidget(self.window_plot, 1)
         col.addWidget(self.spectrogram, 3)
         for plot in (self.waveform, self.spectrogram):
@@ -224,6 +204,7 @@ class PreviewPane(QWidget):
         length = format_duration(preview.duration_s)
         self.preview_title.setText(f"{name} · {length} · {preview.sample_rate} Hz{excerpt}")
         self.preview_title.setToolTip(display_name(hit.path))
+        self.waveform.clear_selection()  # another sound: the part selected in the last one means nothing here
         self.waveform.set_preview(preview)
         self.spectrogram.set_preview(preview)
 
@@ -251,6 +232,11 @@ class PreviewPane(QWidget):
         for w in (self.similar_button, self.reveal_button, self.copy_button):
             w.setEnabled(has_hit)
         self.similar_button.setEnabled(has_hit and state.ready)
+        part = self.selected_part()
+        self.export_button.setEnabled(part is not None)
+        self.drag_handle.setEnabled(has_hit and state.preview is not None)
+        self.drag_handle.setToolTip("Drag the selected part into another program (a DAW, a folder)" if part
+                                    else "Drag this sound into another program (a DAW, a folder)")
         chosen = state.selected_hits()
         for w in (self.tags_button, self.favourite_button):
             w.setEnabled(bool(chosen) and state.ready)
@@ -297,10 +283,17 @@ class PreviewPane(QWidget):
         if not self.audio.output_ok:
             self.error.emit(self.audio.playback_unavailable())
             return
-        start = min(max(seconds, p.offset_s), p.end_s) - p.offset_s
+        audio, base = p.audio, p.offset_s
+        part = self.selected_part()
+        if part is not None:  # the part alone (Loop loops it), from where the user clicked inside it
+            a, b = part
+            audio = p.audio[round((a - p.offset_s) * p.sample_rate):round((b - p.offset_s) * p.sample_rate)]
+            base, seconds = a, seconds if a <= seconds < b else a
+        start = min(max(seconds - base, 0.0), len(audio) / p.sample_rate)
+        self._play_base_s = base
         self.player.volume, self.player.loop = self.transport.volume, self.transport.loop
         try:
-            self.player.play(p.audio, p.sample_rate, start_seconds=start)
+            self.player.play(audio, p.sample_rate, start_seconds=start)
         except Exception as e:  # the device vanished: a message (already in the user's words), not a crash
             self.error.emit(f"Cannot play: {e}")
             return
@@ -331,9 +324,14 @@ class PreviewPane(QWidget):
         if p is None:
             return
         seconds = min(max(seconds, p.offset_s), p.end_s)
+        part = self.selected_part()
+        if part is not None and not part[0] <= seconds <= part[1]:
+            self.waveform.clear_selection()  # a click outside the part: the whole sound again
+            if self.player.playing:
+                self.play_from(seconds)
         self.start_s = seconds
         if self.player.playing:
-            self.player.seek(seconds - p.offset_s)
+            self.player.seek(seconds - self._play_base_s)
         self._show_playhead(seconds)
 
     @Slot()
@@ -346,7 +344,7 @@ class PreviewPane(QWidget):
                 self.error.emit(self.player.error)
             self._show_playhead(self.start_s)
             return
-        self._show_playhead(p.offset_s + self.player.position)
+        self._show_playhead(self._play_base_s + self.player.position)
 
     def _show_playhead(self, seconds: float) -> None:
         self.waveform.playhead.setValue(seconds)
@@ -366,6 +364,86 @@ class PreviewPane(QWidget):
         if hit is not None:
             QGuiApplication.clipboard().setText(str(hit.path))
             self.message.emit(f"Copied {display_name(hit.path)}")
+
+    # ---------------------------------------------------------------------------------- the selected part
+
+    def selected_part(self) -> tuple[float, float] | None:
+        """The part selected on the waveform (file seconds, inside the preview), or None."""
+        return self.waveform.selected() if self.state.preview is not None else None
+
+    @Slot(float, float, bool)
+    def select_part(self, a: float, b: float, finished: bool) -> None:
+        """A drag across the waveform: the part between its ends (inside what the preview holds)."""
+        p = self.state.preview
+        if p is None:
+            return
+        a, b = (min(max(x, p.offset_s), p.end_s) for x in sorted((a, b)))
+        self.waveform.set_selection(a, b)
+        if finished and b - a < MIN_EXCERPT_S:
+            self.waveform.clear_selection()
+
+    @Slot()
+    def _selection_changed(self) -> None:
+        part = self.selected_part()
+        if part is None:
+            self.selection_label.setText(SELECT_HINT)
+            self.selection_label.setToolTip(SELECT_HINT)
+        else:
+            a, b = part
+            self.selection_label.setText(f"{format_duration(a)} – {format_duration(b)}")
+            self.selection_label.setToolTip(f"Selected: {format_duration(b - a)} from {format_duration(a)}. "
+                                            "Play plays it alone; click outside it for the whole sound")
+            self.start_s = a
+            if self.player.playing:
+                self.play_from(a)  # the part now playing is the one selected
+            self._show_playhead(a)
+        self.update_actions()
+
+    @Slot()
+    def export_selection(self) -> None:
+        """Ask for a folder and write the selected part there (in a worker: a long part takes a moment)."""
+        hit, part = self.state.preview_hit, self.selected_part()
+        if hit is None or part is None:
+            return
+        settings = QSettings()
+        folder = self.ask_folder(str(settings.value(EXPORT_FOLDER_KEY, "") or hit.path.parent))
+        if not folder:
+            return
+        settings.setValue(EXPORT_FOLDER_KEY, folder)
+        source, (a, b) = hit.path, part
+
+        def job() -> Any:  # noqa: ANN401 - a Job
+            yield {"message": f"exporting part of {display_name(source.name)}"}
+            return write_excerpt(source, a, b, Path(folder))
+
+        runner = JobRunner(job, "export-part", self)
+        runner.result.connect(lambda path: self.message.emit(f"Exported {display_name(path.name)} to "
+                                                             f"{display_name(path.parent)}"))
+        runner.error.connect(lambda text: self.error.emit(f"Cannot export the selection: {text}"))
+        runner.finished.connect(lambda: self._exports.remove(runner))
+        self._exports.append(runner)
+        runner.start()
+
+    def drag_mime(self) -> QMimeData | None:
+        """What a drag from the handle carries: the selected part, written to a temporary file first (up to
+        MAX_DRAG_S), or the whole file; None (and a message) when there is nothing to drag."""
+        hit, part = self.state.preview_hit, self.selected_part()
+        if hit is None or self.state.preview is None:
+            return None
+        path = hit.path
+        if part is not None:
+            a, b = part
+            if b - a > MAX_DRAG_S:
+                self.error.emit(f"Drag takes parts up to {MAX_DRAG_S:.0f} s; use Export selection… for this one")
+                return None
+            try:
+                path = write_excerpt(hit.path, a, b, drag_folder(cache_root()), fsync=False)
+            except (OSError, ValueError) as e:
+                self.error.emit(f"Cannot drag the selection: {describe_error(e)}")
+                return None
+        mime = QMimeData()
+        mime.setUrls([QUrl.fromLocalFile(str(path))])
+        return mime
 
     def stop(self) -> None:
         """No more sound or play head (closing)."""

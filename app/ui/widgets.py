@@ -4,7 +4,7 @@ with a marked default, used by several tabs."""
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -216,8 +216,8 @@ class DecadeAxis(pg.AxisItem):
 class WaveformPlot(pg.PlotWidget):
     """Min/max envelope of a waveform, decimated to the widget width so long files draw fast."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, parent: QWidget | None = None, **plot_item: Any) -> None:  # PlotItem arguments (viewBox)
+        super().__init__(parent, **plot_item)
         self.setMenuEnabled(False)
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()

@@ -1,0 +1,106 @@
+"""A part of a sound written as a file of its own: what a sound designer drags from the preview into a DAW, or
+exports, after selecting the part of a long ambience or take they want.
+
+The samples are the file's own, not the preview's (mono, maybe an excerpt): every channel at the file's rate,
+PCM read and written in integer types, so a WAV, AIFF or FLAC part is bit-exact. Lossy or odd sources (Ogg,
+MP3, ...) become 24-bit WAV: a DAW takes it, and nothing is encoded lossily twice. The file is written beside its
+final name and checked (frames, rate, channels, samples) before it takes that name; an existing file is never
+replaced ("name 2.wav").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from app.services.audio import display_name
+from core.audio import AudioError, AudioInfo, read_frames
+from core.files import atomic_path
+
+KEPT_FORMATS = {"WAV": ".wav", "WAVEX": ".wav", "AIFF": ".aiff", "FLAC": ".flac", "W64": ".w64", "CAF": ".caf"}
+EXACT_SUBTYPES = {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"}  # re-written bit for bit
+FALLBACK = ("WAV", "PCM_24", ".wav")  # for sources whose format is lossy or not writable
+MIN_EXCERPT_S = 0.01  # a shorter selection is a click, not a part
+DRAG_KEEP_S = 24 * 3600  # dragged parts are temporary files: those older than this are removed
+MAX_NAME_CHARS = 200  # a file name stays under the 255 bytes most file systems allow
+
+
+class ExcerptError(AudioError):
+    """The part cannot be written: an empty range, a source that cannot be read, a failed check."""
+
+
+def excerpt_format(info: AudioInfo) -> tuple[str, str, str]:
+    """(libsndfile format, subtype, suffix) of a source's parts: its own where it is lossless and writable."""
+    suffix = KEPT_FORMATS.get(info.format)
+    if suffix is not None and info.subtype in EXACT_SUBTYPES and sf.check_format(info.format, info.subtype):
+        return info.format, info.subtype, suffix
+    return FALLBACK
+
+
+def excerpt_name(source: Path, start_s: float, end_s: float, suffix: str) -> str:
+    """'Door_Creak_01 (1.25-3.50 s).wav': the source's name and where the part lies in it."""
+    stem = display_name(source.stem)[:MAX_NAME_CHARS]
+    return f"{stem} ({start_s:.2f}-{end_s:.2f} s){suffix}"
+
+
+def free_path(folder: Path, name: str) -> Path:
+    """`folder / name`, or 'stem 2.ext', 'stem 3.ext', ... when that exists: a part never replaces a file."""
+    path = folder / name
+    stem, suffix = os.path.splitext(name)
+    n = 2
+    while path.exists():
+        path = folder / f"{stem} {n}{suffix}"
+        n += 1
+    return path
+
+
+def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsync: bool = True) -> Path:
+    """Write [start_s, end_s) of `source` (file seconds) into `folder` under a new name; the path written.
+    Raises ExcerptError (nothing to write, an unreadable source, a failed check) or OSError (a folder that
+    cannot be written, a full disk: nothing is left behind, and the message names the file asked for)."""
+    if not end_s - start_s >= MIN_EXCERPT_S:
+        raise ExcerptError(f"select at least {MIN_EXCERPT_S * 1000:.0f} ms of {display_name(source.name)} to save")
+    from core.audio import audio_info
+
+    info = audio_info(source)
+    first = round(max(0.0, start_s) * info.sample_rate)
+    data, info = read_frames(source, first, round(end_s * info.sample_rate) - first)  # (N, C)
+    if len(data) == 0:
+        raise ExcerptError(f"{display_name(source.name)} has no audio between {start_s:.2f} and {end_s:.2f} s")
+    fmt, subtype, suffix = excerpt_format(info)
+    target = free_path(folder, excerpt_name(source, first / info.sample_rate,
+                                            (first + len(data)) / info.sample_rate, suffix))
+    with atomic_path(target, fsync=fsync) as tmp:
+        sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
+        _check_written(tmp, data, info.sample_rate, exact=(fmt, subtype) == (info.format, info.subtype))
+    return target
+
+
+def _check_written(path: Path, data: np.ndarray, sample_rate: int, exact: bool) -> None:
+    """The file holds what was written: its frames, rate and channels, and the samples themselves (exactly for
+    a source's own format, to 24-bit precision for the WAV that a lossy source becomes)."""
+    back, rate = sf.read(path, dtype=data.dtype if exact else "float32", always_2d=True)
+    wrote = data if exact else data.astype(np.float32)
+    ok = rate == sample_rate and back.shape == wrote.shape and (
+        np.array_equal(back, wrote) if exact else bool(np.abs(back - np.clip(wrote, -1, 1)).max() <= 2 ** -22))
+    if not ok:
+        raise ExcerptError(f"{display_name(path.name)}: the file written does not read back as the part selected")
+
+
+def drag_folder(cache: Path) -> Path:
+    """Where dragged parts are written (under Earshot's cache), cleared of those older than DRAG_KEEP_S: a DAW
+    copies what is dropped on it, so these are only needed while a drag lasts."""
+    folder = cache / "dragged-parts"
+    folder.mkdir(parents=True, exist_ok=True)
+    old = time.time() - DRAG_KEEP_S
+    for f in folder.iterdir():
+        try:
+            if f.is_file() and f.stat().st_mtime < old:
+                f.unlink()
+        except OSError:
+            continue  # in use or gone: next time
+    return folder

@@ -1,0 +1,150 @@
+"""The plots of the Search tab's preview: the waveform (play head, best-matching window, click to seek, a part
+selected by dragging across it), the spectrogram, and the handle that drags a sound or part into other programs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtGui import QDrag, QMouseEvent
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
+
+from app.services.search.excerpt import MIN_EXCERPT_S
+from app.services.search.preview import Preview
+from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
+
+SELECTION_BRUSH = (255, 255, 255, 48)  # a light veil: the waveform is blue on a dark ground
+SELECTION_EDGE = (255, 255, 255, 170)
+
+
+class SelectingViewBox(pg.ViewBox):
+    """A view box whose left-button drag selects a time range (the plot neither pans nor zooms)."""
+
+    dragged = Signal(float, float, bool)  # from, to (seconds, either order), the drag has ended
+
+    def mouseDragEvent(self, ev: Any, axis: int | None = None) -> None:  # noqa: N802, ANN401 - pyqtgraph API
+        if ev.button() != Qt.MouseButton.LeftButton:
+            ev.ignore()
+            return
+        ev.accept()
+        start = self.mapSceneToView(ev.buttonDownScenePos()).x()
+        self.dragged.emit(float(start), float(self.mapSceneToView(ev.scenePos()).x()), bool(ev.isFinish()))
+
+
+class PreviewWaveform(WaveformPlot):
+    """Waveform of the selected sound with a play head, the best-matching window, click-to-seek and a selected
+    part (drag across it; its edges can be moved)."""
+
+    clicked = Signal(float)  # seconds into the file
+    selection_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, viewBox=SelectingViewBox())
+        self.playhead = pg.InfiniteLine(0.0, angle=90, pen=pg.mkPen("#c0392b", width=2), movable=False)
+        self.playhead.setVisible(False)
+        self.addItem(self.playhead)
+        self.best = pg.LinearRegionItem((0, 1), movable=False, brush=pg.mkBrush(232, 150, 76, 60))
+        self.best.setVisible(False)
+        self.addItem(self.best)
+        self.selection = pg.LinearRegionItem((0, 0), movable=True, brush=pg.mkBrush(*SELECTION_BRUSH),
+                                             pen=pg.mkPen(*SELECTION_EDGE, width=1))
+        self.selection.setVisible(False)
+        self.selection.setZValue(10)  # above the best window: its edges are the ones the mouse takes
+        self.selection.sigRegionChangeFinished.connect(lambda _item: self.selection_changed.emit())
+        self.addItem(self.selection)
+        self.scene().sigMouseClicked.connect(self._scene_clicked)
+        self.clear_preview()
+
+    def selected(self) -> tuple[float, float] | None:
+        """The selected part (file seconds), or None."""
+        if not self.selection.isVisible():
+            return None
+        a, b = self.selection.getRegion()
+        return (float(a), float(b)) if b - a >= MIN_EXCERPT_S else None
+
+    def set_selection(self, a: float, b: float) -> None:
+        self.selection.blockSignals(True)  # one selection_changed per change, below
+        self.selection.setRegion((min(a, b), max(a, b)))
+        self.selection.blockSignals(False)
+        self.selection.setVisible(True)
+        self.selection_changed.emit()
+
+    def clear_selection(self) -> None:
+        if self.selection.isVisible():
+            self.selection.setVisible(False)
+            self.selection_changed.emit()
+
+    def set_preview(self, p: Preview) -> None:
+        x, y = envelope(p.audio, p.sample_rate, points=2000)
+        self._curve.setData(x + p.offset_s, y)
+        self.setXRange(p.offset_s, p.end_s, padding=0)
+        peak = max(float(np.abs(p.audio).max()) if len(p.audio) else 0.0, 1e-3)
+        self.setYRange(-peak, peak, padding=0.05)
+
+    def clear_preview(self) -> None:
+        self._curve.setData([], [])
+        self.playhead.setVisible(False)
+        self.best.setVisible(False)
+        self.clear_selection()
+        self.setXRange(0, 1, padding=0)  # a neutral frame, not pyqtgraph's ±0.5 around nothing
+        self.setYRange(-1, 1, padding=0.05)
+
+    def _scene_clicked(self, event: Any) -> None:  # noqa: ANN401 - a pyqtgraph mouse event
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        vb = self.getPlotItem().getViewBox()
+        if vb.sceneBoundingRect().contains(event.scenePos()):
+            self.clicked.emit(float(vb.mapSceneToView(event.scenePos()).x()))
+
+
+class PreviewSpectrogram(SpectrogramView):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setLabel("left", "frequency", units="Hz")
+        self.clear_preview()
+
+    def set_preview(self, p: Preview) -> None:
+        self.set_frames(p.spectrogram, p.hop_seconds)
+        T = p.spectrogram.shape[0]
+        self._image.setRect(p.offset_s, 0, T * p.hop_seconds, p.max_hz)
+        self.setXRange(p.offset_s, p.offset_s + T * p.hop_seconds, padding=0)
+        self.setYRange(0, p.max_hz, padding=0)
+
+    def clear_preview(self) -> None:
+        self._image.clear()
+        self.setXRange(0, 1, padding=0)
+        self.setYRange(0, 8000, padding=0)
+
+
+class DragHandle(QLabel):
+    """'⠿ Drag': pressed and moved, it starts a drag of what `mime()` gives (a file URL) into other programs."""
+
+    def __init__(self, mime: Callable[[], QMimeData | None], parent: QWidget | None = None) -> None:
+        super().__init__("⠿ Drag", parent)
+        self._mime = mime
+        self._pressed_at: Any = None
+        self.setCursor(Qt.CursorShape.OpenHandCursor)
+        self.setFrameShape(QLabel.Shape.StyledPanel)
+        self.setContentsMargins(6, 2, 6, 2)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt API)
+        if event.button() == Qt.MouseButton.LeftButton and self.isEnabled():
+            self._pressed_at = event.position().toPoint()
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt API)
+        if self._pressed_at is None or (event.position().toPoint() - self._pressed_at).manhattanLength() \
+                < QApplication.startDragDistance():
+            return
+        self._pressed_at = None
+        mime = self._mime()
+        if mime is not None:
+            drag = QDrag(self)
+            drag.setMimeData(mime)
+            drag.exec(Qt.DropAction.CopyAction)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt API)
+        self._pressed_at = None
