@@ -309,3 +309,25 @@ def test_sorting_a_search_cycles_back_to_relevance_order(state: SearchState) -> 
     assert not state.descending
     state.sort_by("sound")
     assert state.sort == "" and order() == ["b.wav", "c.wav", "a.wav"]
+
+
+def test_the_sort_box_sorts_a_search_and_brings_back_relevance_order(state: SearchState) -> None:
+    """An earlier trial: the sort box was hidden while a query was in the box, so a search could be sorted only
+    by clicking headers. Chosen in the box, an order applies as a first header click does, and choosing it again
+    does not turn it around."""
+    state.set_query("door")
+    state.accept(state.start_search(), results("b.wav", "c.wav", "a.wav"))
+    order = lambda: [h.name for h in state.hits]  # noqa: E731
+    state.choose_sort("name")
+    assert order() == ["a.wav", "b.wav", "c.wav"] and not state.descending
+    state.choose_sort("name")
+    assert order() == ["a.wav", "b.wav", "c.wav"]  # the order shown again: unchanged
+    state.choose_sort("sound")
+    assert state.sort == "sound" and state.descending  # a score: best first
+    state.choose_sort("")
+    assert state.sort == "" and order() == ["b.wav", "c.wav", "a.wav"]  # relevance, the search's own order
+    state.set_query("")
+    heard = Heard(state)
+    state.choose_sort("modified")  # browsing: the library is asked for the sorted list (newest first)
+    request = state.start_search()
+    assert "search" in heard.names() and (request.sort, request.descending) == ("modified", True)

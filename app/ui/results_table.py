@@ -39,7 +39,7 @@ from app.services.library.records import Hit
 from app.services.search.fusion import NAMES_MIN
 from app.ui.durations import format_duration
 from app.ui.elide import elide_folder, elide_name, pieces_html, shared_words
-from app.ui.search_state import SearchRequest, SearchState
+from app.ui.search_state import SCORE_SORTS, SearchRequest, SearchState
 from app.ui.search_text import (
     STAR_OFF,
     STAR_ON,
@@ -62,6 +62,8 @@ HEADER_KEY = "search/results_header_v2"  # QSettings: column widths and order (v
 SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration",  # header -> the state's sort key
              "Names": "names", "Sound": "sound"}
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
+SEARCH_SORTS = (("Relevance", ""), ("Name", "name"), ("Folder", "folder"), ("Duration", "duration"),  # no date
+                ("Names score", "names"), ("Sound score", "sound"))  # a score: only where the list has it
 
 
 class ElidingDelegate(RichTextDelegate):
@@ -102,6 +104,14 @@ class ElidedLabel(QLabel):
         painter = QPainter(self)
         painter.drawText(rect, int(self.alignment()),
                          self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width()))
+
+
+def sort_choices(browsing: bool, channels: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The sort box's (label, key) items: the library's sounds listed, or a search's results (with the scores
+    this list has)."""
+    if browsing:
+        return BROWSE_SORTS
+    return tuple((label, key) for label, key in SEARCH_SORTS if key not in SCORE_SORTS or key in channels)
 
 
 def shown_name(hit: Hit) -> str:
@@ -355,11 +365,9 @@ class ResultsLists(QTabWidget):
         top = QHBoxLayout()
         self.results_header = ElidedLabel("")
         top.addWidget(self.results_header, 1)
-        self.sort_combo = QComboBox()  # browsing: the date modified has no column to click
-        self.sort_combo.setToolTip("How the library's sounds are listed (or click a column's header)")
-        for label, key in BROWSE_SORTS:
-            self.sort_combo.addItem(f"by {label.lower()}", key)
+        self.sort_combo = QComboBox()  # the date modified has no column to click; a search may be sorted too
         self.sort_combo.activated.connect(self._sort_chosen)
+        self._fill_sorts(BROWSE_SORTS)
         top.addWidget(self.sort_combo)
         col.addLayout(top)
         self.results_stack = QStackedWidget()
@@ -397,7 +405,8 @@ class ResultsLists(QTabWidget):
         self.results_header.setText(results_header(results, state.shown_ranking, state.filters.folder,
                                                    state.filters.favourites_only))
         browsing = results is not None and results.mode == "browse"
-        self.sort_combo.setVisible(browsing)
+        self._fill_sorts(sort_choices(browsing, state.channels()))
+        self.sort_combo.setVisible(results is not None)
         self.table.show_score_columns(not browsing)  # a listed sound has no scores
         sort = state.sort or ("name" if browsing else "")
         self.sort_combo.setCurrentIndex(max(self.sort_combo.findData(sort), 0))
@@ -416,11 +425,21 @@ class ResultsLists(QTabWidget):
                 table.scrollToTop()
         self.table.blockSignals(False)
 
+    def _fill_sorts(self, sorts: tuple[tuple[str, str], ...]) -> None:
+        """The sort box's orders: the library's sounds by name, folder, length or date; a search's results in
+        relevance order (their default) or by what a column shows."""
+        if [self.sort_combo.itemData(i) for i in range(self.sort_combo.count())] == [key for _, key in sorts]:
+            return
+        self.sort_combo.clear()
+        for label, key in sorts:
+            self.sort_combo.addItem(f"by {label.lower()}", key)
+        self.sort_combo.setToolTip("How the library's sounds are listed (or click a column's header)"
+                                   if sorts == BROWSE_SORTS else "How the results are listed: by relevance (the "
+                                   "search's own order) or by a column (or click a column's header)")
+
     @Slot(int)
     def _sort_chosen(self, index: int) -> None:
-        key = self.sort_combo.itemData(index)
-        if key != (self.state.sort or "name"):  # choosing the sort shown again does not turn it around
-            self.state.sort_by(key)
+        self.state.choose_sort(self.sort_combo.itemData(index))  # the order shown again: unchanged
 
     def show_rows(self, rows: list[int]) -> None:
         for row in rows:

@@ -328,6 +328,25 @@ class SearchState:
             self.descending = not first
         else:
             self.sort, self.descending = "", False  # the third click: relevance order again
+        self._show_sorted()
+
+    def choose_sort(self, key: str) -> None:
+        """The sort box: list by `key` the way a first header click does ('' = a search's relevance order);
+        choosing the order shown again changes nothing (a header click would turn it around)."""
+        if key == (self.sort or ("name" if self.browsing() else "")):
+            return
+        if self.browsing():
+            self.sort_by(key)
+            return
+        if self.results is None or (key in SCORE_SORTS and key not in self.channels()):
+            return
+        self.sort, self.descending = key, key in SCORE_SORTS
+        self._show_sorted()
+
+    def _show_sorted(self) -> None:
+        """The search's results again in the order chosen, from their relevance order."""
+        if self.results is None:
+            return
         self.results.hits = sort_hits(self.ranked, self.sort, self.descending)
         self.same_list = True
         self.set_results(self.results)

@@ -374,6 +374,29 @@ def test_a_third_click_on_a_sorted_header_and_the_score_headers_bring_back_relev
     assert names(tab) == relevance and not header.isSortIndicatorShown()
 
 
+def test_a_search_can_be_sorted_from_the_sort_box_relevance_first(qtbot, tab: SearchTab) -> None:
+    """An earlier trial: the sort box showed only while browsing; with a query in the box a user who wanted the
+    results by duration had to find the column header. It stays, offering relevance (a search's default)."""
+    combo, header = tab.lists.sort_combo, tab.table.horizontalHeader()
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("tram"), "text")
+    relevance = names(tab)
+    assert combo.isVisible() and combo.currentData() == "" and combo.currentText() == "by relevance"
+    assert [combo.itemData(i) for i in range(combo.count())] == ["", "name", "folder", "duration", "names", "sound"]
+    wait_results(qtbot, tab, lambda: combo.activated.emit(combo.findData("duration")))
+    durations = [h.duration for h in tab.state.hits]
+    assert durations == sorted(durations) and header.sortIndicatorSection() == ResultsTable.DURATION
+    assert combo.currentData() == "duration"
+    header.sectionClicked.emit(ResultsTable.SOUND)  # a header click shows in the box too
+    assert combo.currentData() == "sound"
+    wait_results(qtbot, tab, lambda: combo.activated.emit(combo.findData("")))
+    assert names(tab) == relevance and not header.isSortIndicatorShown()
+    wait_results(qtbot, tab, lambda: combo.activated.emit(combo.findData("name")))
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("tram bell"), "text")  # a new search: relevance
+    assert combo.currentData() == "" and tab.state.sort == ""
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText(""), "browse")  # browsing: the library's orders
+    assert [combo.itemData(i) for i in range(combo.count())] == ["name", "folder", "duration", "modified"]
+
+
 def test_the_list_quotes_a_phrase_once_says_a_backwards_duration_and_the_index_row_has_its_whole_text(
         qtbot, tab: SearchTab) -> None:
     """A first-contact trial read `50 results for “"open fire"”`, got an empty list without a word for a duration
