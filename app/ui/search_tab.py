@@ -23,7 +23,7 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QToolButton, QVBoxLayout, QWidget
 
 from app.services.audio import DeviceStatus, device_status, display_name
 from app.services.jobs import Job
@@ -41,6 +41,7 @@ from app.services.search.preview import Preview, preview_job
 from app.services.search.session import SearchSession
 from app.ui.folder_tree import FolderTree
 from app.ui.record_query import RecordQuery
+from app.ui.remembered_splitter import RememberedSplitter
 from app.ui.result_marks import ResultMarks
 from app.ui.results_table import ResultsLists
 from app.ui.search_controls import BalanceControl, FiltersBar, IndexingRow
@@ -52,6 +53,8 @@ from app.workers import JobRunner
 
 DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
 SIMILAR_PREFIX = "similar to: "  # the query field while it shows a find-similar list
+SPLITTER_KEY = "search/splitter"  # QSettings: the widths of the folder tree, the results and the preview
+FOLDER_TREE_WIDTH = 180  # at first, in a 1100-px window: at 1024 px the results still fit without scrolling
 
 
 def listed(p: dict[str, Any]) -> bool:
@@ -154,14 +157,12 @@ class SearchTab(ModelTab):
         self.folder_tree.folder_clicked.connect(self.browse_folder)
         self.filters_bar.folder_combo.currentIndexChanged.connect(
             lambda _: self.folder_tree.select_folder(self.filters_bar.folder_combo.currentData()))
-        self.splitter = split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.folder_tree)
-        split.addWidget(self.lists)
-        split.addWidget(pane)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 3)
-        split.setStretchFactor(2, 2)
-        split.setSizes([160, 600, 380])
+        # the user's widths are remembered; a larger window gives each pane a share (the results the most)
+        self.splitter = split = RememberedSplitter(SPLITTER_KEY)
+        split.add(self.folder_tree, FOLDER_TREE_WIDTH, 1)
+        split.add(self.lists, 560, 3)
+        split.add(pane, 340, 2)
+        split.restore()
         page.addWidget(split, 1)
         page.addWidget(self.build_status_label())
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QPoint, QSettings, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QHeaderView, QStyleOptionViewItem
 from test_search_tab import SR, open_and_index, shown_tab, tiny_registry, write
@@ -160,6 +160,27 @@ def test_the_folder_tree_lists_a_folder_and_all_sounds(qtbot, tab: SearchTab) ->
     tab.resize(1024, 700)
     qtbot.wait(50)
     shot(tab, "search-browse-1024")
+
+
+def test_the_folder_tree_is_as_wide_as_it_was_dragged_also_next_time(qtbot, tab: SearchTab,
+                                                                      registry: ModelRegistry) -> None:
+    """An earlier trial: a real library's long folder names were cut in a tree that opened 160 px wide every
+    time. Its handle widens it (never to nothing), and the next window opens with the width it was given."""
+    split, tree = tab.splitter, tab.folder_tree
+    assert split.widget(0) is tree and not split.isCollapsible(0)
+    before = tree.width()
+    handle = split.handle(1)
+    start = handle.rect().center()
+    QTest.mousePress(handle, Qt.MouseButton.LeftButton, pos=start)
+    QTest.mouseMove(handle, start + QPoint(120, 0))
+    QTest.mouseRelease(handle, Qt.MouseButton.LeftButton, pos=start + QPoint(120, 0))
+    assert tree.width() >= before + 100
+    again = shown_tab(qtbot, registry, 1024)
+    try:
+        again.stack.setCurrentWidget(again.page)  # the working view, as with a library open
+        qtbot.waitUntil(lambda: again.folder_tree.width() == tree.width(), timeout=2_000)
+    finally:
+        again.shutdown()
 
 
 def test_favourites_only_lists_the_favourites_without_a_query(qtbot, tab: SearchTab) -> None:
