@@ -229,6 +229,11 @@ class TrainTab(JobTab):
         runs_box = QGroupBox("Runs (tick to compare)")
         rb = QVBoxLayout(runs_box)
         self.runs_list = QListWidget()
+        # a label (name · kind · status · best metric) wraps in the pane: scrolled sideways it was cut at 1024 px
+        self.runs_list.setWordWrap(True)
+        self.runs_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.runs_list.setResizeMode(QListWidget.ResizeMode.Adjust)  # wrapped again as the pane is resized
+        self.runs_list.setSpacing(2)  # wrapped labels: where one run ends and the next begins
         self.runs_list.currentItemChanged.connect(self._run_picked)
         self.runs_list.itemChanged.connect(self._compare_toggled)
         rb.addWidget(self.runs_list)
@@ -241,6 +246,8 @@ class TrainTab(JobTab):
         lb.addWidget(self.log_view)
         lower.addWidget(runs_box)
         lower.addWidget(log_box)
+        lower.setStretchFactor(0, 3)  # the runs' labels are long; the log wraps its lines anyway
+        lower.setStretchFactor(1, 2)
         plots.addWidget(lower)
         plots.setSizes([260, 200, 200])
         rlay.addWidget(plots, 1)
@@ -505,7 +512,7 @@ class TrainTab(JobTab):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if run.name in checked else Qt.CheckState.Unchecked)
             item.setForeground(QColor(STATUS_COLOURS.get(run.status, "#000000")))
-            item.setToolTip(f"{run.kind} · {run.info.get('data')} · {run.info.get('created')}")
+            item.setToolTip(f"{item.text()}\ndata: {run.info.get('data')}\ncreated: {run.info.get('created')}")
             self.runs_list.addItem(item)
             if run.name == current:
                 self.runs_list.setCurrentItem(item)

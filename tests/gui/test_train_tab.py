@@ -299,6 +299,28 @@ def _finished_run(runs: Path, name: str, result: dict) -> None:
     (folder / "events.jsonl").write_text("")
 
 
+def test_long_run_labels_wrap_in_a_small_window_and_their_tooltip_says_them_whole(qtbot, tab: TrainTab,
+                                                                                  tmp_path: Path) -> None:
+    """An earlier trial: at 1024 px the runs' labels ("<name> · <kind> · <status> · <best metric>") were cut at
+    the pane's edge, behind a sideways scroll bar. They wrap inside the pane now."""
+    name = "units-librispeech-clean-100-speakers-small-codebook-2026-05-03-1432"
+    _finished_run(tmp_path / "runs", name, {"best_metric": "abx_error_within_speaker", "best_value": 0.123})
+    _finished_run(tmp_path / "runs", "r", {})
+    tab.resize(1024, 700)
+    tab.show()
+    qtbot.waitExposed(tab)
+    tab.refresh_runs()
+    runs = tab.runs_list
+    qtbot.wait(50)
+    rows = {runs.item(i).text().partition(" · ")[0]: runs.item(i) for i in range(runs.count())}
+    item = rows[name]
+    assert item.text().endswith("abx_error_within_speaker 0.123") and item.toolTip().startswith(item.text())
+    rect, line = runs.visualItemRect(item), runs.fontMetrics().lineSpacing()
+    assert rect.right() <= runs.viewport().width()  # nothing beyond the pane's edge
+    assert rect.height() >= 2 * line > runs.visualItemRect(rows["r"]).height()  # the long label wraps, a short not
+    assert not runs.horizontalScrollBar().isVisible()
+
+
 @pytest.mark.parametrize(("result", "said"), [
     ({"wall_time_s": 4.4, "stopped": "finished", "best_metric": None, "steps": 90, "epochs": 5,
       "metrics.vq_loss": 1.0799, "metrics.vq_recon": 1.0545, "metrics.train_perplexity": 10.3649,
