@@ -20,6 +20,7 @@ from app.services.environment import Environment, audio_status_job, default_thre
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import AboutDialog, PreferencesDialog
 from app.ui.search_tab import SearchTab
+from app.ui.status_bar import StatusBar
 from app.ui.tab_base import ModelTab
 from app.ui.train_tab import TrainTab
 from app.ui.units_tab import UnitsTab
@@ -122,7 +123,8 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self.about_action)
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
+        bar = StatusBar()  # a long message ends in "…", said whole in its tooltip
+        self.setStatusBar(bar)
         self.device_label = QLabel("Device: …")
         self.models_label = QLabel("Models: …")
         self.audio_label = QLabel("Audio: …")
@@ -139,13 +141,8 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def flash(self, message: str, timeout_ms: int = 8000) -> None:
-        """A passing message in the status bar, cut to the room left of the device/models/audio labels (a long
-        one would otherwise run underneath them); the full text is in the tab itself."""
-        bar = self.statusBar()
-        room = max(bar.width(), self.width()) - sum(w.sizeHint().width() for w in (self.device_label, self.models_label,
-                                                                 self.audio_label)) - 32
-        text = bar.fontMetrics().elidedText(message.replace("\n", " "), Qt.TextElideMode.ElideRight, max(room, 80))
-        bar.showMessage(text, timeout_ms)
+        """A passing message in the status bar (cut to the room left of the labels: `StatusBar`)."""
+        self.statusBar().showMessage(message, timeout_ms)
 
     # ------------------------------------------------------------------------------------------- actions
 

@@ -174,6 +174,30 @@ def test_long_status_messages_are_cut_to_fit_beside_the_labels(window: MainWindo
     assert window.statusBar().currentMessage() == "short"
 
 
+def test_every_long_status_message_ends_in_an_ellipsis_with_the_whole_text_in_the_tooltip(
+        qtbot, window: MainWindow, tmp_path: Path) -> None:
+    """An earlier trial: a long message ("Library: <a deep folder>", an unexpected error) was clipped at the device
+    label without a sign that text was missing; only the tabs' messages were cut with "…"."""
+    folder = tmp_path / "Sound Library 2026" / "Weapons" / "Medieval_Siege_Engines" / "Catapults_Trebuchets_Ballistae"
+    folder.mkdir(parents=True)
+    bar = window.statusBar()
+    window.resize(1024, 700)
+    qtbot.wait(20)
+    window.open_library(folder)
+    said = f"Library: {folder}"
+    assert bar.currentMessage().endswith("…") and said.startswith(bar.currentMessage()[:-1])
+    assert bar.toolTip() == said
+    cut = len(bar.currentMessage())
+    window.resize(1440, 900)  # room for more of it
+    qtbot.waitUntil(lambda: len(bar.currentMessage()) > cut, timeout=2_000)
+    assert said.startswith(bar.currentMessage().removesuffix("…")) and bar.toolTip() in ("", said)
+    window.flash("short")
+    assert bar.currentMessage() == "short" and bar.toolTip() == ""
+    window.flash("word " * 400)
+    bar.clearMessage()
+    assert bar.toolTip() == ""  # no message, nothing to say whole
+
+
 def test_a_tab_status_reaches_the_status_bar_only_from_a_tab_behind_with_its_name(window: MainWindow) -> None:
     """A first-contact trial: every message showed twice (the tab's line and the status bar), and at start the
     Search tab's status bar read the Units tab's model message as if it were its own."""
