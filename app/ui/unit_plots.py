@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt, Slot
-from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.services.levels import CLIP_DB, FLOOR_DB, InputLevel
@@ -176,14 +176,17 @@ class UsageHistogram(TitledPlot):
 METER_GREEN = QColor(60, 170, 75)  # RMS: the body of the level
 METER_LIGHT = QColor(150, 215, 150)  # peak above the RMS
 METER_RED = QColor(220, 40, 40)  # clipping: a peak at CLIP_DB or above
-METER_TROUGH = QColor(45, 45, 45)
+METER_TROUGH = QColor(45, 45, 45)  # recording: dark, like the plots the level feeds
 METER_TEXT_WIDTH = 60  # pixels right of the bar for the peak's dBFS
+METER_IDLE_TEXT = "— dBFS"  # no input: no number (a black box read as a broken widget)
+METER_IDLE_TICKS = (-40.0, -20.0)  # dBFS marks on the idle scale: an empty meter, not an empty box
 
 
 class LevelMeter(QWidget):
     """A horizontal input level meter drawing an `InputLevel`: RMS as a solid bar, the peak as a lighter bar
-    beyond it, the held peak as a line, all red from CLIP_DB up; FLOOR_DB..0 dBFS left to right. Inactive or
-    disabled, only the empty trough shows."""
+    beyond it, the held peak as a line, all red from CLIP_DB up; FLOOR_DB..0 dBFS left to right, on a dark
+    trough. Inactive or disabled it is idle: an empty light scale in a frame, as an empty progress bar looks,
+    and "— dBFS"."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -201,20 +204,42 @@ class LevelMeter(QWidget):
     def _x(self, db: float, width: int) -> int:
         return round(width * (min(max(db, FLOOR_DB), 0.0) - FLOOR_DB) / -FLOOR_DB)
 
+    def live(self) -> bool:
+        """Whether a level is shown (recording); else the meter is idle."""
+        return self.isEnabled() and self.level.active
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
         painter = QPainter(self)
         w, h = self.width() - METER_TEXT_WIDTH, self.height()  # the bar; the peak's number is written after it
-        painter.fillRect(0, 0, w, h, METER_TROUGH)
-        level = self.level
-        if self.isEnabled() and level.active:
-            rms, peak = self._x(level.rms_db, w), self._x(level.peak_db, w)
-            painter.fillRect(0, 2, rms, h - 4, METER_RED if level.clipping else METER_GREEN)
-            painter.fillRect(rms, 2, max(0, peak - rms), h - 4, METER_RED if level.clipping else METER_LIGHT)
-            hold = self._x(level.hold_db, w)
-            painter.fillRect(max(0, hold - 2), 0, 2, h, METER_RED if level.held_clipping else QColor("white"))
-            painter.setPen(METER_RED if level.held_clipping else self.palette().windowText().color())
-            painter.drawText(w, 0, METER_TEXT_WIDTH, h, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                             f"{level.peak_db:.0f} dBFS")
+        if self.live():
+            self._paint_level(painter, w, h)
+        else:
+            self._paint_idle(painter, w, h)
         clip = self._x(CLIP_DB, w)  # where clipping starts: a tick, so a hot level can be read at a glance
         painter.fillRect(clip, 0, 1, 3, METER_RED)
         painter.end()
+
+    def _paint_level(self, painter: QPainter, w: int, h: int) -> None:
+        level = self.level
+        painter.fillRect(0, 0, w, h, METER_TROUGH)
+        rms, peak = self._x(level.rms_db, w), self._x(level.peak_db, w)
+        painter.fillRect(0, 2, rms, h - 4, METER_RED if level.clipping else METER_GREEN)
+        painter.fillRect(rms, 2, max(0, peak - rms), h - 4, METER_RED if level.clipping else METER_LIGHT)
+        hold = self._x(level.hold_db, w)
+        painter.fillRect(max(0, hold - 2), 0, 2, h, METER_RED if level.held_clipping else QColor("white"))
+        painter.setPen(METER_RED if level.held_clipping else self.palette().windowText().color())
+        self._write(painter, w, h, f"{level.peak_db:.0f} dBFS")
+
+    def _paint_idle(self, painter: QPainter, w: int, h: int) -> None:
+        palette = self.palette()
+        painter.fillRect(0, 0, w, h, palette.color(QPalette.ColorRole.Base))
+        painter.setPen(palette.color(QPalette.ColorRole.Mid))
+        painter.drawRect(0, 0, w - 1, h - 1)
+        for db in METER_IDLE_TICKS:
+            painter.drawLine(self._x(db, w), h - 4, self._x(db, w), h - 2)
+        painter.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
+        self._write(painter, w, h, METER_IDLE_TEXT)
+
+    def _write(self, painter: QPainter, w: int, h: int, text: str) -> None:
+        """`text` right of the bar (the peak's dBFS)."""
+        painter.drawText(w, 0, METER_TEXT_WIDTH, h, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)

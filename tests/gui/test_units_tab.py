@@ -18,9 +18,10 @@ from praatio import textgrid
 from PySide6.QtCore import Qt
 
 from app.services.audio import DeviceStatus, Player, Recorder, decode
+from app.services.levels import InputLevel
 from app.services.registry import ModelRegistry
 from app.services.units import parse_units_text
-from app.ui.unit_plots import unit_colour
+from app.ui.unit_plots import METER_TEXT_WIDTH, LevelMeter, unit_colour
 from app.ui.units_tab import UnitsTab
 from core.checkpoints import save_checkpoint
 from models.frontends import MFCC, frontend_to_dict
@@ -247,6 +248,29 @@ def test_the_input_meter_follows_the_recording_and_shows_clipping_in_red(qtbot, 
     tab.toggle_recording()
     qtbot.waitUntil(lambda: tab.state == "idle", timeout=30_000)
     assert not meter.isEnabled() and not level.active and red_pixels(meter) < 10  # stopped: empty again
+
+
+def test_the_idle_meter_reads_as_no_signal_not_a_black_box(qtbot) -> None:
+    """An earlier trial: before recording (or without a microphone) the meter was a black box, read as broken.
+    Idle it is an empty light scale in a frame with "— dBFS"; recording, the level on the dark trough."""
+    meter = LevelMeter()
+    qtbot.addWidget(meter)
+    meter.resize(meter.sizeHint())
+    meter.setEnabled(False)
+    bar_end = meter.width() - METER_TEXT_WIDTH
+    idle = meter.grab().toImage()
+    assert idle.pixelColor(bar_end // 4, meter.height() // 2).lightness() > 150  # light, empty
+    background = idle.pixelColor(bar_end + 2, 1)
+    text = sum(idle.pixelColor(x, y) != background for x in range(bar_end, meter.width())
+               for y in range(meter.height()))
+    assert text > 20  # "— dBFS": no number
+    level = InputLevel()
+    level.start(0.0)
+    level.update(np.full(512, 0.01, np.float32), 0.0)  # -40 dBFS
+    meter.setEnabled(True)
+    meter.show_level(level)
+    live = meter.grab().toImage()
+    assert live.pixelColor(bar_end - 10, meter.height() // 2).lightness() < 80  # above the level: the dark trough
 
 
 def test_device_vanishing_mid_recording_leaves_the_tab_usable(qtbot, make_tab, fsdd: Path) -> None:
