@@ -43,6 +43,7 @@ from app.services.levels import InputLevel
 from app.services.recording import silence_problem
 from app.services.registry import ModelEntry
 from app.services.units import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
+from app.ui.audio_files import open_audio_file
 from app.ui.tab_base import ModelTab
 from app.ui.unit_plots import LIVE_LEVELS, LevelMeter, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
 from app.ui.widgets import DeviceLine
@@ -121,7 +122,7 @@ class UnitsTab(ModelTab):
         self.record_button = QPushButton("● Record")
         self.record_button.setToolTip("Record from the microphone (Space)")
         self.record_button.clicked.connect(self.toggle_recording)
-        self.load_button = QPushButton("&Load file…")
+        self.load_button = QPushButton("Open audio &file…")  # audio_files.OPEN_AUDIO_FILE; Alt+L: Follow loudness
         self.load_button.setToolTip("Encode an audio file (any format, rate and channel count); no device needed")
         self.load_button.clicked.connect(self.choose_file)
         self.level_meter = LevelMeter()
@@ -285,7 +286,8 @@ class UnitsTab(ModelTab):
         self.resynthesis = None  # the previous model's: its views are cleared below
         self._clear_views()  # nothing encoded with this model yet; the histogram spans its codebook
         can_record = self.audio_status is not None and self.audio_status.input_ok
-        how = "Press Space to record or load a file." if can_record else "Load a file (recording is unavailable)."
+        how = "Press Space to record or open an audio file." if can_record else \
+            "Open an audio file (recording is unavailable)."
         self._say(f"{name}: {session.codebook_size} units, one every {session.unit_seconds * 1000:.0f} ms; "
                   f"look-ahead {session.lookahead_ms:.0f} ms. {how}", news=False)
         self.models_loaded.emit()
@@ -503,10 +505,9 @@ class UnitsTab(ModelTab):
 
     @Slot()
     def choose_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Load Speech File", str(Path.home()),
-                                              "Audio (*.wav *.flac *.ogg *.opus *.mp3 *.aiff *.aif);;All files (*)")
-        if path:
-            self.load_file(Path(path))
+        path = open_audio_file(self)
+        if path is not None:
+            self.load_file(path)
 
     def load_file(self, path: Path) -> None:
         """Encode a file (no audio device needed), then show and resynthesise it like a recording."""

@@ -17,7 +17,6 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QIcon, QKeyEvent, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -31,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.audio import SUPPORTED_EXTENSIONS, DeviceStatus, Player, Recorder, device_status
+from app.services.audio import DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import Job, format_progress
 from app.services.registry import ModelEntry, ModelRegistry
 from app.services.words import (
@@ -50,6 +49,7 @@ from app.services.words import (
     term_search_job,
     text_items_job,
 )
+from app.ui.audio_files import ADD_AUDIO_FILES, OPEN_AUDIO_FILE, add_audio_files, open_audio_file
 from app.ui.tab_base import ModelTab
 from app.ui.widgets import DeviceLine, WaveformPlot, envelope
 from app.ui.word_views import SPOKEN_COLOUR, WRITTEN_COLOUR, CompareViews, short
@@ -136,7 +136,8 @@ class WordsTab(ModelTab):
 
         bar = QHBoxLayout()
         self.build_model_chooser()
-        self.add_files_button = QPushButton("Add audio files…")
+        self.add_files_button = QPushButton(ADD_AUDIO_FILES)
+        self.add_files_button.setToolTip("Add spoken words from audio files: one word a file, named by the file")
         self.add_files_button.clicked.connect(self.choose_files)
         self.record_button = QPushButton("● Record")
         self.record_button.setCheckable(True)
@@ -201,9 +202,11 @@ class WordsTab(ModelTab):
         box = QWidget()
         col = QVBoxLayout(box)
         row = QHBoxLayout()
-        self.open_recording_button = QPushButton("Open recording…")
+        self.open_recording_button = QPushButton(OPEN_AUDIO_FILE)
+        self.open_recording_button.setToolTip("A recording to search for a spoken word (any format, rate and "
+                                              "channel count)")
         self.open_recording_button.clicked.connect(self.choose_recording)
-        self.recording_label = QLabel("no recording")
+        self.recording_label = QLabel("no audio file open")
         self.query_combo = QComboBox()
         self.query_combo.setEditable(True)
         self.query_combo.setMinimumContentsLength(8)
@@ -311,11 +314,9 @@ class WordsTab(ModelTab):
 
     @Slot()
     def choose_files(self) -> None:
-        patterns = " ".join(f"*{e}" for e in sorted(SUPPORTED_EXTENSIONS))
-        paths, _ = QFileDialog.getOpenFileNames(self, "Add spoken words", str(Path.home()),
-                                                f"Audio ({patterns});;All files (*)")
+        paths = add_audio_files(self)
         if paths:
-            self.add_files([Path(p) for p in paths])
+            self.add_files(paths)
 
     def add_files(self, paths: list[Path]) -> None:
         space = self.space
@@ -500,11 +501,9 @@ class WordsTab(ModelTab):
 
     @Slot()
     def choose_recording(self) -> None:
-        patterns = " ".join(f"*{e}" for e in sorted(SUPPORTED_EXTENSIONS))
-        path, _ = QFileDialog.getOpenFileName(self, "Open a recording to search", str(Path.home()),
-                                              f"Audio ({patterns});;All files (*)")
-        if path:
-            self.open_recording(Path(path))
+        path = open_audio_file(self)
+        if path is not None:
+            self.open_recording(path)
 
     def open_recording(self, path: Path) -> None:
         resampler = self.space.resampler if self.space is not None else "soxr"  # the model's, as in training
@@ -528,7 +527,7 @@ class WordsTab(ModelTab):
             self.error("No words model loaded yet.")
             return
         if audio is None:
-            self.error("Open a recording to search first.")
+            self.error("Open an audio file to search first.")
             return
         text = self.query_combo.currentText().strip()
         if not text:

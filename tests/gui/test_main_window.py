@@ -198,6 +198,18 @@ def test_every_long_status_message_ends_in_an_ellipsis_with_the_whole_text_in_th
     assert bar.toolTip() == ""  # no message, nothing to say whole
 
 
+def test_choosing_audio_files_is_worded_the_same_in_every_tab(window: MainWindow) -> None:
+    """An earlier trial: one file to look at or search was "Load file…" in the Units tab and "Open recording…" in
+    the Words tab, beside the Words tab's "Add audio files…" (files added to a set). One wording per act now."""
+    from PySide6.QtWidgets import QPushButton
+
+    units, words = window.units_tab, window.words_tab
+    assert units.load_button.text().replace("&", "") == words.open_recording_button.text() == "Open audio file…"
+    assert words.add_files_button.text() == "Add audio files…"
+    texts = {b.text().replace("&", "") for tab in (units, words) for b in tab.findChildren(QPushButton)}
+    assert not {t for t in texts if t.startswith(("Load", "Open recording"))}
+
+
 def test_a_tab_status_reaches_the_status_bar_only_from_a_tab_behind_with_its_name(window: MainWindow) -> None:
     """A first-contact trial: every message showed twice (the tab's line and the status bar), and at start the
     Search tab's status bar read the Units tab's model message as if it were its own."""

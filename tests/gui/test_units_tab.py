@@ -418,7 +418,7 @@ def test_the_loaded_model_message_stays_in_the_tab(qtbot, tmp_path: Path) -> Non
 
 
 def test_the_loaded_model_message_offers_recording_only_when_it_is_available(make_tab) -> None:
-    assert "Load a file (recording is unavailable)" in make_tab(NO_DEVICE).status_label.text()
+    assert "Open an audio file (recording is unavailable)" in make_tab(NO_DEVICE).status_label.text()
     assert "Press Space to record" in make_tab(MIC_ONLY).status_label.text()
 
 

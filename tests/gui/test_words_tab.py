@@ -121,7 +121,7 @@ def test_errors_are_messages(qtbot, tab: WordsTab, tmp_path: Path) -> None:
     assert "not-audio.wav" in tab.status_label.text()
     assert len(tab.words) == 0
     tab.run_search()  # nothing to search yet
-    assert "Open a recording" in tab.status_label.text()
+    assert "Open an audio file" in tab.status_label.text()
 
 
 def test_record_and_play_disabled_without_devices(qtbot, tab: WordsTab) -> None:
