@@ -19,6 +19,8 @@ from app.ui.widgets import SpectrogramView, WaveformPlot, envelope
 
 SELECTION_BRUSH = (255, 255, 255, 48)  # a light veil: the waveform is blue on a dark ground
 SELECTION_EDGE = (255, 255, 255, 170)
+ENVELOPE_POINTS = 3000  # min/max pairs drawn for the samples in view (and as much again each side)
+MIN_ZOOM_S = 0.02  # the narrowest view: a few hundred samples
 
 
 class SelectingViewBox(pg.ViewBox):
@@ -36,8 +38,10 @@ class SelectingViewBox(pg.ViewBox):
 
 
 class PreviewWaveform(WaveformPlot):
-    """Waveform of the selected sound with a play head, the best-matching window, click-to-seek and a selected
-    part (drag across it; its edges can be moved)."""
+    """Waveform of the selected sound with a play head, the best-matching window, click-to-seek, a selected
+    part (drag across it; its edges can be moved) and zoom (the wheel, about the pointer; a double-click shows
+    the whole sound again): the envelope is drawn anew for what is in view, so a part of a long file zoomed
+    into shows its own samples, not the whole file's buckets."""
 
     clicked = Signal(float)  # seconds into the file
     selection_changed = Signal()
@@ -57,6 +61,9 @@ class PreviewWaveform(WaveformPlot):
         self.selection.sigRegionChangeFinished.connect(lambda _item: self.selection_changed.emit())
         self.addItem(self.selection)
         self.scene().sigMouseClicked.connect(self._scene_clicked)
+        self.setMouseEnabled(x=True, y=False)  # the wheel zooms time; the left drag selects (SelectingViewBox)
+        self._preview: Preview | None = None
+        self.getPlotItem().getViewBox().sigXRangeChanged.connect(self._draw_in_view)
         self.clear_preview()
 
     def selected(self) -> tuple[float, float] | None:
@@ -79,13 +86,33 @@ class PreviewWaveform(WaveformPlot):
             self.selection_changed.emit()
 
     def set_preview(self, p: Preview) -> None:
-        x, y = envelope(p.audio, p.sample_rate, points=2000)
-        self._curve.setData(x + p.offset_s, y)
+        self._preview = p
+        self.setLimits(xMin=p.offset_s, xMax=p.end_s, minXRange=min(MIN_ZOOM_S, p.end_s - p.offset_s))
         self.setXRange(p.offset_s, p.end_s, padding=0)
+        self._draw_in_view()
         peak = max(float(np.abs(p.audio).max()) if len(p.audio) else 0.0, 1e-3)
         self.setYRange(-peak, peak, padding=0.05)
 
+    def show_all(self) -> None:
+        if self._preview is not None:
+            self.setXRange(self._preview.offset_s, self._preview.end_s, padding=0)
+
+    def _draw_in_view(self) -> None:
+        """The envelope of the samples in view (and as much again on each side, so a small pan or zoom shows no
+        gap before this runs again)."""
+        p = self._preview
+        if p is None:
+            return
+        x0, x1 = self.getPlotItem().getViewBox().viewRange()[0]
+        span = x1 - x0
+        first = max(0, int((x0 - span - p.offset_s) * p.sample_rate))
+        last = min(len(p.audio), int((x1 + span - p.offset_s) * p.sample_rate) + 1)
+        x, y = envelope(p.audio[first:last], p.sample_rate, points=ENVELOPE_POINTS)
+        self._curve.setData(x + p.offset_s + first / p.sample_rate, y)
+
     def clear_preview(self) -> None:
+        self._preview = None
+        self.setLimits(xMin=None, xMax=None, minXRange=None)
         self._curve.setData([], [])
         self.playhead.setVisible(False)
         self.best.setVisible(False)
@@ -97,7 +124,11 @@ class PreviewWaveform(WaveformPlot):
         if event.button() != Qt.MouseButton.LeftButton:
             return
         vb = self.getPlotItem().getViewBox()
-        if vb.sceneBoundingRect().contains(event.scenePos()):
+        if not vb.sceneBoundingRect().contains(event.scenePos()):
+            return
+        if event.double():
+            self.show_all()
+        else:
             self.clicked.emit(float(vb.mapSceneToView(event.scenePos()).x()))
 
 

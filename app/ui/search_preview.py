@@ -128,7 +128,8 @@ class PreviewPane(QWidget):
         col.addLayout(files)
         self.waveform = PreviewWaveform()
         self.waveform.clicked.connect(self.seek_to)
-        self.waveform.setToolTip("Click to play from there; drag across it to select a part")
+        self.waveform.setToolTip("Click to play from there; drag across it to select a part; the wheel zooms, "
+                                 "a double-click shows the whole sound")
         viewbox = self.waveform.getPlotItem().getViewBox()
         viewbox.dragged.connect(self.select_part)
         self.waveform.selection_changed.connect(self._selection_changed)

@@ -151,3 +151,32 @@ def test_the_drag_handle_carries_the_part_or_the_whole_file(previewed: SearchTab
     path = Path(urls[0].toLocalFile())
     assert path.parent == tmp_path / "cache" / "dragged-parts" and path.name == "mixed (2.00-2.50 s).wav"
     assert sf.info(path).frames == 16000
+
+
+def test_the_wheel_zooms_into_the_waveform_drawn_anew_and_a_double_click_shows_it_all(qtbot, previewed: SearchTab
+                                                                                      ) -> None:
+    from PySide6.QtCore import QPoint as Point
+    from PySide6.QtGui import QWheelEvent
+
+    wave = previewed.preview_pane.waveform
+    viewbox = wave.getPlotItem().getViewBox()
+    at = waveform_point(previewed, 2.0)
+    wheel = QWheelEvent(QPointF(at), QPointF(wave.viewport().mapToGlobal(at)), Point(0, 0), Point(0, 120 * 6),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(wave.viewport(), wheel)
+    x0, x1 = viewbox.viewRange()[0]
+    assert x1 - x0 < 3.0 and x0 < 2.0 < x1  # zoomed in, about the pointer
+    s0, s1 = previewed.preview_pane.spectrogram.getPlotItem().getViewBox().viewRange()[0]
+    assert s1 - s0 < 3.5 and s0 < 2.0 < s1  # the spectrogram follows (aligned on screen, its axis is wider)
+    def step() -> float:  # seconds between the envelope's buckets, as drawn
+        return float(np.diff(wave._curve.getData()[0][::2]).max())
+
+    zoomed = step()
+    assert zoomed <= 3 * (x1 - x0) / 3000 + 1 / 32000  # drawn anew for the view, not the whole file's buckets
+    wave.show_all()
+    assert viewbox.viewRange()[0] == pytest.approx([0.0, 5.0], abs=1e-6) and step() > 1.5 * zoomed
+    for _ in range(3):  # zooming out stops at the whole sound
+        QApplication.sendEvent(wave.viewport(), QWheelEvent(
+            QPointF(at), QPointF(wave.viewport().mapToGlobal(at)), Point(0, 0), Point(0, -120 * 6),
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
+    assert viewbox.viewRange()[0] == pytest.approx([0.0, 5.0], abs=1e-6)
