@@ -3,7 +3,8 @@
 The window runs with the shipped default models and is driven through the tabs' public methods, the way the
 GUI tests drive them:
 
-- Search: a copy of the bundled demo library is indexed, a query is typed, the first result is previewed;
+- Search: a copy of the bundled demo library is indexed, a query is typed, the first result is previewed and a
+  part of it selected;
 - Units: an FSDD recording is loaded as a file, encoded into units and resynthesised;
 - Words: (only when a words model is installed) spoken FSDD digits and typed words fill the matrix and map;
 - Train: the Words kind with a small FSDD ``words.csv`` shows its validation report (no run is started).
@@ -119,8 +120,11 @@ def drive_search(window: Any, indexed: list[Any], step: Step, query: str,  # noq
     if tab.state.selected_hit() is not tab.state.hits[0] or tab.state.preview is None:
         tab.table.selectRow(0)  # the best match (a sound selected while browsing stays selected otherwise)
         tab.table.scrollToTop()
-    step.wait(lambda: tab.state.preview is not None and tab.state.preview_hit is not None,
-              "the preview of the first result")
+    if step.wait(lambda: tab.state.preview is not None and tab.state.preview_hit is not None,
+                 "the preview of the first result"):
+        p = tab.state.preview  # a part selected, as a user picks one to export or drag into a DAW
+        tab.preview_pane.select_part(p.offset_s + 0.25 * (p.end_s - p.offset_s),
+                                     p.offset_s + 0.6 * (p.end_s - p.offset_s), True)
 
 
 def drive_units(window: Any, step: Step, speech: Path | None) -> None:  # noqa: ANN401 - MainWindow
