@@ -722,6 +722,20 @@ def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsy
     assert results_header(Results(HitList(), "wooden door", "text", 5), "both") == "No results"
 
 
+def test_hits_carry_the_files_rate_and_channels(fusion_session: SearchSession, tmp_path: Path) -> None:
+    """What the results list's Format column and --json show: the file's own rate and channels."""
+    from app.services.search.browse import browse
+    from app.services.search.jobs import hit_dict
+    from tests.test_library import SR as TONE_SR
+
+    s = fusion_session
+    for hits in (s.search("thunder", 3), s.search("thunder", 3, mode="sound"),
+                 browse(s.library, s.embedder.model_id, limit=3).hits):
+        assert hits and all((h.sample_rate, h.channels) == (TONE_SR, 1) for h in hits)
+    d = hit_dict(s.search("thunder", 1)[0])
+    assert (d["sample_rate"], d["channels"]) == (TONE_SR, 1)
+
+
 def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: SearchSession, monkeypatch) -> None:
     """The FTS5 parts and the "did you mean" come from one reading of the query's words (it costs edit-distance
     look-ups per word)."""

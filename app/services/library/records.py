@@ -124,6 +124,8 @@ class Hit:
     match: MatchInfo | None = None
     user_tags: list[str] = field(default_factory=list)
     favourite: bool = False
+    sample_rate: int = 0  # the file's own, from its header (0: unknown)
+    channels: int = 0
 
     @property
     def name(self) -> str:

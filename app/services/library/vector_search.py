@@ -78,7 +78,7 @@ class VectorSearch:
                 return []
             rows = {r[0]: r for r in lib.db.execute(
                 "SELECT v.id, f.id, f.path, f.duration, " + ("v.windows" if windows else "NULL") + ","
-                " m.window_seconds FROM vectors v JOIN files f ON f.id = v.file_id"
+                " m.window_seconds, f.sample_rate, f.channels FROM vectors v JOIN files f ON f.id = v.file_id"
                 " JOIN models m ON m.model_id = v.model_id"
                 f" WHERE v.id IN ({','.join('?' * len(found))})", [i for i, _ in found])}
         kept = sorted(((score, rows[vid]) for vid, score in found if vid in rows and rows[vid][1] not in exclude),
@@ -143,7 +143,8 @@ class VectorSearch:
         with self.library.lock:
             for part, marks in id_chunks(file_ids):
                 for r in self.library.db.execute(
-                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds FROM files f"
+                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds, f.sample_rate, f.channels"
+                        " FROM files f"
                         " LEFT JOIN vectors v ON v.file_id = f.id AND v.model_id = ?"
                         f" LEFT JOIN models m ON m.model_id = v.model_id WHERE f.id IN ({marks})", (model_id, *part)):
                     out[r[0]] = self._hit(r, q, 0.0)
@@ -160,8 +161,8 @@ class VectorSearch:
     # ---------------------------------------------------------------------------------------------- inside
 
     def _hit(self, row: tuple, q: np.ndarray | None, score: float) -> Hit:
-        """A Hit from (file id, path, duration, windows blob or None, window seconds)."""
-        fid, path, duration, wblob, window_s = row
+        """A Hit from (file id, path, duration, windows blob or None, window seconds, sample rate, channels)."""
+        fid, path, duration, wblob, window_s, rate, channels = row
         rel = os.fsdecode(bytes(path))
         wscores: list[float] = []
         start = 0.0
@@ -173,7 +174,8 @@ class VectorSearch:
                 start, wscores = float(starts[int(np.argmax(ws))]), ws.tolist()
         return Hit(path=self.library.root / rel, score=score, duration=float(duration or 0.0),
                    folder=rel.rpartition("/")[0], best_window_start_s=start,
-                   window_scores=wscores, file_id=fid, rel_path=rel)
+                   window_scores=wscores, file_id=fid, rel_path=rel, sample_rate=int(rate or 0),
+                   channels=int(channels or 0))
 
     def _allowed_vectors(self, model_id: str, filters: SearchFilters) -> np.ndarray:
         where, args = ["v.model_id = ?", "f.status = 'ok'", "f.available = 1"], [model_id]

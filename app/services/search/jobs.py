@@ -106,6 +106,7 @@ def hit_dict(hit: Hit) -> dict[str, Any]:
     out = {**path_fields(hit.path), "name": hit.name, "folder": display_name(hit.folder),
            "score": round(hit.score, 5), "duration": round(hit.duration, 3),
            "best_window_start_s": hit.best_window_start_s, "window_scores": [round(s, 5) for s in hit.window_scores],
+           "sample_rate": hit.sample_rate, "channels": hit.channels,
            "user_tags": list(hit.user_tags), "favourite": hit.favourite}
     if hit.match is not None:
         m = hit.match
