@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QPushButton,
     QSizePolicy,
     QStackedWidget,
@@ -48,6 +49,7 @@ from app.ui.search_text import (
     highlight,
     no_results_message,
     results_header,
+    sound_format,
     tag_spans,
     why_html,
 )
@@ -58,7 +60,7 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-text cells show HTML)
 SPANS_ROLE = Qt.ItemDataRole.UserRole + 2  # where the query matched the plain text: [(start, end), ...]
 SHARED_ROLE = Qt.ItemDataRole.UserRole + 3  # a name's words that its look-alikes in the list share (elided first)
-HEADER_KEY = "search/results_header_v2"  # QSettings: column widths and order (v2: Name first)
+HEADER_KEY = "search/results_header_v3"  # QSettings: column widths and order (v2: Name first; v3: Format)
 SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration",  # header -> the state's sort key
              "Names": "names", "Sound": "sound"}
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
@@ -131,10 +133,10 @@ class ResultsTable(QTableWidget):
     """Ranked results, each with why it matched; dragging rows out hands the files (as URLs) to the file manager,
     a DAW, ...; a click on a row's star toggles it as a favourite."""
 
-    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags")  # Tags last: hiding the scores
-    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS = range(7)  # (browsing) leaves the same column stretched
-    RICH = (NAME, FOLDER, TAGS)
-    WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52}
+    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags", "Format")  # Tags last on screen: hiding
+    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS, FORMAT = range(8)  # the scores (browsing) leaves the same
+    RICH = (NAME, FOLDER, TAGS)  # column stretched; Format is shown after Duration
+    WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FORMAT: 96, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52}
     star_clicked = Signal(int)  # row
     sort_clicked = Signal(str)  # the state's sort key of the clicked column
 
@@ -142,6 +144,8 @@ class ResultsTable(QTableWidget):
         super().__init__(0, len(self.HEADERS), parent)
         self.setHorizontalHeaderLabels(list(self.HEADERS))
         self.horizontalHeaderItem(self.STAR).setToolTip("Favourites: click a row's star to mark or unmark it")
+        self.horizontalHeaderItem(self.FORMAT).setToolTip("The file's sample rate and channels (right-click the "
+                                                          "header to show or hide this column)")
         again = "\nClick to sort by it (best first), again the other way, a third time back to relevance order"
         self.horizontalHeaderItem(self.NAMES).setToolTip("How well the name, folder and tags match the query" + again)
         self.horizontalHeaderItem(self.SOUND).setToolTip("How well the audio itself matches the query" + again)
@@ -179,6 +183,10 @@ class ResultsTable(QTableWidget):
         header.setHighlightSections(False)
         for col, width in self.WIDTHS.items():
             header.resizeSection(col, width)
+        header.moveSection(header.visualIndex(self.FORMAT), header.visualIndex(self.DURATION) + 1)
+        header.setSectionHidden(self.FORMAT, True)  # the header's menu shows it: the names need the room first
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(lambda pos: self.header_menu().exec(header.mapToGlobal(pos)))
         saved = QSettings().value(HEADER_KEY)
         self.user_sized = saved is not None and header.restoreState(saved)  # else the names get the room
         self._fitting = False
@@ -187,6 +195,23 @@ class ResultsTable(QTableWidget):
         header.sectionResized.connect(self._resized)
         header.sectionMoved.connect(self.save_header)
         header.sectionClicked.connect(self._header_clicked)
+
+    def header_menu(self) -> QMenu:
+        """The header's right-click menu: the columns a user may show or hide."""
+        menu = QMenu(self)
+        action = menu.addAction("Format (sample rate, channels)")
+        action.setCheckable(True)
+        action.setChecked(not self.isColumnHidden(self.FORMAT))
+        action.toggled.connect(self.show_format_column)
+        return menu
+
+    @Slot(bool)
+    def show_format_column(self, on: bool) -> None:
+        self._fitting = True
+        self.setColumnHidden(self.FORMAT, not on)
+        self._fitting = False
+        self.fit_names()
+        self.save_header()  # the user's choice, kept with the widths and order
 
     @Slot()
     def save_header(self) -> None:
@@ -300,6 +325,7 @@ class ResultsTable(QTableWidget):
             self.FOLDER: (folder or "·", highlight(folder, folder_spans) if folder else "·"),
             self.TAGS: (tags, highlight(tags, tag_spans(hit))),
             self.DURATION: (format_duration(hit.duration), None),
+            self.FORMAT: (sound_format(hit.sample_rate, hit.channels), None),
             self.NAMES: ("–" if names is None else f"{names:.3f}", None),
             self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),
         }

@@ -38,7 +38,7 @@ from app.services.search.preview import Preview
 from app.ui.durations import format_duration
 from app.ui.preview_views import DragHandle, PreviewSpectrogram, PreviewWaveform
 from app.ui.search_state import SearchState
-from app.ui.search_text import STAR_OFF, STAR_ON, why_html
+from app.ui.search_text import STAR_OFF, STAR_ON, sound_format, why_html
 from app.ui.search_transport import AUTOPLAY_TIP, TransportBar
 from app.workers import JobRunner, describe_error
 from core.files import cache_root
@@ -203,7 +203,8 @@ class PreviewPane(QWidget):
                    if preview.offset_s > 0 or preview.end_s < preview.duration_s - 1e-3 else "")
         name = breakable(display_name(hit.path.name))  # the folder: in the list and the tooltip
         length = format_duration(preview.duration_s)
-        self.preview_title.setText(f"{name} · {length} · {preview.sample_rate} Hz{excerpt}")
+        form = sound_format(hit.sample_rate or preview.sample_rate, hit.channels)
+        self.preview_title.setText(f"{name} · {length} · {form}{excerpt}")
         self.preview_title.setToolTip(display_name(hit.path))
         self.waveform.clear_selection()  # another sound: the part selected in the last one means nothing here
         self.waveform.set_preview(preview)

@@ -97,6 +97,15 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     return shortened + text + (f" · did you mean “{fixed}”?" if fixed else "")
 
 
+def sound_format(sample_rate: int, channels: int) -> str:
+    """'44.1 kHz stereo', '48 kHz mono', '96 kHz 6 ch'; '' when the catalog does not know."""
+    if sample_rate <= 0:
+        return ""
+    khz = f"{sample_rate / 1000:.3f}".rstrip("0").rstrip(".")
+    layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels} ch" if channels > 0 else "")
+    return f"{khz} kHz {layout}".strip()
+
+
 def phrase_condition(query: str) -> str:
     """' · only files whose name, folder or tags hold “wooden door” can match' for a query with exact phrases
     (they are conditions: query.py), else ''."""

@@ -786,3 +786,23 @@ def test_the_search_bars_read_right_in_a_small_window(qtbot, registry: ModelRegi
     one_row = filters.tail.geometry().top() == filters.head.geometry().top()
     assert one_row == (width > 1000)  # a 1024-px window keeps them in one row
     tab.shutdown()
+
+
+def test_the_format_column_is_shown_from_the_headers_menu_and_kept(qtbot, tab: SearchTab, registry: ModelRegistry,
+                                                                   tmp_path: Path) -> None:
+    """Sample rate and channels at a glance: hidden at first (the names need the room), shown from the header's
+    right-click menu, right after Duration, and still shown in the next window; the preview's title says it too."""
+    open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib"))
+    search(qtbot, tab, "noise")
+    table = tab.table
+    assert table.isColumnHidden(ResultsTable.FORMAT)
+    menu = table.header_menu()
+    menu.actions()[0].toggle()
+    assert not table.isColumnHidden(ResultsTable.FORMAT)
+    assert set(column(tab, ResultsTable.FORMAT)) == {"32 kHz mono"}
+    header = table.horizontalHeader()
+    assert header.visualIndex(ResultsTable.FORMAT) == header.visualIndex(ResultsTable.DURATION) + 1
+    assert not ResultsTable().isColumnHidden(ResultsTable.FORMAT)  # remembered
+    with qtbot.waitSignal(tab.preview_shown, timeout=20_000):
+        table.selectRow(0)
+    assert " · 32 kHz mono" in tab.preview_pane.preview_title.text()
