@@ -14,10 +14,8 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
-from app.services.audio import Player
 from app.ui.search_tab import SearchTab
-from tests.fake_streams import FakeSpeakers
-from tests.gui.test_search_tab import SPEAKERS, make_library, open_and_index, search, shown_tab, tiny_registry
+from tests.gui.test_search_tab import make_library, preview_long_file, shown_tab, tiny_registry
 
 pytestmark = pytest.mark.slow
 
@@ -53,15 +51,7 @@ def previewed(qtbot, tmp_path: Path, monkeypatch) -> Iterator[SearchTab]:
     monkeypatch.setenv("EARSHOT_CACHE_DIR", str(tmp_path / "cache"))
     registry = tiny_registry(tmp_path / "models")
     tab = shown_tab(qtbot, registry)
-    root = make_library(tmp_path / "lib")
-    tab.preview_pane.player = Player(stream_factory=FakeSpeakers)
-    tab.preview_pane.transport.autoplay_button.setChecked(False)
-    tab.set_audio_status(SPEAKERS)
-    open_and_index(qtbot, tab, registry, root)
-    search(qtbot, tab, "noise")
-    row = [h.rel_path for h in tab.state.hits].index("long/mixed.wav")
-    with qtbot.waitSignal(tab.preview_shown, timeout=20_000):
-        tab.table.selectRow(row)
+    preview_long_file(qtbot, tab, registry, make_library(tmp_path / "lib"))
     yield tab
     tab.shutdown()
 

@@ -266,9 +266,8 @@ def test_search_preview_similar_failed_filters(qtbot, tab: SearchTab, registry: 
     shot(tab, "no_results")
 
 
-def test_playback_space_bar_and_click_to_seek(qtbot, tab: SearchTab, registry: ModelRegistry,
-                                              tmp_path: Path) -> None:
-    root = make_library(tmp_path / "lib")
+def preview_long_file(qtbot, tab: SearchTab, registry: ModelRegistry, root: Path) -> int:  # noqa: ANN001
+    """make_library's long/mixed.wav previewed, with fake speakers and Autoplay off; its row."""
     tab.preview_pane.player = Player(stream_factory=FakeSpeakers)
     tab.preview_pane.transport.autoplay_button.setChecked(False)  # Autoplay: test_search_audition.py
     tab.set_audio_status(SPEAKERS)
@@ -277,6 +276,12 @@ def test_playback_space_bar_and_click_to_seek(qtbot, tab: SearchTab, registry: M
     row = [h.rel_path for h in tab.state.hits].index("long/mixed.wav")
     with qtbot.waitSignal(tab.preview_shown, timeout=20_000):
         tab.table.selectRow(row)
+    return row
+
+
+def test_playback_space_bar_and_click_to_seek(qtbot, tab: SearchTab, registry: ModelRegistry,
+                                              tmp_path: Path) -> None:
+    row = preview_long_file(qtbot, tab, registry, make_library(tmp_path / "lib"))
     assert tab.preview_pane.play_button.isEnabled()
     best = tab.state.hits[row].best_window_start_s
 
