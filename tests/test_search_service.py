@@ -748,6 +748,21 @@ def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: Se
     assert hits.did_you_mean == "thunder clap" and len(calls) == 1
 
 
+def test_a_phrase_held_by_many_files_still_finds_them_by_sound(fusion_session: SearchSession,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past REQUIRED_SCORED phrase holders are not each scored: the channels' nearest must then be searched among
+    the holders, else a common phrase (50,000 files) loses them all to nearer files without it: k results asked
+    for, fewer or none given, and the empty answer would claim no file holds the phrase."""
+    from app.services.library import candidates
+
+    monkeypatch.setattr(candidates, "REQUIRED_SCORED", 1)  # the two weather files are "many"
+    s = fusion_session
+    for mode in ("sound", "both"):
+        assert rels(s.search('"weather" dog barking', 1, mode=mode))[0].startswith("weather/"), mode
+        assert set(rels(s.search('"weather" dog barking', 3, mode=mode))) == {"weather/thunder_clap.wav",
+                                                                              "weather/rain_on_window.wav"}, mode
+
+
 def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> None:
     with pytest.raises(ValueError, match="search mode must be one of names, sound, both"):
         fusion_session.search("dog", mode="loud")

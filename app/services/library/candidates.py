@@ -8,8 +8,9 @@ while `encode` computes the query's vectors on the caller's thread: the slowest 
 query encoding overlap instead of adding up. Then the nearest files of each vector channel; every candidate of
 one channel is scored exactly by the others (their vectors from the loaded indexes), so the fused ranking of the
 union does not depend on which channel found a file. A request's quoted phrases are a condition: only files
-whose texts hold them come back, and when few files do, every one of them is a candidate (a phrase with a few
-matches must not lose them to the channels' nearest).
+whose texts hold them come back; each vector channel's nearest are searched among those files (a phrase that
+50,000 files hold must not lose them all to nearer files without it), and when few files hold it, every one of
+them is a candidate.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     if required is not None:
         required = search.allowed_files(sorted(required - excluded), filters)
     if request.sound_only:
-        sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip)
+        sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip, required)
                      ) if query.sound is not None else {}
         out = Candidates({}, {}, _kept(sound, required), query)
         if required is not None and query.sound is not None:
@@ -93,9 +94,9 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     semantic: dict[int, float] = {}
     sound: dict[int, float] = {}
     if query.text is not None and request.text_model is not None:
-        semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip))
+        semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip, required))
     if query.sound is not None:
-        sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip))
+        sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip, required))
     out = Candidates(_kept(keyword, required), _kept(semantic, required), _kept(sound, required), query,
                      tagged & keyword.keys())
     if required is not None:

@@ -7,7 +7,7 @@ never returned; a query vector with NaN/inf means the model is broken (BrokenMod
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,10 +86,12 @@ class VectorSearch:
         return [self._hit(r[1:], q, score) for score, r in kept[:k]]
 
     def nearest_files(self, query: np.ndarray, model_id: str, k: int, filters: SearchFilters | None = None,
-                      exclude: Sequence[int] = ()) -> list[tuple[int, float]]:
-        """(file id, cosine) of the k nearest files by `model_id`'s vectors, filtered like `by_vector`."""
+                      exclude: Sequence[int] = (), within: Collection[int] | None = None
+                      ) -> list[tuple[int, float]]:
+        """(file id, cosine) of the k nearest files by `model_id`'s vectors, filtered like `by_vector`;
+        `within`: only among these files (those holding a query's phrases)."""
         q = self.query_vector(query, model_id)
-        found, k = self.top_vectors(q, model_id, k, filters, len(exclude))
+        found, k = self.top_vectors(q, model_id, k, filters, len(exclude), within)
         if not found:
             return []
         with self.library.lock:
@@ -101,10 +103,10 @@ class VectorSearch:
         # equal scores (the same audio twice) by file id: not by the order the files happened to be embedded in
         return sorted(out, key=lambda fs: (-fs[1], fs[0]))[:k]
 
-    def top_vectors(self, q: np.ndarray, model_id: str, k: int, filters: SearchFilters | None, extra: int = 0
-                    ) -> tuple[list[tuple[int, float]], int]:
+    def top_vectors(self, q: np.ndarray, model_id: str, k: int, filters: SearchFilters | None, extra: int = 0,
+                    within: Collection[int] | None = None) -> tuple[list[tuple[int, float]], int]:
         """(vector id, cosine) of the best k + extra vectors of a normalised query (files hidden or filtered out
-        left out), and k capped at the index size."""
+        left out; only those of the files `within`, when given), and k capped at the index size."""
         lib = self.library
         with lib.lock:
             vi = lib.vectors.index(model_id)
@@ -114,8 +116,8 @@ class VectorSearch:
                 raise LibraryError(f"query has {len(q)} dimensions, model {model_id!r} has {vi.dim}")
             hide = lib.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
             allowed = None
-            if hide or (filters is not None and filters.active):
-                allowed = self._allowed_vectors(model_id, filters or SearchFilters())
+            if hide or (filters is not None and filters.active) or within is not None:
+                allowed = self._allowed_vectors(model_id, filters or SearchFilters(), within)
                 if not len(allowed):
                     return [], k
             k = min(k, len(vi))  # a huge k costs nothing: there are no more files than this
@@ -177,11 +179,17 @@ class VectorSearch:
                    window_scores=wscores, file_id=fid, rel_path=rel, sample_rate=int(rate or 0),
                    channels=int(channels or 0))
 
-    def _allowed_vectors(self, model_id: str, filters: SearchFilters) -> np.ndarray:
+    def _allowed_vectors(self, model_id: str, filters: SearchFilters, within: Collection[int] | None = None
+                         ) -> np.ndarray:
         where, args = ["v.model_id = ?", "f.status = 'ok'", "f.available = 1"], [model_id]
         self._filter_sql(filters, where, args)
-        rows = self.library.db.execute("SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE "
-                                       + " AND ".join(where), args).fetchall()
+        sql = "SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE " + " AND ".join(where)
+        db = self.library.db
+        if within is None:
+            rows = db.execute(sql, args).fetchall()
+        else:
+            rows = [r for part, marks in id_chunks(sorted(within))
+                    for r in db.execute(f"{sql} AND v.file_id IN ({marks})", [*args, *part])]
         return np.array([r[0] for r in rows], dtype=np.int64)
 
     def _filter_sql(self, filters: SearchFilters, where: list[str], args: list[Any]) -> None:
