@@ -4,9 +4,11 @@ name, never replacing a file."""
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -85,3 +87,64 @@ def test_the_drag_folder_forgets_parts_older_than_a_day(tmp_path: Path) -> None:
     day_ago = time.time() - excerpt.DRAG_KEEP_S - 60
     os.utime(old, (day_ago, day_ago))
     assert drag_folder(tmp_path) == folder and sorted(p.name for p in folder.iterdir()) == ["new.wav"]
+
+
+def test_a_long_name_in_several_byte_characters_still_fits(tmp_path: Path, stereo: np.ndarray) -> None:
+    """A name's limit is 255 bytes, not characters: 83 Japanese characters (249 bytes) plus the part's times
+    used to be too long a name, and the export failed."""
+    src = tmp_path / ("音" * 83 + ".wav")
+    sf.write(src, stereo, SR)
+    out = write_excerpt(src, 1.0, 2.0, tmp_path)
+    again = write_excerpt(src, 1.0, 2.0, tmp_path)
+    assert out.name.endswith("音 (1.00-2.00 s).wav") and again.name.endswith("音 (1.00-2.00 s) 2.wav")
+    assert len(os.fsencode(again.name)) <= 255 - 14  # room left for atomic_path's ".NAME.1234abcd.tmp"
+
+
+@pytest.mark.parametrize("fmt, subtype", [("RF64", "PCM_24"), ("AU", "PCM_16"), ("AU", "FLOAT")])
+def test_pcm_in_another_container_becomes_a_wav_of_the_same_samples(tmp_path: Path, stereo: np.ndarray, fmt: str,
+                                                                   subtype: str) -> None:
+    """RF64 and AU parts used to fail their own check (integer samples compared as if they were floats)."""
+    src = tmp_path / f"take.{fmt.lower()}"
+    sf.write(src, stereo, SR, subtype=subtype, format=fmt)
+    out = write_excerpt(src, 0.5, 1.0, tmp_path)
+    info = sf.info(out)
+    assert (out.suffix, info.format, info.subtype, info.frames) == (".wav", "WAV", subtype, SR // 2)
+    dtype = "float64" if subtype == "FLOAT" else "int32"
+    assert np.array_equal(sf.read(out, dtype=dtype)[0], sf.read(src, dtype=dtype)[0][SR // 2:SR])
+
+
+def test_nan_samples_of_a_float_file_are_copied_not_refused(tmp_path: Path, stereo: np.ndarray) -> None:
+    """The part is the file's own samples, NaN included: it used to fail its check (NaN != NaN) with an error
+    naming a temporary file."""
+    data = stereo.astype(np.float32)
+    data[SR + 7] = np.nan
+    src = tmp_path / "glitch.wav"
+    sf.write(src, data, SR, subtype="FLOAT")
+    out = write_excerpt(src, 1.0, 1.5, tmp_path)
+    assert np.array_equal(sf.read(out, dtype="float32")[0], data[SR:SR + SR // 2], equal_nan=True)
+
+
+def test_positions_that_are_not_numbers_are_a_clear_error(tmp_path: Path, stereo: np.ndarray) -> None:
+    src = tmp_path / "a.wav"
+    sf.write(src, stereo, SR)
+    for a, b in ((1.0, float("inf")), (float("-inf"), 1.0), (1.0, float("nan"))):
+        with pytest.raises(ExcerptError, match="a.wav"):
+            write_excerpt(src, a, b, tmp_path)
+
+
+def test_a_full_disk_is_said_and_names_the_file_asked_for(tmp_path: Path, stereo: np.ndarray, monkeypatch) -> None:
+    """libsndfile answers a full disk with "System error." (a RuntimeError, which the drag handle did not catch)."""
+    src = tmp_path / "a.wav"
+    sf.write(src, stereo, SR)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def full(*_a: object, **_kw: object) -> None:
+        raise sf.LibsndfileError(2, "System error.")  # what sf.write raises on ENOSPC
+
+    monkeypatch.setattr(excerpt.sf, "write", full)
+    monkeypatch.setattr(excerpt.shutil, "disk_usage", lambda _p: SimpleNamespace(free=4096))
+    with pytest.raises(OSError, match=r"not enough free space.*a \(0.00-1.00 s\)\.wav") as e:
+        write_excerpt(src, 0.0, 1.0, out)
+    assert e.value.errno == errno.ENOSPC and list(out.iterdir()) == []
+

@@ -2,15 +2,18 @@
 exports, after selecting the part of a long ambience or take they want.
 
 The samples are the file's own, not the preview's (mono, maybe an excerpt): every channel at the file's rate,
-PCM read and written in integer types, so a WAV, AIFF or FLAC part is bit-exact. Lossy or odd sources (Ogg,
-MP3, ...) become 24-bit WAV: a DAW takes it, and nothing is encoded lossily twice. The file is written beside its
-final name and checked (frames, rate, channels, samples) before it takes that name; an existing file is never
-replaced ("name 2.wav").
+PCM read and written in integer types, so a WAV, AIFF or FLAC part is bit-exact (PCM or float in another
+container, RF64 or AU, becomes a WAV of the same samples). Lossy or odd sources (Ogg, MP3, ...) become 24-bit
+WAV: a DAW takes it, and nothing is encoded lossily twice. The file is written beside its final name and checked
+(frames, rate, channels, samples) before it takes that name; an existing file is never replaced ("name 2.wav").
 """
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -26,7 +29,8 @@ EXACT_SUBTYPES = {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DO
 FALLBACK = ("WAV", "PCM_24", ".wav")  # for sources whose format is lossy or not writable
 MIN_EXCERPT_S = 0.01  # a shorter selection is a click, not a part
 DRAG_KEEP_S = 24 * 3600  # dragged parts are temporary files: those older than this are removed
-MAX_NAME_CHARS = 200  # a file name stays under the 255 bytes most file systems allow
+# a name's bytes: most file systems allow 255, less atomic_path's temporary ".NAME.1234abcd.tmp" and free_path's " 99"
+NAME_BYTES = 255 - 14 - 6
 
 
 class ExcerptError(AudioError):
@@ -34,17 +38,24 @@ class ExcerptError(AudioError):
 
 
 def excerpt_format(info: AudioInfo) -> tuple[str, str, str]:
-    """(libsndfile format, subtype, suffix) of a source's parts: its own where it is lossless and writable."""
-    suffix = KEPT_FORMATS.get(info.format)
-    if suffix is not None and info.subtype in EXACT_SUBTYPES and sf.check_format(info.format, info.subtype):
-        return info.format, info.subtype, suffix
+    """(libsndfile format, subtype, suffix) of a source's parts: its own where it is lossless and writable; the
+    same samples in a WAV for PCM or float in another container (RF64, AU, ...); else FALLBACK."""
+    if info.subtype in EXACT_SUBTYPES:
+        suffix = KEPT_FORMATS.get(info.format)
+        if suffix is not None and sf.check_format(info.format, info.subtype):
+            return info.format, info.subtype, suffix
+        if sf.check_format("WAV", info.subtype):
+            return "WAV", info.subtype, ".wav"
     return FALLBACK
 
 
 def excerpt_name(source: Path, start_s: float, end_s: float, suffix: str) -> str:
-    """'Door_Creak_01 (1.25-3.50 s).wav': the source's name and where the part lies in it."""
-    stem = display_name(source.stem)[:MAX_NAME_CHARS]
-    return f"{stem} ({start_s:.2f}-{end_s:.2f} s){suffix}"
+    """'Door_Creak_01 (1.25-3.50 s).wav': the source's name and where the part lies in it, cut to NAME_BYTES
+    (a name's limit is in bytes: 80 Japanese characters already fill it)."""
+    tail = f" ({start_s:.2f}-{end_s:.2f} s){suffix}"
+    room = NAME_BYTES - len(tail.encode())
+    stem = display_name(source.stem).encode()[:room].decode("utf-8", "ignore")  # no character cut in two
+    return stem + tail
 
 
 def free_path(folder: Path, name: str) -> Path:
@@ -62,6 +73,9 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     """Write [start_s, end_s) of `source` (file seconds) into `folder` under a new name; the path written.
     Raises ExcerptError (nothing to write, an unreadable source, a failed check) or OSError (a folder that
     cannot be written, a full disk: nothing is left behind, and the message names the file asked for)."""
+    if not (math.isfinite(start_s) and math.isfinite(end_s)):
+        raise ExcerptError(f"the part of {display_name(source.name)} to save has no start or end "
+                           f"({start_s}, {end_s})")
     if not end_s - start_s >= MIN_EXCERPT_S:
         raise ExcerptError(f"select at least {MIN_EXCERPT_S * 1000:.0f} ms of {display_name(source.name)} to save")
     from core.audio import audio_info
@@ -75,20 +89,38 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     target = free_path(folder, excerpt_name(source, first / info.sample_rate,
                                             (first + len(data)) / info.sample_rate, suffix))
     with atomic_path(target, fsync=fsync) as tmp:
-        sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
-        _check_written(tmp, data, info.sample_rate, exact=(fmt, subtype) == (info.format, info.subtype))
+        try:
+            sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
+        except sf.LibsndfileError as e:  # libsndfile says "System error." for a full disk: say which
+            raise _write_error(target, data, e) from None
+        _check_written(tmp, target, data, info.sample_rate, exact=subtype == info.subtype)
     return target
 
 
-def _check_written(path: Path, data: np.ndarray, sample_rate: int, exact: bool) -> None:
-    """The file holds what was written: its frames, rate and channels, and the samples themselves (exactly for
-    a source's own format, to 24-bit precision for the WAV that a lossy source becomes)."""
-    back, rate = sf.read(path, dtype=data.dtype if exact else "float32", always_2d=True)
-    wrote = data if exact else data.astype(np.float32)
+def _write_error(target: Path, data: np.ndarray, e: sf.LibsndfileError) -> OSError:
+    """The error of a failed write, named by the file asked for: a full disk as such."""
+    if shutil.disk_usage(target.parent).free < data.nbytes:
+        return OSError(errno.ENOSPC, f"not enough free space for {data.nbytes / 1e6:.1f} MB", str(target))
+    return OSError(errno.EIO, f"cannot write the part ({e.error_string})", str(target))
+
+
+def _check_written(path: Path, target: Path, data: np.ndarray, sample_rate: int, exact: bool) -> None:
+    """`path` holds what was written: its frames, rate and channels, and the samples themselves (exactly, NaN
+    included, where the source's samples were kept; to 24-bit precision in the WAV that a lossy source becomes)."""
+    back, rate = sf.read(path, dtype=data.dtype if exact else "float64", always_2d=True)
+    wrote = data if exact else np.clip(_as_float(data), -1, 1)
     ok = rate == sample_rate and back.shape == wrote.shape and (
-        np.array_equal(back, wrote) if exact else bool(np.abs(back - np.clip(wrote, -1, 1)).max() <= 2 ** -22))
+        np.array_equal(back, wrote, equal_nan=data.dtype.kind == "f") if exact
+        else bool(np.abs(back - wrote).max() <= 2 ** -22))
     if not ok:
-        raise ExcerptError(f"{display_name(path.name)}: the file written does not read back as the part selected")
+        raise ExcerptError(f"{display_name(target.name)}: the file written does not read back as the part selected")
+
+
+def _as_float(data: np.ndarray) -> np.ndarray:
+    """Samples as float64 in [-1, 1): integers as libsndfile scales them (full scale is 2 ** (bits - 1))."""
+    if data.dtype.kind == "i":
+        return data / float(2 ** (8 * data.dtype.itemsize - 1))
+    return data.astype(np.float64)
 
 
 def drag_folder(cache: Path) -> Path:
