@@ -37,6 +37,29 @@ class SelectingViewBox(pg.ViewBox):
         self.dragged.emit(float(start), float(self.mapSceneToView(ev.scenePos()).x()), bool(ev.isFinish()))
 
 
+class PartRegion(pg.LinearRegionItem):
+    """The selected part: its edges stop at its bounds (the sound's ends), and dragged whole it stops there too,
+    keeping its length (pyqtgraph's own drag clamps each edge alone, so the part would shrink to nothing)."""
+
+    def mouseDragEvent(self, ev: Any) -> None:  # noqa: N802, ANN401 - pyqtgraph API
+        if not self.movable or ev.button() != Qt.MouseButton.LeftButton:
+            return
+        ev.accept()
+        if ev.isStart():
+            self._from = sorted(line.value() for line in self.lines)
+        a, b = self._from
+        lo, hi = self.lines[0].maxRange
+        shift = ev.pos().x() - ev.buttonDownPos().x()
+        shift = min(shift, hi - b) if hi is not None else shift
+        shift = max(shift, lo - a) if lo is not None else shift
+        self.blockLineSignal = True  # one signal for both edges, below
+        self.lines[0].setValue(a + shift)
+        self.lines[1].setValue(b + shift)
+        self.prepareGeometryChange()
+        self.blockLineSignal = False
+        (self.sigRegionChangeFinished if ev.isFinish() else self.sigRegionChanged).emit(self)
+
+
 class PreviewWaveform(WaveformPlot):
     """Waveform of the selected sound with a play head, the best-matching window, click-to-seek, a selected
     part (drag across it; its edges can be moved) and zoom (the wheel, about the pointer; a double-click shows
@@ -54,8 +77,8 @@ class PreviewWaveform(WaveformPlot):
         self.best = pg.LinearRegionItem((0, 1), movable=False, brush=pg.mkBrush(232, 150, 76, 60))
         self.best.setVisible(False)
         self.addItem(self.best)
-        self.selection = pg.LinearRegionItem((0, 0), movable=True, brush=pg.mkBrush(*SELECTION_BRUSH),
-                                             pen=pg.mkPen(*SELECTION_EDGE, width=1))
+        self.selection = PartRegion((0, 0), movable=True, brush=pg.mkBrush(*SELECTION_BRUSH),
+                                 pen=pg.mkPen(*SELECTION_EDGE, width=1))
         self.selection.setVisible(False)
         self.selection.setZValue(10)  # above the best window: its edges are the ones the mouse takes
         self.selection.sigRegionChangeFinished.connect(lambda _item: self.selection_changed.emit())
@@ -88,6 +111,7 @@ class PreviewWaveform(WaveformPlot):
     def set_preview(self, p: Preview) -> None:
         self._preview = p
         self.setLimits(xMin=p.offset_s, xMax=p.end_s, minXRange=min(MIN_ZOOM_S, p.end_s - p.offset_s))
+        self.selection.setBounds((p.offset_s, p.end_s))  # an edge dragged off the plot stops at the sound's end
         self.setXRange(p.offset_s, p.end_s, padding=0)
         self._draw_in_view()
         peak = max(float(np.abs(p.audio).max()) if len(p.audio) else 0.0, 1e-3)
@@ -113,6 +137,7 @@ class PreviewWaveform(WaveformPlot):
     def clear_preview(self) -> None:
         self._preview = None
         self.setLimits(xMin=None, xMax=None, minXRange=None)
+        self.selection.setBounds((None, None))
         self._curve.setData([], [])
         self.playhead.setVisible(False)
         self.best.setVisible(False)
