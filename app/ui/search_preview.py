@@ -71,6 +71,7 @@ class PreviewPane(QWidget):
         self.audition_next = False  # the user selected a result with Autoplay on: play its audio when it comes
         self.window_seconds = DEFAULT_WINDOW_S  # the model's window: the steps of the per-window similarity
         self._drawn: Preview | None = None  # the preview whose audio the plots show
+        self._dragging = False  # a drag across the waveform is selecting: playback moves to the part when it ends
         self._play_timer = QTimer(self)
         self._play_timer.setInterval(PLAYHEAD_MS)
         self._play_timer.timeout.connect(self._tick_playhead)
@@ -380,6 +381,7 @@ class PreviewPane(QWidget):
         if p is None:
             return
         a, b = (min(max(x, p.offset_s), p.end_s) for x in sorted((a, b)))
+        self._dragging = not finished
         self.waveform.set_selection(a, b)
         if finished and b - a < MIN_EXCERPT_S:
             self.waveform.clear_selection()
@@ -396,7 +398,7 @@ class PreviewPane(QWidget):
             self.selection_label.setToolTip(f"Selected: {format_duration(b - a)} from {format_duration(a)}. "
                                             "Play plays it alone; click outside it for the whole sound")
             self.start_s = a
-            if self.player.playing:
+            if self.player.playing and not self._dragging:  # restarting at every mouse move would stutter
                 self.play_from(a)  # the part now playing is the one selected
             self._show_playhead(a)
         self.update_actions()

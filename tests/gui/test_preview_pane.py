@@ -1,0 +1,53 @@
+"""The Search tab's preview pane on its own (app/ui/search_preview.py), fed a preview directly (no library,
+fast): how playback follows the part the user selects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.services.audio import Player
+from app.services.library.records import Hit
+from app.services.search.preview import Preview
+from app.ui.search_preview import PreviewPane
+from app.ui.search_state import SearchState
+from tests.fake_streams import FakeSpeakers
+from tests.gui.test_search_tab import SPEAKERS
+
+SR = 8000
+
+
+@pytest.fixture
+def pane(qtbot) -> Iterator[PreviewPane]:
+    """The preview of a 700-s file: 10 s of it from 600 s (a long file is previewed as an excerpt)."""
+    state = SearchState()
+    pane = PreviewPane(state)
+    qtbot.addWidget(pane)
+    pane.player = Player(stream_factory=FakeSpeakers)
+    pane.set_audio_status(SPEAKERS)
+    path = Path("/library/ambience/wind.wav")
+    audio = (np.random.default_rng(0).standard_normal(10 * SR) * 0.1).astype(np.float32)
+    state.preview_hit = Hit(path, 0.5, 700.0, "ambience", 605.0, [0.1] * 70)
+    state.preview = Preview(path, audio, SR, 600.0, 700.0, np.zeros((10, 20), np.float32), 1.0, SR / 2)
+    pane.draw()
+    yield pane
+    pane.stop()
+
+
+def test_selecting_while_playing_moves_playback_to_the_part_once_the_drag_ends(pane: PreviewPane,
+                                                                             monkeypatch) -> None:
+    """Playback used to restart at the part's start at every mouse move of the drag (a stutter, Loop on or off)."""
+    pane.transport.loop_button.setChecked(True)
+    pane.toggle_play()
+    plays: list[float] = []
+    real = pane.player.play
+    monkeypatch.setattr(pane.player, "play", lambda audio, rate, start_seconds=0.0: (
+        plays.append(len(audio) / rate), real(audio, rate, start_seconds=start_seconds)))
+    for b in np.linspace(601.5, 603.0, 10):  # the drag's moves
+        pane.select_part(601.0, float(b), False)
+    assert plays == [] and pane.player.playing  # the sound plays on while the user drags
+    pane.select_part(601.0, 603.0, True)  # released: the part alone, looped
+    assert plays == [pytest.approx(2.0)] and pane.player.loop and pane.selected_part() == (601.0, 603.0)
