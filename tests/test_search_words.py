@@ -77,8 +77,6 @@ def test_typos_are_corrected_against_the_library(session: SearchSession) -> None
     assert res[0].match.matched_terms == ["explosion"]  # the corrected word is highlighted
     assert session.search("explosion", 3).did_you_mean is None
     assert session.search("crying", 3).did_you_mean is None  # a word the library knows is never corrected
-    res = session.search("rian lop", 3, mode="names")  # four letters, two swapped; three letters: too short
-    assert res.did_you_mean == "rain lop" and res[0].rel_path == "ambience/rain_loop.wav"
 
 
 def test_the_word_being_typed_matches_as_a_prefix(session: SearchSession) -> None:
@@ -121,10 +119,10 @@ def test_vocabulary_against_a_reference() -> None:
     assert v.split("gunshot") == ["gun", "shot"] and v.split("footsteps") == ["foot", "steps"]
     assert v.split("gun") is None and v.split("xyzzyq") is None
     assert v.correct("explsion") == "explosion" and v.correct("explosion") is None and v.correct("gunn") is None
-    # a four-letter typo: corrected to the one library word of its length one edit away, else left alone
-    v4 = Vocabulary.of_texts(["door wood", "doors", "boot", "bolt"])
-    assert v4.correct("dorr") == "door" and v4.correct("wodo") == "wood" and v4.correct("boxt") is None  # 2 near
-    assert v4.correct("dor") is None and v4.correct("boots") is None  # too short; a library word's plural
+    # four letters: left as typed (tried at stop 35 with "the one library word of its length one edit away": it
+    # turned sound words MiniLM lacks into others, whir -> whip, atmo -> atom, zing -> ding)
+    v4 = Vocabulary.of_texts(["whip atom ding door"])
+    assert [v4.correct(w) for w in ("whir", "atmo", "zing", "dorr")] == [None] * 4
     # abbreviations and truncated words (a word being typed, or cut short)
     v = Vocabulary.of_texts(["res", "com", "stadium", "torn"], english=["residential", "tornado"])
     assert v.abbreviations("residential") == ["res"] and v.abbreviations("tornado") == []  # "torn": over half

@@ -9,9 +9,9 @@ What a keyword search of names misses, and what this module adds to each query w
   they make together ("black cat" -> "blackcat");
 - ligatures: "coeur" also looks for the library's "cœur", and "cœur" for "coeur";
 - typos: a word neither the library nor English knows is corrected to the most frequent library word one edit
-  away ("explsion" -> "explosion"; a four-letter word only to the one library word of its length that near:
-  "dorr" -> "door"): the query gets a "did you mean"; else it is also looked for as the start of a word
-  ("stadi" -> "stadium");
+  away ("explsion" -> "explosion"): the query gets a "did you mean"; else it is also looked for as the start of
+  a word ("stadi" -> "stadium"). Shorter words are left as typed: sound words MiniLM does not know ("whir",
+  "atmo", "zing") each have a library word one edit away ("whip", "atom", "ding");
 - abbreviations: a short library word that begins a word the library lacks stands for it ("res" for
   "residential").
 
@@ -50,8 +50,7 @@ _NUMBER_OF = {**{w: str(i) for i, w in enumerate(NUMBER_WORDS)}, **{w: str(n) fo
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 LIGATURES = {"œ": "oe", "æ": "ae", "ß": "ss", "ĳ": "ij"}  # what typists write for them
 MIN_PART = 3  # a compound's parts have at least this many letters ("gun", "cat")
-MIN_TYPO = 5  # words shorter than this are corrected only as below (too many neighbours one edit away)
-MIN_SHORT_TYPO = 4  # a word this long is corrected to the one library word of its length one edit away
+MIN_TYPO = 5  # words shorter than this are not corrected (too many neighbours one edit away)
 MIN_PREFIX = 4  # an unknown word this long also matches as the start of a word ("stadi" -> "stadium")
 MAX_ABBREVIATION = 4  # library words this short may abbreviate a longer query word ("res" -> "residential")
 MIN_COMPLETED = 3  # a word being typed this long is also looked for as the library words it begins
@@ -179,16 +178,11 @@ class Vocabulary:
         return len(word) >= MIN_PREFIX and word.isalpha() and not self.has(word) and word not in self.english
 
     def correct(self, word: str) -> str | None:
-        """The most frequent library word one edit away from a word neither the library nor English knows. A
-        short word ("dorr") only when one library word of its length is that near: a key mistyped or two
-        letters swapped, not a letter more or less ("gunn" may be a name, not "gun")."""
-        if len(word) < MIN_SHORT_TYPO or not word.isalpha() or self.has(word) or word in self.english \
+        """The most frequent library word one edit away from a word neither the library nor English knows."""
+        if len(word) < MIN_TYPO or not word.isalpha() or self.has(word) or word in self.english \
                 or light_stem(word) in self.english:
             return None
         near = [w for w in edits1(word) if w in self.counts or w in self.stems]
-        if len(word) < MIN_TYPO:
-            near = [w for w in near if len(w) == len(word)]
-            return near[0] if len(near) == 1 else None
         return max(near, key=lambda w: (self.frequency(w), w)) if near else None
 
 
