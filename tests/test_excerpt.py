@@ -148,3 +148,37 @@ def test_a_full_disk_is_said_and_names_the_file_asked_for(tmp_path: Path, stereo
         write_excerpt(src, 0.0, 1.0, out)
     assert e.value.errno == errno.ENOSPC and list(out.iterdir()) == []
 
+
+
+def test_a_file_made_under_the_parts_name_while_it_is_written_is_never_replaced(tmp_path: Path, stereo: np.ndarray,
+                                                                                 monkeypatch) -> None:
+    """Two exports of one part at once (or any file made meanwhile): the name is claimed only when the part is
+    written and checked, and a name taken by then is left alone."""
+    src = tmp_path / "a.wav"
+    sf.write(src, stereo, SR, subtype="PCM_16")
+    out = tmp_path / "out"
+    out.mkdir()
+    real = excerpt._check_written
+
+    def meanwhile(*args, **kwargs) -> None:  # another export finishes first under the same name
+        (out / "a (1.00-2.00 s).wav").write_bytes(b"the other export")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(excerpt, "_check_written", meanwhile)
+    path = write_excerpt(src, 1.0, 2.0, out)
+    assert path.name == "a (1.00-2.00 s) 2.wav" and sf.info(path).frames == SR
+    assert (out / "a (1.00-2.00 s).wav").read_bytes() == b"the other export"
+    assert sorted(p.name for p in out.iterdir()) == ["a (1.00-2.00 s) 2.wav", "a (1.00-2.00 s).wav"]  # no staging
+
+
+def test_without_hard_links_a_part_still_takes_a_free_name(tmp_path: Path, stereo: np.ndarray, monkeypatch) -> None:
+    src = tmp_path / "a.wav"
+    sf.write(src, stereo, SR, subtype="PCM_16")
+
+    def no_links(*_args: object) -> None:
+        raise PermissionError("hard links are not supported here")
+
+    monkeypatch.setattr(excerpt.os, "link", no_links)
+    first, second = write_excerpt(src, 1.0, 2.0, tmp_path), write_excerpt(src, 1.0, 2.0, tmp_path)
+    assert (first.name, second.name) == ("a (1.00-2.00 s).wav", "a (1.00-2.00 s) 2.wav")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -10,11 +10,15 @@ WAV: a DAW takes it, and nothing is encoded lossily twice. The file is written b
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import math
 import os
+import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +33,7 @@ EXACT_SUBTYPES = {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DO
 FALLBACK = ("WAV", "PCM_24", ".wav")  # for sources whose format is lossy or not writable
 MIN_EXCERPT_S = 0.01  # a shorter selection is a click, not a part
 DRAG_KEEP_S = 24 * 3600  # dragged parts are temporary files: those older than this are removed
-# a name's bytes: most file systems allow 255, less atomic_path's temporary ".NAME.1234abcd.tmp" and free_path's " 99"
+# a name's bytes: most file systems allow 255, less free_names's " 99" and some room
 NAME_BYTES = 255 - 14 - 6
 
 
@@ -58,15 +62,12 @@ def excerpt_name(source: Path, start_s: float, end_s: float, suffix: str) -> str
     return stem + tail
 
 
-def free_path(folder: Path, name: str) -> Path:
-    """`folder / name`, or 'stem 2.ext', 'stem 3.ext', ... when that exists: a part never replaces a file."""
-    path = folder / name
+def free_names(folder: Path, name: str) -> Iterator[Path]:
+    """`folder / name`, then 'stem 2.ext', 'stem 3.ext', ...: the names a part may take, in order."""
     stem, suffix = os.path.splitext(name)
-    n = 2
-    while path.exists():
-        path = folder / f"{stem} {n}{suffix}"
-        n += 1
-    return path
+    yield folder / name
+    for n in itertools.count(2):
+        yield folder / f"{stem} {n}{suffix}"
 
 
 def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsync: bool = True) -> Path:
@@ -86,15 +87,37 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     if len(data) == 0:
         raise ExcerptError(f"{display_name(source.name)} has no audio between {start_s:.2f} and {end_s:.2f} s")
     fmt, subtype, suffix = excerpt_format(info)
-    target = free_path(folder, excerpt_name(source, first / info.sample_rate,
-                                            (first + len(data)) / info.sample_rate, suffix))
-    with atomic_path(target, fsync=fsync) as tmp:
+    name = excerpt_name(source, first / info.sample_rate, (first + len(data)) / info.sample_rate, suffix)
+    target = folder / name  # the name asked for: what errors name
+    staged = folder / f".earshot-part-{secrets.token_hex(6)}{suffix}"  # written and checked under a hidden name
+    with atomic_path(staged, fsync=fsync) as tmp:
         try:
             sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
         except sf.LibsndfileError as e:  # libsndfile says "System error." for a full disk: say which
             raise _write_error(target, data, e) from None
         _check_written(tmp, target, data, info.sample_rate, exact=subtype == info.subtype)
-    return target
+    try:
+        return claim_free_name(staged, folder, name)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            staged.unlink()
+
+
+def claim_free_name(staged: Path, folder: Path, name: str) -> Path:
+    """Give the finished file `staged` the first free name of `free_names(name)`, without ever replacing a file,
+    even one another export makes at the same moment: a hard link fails where the name exists. Where the file
+    system has no hard links (FAT, some shares), a rename to a name checked just before."""
+    for path in free_names(folder, name):
+        try:
+            os.link(staged, path)
+            return path
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links here
+            if not os.path.lexists(path):
+                os.replace(staged, path)
+                return path
+    raise AssertionError("unreachable: free_names never ends")
 
 
 def _write_error(target: Path, data: np.ndarray, e: sf.LibsndfileError) -> OSError:
