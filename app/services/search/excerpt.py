@@ -90,12 +90,17 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     name = excerpt_name(source, first / info.sample_rate, (first + len(data)) / info.sample_rate, suffix)
     target = folder / name  # the name asked for: what errors name
     staged = folder / f".earshot-part-{secrets.token_hex(6)}{suffix}"  # written and checked under a hidden name
-    with atomic_path(staged, fsync=fsync) as tmp:
-        try:
-            sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
-        except sf.LibsndfileError as e:  # libsndfile says "System error." for a full disk: say which
-            raise _write_error(target, data, e) from None
-        _check_written(tmp, target, data, info.sample_rate, exact=subtype == info.subtype)
+    try:
+        with atomic_path(staged, fsync=fsync) as tmp:
+            try:
+                sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
+            except sf.LibsndfileError as e:  # libsndfile says "System error." for a full disk: say which
+                raise _write_error(target, data, e) from None
+            _check_written(tmp, target, data, info.sample_rate, exact=subtype == info.subtype)
+    except OSError as e:  # a folder that cannot be written: named by the file asked for, not the hidden one
+        if e.filename is not None and os.fspath(e.filename) != os.fspath(target):
+            raise OSError(e.errno, e.strerror, str(target)) from None
+        raise
     try:
         return claim_free_name(staged, folder, name)
     finally:
