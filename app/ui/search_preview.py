@@ -45,7 +45,8 @@ from core.files import cache_root
 
 MATCH_COLOUR = "#e8964c"
 EXPORT_FOLDER_KEY = "search/export_folder"  # QSettings: where the last selection was exported
-MAX_DRAG_S = 60.0  # a dragged part is written while the mouse waits: longer ones go through Export
+MAX_DRAG_BYTES = 40_000_000  # a dragged part is written while the mouse waits (~0.1 s): larger ones go through
+# Export, in a worker (a minute of 48 kHz stereo is 23 MB in 32-bit samples; of 192 kHz 6-channel, 276 MB)
 SELECT_HINT = "Drag across the waveform to select a part: Play plays it, Export or drag it into another program"
 PLAYHEAD_MS = 33  # ~30 Hz play head
 DEFAULT_WINDOW_S = 10.0  # the window length drawn when no model says otherwise
@@ -430,15 +431,17 @@ class PreviewPane(QWidget):
 
     def drag_mime(self) -> QMimeData | None:
         """What a drag from the handle carries: the selected part, written to a temporary file first (up to
-        MAX_DRAG_S), or the whole file; None (and a message) when there is nothing to drag."""
+        MAX_DRAG_BYTES), or the whole file; None (and a message) when there is nothing to drag."""
         hit, part = self.state.preview_hit, self.selected_part()
         if hit is None or self.state.preview is None:
             return None
         path = hit.path
         if part is not None:
             a, b = part
-            if b - a > MAX_DRAG_S:
-                self.error.emit(f"Drag takes parts up to {MAX_DRAG_S:.0f} s; use Export selection… for this one")
+            size = (b - a) * (hit.sample_rate or self.state.preview.sample_rate) * max(hit.channels, 1) * 4
+            if size > MAX_DRAG_BYTES:
+                self.error.emit(f"Drag takes parts up to {MAX_DRAG_BYTES / 1e6:.3g} MB; this one is "
+                                f"{size / 1e6:.3g} MB: use Export selection… for it")
                 return None
             try:
                 path = write_excerpt(hit.path, a, b, drag_folder(cache_root()), fsync=False)

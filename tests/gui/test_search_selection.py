@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
-from PySide6.QtGui import QMouseEvent
+from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 from app.ui.search_tab import SearchTab
+from tests.gui.test_preview_waveform import at, drag
 from tests.gui.test_search_tab import make_library, preview_long_file, shown_tab, tiny_registry
 
 pytestmark = pytest.mark.slow
@@ -22,27 +22,13 @@ pytestmark = pytest.mark.slow
 
 def waveform_point(tab: SearchTab, seconds: float) -> QPoint:
     """The waveform viewport's pixel at `seconds`, halfway up."""
-    wave = tab.preview_pane.waveform
-    scene = wave.getPlotItem().getViewBox().mapViewToScene(QPointF(seconds, 0.0))
-    pos = wave.mapFromScene(scene)
-    return QPoint(int(pos.x()), int(pos.y()))
+    return at(tab.preview_pane.waveform, seconds)
 
 
 def mouse_drag(tab: SearchTab, a: float, b: float) -> None:
-    """A real left-button drag across the waveform (QTest's moves carry no button: pyqtgraph needs one)."""
-    viewport = tab.preview_pane.waveform.viewport()
-    start, end = waveform_point(tab, a), waveform_point(tab, b)
-    left, none = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
-
-    def send(kind: QEvent.Type, at: QPoint, button: Qt.MouseButton, buttons: Qt.MouseButton) -> None:
-        QApplication.sendEvent(viewport, QMouseEvent(kind, QPointF(at), QPointF(viewport.mapToGlobal(at)), button,
-                                                     buttons, none))
-
-    send(QEvent.Type.MouseButtonPress, start, left, left)
-    for f in np.linspace(0, 1, 8)[1:]:
-        at = QPoint(round(start.x() + f * (end.x() - start.x())), start.y())
-        send(QEvent.Type.MouseMove, at, Qt.MouseButton.NoButton, left)
-    send(QEvent.Type.MouseButtonRelease, end, left, Qt.MouseButton.NoButton)
+    """A real left-button drag across the waveform, from `a` to `b` seconds."""
+    wave = tab.preview_pane.waveform
+    drag(wave, at(wave, a), at(wave, b))
 
 
 @pytest.fixture
@@ -170,3 +156,18 @@ def test_the_wheel_zooms_into_the_waveform_drawn_anew_and_a_double_click_shows_i
             QPointF(at), QPointF(wave.viewport().mapToGlobal(at)), Point(0, 0), Point(0, -120 * 6),
             Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
     assert viewbox.viewRange()[0] == pytest.approx([0.0, 5.0], abs=1e-6)
+
+
+def test_a_part_too_large_to_write_while_the_mouse_waits_goes_through_export(previewed: SearchTab,
+                                                                              monkeypatch) -> None:
+    import app.ui.search_preview as search_preview
+
+    pane = previewed.preview_pane
+    monkeypatch.setattr(search_preview, "MAX_DRAG_BYTES", 100_000)  # 0.5 s here is 64 kB, 1 s 128 kB
+    errors: list[str] = []
+    pane.error.connect(errors.append)
+    pane.select_part(2.0, 2.5, True)
+    assert pane.drag_mime() is not None and not errors
+    pane.select_part(1.0, 2.0, True)
+    assert pane.drag_mime() is None
+    assert errors == ["Drag takes parts up to 0.1 MB; this one is 0.128 MB: use Export selection… for it"]
