@@ -170,6 +170,24 @@ def test_the_names_pass_reports_its_count_as_numbers(tmp_path: Path):
     assert {part for part, _, _ in parts} <= set(NAMES_PASS_STEPS)  # each step has words in the Search tab
 
 
+def test_reading_headers_yields_so_that_a_big_library_can_be_paused_and_cancelled(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    """Pass 1 reads every header before it lists a file (30,000 files: ~20 s); it reports between chunks of them,
+    which is where Pause and Cancel act: a job closed at the first report has read no more headers."""
+    root = tmp_path / "lib"
+    for i in range(7):
+        write(root / f"tone_{i}.wav", tone(440 + 110 * i))
+    monkeypatch.setattr(indexer, "HEADERS_CHUNK", 2)
+    reads: list[str] = []
+    real = indexer.audio_info
+    monkeypatch.setattr(indexer, "audio_info", lambda path: reads.append(path) or real(path))
+    job = index_library(root, ToneEmbedder())
+    first = next(p for p in job if p.get("part") == "headers")
+    assert (first["part_done"], first["part_total"]) == (2, 7) and len(reads) == 2
+    job.close()  # Cancel
+    assert len(reads) == 2
+
+
 # ------------------------------------------------------------------------------------------------ time left
 
 

@@ -30,7 +30,8 @@ STAR_ON, STAR_OFF = "★", "☆"
 Span = tuple[int, int]
 
 
-NAMES_PASS_STEPS = {"listing": "files listed", "reading": "files read", "embedding": "names embedded"}
+NAMES_PASS_STEPS = {"headers": "files looked at", "listing": "files listed", "reading": "files read",
+                    "embedding": "names embedded"}
 
 
 def format_progress(p: dict[str, Any]) -> str:
