@@ -5,13 +5,14 @@ reader threads, the tower's workers and ONNX Runtime's threads each hold on to t
 (~150 MB more than in use while a library of long tracks is indexed). `limit_arenas` (before threads start) caps
 the arenas at two, `map_large_blocks` gives blocks of 4 MB and more (decoded audio, front-end frames, the tower's
 activations) mappings of their own, `trim` hands the free memory back to the system (milliseconds; called between
-batches)."""
+batches). `freeze_long_lived` keeps Python's full garbage collections short in a process that holds a model."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import functools
+import gc
 import sys
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter numbers
@@ -52,3 +53,13 @@ def trim() -> bool:
     """Give freed heap memory back to the system; True when some was."""
     libc = _libc()
     return bool(libc is not None and libc.malloc_trim(0))
+
+
+def freeze_long_lived() -> int:
+    """Take every object alive now (imported libraries, a loaded model, the window's widgets) out of the cyclic
+    garbage collector's sight; returns how many are frozen. A full collection walks every tracked object with the
+    GIL held: ~530,000 once the GUI has a model, 0.4-1.2 s in which the window froze, every few clicks on a
+    31,000-file library; frozen, it walks only what was made since. Refcounting still frees frozen objects; only a
+    frozen reference cycle that becomes garbage stays (a model replaced now and then, not a growing leak)."""
+    gc.freeze()
+    return gc.get_freeze_count()
