@@ -124,6 +124,15 @@ class VectorSearch:
             scores, ids = vi.search(q[None], min(k + extra, len(vi)), allowed)  # (1, k')
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0], k
 
+    def listed_rows(self, filters: SearchFilters | None) -> list[tuple[int, bytes, float | None, int | None]]:
+        """(file id, path, duration, mtime_ns) of every searchable (ok, available) file passing the filters."""
+        where: list[str] = ["f.status = 'ok'", "f.available = 1"]
+        args: list[Any] = []
+        self._filter_sql(filters or SearchFilters(), where, args)
+        with self.library.lock:
+            return self.library.db.execute("SELECT f.id, f.path, f.duration, f.mtime_ns FROM files f WHERE "
+                                           + " AND ".join(where), args).fetchall()
+
     def allowed_files(self, file_ids: Sequence[int], filters: SearchFilters | None) -> set[int]:
         """The files among `file_ids` that are searchable (ok, available) and pass the filters."""
         filters = filters or SearchFilters()

@@ -65,11 +65,10 @@ class BrowseResults(Results):
 
 
 def listed_files(library: Library, filters: SearchFilters | None) -> list[Listed]:
-    """The library's readable, available sounds passing `filters`, unsorted."""
-    with library.lock:  # the catalog's documented read access: `db` under `lock`
-        rows = library.db.execute("SELECT id, path, duration, mtime_ns FROM files WHERE status = 'ok'").fetchall()
-    allowed = library.search.allowed_files([r[0] for r in rows], filters)
-    return [Listed(i, os.fsdecode(bytes(p)), float(d or 0.0), int(m or 0)) for i, p, d, m in rows if i in allowed]
+    """The library's readable, available sounds passing `filters`, unsorted: one query with the filters in it
+    (checking every file id against them took 62 queries under the library's lock at 31,000 files)."""
+    rows = library.search.listed_rows(filters)
+    return [Listed(i, os.fsdecode(bytes(p)), float(d or 0.0), int(m or 0)) for i, p, d, m in rows]
 
 
 def browse(library: Library, model_id: str, filters: SearchFilters | None = None, sort: str = "name",
