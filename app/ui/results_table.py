@@ -172,6 +172,7 @@ class ResultsTable(QTableWidget):
         self.cellClicked.connect(self._cell_clicked)
         self.channels: tuple[str, ...] = ("names", "sound")
         self.shared: list[list[tuple[int, int]]] = []  # per row: the words its look-alikes share (elide.shared_words)
+        self._hits: list[Hit] = []  # the hits the rows show, in order
 
     def _build_header(self) -> None:
         """Every column resizable and movable, the last one taking what is left; the user's layout restored."""
@@ -300,13 +301,22 @@ class ResultsTable(QTableWidget):
                                     else Qt.SortOrder.AscendingOrder)
 
     def set_hits(self, hits: list[Hit], channels: Sequence[str] = ("names", "sound")) -> None:
-        """Show ranked hits; `channels`: which scores the search computed (the other column shows '–')."""
+        """Show ranked hits; `channels`: which scores the search computed (the other column shows '–'). The same
+        hits with more after them ("Show more" of a list) only add rows: filling every row again took 0.2-0.4 s
+        of the window's time at 1,000-2,000 rows."""
+        appended = tuple(channels) == self.channels and 0 < len(self._hits) < len(hits) and \
+            all(a is b for a, b in zip(self._hits, hits, strict=False))
         self.channels = tuple(channels)
         self.shared = shared_words([shown_name(hit) for hit in hits])
-        self.setRowCount(0)
+        first = len(self._hits) if appended else 0
+        if not appended:
+            self.setRowCount(0)
         self.setRowCount(len(hits))
-        for row, hit in enumerate(hits):
-            self.set_row(row, hit)
+        for row in range(first):  # the look-alikes among the names may have grown
+            self.item(row, self.NAME).setData(SHARED_ROLE, self.shared[row])
+        for row in range(first, len(hits)):
+            self.set_row(row, hits[row])
+        self._hits = list(hits)
         self.show_tags_column()
         self.fit_names()
 

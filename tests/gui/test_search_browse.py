@@ -433,3 +433,24 @@ def test_the_list_quotes_a_phrase_once_says_a_backwards_duration_and_the_index_r
     row = tab.indexing.index_label
     assert "sounds indexed" in row.text()
     assert row.toolTip() == row.text()
+
+
+def test_show_more_of_a_list_adds_rows_and_leaves_the_shown_ones(qtbot) -> None:
+    """A 31k-file library's folder paged with "Show more" refilled every row each time (0.2-0.4 s of the
+    window's time at 1,000-2,000 rows); the rows already shown now stay as they are."""
+    from app.services.library.records import Hit
+
+    table = ResultsTable()
+    qtbot.addWidget(table)
+    hits = [Hit(Path(f"/lib/a/sound_{i:04d}.wav"), 0.0, 1.0, "a", 0.0, [], file_id=i, rel_path=f"a/sound_{i:04d}.wav")
+            for i in range(150)]
+    table.set_hits(hits[:50])
+    first = table.item(0, ResultsTable.NAME)
+    table.set_hits(hits[:100])  # the same hits and 50 more
+    assert table.rowCount() == 100 and table.item(0, ResultsTable.NAME) is first
+    assert table.plain(99, ResultsTable.NAME) == "sound_0099.wav"
+    renamed = [Hit(h.path, 0.0, 1.0, "a", 0.0, [], file_id=h.file_id, rel_path=h.rel_path) for h in hits]
+    table.set_hits(renamed[:120])  # another list (a search asked again): every row anew
+    assert table.rowCount() == 120 and table.item(0, ResultsTable.NAME) is not first
+    table.set_hits(renamed[:120])  # the same list shown again: filled again (a hit may have been changed)
+    assert table.rowCount() == 120
