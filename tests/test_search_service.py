@@ -734,6 +734,9 @@ def test_hits_carry_the_files_rate_and_channels(fusion_session: SearchSession, t
         assert hits and all((h.sample_rate, h.channels) == (TONE_SR, 1) for h in hits)
     d = hit_dict(s.search("thunder", 1)[0])
     assert (d["sample_rate"], d["channels"]) == (TONE_SR, 1)
+    fid = s.library.files.id_of("weather/thunder_clap.wav")  # heard by the model, or only named so far
+    assert s.library.hits([fid], s.embedder.model_id, None)[fid].embedded
+    assert not s.library.hits([fid], "a-model-never-indexed", None)[fid].embedded
 
 
 def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: SearchSession, monkeypatch) -> None:

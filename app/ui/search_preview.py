@@ -235,7 +235,11 @@ class PreviewPane(QWidget):
         has_hit = state.preview_hit is not None
         for w in (self.similar_button, self.reveal_button, self.copy_button):
             w.setEnabled(has_hit)
-        self.similar_button.setEnabled(has_hit and state.ready)
+        heard = has_hit and state.preview_hit.embedded
+        self.similar_button.setEnabled(heard and state.ready)
+        self.similar_button.setToolTip("Sounds in the library that sound like this one" if heard or not has_hit
+                                       else "Find similar: this sound's audio is not indexed yet (indexing goes on "
+                                       "in the background)")
         part = self.selected_part()
         self.export_button.setEnabled(part is not None)
         self.drag_handle.setEnabled(has_hit and state.preview is not None)

@@ -508,8 +508,9 @@ class SearchTab(ModelTab):
         menu = QMenu(self)
         pane = self.preview_pane
         menu.addAction("Play", pane.play_from_match).setEnabled(pane.can_play())
-        menu.addAction("Find similar", lambda: self.find_similar(hit))
-        menu.addAction("Find similar by sound and name", lambda: self.find_similar(hit, with_names=True))
+        for label, names in (("Find similar", False), ("Find similar by sound and name", True)):
+            action = menu.addAction(label, lambda names=names: self.find_similar(hit, with_names=names))
+            action.setEnabled(hit.embedded)  # not heard yet: it has nothing to sound like
         menu.addAction("Reveal in folder", pane.reveal_selected)
         menu.addAction("Copy path", pane.copy_selected_path)
         menu.addSeparator()

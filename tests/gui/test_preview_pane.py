@@ -51,3 +51,14 @@ def test_selecting_while_playing_moves_playback_to_the_part_once_the_drag_ends(p
     assert plays == [] and pane.player.playing  # the sound plays on while the user drags
     pane.select_part(601.0, 603.0, True)  # released: the part alone, looped
     assert plays == [pytest.approx(2.0)] and pane.player.loop and pane.selected_part() == (601.0, 603.0)
+
+
+def test_find_similar_is_off_for_a_sound_whose_audio_is_not_indexed_yet(pane: PreviewPane) -> None:
+    """The big-library trial: a sound listed by its name before its audio was embedded offered Find similar,
+    which then failed with "not indexed yet"."""
+    pane.state.ready = True
+    pane.update_actions()
+    assert pane.similar_button.isEnabled()
+    pane.state.preview_hit.embedded = False
+    pane.update_actions()
+    assert not pane.similar_button.isEnabled() and "not indexed yet" in pane.similar_button.toolTip()

@@ -126,6 +126,7 @@ class Hit:
     favourite: bool = False
     sample_rate: int = 0  # the file's own, from its header (0: unknown)
     channels: int = 0
+    embedded: bool = True  # its audio has a vector of the model asked (False: only its names are indexed yet)
 
     @property
     def name(self) -> str:

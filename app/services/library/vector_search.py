@@ -186,7 +186,7 @@ class VectorSearch:
         return Hit(path=self.library.root / rel, score=score, duration=float(duration or 0.0),
                    folder=rel.rpartition("/")[0], best_window_start_s=start,
                    window_scores=wscores, file_id=fid, rel_path=rel, sample_rate=int(rate or 0),
-                   channels=int(channels or 0))
+                   channels=int(channels or 0), embedded=window_s is not None)
 
     def _allowed_vectors(self, model_id: str, filters: SearchFilters, within: Collection[int] | None = None
                          ) -> np.ndarray:
