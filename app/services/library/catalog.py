@@ -226,6 +226,7 @@ class CatalogRow:
     hash: str | None
     status: str
     has_vector: bool
+    duration: float | None = None  # what its header said when it was listed
 
 
 SQL_CHUNK = 500  # ids per `IN (...)` list: below SQLite's bound-variable limit on every build (999 on old ones)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from app.services.library.library import Library
 
 _ROW = ("SELECT id, path, size, mtime_ns, hash, status,"
-        " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id = ?) FROM files f")
+        " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id = ?), duration FROM files f")
 
 
 class FileTable:
@@ -47,7 +47,7 @@ class FileTable:
         """Every file row by relative path key; has_vector says whether `model_id` has its vector."""
         with self.library.lock:
             rows = self.library.db.execute(_ROW, (model_id,)).fetchall()
-        return {bytes(r[1]): CatalogRow(r[0], bytes(r[1]), *r[2:6], bool(r[6])) for r in rows}
+        return {bytes(r[1]): CatalogRow(r[0], bytes(r[1]), *r[2:6], bool(r[6]), r[7]) for r in rows}
 
     def id_of(self, path: PathLike) -> int | None:
         """Catalog id of a file given relative to the root or as an absolute path inside it."""

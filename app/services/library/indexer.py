@@ -118,6 +118,7 @@ class _Task:
     digest: str | None = None  # known and unchanged: no need to hash again
     tries: int = 0  # times re-queued because the file changed while it was read
     reuse: bool = True  # False: read it even if its content is known
+    duration: float | None = None  # the catalog's, for a file listed and unchanged since: its header not read again
 
 
 @dataclass
@@ -269,8 +270,8 @@ class _IndexRun:
             elif (row.status == "ok" and row.has_vector) or (
                     row.status == "error" and row.hash is not None and not self.retry_failed):
                 r.unchanged += 1  # unreadable files (no hash) are retried: permissions change without mtime
-            else:
-                self.tasks.append(_Task(f, row.hash if row.status == "ok" else None))
+            else:  # listed, unchanged, not embedded yet (an earlier run stopped): its header is known
+                self.tasks.append(_Task(f, row.hash if row.status == "ok" else None, duration=row.duration))
         # vanished rows whose size matches no file to read cannot have moved: drop them now
         sizes = {t.file.size for t in self.tasks}
         r.removed += lib.files.delete([w.id for k, w in rows.items() if k not in self.seen and w.size not in sizes])
@@ -326,18 +327,20 @@ class _IndexRun:
         work for the ETA (headers are cheap: no audio is decoded)."""
         self.phase = "names"
         infos: dict[bytes, AudioInfo | None] = {}
-        for n, t in enumerate(self.tasks, 1):
+        unread = [t for t in self.tasks if t.duration is None]  # new or changed files (the rest: the catalog's)
+        for n, t in enumerate(unread, 1):
             infos[t.file.key] = header_of(t.file.path)
-            if n % HEADERS_CHUNK == 0 and n < len(self.tasks):
-                yield from self.emit(f"looking at files ({n}/{len(self.tasks)})", ("headers", n, len(self.tasks)))
+            if n % HEADERS_CHUNK == 0 and n < len(unread):
+                yield from self.emit(f"looking at files ({n}/{len(unread)})", ("headers", n, len(unread)))
         # a file whose header cannot be read is not listed before pass 2 has said why (it fails there)
         unnamed = [(f, info) for f in self.unnamed if (info := infos.get(f.key)) is not None]
         for start in range(0, len(unnamed), NAMES_CHUNK):
             self.lib.files.add_named(unnamed[start:start + NAMES_CHUNK])
             part = ("listing", min(start + NAMES_CHUNK, len(unnamed)), len(unnamed))
             yield from self.emit(f"reading names ({part[1]}/{part[2]})", part)
-        headers = (infos[t.file.key] for t in self.tasks)
-        sized = [work_of(self.embedded_seconds(i.duration) if i else None) for i in headers]
+        durations = (t.duration if t.duration is not None else getattr(infos[t.file.key], "duration", None)
+                     for t in self.tasks)
+        sized = [work_of(self.embedded_seconds(d) if d is not None else None) for d in durations]
         known = [w for w in sized if w is not None]
         typical = sum(known) / len(known) if known else 1.0  # a file whose header says nothing: a typical one
         self.work = [typical if w is None else w for w in sized]
