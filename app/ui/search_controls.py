@@ -225,7 +225,7 @@ class IndexingRow(QWidget):
         self.index_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.index_bar = QProgressBar()
         self.index_bar.setMaximumWidth(220)
-        self.index_bar.setTextVisible(False)
+        self.index_bar.setFormat("%p %")  # at 0 % (names first) an empty bar read as an empty text box
         self.pause_button = QPushButton("Pause")
         self.pause_button.setCheckable(True)
         self.pause_button.clicked.connect(self.toggle_pause)
