@@ -208,8 +208,9 @@ class TrainTab(JobTab):
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1)
         self.progress_bar.setValue(0)
-        self.progress_bar.setTextVisible(False)  # no run on show: an empty bar, not "0%" of nothing
-        self.progress_bar.setFormat("")
+        self.progress_bar.setTextVisible(False)  # no run on show: no bar ("0%" of nothing, or an empty bar that
+        self.progress_bar.setFormat("")  # reads as a text box); the plots' hints say how to get a run
+        self.progress_bar.setVisible(False)
         self.eta_label = QLabel("")
         prow.addWidget(self.progress_bar, 1)
         prow.addWidget(self.eta_label)
@@ -467,6 +468,7 @@ class TrainTab(JobTab):
         self.progress_bar.setValue(min(step, max(total, 1)))
         self.progress_bar.setTextVisible(True)
         self.progress_bar.setFormat(f"{run.name}: {step}/{total} ({run.status})" if total else run.status)
+        self.progress_bar.setVisible(True)
         self.eta_label.setText(format_eta(eta) if run.status == "running" else "")
         tail = run.log_tail(6000)
         if tail != self._log_text:
