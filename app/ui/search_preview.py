@@ -47,7 +47,9 @@ MATCH_COLOUR = "#e8964c"
 EXPORT_FOLDER_KEY = "search/export_folder"  # QSettings: where the last selection was exported
 MAX_DRAG_BYTES = 40_000_000  # a dragged part is written while the mouse waits (~0.1 s): larger ones go through
 # Export, in a worker (a minute of 48 kHz stereo is 23 MB in 32-bit samples; of 192 kHz 6-channel, 276 MB)
-SELECT_HINT = "Drag across the waveform to select a part: Play plays it, Export or drag it into another program"
+SELECT_HINT = "Drag on it to select a part"  # the label under the waveform: short, the pane is narrow
+SELECT_TIP = ("Drag across the waveform to select a part: Play plays it alone, Export selection… saves it, "
+              "⠿ Drag carries it into another program; the wheel zooms")
 PLAYHEAD_MS = 33  # ~30 Hz play head
 DEFAULT_WINDOW_S = 10.0  # the window length drawn when no model says otherwise
 
@@ -138,7 +140,7 @@ class PreviewPane(QWidget):
         part = QHBoxLayout()
         self.selection_label = QLabel(SELECT_HINT)
         self.selection_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.selection_label.setToolTip(SELECT_HINT)
+        self.selection_label.setToolTip(SELECT_TIP)
         self.export_button = QPushButton("Export selection…")
         self.export_button.setToolTip("Save the selected part as a file of its own (the file's own samples, "
                                       "every channel; WAV for Ogg and MP3 sources)")
@@ -396,7 +398,7 @@ class PreviewPane(QWidget):
         part = self.selected_part()
         if part is None:
             self.selection_label.setText(SELECT_HINT)
-            self.selection_label.setToolTip(SELECT_HINT)
+            self.selection_label.setToolTip(SELECT_TIP)
         else:
             a, b = part
             self.selection_label.setText(f"{format_duration(a)} – {format_duration(b)}")
