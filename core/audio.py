@@ -26,6 +26,7 @@ Decisions:
 
 from __future__ import annotations
 
+import errno
 import io
 import math
 import os
@@ -388,6 +389,26 @@ def read_frames(path: PathLike, first: int, count: int) -> tuple[np.ndarray, Aud
         raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
     _check_read_length(name, info, count, len(data))
     return data, info
+
+
+def can_write(fmt: str, subtype: str) -> bool:
+    """libsndfile writes this format (e.g. "WAV") with this subtype (e.g. "PCM_24")."""
+    return bool(sf.check_format(fmt, subtype))
+
+
+def write_frames(path: PathLike, data: np.ndarray, sample_rate: int, fmt: str, subtype: str) -> None:
+    """Write (N, C) samples as they are (integers as PCM of their width, floats scaled to [-1, 1]). OSError (EIO,
+    libsndfile's reason) when libsndfile fails: it says only "System error." for a full disk."""
+    try:
+        sf.write(_sf_path(path), data, sample_rate, subtype=subtype, format=fmt)
+    except sf.LibsndfileError as e:
+        raise OSError(errno.EIO, e.error_string, os.fsdecode(path)) from None
+
+
+def read_written(path: PathLike, dtype: str) -> tuple[np.ndarray, int]:
+    """A file just written, read back whole: ((N, C) samples as `dtype`, sample rate)."""
+    data, rate = sf.read(_sf_path(path), dtype=dtype, always_2d=True)
+    return data, int(rate)
 
 
 def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data",

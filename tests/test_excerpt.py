@@ -16,6 +16,7 @@ import soundfile as sf
 
 from app.services.search import excerpt
 from app.services.search.excerpt import ExcerptError, drag_folder, write_excerpt
+from core import audio as core_audio
 from core.audio import AudioError
 
 SR = 48000
@@ -70,8 +71,8 @@ def test_a_part_that_does_not_read_back_is_not_left_behind(tmp_path: Path, stere
     sf.write(src, stereo, SR, subtype="PCM_16")
     out = tmp_path / "out"
     out.mkdir()
-    real = sf.write
-    monkeypatch.setattr(excerpt.sf, "write", lambda f, data, *a, **kw: real(f, data[:-1], *a, **kw))  # a frame short
+    real = excerpt.write_frames
+    monkeypatch.setattr(excerpt, "write_frames", lambda f, data, *a: real(f, data[:-1], *a))  # a frame short
     with pytest.raises(ExcerptError, match="does not read back"):
         write_excerpt(src, 0.0, 1.0, out)
     assert list(out.iterdir()) == []
@@ -142,7 +143,7 @@ def test_a_full_disk_is_said_and_names_the_file_asked_for(tmp_path: Path, stereo
     def full(*_a: object, **_kw: object) -> None:
         raise sf.LibsndfileError(2, "System error.")  # what sf.write raises on ENOSPC
 
-    monkeypatch.setattr(excerpt.sf, "write", full)
+    monkeypatch.setattr(core_audio.sf, "write", full)
     monkeypatch.setattr(excerpt.shutil, "disk_usage", lambda _p: SimpleNamespace(free=4096))
     with pytest.raises(OSError, match=r"not enough free space.*a \(0.00-1.00 s\)\.wav") as e:
         write_excerpt(src, 0.0, 1.0, out)

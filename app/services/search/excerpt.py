@@ -22,10 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 
 from app.services.audio import display_name
-from core.audio import AudioError, AudioInfo, read_frames
+from core.audio import AudioError, AudioInfo, can_write, read_frames, read_written, write_frames
 from core.files import atomic_path
 
 KEPT_FORMATS = {"WAV": ".wav", "WAVEX": ".wav", "AIFF": ".aiff", "FLAC": ".flac", "W64": ".w64", "CAF": ".caf"}
@@ -46,9 +45,9 @@ def excerpt_format(info: AudioInfo) -> tuple[str, str, str]:
     same samples in a WAV for PCM or float in another container (RF64, AU, ...); else FALLBACK."""
     if info.subtype in EXACT_SUBTYPES:
         suffix = KEPT_FORMATS.get(info.format)
-        if suffix is not None and sf.check_format(info.format, info.subtype):
+        if suffix is not None and can_write(info.format, info.subtype):
             return info.format, info.subtype, suffix
-        if sf.check_format("WAV", info.subtype):
+        if can_write("WAV", info.subtype):
             return "WAV", info.subtype, ".wav"
     return FALLBACK
 
@@ -93,8 +92,8 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     try:
         with atomic_path(staged, fsync=fsync) as tmp:
             try:
-                sf.write(tmp, data, info.sample_rate, subtype=subtype, format=fmt)
-            except sf.LibsndfileError as e:  # libsndfile says "System error." for a full disk: say which
+                write_frames(tmp, data, info.sample_rate, fmt, subtype)
+            except OSError as e:  # libsndfile says "System error." for a full disk: say which
                 raise _write_error(target, data, e) from None
             _check_written(tmp, target, data, info.sample_rate, exact=subtype == info.subtype)
     except OSError as e:  # a folder that cannot be written: named by the file asked for, not the hidden one
@@ -125,17 +124,17 @@ def claim_free_name(staged: Path, folder: Path, name: str) -> Path:
     raise AssertionError("unreachable: free_names never ends")
 
 
-def _write_error(target: Path, data: np.ndarray, e: sf.LibsndfileError) -> OSError:
+def _write_error(target: Path, data: np.ndarray, e: OSError) -> OSError:
     """The error of a failed write, named by the file asked for: a full disk as such."""
     if shutil.disk_usage(target.parent).free < data.nbytes:
         return OSError(errno.ENOSPC, f"not enough free space for {data.nbytes / 1e6:.1f} MB", str(target))
-    return OSError(errno.EIO, f"cannot write the part ({e.error_string})", str(target))
+    return OSError(e.errno or errno.EIO, f"cannot write the part ({e.strerror})", str(target))
 
 
 def _check_written(path: Path, target: Path, data: np.ndarray, sample_rate: int, exact: bool) -> None:
     """`path` holds what was written: its frames, rate and channels, and the samples themselves (exactly, NaN
     included, where the source's samples were kept; to 24-bit precision in the WAV that a lossy source becomes)."""
-    back, rate = sf.read(path, dtype=data.dtype if exact else "float64", always_2d=True)
+    back, rate = read_written(path, str(data.dtype) if exact else "float64")
     wrote = data if exact else np.clip(_as_float(data), -1, 1)
     ok = rate == sample_rate and back.shape == wrote.shape and (
         np.array_equal(back, wrote, equal_nan=data.dtype.kind == "f") if exact
