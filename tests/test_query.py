@@ -87,4 +87,5 @@ def test_quoted_phrases_are_required_together() -> None:
     # the Search tab, while a phrase is being typed: its last word may be cut short, until the quote closes it
     assert parse('door "gate sl').fts_require(prefix_last=True) == '"gate sl"*'
     assert parse('door "gate sl').fts_require() == '"gate sl"'
+    assert parse('door "gate sl').fts_parts(prefix_last=True)[-1] == '"gate sl"*'  # BM25 ranks the holders too
     assert parse('"gate sl" door').fts_require(prefix_last=True) == '"gate sl"'

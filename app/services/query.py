@@ -82,7 +82,14 @@ class Query:
                 alts.append(quote(last) + "*")
             alts = list(dict.fromkeys(alts))
             parts.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")")
-        return parts + [quote(p) for p in self.phrases] + [quote(p) + "*" for p in self.prefixes]
+        return parts + self._phrase_parts(prefix_last) + [quote(p) + "*" for p in self.prefixes]
+
+    def _phrase_parts(self, prefix_last: bool) -> list[str]:
+        """Each phrase as an FTS5 string; one still open at the end being typed ends in a prefix ("gate sl"*)."""
+        parts = [quote(p) for p in self.phrases]
+        if prefix_last and self.open_phrase and parts:
+            parts[-1] += "*"
+        return parts
 
     def read(self, vocab: Vocabulary | None, last: str | None) -> Reading:
         """vocabulary.alternatives of the plain words, computed once per vocabulary (a search asks for both the
@@ -115,10 +122,7 @@ class Query:
     def fts_require(self, prefix_last: bool = False) -> str | None:
         """FTS5 expression matching the files that hold every quoted phrase, or None when none was typed.
         `prefix_last`: a phrase still open at the end is being typed, so its last word may be cut short."""
-        parts = [quote(p) for p in self.phrases]
-        if prefix_last and self.open_phrase and parts:
-            parts[-1] += "*"
-        return " AND ".join(dict.fromkeys(parts)) or None
+        return " AND ".join(dict.fromkeys(self._phrase_parts(prefix_last))) or None
 
 
 def quote(text: str) -> str:
