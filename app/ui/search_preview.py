@@ -401,7 +401,7 @@ class PreviewPane(QWidget):
             self.selection_label.setToolTip(SELECT_TIP)
         else:
             a, b = part
-            self.selection_label.setText(f"{format_duration(a)} – {format_duration(b)}")
+            self.selection_label.setText(part_text(a, b))
             self.selection_label.setToolTip(f"Selected: {format_duration(b - a)} from {format_duration(a)}. "
                                             "Play plays it alone; click outside it for the whole sound")
             self.start_s = a
@@ -462,6 +462,23 @@ class PreviewPane(QWidget):
         """No more sound or play head (closing)."""
         self._play_timer.stop()
         self.player.stop()
+
+
+def part_text(a: float, b: float) -> str:
+    """A selected part's span, both ends in one style to the tenth, and its length: "1.0 – 3.0 s (2.0 s)",
+    "2:23.8 – 2:27.8 (4.0 s)" (format_duration's whole seconds past a minute hid a 4-s part's edges)."""
+    length = format_duration(b - a)
+    if b < 60:
+        return f"{a:.1f} – {b:.1f} s ({length})"
+    return f"{clock(a)} – {clock(b)} ({length})"
+
+
+def clock(seconds: float) -> str:
+    """A time in the file to the tenth: "0:59.1", "10:05.0", "1:02:03.4"."""
+    tenths = int(round(seconds * 10))
+    m, s = divmod(tenths / 10, 60)
+    h, m = divmod(int(m), 60)
+    return f"{h}:{m:02d}:{s:04.1f}" if h else f"{m}:{s:04.1f}"
 
 
 def breakable(name: str) -> str:

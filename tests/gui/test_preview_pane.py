@@ -4,6 +4,7 @@ fast): how playback follows the part the user selects."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +63,16 @@ def test_find_similar_is_off_for_a_sound_whose_audio_is_not_indexed_yet(pane: Pr
     pane.state.preview_hit.embedded = False
     pane.update_actions()
     assert not pane.similar_button.isEnabled() and "not indexed yet" in pane.similar_button.toolTip()
+
+
+def test_the_selected_part_is_said_to_the_tenth_in_one_style_with_its_length(pane: PreviewPane) -> None:
+    """A 4-s part of a long file read "2:24 – 2:28" (its length and tenths lost), and one across the minute
+    "59.1 s – 1:03" (two styles in one span)."""
+    pane.select_part(601.1, 605.1, True)
+    assert pane.selection_label.text() == "10:01.1 – 10:05.1 (4.0 s)"
+    pane.state.preview = replace(pane.state.preview, offset_s=55.0)
+    pane.draw()
+    pane.select_part(59.1, 63.1, True)
+    assert pane.selection_label.text() == "0:59.1 – 1:03.1 (4.0 s)"
+    pane.select_part(56.0, 58.0, True)
+    assert pane.selection_label.text() == "56.0 – 58.0 s (2.0 s)"
