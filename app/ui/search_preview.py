@@ -257,7 +257,8 @@ class PreviewPane(QWidget):
         self.tags_button.setText("Tags…" if n <= 1 else f"Tags of {n}…")
         self.play_button.setEnabled(self.can_play())
         self.play_button.setToolTip(
-            "Play / stop (Space or Enter; Escape stops); long files play from their best-matching part"
+            "Play / stop (Space or Enter; Escape stops, then clears a selected part); long files play from their "
+            "best-matching part"
             if self.audio.output_ok else self.audio.playback_unavailable())
         autoplay = self.transport.autoplay_button  # greyed without a device (its setting is kept for when one is back)
         autoplay.setEnabled(self.audio.output_ok)
@@ -326,6 +327,14 @@ class PreviewPane(QWidget):
         self._play_timer.stop()
         self.play_button.setText("Play")
         self._show_playhead(self.start_s)
+
+    @Slot()
+    def escape(self) -> None:
+        """Escape: stop the sound; when none plays, drop the selected part (the whole sound again)."""
+        if self.player.playing:
+            self.stop_playback()
+        else:
+            self.waveform.clear_selection()
 
     @Slot(float)
     def seek_to(self, seconds: float) -> None:
@@ -403,7 +412,7 @@ class PreviewPane(QWidget):
             a, b = part
             self.selection_label.setText(part_text(a, b))
             self.selection_label.setToolTip(f"Selected: {format_duration(b - a)} from {format_duration(a)}. "
-                                            "Play plays it alone; click outside it for the whole sound")
+                                            "Play plays it alone; click outside it (or Escape) for the whole sound")
             self.start_s = a
             if self.player.playing and not self._dragging:  # restarting at every mouse move would stutter
                 self.play_from(a)  # the part now playing is the one selected

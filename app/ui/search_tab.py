@@ -173,10 +173,11 @@ class SearchTab(ModelTab):
             enter = QShortcut(QKeySequence(key), self.table)
             enter.setContext(Qt.ShortcutContext.WidgetShortcut)
             enter.activated.connect(pane.toggle_play)
-        # Escape stops the sound, and only that (dialogs and open lists close on their own Escape first)
+        # Escape stops the sound; with none playing, it drops the selected part (dialogs and open lists close on
+        # their own Escape first)
         self.stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.page)
         self.stop_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        self.stop_shortcut.activated.connect(pane.stop_playback)
+        self.stop_shortcut.activated.connect(pane.escape)
         for key, direction in ((Qt.Key.Key_Left, -1), (Qt.Key.Key_Right, 1)):
             shortcut = QShortcut(QKeySequence(Qt.Modifier.ALT | key), self.page)
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)

@@ -15,6 +15,7 @@ from app.services.library.records import Hit
 from app.services.search.preview import Preview
 from app.ui.search_preview import PreviewPane
 from app.ui.search_state import SearchState
+from app.ui.search_tab import SearchTab
 from tests.fake_streams import FakeSpeakers
 from tests.gui.test_search_tab import SPEAKERS
 
@@ -76,3 +77,24 @@ def test_the_selected_part_is_said_to_the_tenth_in_one_style_with_its_length(pan
     assert pane.selection_label.text() == "0:59.1 – 1:03.1 (4.0 s)"
     pane.select_part(56.0, 58.0, True)
     assert pane.selection_label.text() == "56.0 – 58.0 s (2.0 s)"
+
+
+def test_escape_stops_the_sound_then_drops_the_selected_part(qtbot) -> None:
+    """Only a click outside the part gave the whole sound back; Escape stopped the sound and did nothing more."""
+    tab = SearchTab()
+    qtbot.addWidget(tab)
+    pane = tab.preview_pane
+    pane.player = Player(stream_factory=FakeSpeakers)
+    pane.set_audio_status(SPEAKERS)
+    state = tab.state
+    state.preview_hit = Hit(Path("/library/wind.wav"), 0.5, 10.0, "", 0.0, [0.1])
+    state.preview = Preview(Path("/library/wind.wav"), np.zeros(10 * SR, np.float32), SR, 0.0, 10.0,
+                            np.zeros((10, 20), np.float32), 1.0, SR / 2)
+    pane.draw()
+    pane.select_part(2.0, 6.0, True)
+    pane.toggle_play()
+    tab.stop_shortcut.activated.emit()
+    assert not pane.player.playing and pane.selected_part() == (2.0, 6.0)  # first the sound
+    tab.stop_shortcut.activated.emit()
+    assert pane.selected_part() is None and pane.start_s == 2.0  # then the part; Play starts where it began
+    tab.shutdown()
