@@ -78,9 +78,11 @@ class PreviewWaveform(WaveformPlot):
         self.best.setVisible(False)
         self.addItem(self.best)
         self.selection = PartRegion((0, 0), movable=True, brush=pg.mkBrush(*SELECTION_BRUSH),
-                                 pen=pg.mkPen(*SELECTION_EDGE, width=1))
+                                    pen=pg.mkPen(*SELECTION_EDGE, width=1),
+                                    hoverPen=pg.mkPen(*SELECTION_EDGE, width=3))  # not red: that is the play head
         self.selection.setVisible(False)
         self.selection.setZValue(10)  # above the best window: its edges are the ones the mouse takes
+        self.playhead.setZValue(20)  # above the part: it stands on the part's first edge when Play starts there
         self.selection.sigRegionChangeFinished.connect(lambda _item: self.selection_changed.emit())
         self.addItem(self.selection)
         self.scene().sigMouseClicked.connect(self._scene_clicked)

@@ -69,3 +69,13 @@ def test_a_selection_edge_dragged_off_the_plot_stops_at_the_previews_ends(qtbot)
     wave.set_preview(excerpt_preview(0.0, 2.0))  # another sound: the bounds are its own
     wave.set_selection(-1.0, 5.0)
     assert wave.selected() == (0.0, 2.0)
+
+
+def test_the_play_head_is_drawn_over_the_part_and_the_parts_edges_are_never_red(qtbot) -> None:
+    """Play starts at the part's first edge: the (red) play head sat under that edge, which turned red itself
+    when hovered, so the play head could not be seen until the sound moved it."""
+    wave = PreviewWaveform()
+    qtbot.addWidget(wave)
+    assert wave.playhead.zValue() > wave.selection.zValue()
+    red = wave.playhead.pen.color()
+    assert all(line.hoverPen.color() != red and line.pen.color() != red for line in wave.selection.lines)
