@@ -62,9 +62,9 @@ class PartRegion(pg.LinearRegionItem):
 
 class PreviewWaveform(WaveformPlot):
     """Waveform of the selected sound with a play head, the best-matching window, click-to-seek, a selected
-    part (drag across it; its edges can be moved) and zoom (the wheel, about the pointer; a double-click shows
-    the whole sound again): the envelope is drawn anew for what is in view, so a part of a long file zoomed
-    into shows its own samples, not the whole file's buckets."""
+    part (drag across it; its edges can be moved) and zoom (the wheel, about the pointer; a double-click inside
+    the part zooms to it, elsewhere shows the whole sound again): the envelope is drawn anew for what is in
+    view, so a part of a long file zoomed into shows its own samples, not the whole file's buckets."""
 
     clicked = Signal(float)  # seconds into the file
     selection_changed = Signal()
@@ -123,6 +123,12 @@ class PreviewWaveform(WaveformPlot):
         if self._preview is not None:
             self.setXRange(self._preview.offset_s, self._preview.end_s, padding=0)
 
+    def zoom_to(self, a: float, b: float) -> None:
+        """The view on [a, b] (file seconds) and a tenth of it on each side, inside the sound."""
+        p, margin = self._preview, 0.1 * (b - a)
+        if p is not None:
+            self.setXRange(max(p.offset_s, a - margin), min(p.end_s, b + margin), padding=0)
+
     def _draw_in_view(self) -> None:
         """The envelope of the samples in view (and as much again on each side, so a small pan or zoom shows no
         gap before this runs again)."""
@@ -153,10 +159,15 @@ class PreviewWaveform(WaveformPlot):
         vb = self.getPlotItem().getViewBox()
         if not vb.sceneBoundingRect().contains(event.scenePos()):
             return
-        if event.double():
-            self.show_all()
+        x = float(vb.mapSceneToView(event.scenePos()).x())
+        if not event.double():
+            self.clicked.emit(x)
+            return
+        part = self.selected()
+        if part is not None and part[0] <= x <= part[1]:  # inside the part: zoom to it (the wheel may have lost it)
+            self.zoom_to(*part)
         else:
-            self.clicked.emit(float(vb.mapSceneToView(event.scenePos()).x()))
+            self.show_all()
 
 
 class PreviewSpectrogram(SpectrogramView):

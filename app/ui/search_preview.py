@@ -133,7 +133,7 @@ class PreviewPane(QWidget):
         self.waveform = PreviewWaveform()
         self.waveform.clicked.connect(self.seek_to)
         self.waveform.setToolTip("Click to play from there; drag across it to select a part; the wheel zooms, "
-                                 "a double-click shows the whole sound")
+                                 "a double-click inside the selected part zooms to it, elsewhere shows the whole sound")
         viewbox = self.waveform.getPlotItem().getViewBox()
         viewbox.dragged.connect(self.select_part)
         self.waveform.selection_changed.connect(self._selection_changed)

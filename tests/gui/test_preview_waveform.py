@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
@@ -79,3 +80,27 @@ def test_the_play_head_is_drawn_over_the_part_and_the_parts_edges_are_never_red(
     assert wave.playhead.zValue() > wave.selection.zValue()
     red = wave.playhead.pen.color()
     assert all(line.hoverPen.color() != red and line.pen.color() != red for line in wave.selection.lines)
+
+
+def test_a_double_click_inside_the_part_zooms_to_it_and_elsewhere_shows_the_whole_sound(qtbot) -> None:
+    """The wheel zooms about the pointer and can leave the part out of view (UX trial): a double-click on the part
+    brings it back, filling the view with a tenth to spare on each side."""
+    from types import SimpleNamespace
+
+    wave = PreviewWaveform()
+    qtbot.addWidget(wave)
+    wave.resize(800, 200)
+    wave.show()
+    wave.set_preview(excerpt_preview(600.0, 10.0))
+    wave.set_selection(602.0, 604.0)
+    viewbox = wave.getPlotItem().getViewBox()
+
+    def double_click(seconds: float) -> None:
+        scene = viewbox.mapViewToScene(QPointF(seconds, 0.0))
+        wave._scene_clicked(SimpleNamespace(button=lambda: Qt.MouseButton.LeftButton, scenePos=lambda: scene,
+                                            double=lambda: True))
+
+    double_click(603.0)
+    assert viewbox.viewRange()[0] == [pytest.approx(601.8), pytest.approx(604.2)]
+    double_click(601.9)  # in view, outside the part
+    assert viewbox.viewRange()[0] == [pytest.approx(600.0), pytest.approx(610.0)]
