@@ -357,15 +357,23 @@ def decode(
         raise TooLongAudioError(
             f"{name}: {want / sr:.1f} s of audio is longer than the {max_seconds:g} s limit"
         )
+    data = _read_span(path, info, first, want, "float32")  # (N, C)
+    return _finish(data, sr, info.channels, sample_rate, mono, keep_nonfinite, resampler)
+
+
+def _read_span(path: PathLike, info: AudioInfo, first: int, count: int, dtype: str) -> np.ndarray:
+    """Frames [first, first + count) of a checked file (`_checked_info`), (N, C) as `dtype`; raises like
+    `decode` when they cannot all be read."""
+    name = display_name(path)
     try:
         with sf.SoundFile(_sf_path(path)) as f:
             if first:
                 f.seek(first)
-            data = f.read(frames=want, dtype="float32", always_2d=True)  # (N, C)
+            data = f.read(frames=count, dtype=dtype, always_2d=True)  # (N, C)
     except (sf.LibsndfileError, RuntimeError) as e:
         raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
-    _check_read_length(name, info, want, len(data))
-    return _finish(data, sr, info.channels, sample_rate, mono, keep_nonfinite, resampler)
+    _check_read_length(name, info, count, len(data))
+    return data
 
 
 # the sample type that holds a subtype's values exactly (libsndfile scales PCM to the full int range)
@@ -373,22 +381,14 @@ EXACT_DTYPE = {"PCM_S8": "int16", "PCM_U8": "int16", "PCM_16": "int16", "PCM_24"
                "DOUBLE": "float64"}
 
 
-def read_frames(path: PathLike, first: int, count: int) -> tuple[np.ndarray, AudioInfo]:
-    """Frames [first, first + count) of a file as stored, (N, C), in the type that holds its subtype's values
-    exactly (`EXACT_DTYPE`; float32 for the rest: Vorbis, MP3, FLOAT), with its header. Raises like `decode`."""
-    name = display_name(path)
+def read_frames(path: PathLike, start_s: float, end_s: float) -> tuple[np.ndarray, AudioInfo, int]:
+    """The frames from `start_s` to `end_s` (seconds, cut to the file) as stored, (N, C), in the type that holds
+    its subtype's values exactly (`EXACT_DTYPE`; float32 for the rest: Vorbis, MP3, FLOAT), with the header and
+    the first frame's index. Raises like `decode`."""
     info = _checked_info(path)
-    first = min(max(0, int(first)), info.frames)
-    count = min(max(0, int(count)), info.frames - first)
-    try:
-        with sf.SoundFile(_sf_path(path)) as f:
-            if first:
-                f.seek(first)
-            data = f.read(frames=count, dtype=EXACT_DTYPE.get(info.subtype, "float32"), always_2d=True)
-    except (sf.LibsndfileError, RuntimeError) as e:
-        raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
-    _check_read_length(name, info, count, len(data))
-    return data, info
+    first = min(round(max(0.0, start_s) * info.sample_rate), info.frames)
+    count = min(max(0, round(end_s * info.sample_rate) - first), info.frames - first)
+    return _read_span(path, info, first, count, EXACT_DTYPE.get(info.subtype, "float32")), info, first
 
 
 def can_write(fmt: str, subtype: str) -> bool:

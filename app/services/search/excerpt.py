@@ -78,11 +78,7 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
                            f"({start_s}, {end_s})")
     if not end_s - start_s >= MIN_EXCERPT_S:
         raise ExcerptError(f"select at least {MIN_EXCERPT_S * 1000:.0f} ms of {display_name(source.name)} to save")
-    from core.audio import audio_info
-
-    info = audio_info(source)
-    first = round(max(0.0, start_s) * info.sample_rate)
-    data, info = read_frames(source, first, round(end_s * info.sample_rate) - first)  # (N, C)
+    data, info, first = read_frames(source, start_s, end_s)  # (N, C)
     if len(data) == 0:
         raise ExcerptError(f"{display_name(source.name)} has no audio between {start_s:.2f} and {end_s:.2f} s")
     fmt, subtype, suffix = excerpt_format(info)
