@@ -126,24 +126,19 @@ class VectorSearch:
 
     def listed_rows(self, filters: SearchFilters | None) -> list[tuple[int, bytes, float | None, int | None]]:
         """(file id, path, duration, mtime_ns) of every searchable (ok, available) file passing the filters."""
-        where: list[str] = ["f.status = 'ok'", "f.available = 1"]
-        args: list[Any] = []
-        self._filter_sql(filters or SearchFilters(), where, args)
+        where, args = self._searchable(filters)
         with self.library.lock:
-            return self.library.db.execute("SELECT f.id, f.path, f.duration, f.mtime_ns FROM files f WHERE "
-                                           + " AND ".join(where), args).fetchall()
+            return self.library.db.execute(f"SELECT f.id, f.path, f.duration, f.mtime_ns FROM files f WHERE {where}",
+                                           args).fetchall()
 
     def allowed_files(self, file_ids: Sequence[int], filters: SearchFilters | None) -> set[int]:
         """The files among `file_ids` that are searchable (ok, available) and pass the filters."""
-        filters = filters or SearchFilters()
+        where, args = self._searchable(filters)
         out: set[int] = set()
         with self.library.lock:
             for part, marks in id_chunks(file_ids):
-                where = [f"f.id IN ({marks})", "f.status = 'ok'", "f.available = 1"]
-                args: list[Any] = list(part)
-                self._filter_sql(filters, where, args)
                 out.update(r[0] for r in self.library.db.execute(
-                    "SELECT f.id FROM files f WHERE " + " AND ".join(where), args))
+                    f"SELECT f.id FROM files f WHERE {where} AND f.id IN ({marks})", [*args, *part]))
         return out
 
     def hits_for(self, file_ids: Sequence[int], model_id: str, query: np.ndarray | None) -> dict[int, Hit]:
@@ -190,9 +185,9 @@ class VectorSearch:
 
     def _allowed_vectors(self, model_id: str, filters: SearchFilters, within: Collection[int] | None = None
                          ) -> np.ndarray:
-        where, args = ["v.model_id = ?", "f.status = 'ok'", "f.available = 1"], [model_id]
-        self._filter_sql(filters, where, args)
-        sql = "SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE " + " AND ".join(where)
+        where, args = self._searchable(filters)
+        sql = f"SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE v.model_id = ? AND {where}"
+        args = [model_id, *args]
         db = self.library.db
         if within is None:
             rows = db.execute(sql, args).fetchall()
@@ -200,6 +195,13 @@ class VectorSearch:
             rows = [r for part, marks in id_chunks(sorted(within))
                     for r in db.execute(f"{sql} AND v.file_id IN ({marks})", [*args, *part])]
         return np.array([r[0] for r in rows], dtype=np.int64)
+
+    def _searchable(self, filters: SearchFilters | None) -> tuple[str, list[Any]]:
+        """The SQL condition on `files f` (and its arguments) of a searchable file (ok, available) that passes
+        the filters."""
+        where, args = ["f.status = 'ok'", "f.available = 1"], []
+        self._filter_sql(filters or SearchFilters(), where, args)
+        return " AND ".join(where), args
 
     def _filter_sql(self, filters: SearchFilters, where: list[str], args: list[Any]) -> None:
         """SQL conditions on `files f` for every filter."""
