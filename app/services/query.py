@@ -150,7 +150,7 @@ def parse(text: str) -> Query:
         elif quoted:
             q.phrases.append(body)
             q.positive.append(body)
-            q.open_phrase = not m.group(0).endswith('"') or len(m.group(0)) == 1
+            q.open_phrase = not m.group(0).endswith('"')  # `"door` (a lone `"` has no words: dropped above)
         elif body.endswith("*"):
             stem = body.rstrip("*")
             if _HAS_WORD.search(stem):

@@ -82,7 +82,7 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     if request.sound_only:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip, required)
                      ) if query.sound is not None else {}
-        out = Candidates({}, {}, _kept(sound, required), query)
+        out = Candidates({}, {}, sound, query)
         if required is not None and query.sound is not None:
             _score_required(library, out, required, request)
             out.sound = dict(sorted(out.sound.items(), key=lambda fs: (-fs[1], fs[0]))[:request.n])
@@ -97,8 +97,7 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
         semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip, required))
     if query.sound is not None:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip, required))
-    out = Candidates(_kept(keyword, required), _kept(semantic, required), _kept(sound, required), query,
-                     tagged & keyword.keys())
+    out = Candidates(keyword, semantic, sound, query, tagged & keyword.keys())
     if required is not None:
         _score_required(library, out, required, request)
     if query.sound is not None:
@@ -106,11 +105,6 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     if query.text is not None and request.text_model is not None:
         fill(library, out.semantic, out.ids(), request.text_model, query.text)
     return out
-
-
-def _kept(scores: dict[int, float], required: set[int] | None) -> dict[int, float]:
-    """The scores of the files that hold the query's phrases (all of them when it has none)."""
-    return scores if required is None else {f: s for f, s in scores.items() if f in required}
 
 
 def _score_required(library: Library, out: Candidates, required: set[int], request: CandidateRequest) -> None:
