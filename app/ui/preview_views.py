@@ -111,6 +111,7 @@ class PreviewWaveform(WaveformPlot):
             self.selection_changed.emit()
 
     def set_preview(self, p: Preview) -> None:
+        self.clear_selection()  # another sound: a part selected in the last one means nothing here
         self._preview = p
         self.setLimits(xMin=p.offset_s, xMax=p.end_s, minXRange=min(MIN_ZOOM_S, p.end_s - p.offset_s))
         self.selection.setBounds((p.offset_s, p.end_s))  # an edge dragged off the plot stops at the sound's end

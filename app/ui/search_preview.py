@@ -210,7 +210,6 @@ class PreviewPane(QWidget):
         form = sound_format(hit.sample_rate or preview.sample_rate, hit.channels)
         self.preview_title.setText(f"{name} · {length} · {form}{excerpt}")
         self.preview_title.setToolTip(display_name(hit.path))
-        self.waveform.clear_selection()  # another sound: the part selected in the last one means nothing here
         self.waveform.set_preview(preview)
         self.spectrogram.set_preview(preview)
 
@@ -347,10 +346,10 @@ class PreviewPane(QWidget):
         if part is not None and not part[0] <= seconds <= part[1]:
             self.waveform.clear_selection()  # a click outside the part: the whole sound again
             if self.player.playing:
-                self.play_from(seconds)
-        self.start_s = seconds
-        if self.player.playing:
+                self.play_from(seconds)  # the whole sound now plays, from here
+        elif self.player.playing:
             self.player.seek(seconds - self._play_base_s)
+        self.start_s = seconds
         self._show_playhead(seconds)
 
     @Slot()
