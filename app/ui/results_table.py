@@ -208,10 +208,7 @@ class ResultsTable(QTableWidget):
 
     @Slot(bool)
     def show_format_column(self, on: bool) -> None:
-        self._fitting = True
-        self.setColumnHidden(self.FORMAT, not on)
-        self._fitting = False
-        self.fit_names()
+        self.show_columns((self.FORMAT,), on)
         self.save_header()  # the user's choice, kept with the widths and order
 
     @Slot()
@@ -265,21 +262,22 @@ class ResultsTable(QTableWidget):
         shown = [header.logicalIndex(v) for v in range(header.count())]
         return next((c for c in reversed(shown) if not header.isSectionHidden(c)), self.NAME)
 
-    def show_score_columns(self, on: bool) -> None:
+    def show_columns(self, cols: Sequence[int], on: bool) -> None:
+        """Show or hide columns (not a user's resize: `_fitting`), then size the names to the room left."""
         self._fitting = True
-        for col in (self.NAMES, self.SOUND):
+        for col in cols:
             self.setColumnHidden(col, not on)
         self._fitting = False
         self.fit_names()
+
+    def show_score_columns(self, on: bool) -> None:
+        self.show_columns((self.NAMES, self.SOUND), on)
 
     def show_tags_column(self) -> None:
         """The Tags column only while a listed sound has tags: an empty one took the room the names need."""
         tagged = any(self.plain(r, self.TAGS) for r in range(self.rowCount()))
         if tagged == self.isColumnHidden(self.TAGS):
-            self._fitting = True
-            self.setColumnHidden(self.TAGS, not tagged)
-            self._fitting = False
-            self.fit_names()
+            self.show_columns((self.TAGS,), tagged)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
