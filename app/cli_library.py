@@ -555,7 +555,7 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
     for note in _search_notes(hits):
         print(note)
     if not hits:
-        phrases = list(dict.fromkeys(parse(args.text).phrases)) if isinstance(getattr(args, "text", None), str) else []
+        phrases = parse(args.text).required_phrases if isinstance(getattr(args, "text", None), str) else []
         held = " and ".join(f'"{p}"' for p in phrases)
         print("no results" + ("; --any-length also lists sounds of other lengths"
                               if getattr(args, "any_length", True) is False else "")

@@ -119,6 +119,11 @@ class Query:
         """FTS5 expression matching any excluded word or phrase, or None."""
         return " OR ".join(quote(x) for x in self.excluded) or None
 
+    @property
+    def required_phrases(self) -> list[str]:
+        """The quoted phrases, each once: every result holds them all."""
+        return list(dict.fromkeys(self.phrases))
+
     def fts_require(self, prefix_last: bool = False) -> str | None:
         """FTS5 expression matching the files that hold every quoted phrase, or None when none was typed.
         `prefix_last`: a phrase still open at the end is being typed, so its last word may be cut short."""

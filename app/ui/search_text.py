@@ -110,7 +110,7 @@ def sound_format(sample_rate: int, channels: int) -> str:
 def phrase_condition(query: str) -> str:
     """' · only files whose name, folder or tags hold “wooden door” can match' for a query with exact phrases
     (they are conditions: query.py), else ''."""
-    phrases = list(dict.fromkeys(parse(query).phrases))
+    phrases = parse(query).required_phrases
     return f" · only files whose name, folder or tags hold {' and '.join(f'“{p}”' for p in phrases)} can match" \
         if phrases else ""
 
