@@ -45,16 +45,22 @@ def at(wave: PreviewWaveform, seconds: float) -> QPoint:
     return wave.mapFromScene(wave.getPlotItem().getViewBox().mapViewToScene(QPointF(seconds, 0.0)))
 
 
-def test_a_selection_edge_dragged_off_the_plot_stops_at_the_previews_ends(qtbot) -> None:
-    """An edge dragged past the widget used to leave the part starting before the preview's audio (596 s of a
-    preview from 600 s): Play then sliced the audio with a negative index and played nothing. The whole part
-    dragged against an end keeps its length (each edge clamped alone would shrink it to nothing)."""
+def shown_with_part(qtbot) -> PreviewWaveform:  # noqa: ANN001 (qtbot)
+    """A waveform on show with 10 s of a long file from 600 s previewed, and 602-604 s selected."""
     wave = PreviewWaveform()
     qtbot.addWidget(wave)
     wave.resize(800, 200)
     wave.show()
     wave.set_preview(excerpt_preview(600.0, 10.0))
     wave.set_selection(602.0, 604.0)
+    return wave
+
+
+def test_a_selection_edge_dragged_off_the_plot_stops_at_the_previews_ends(qtbot) -> None:
+    """An edge dragged past the widget used to leave the part starting before the preview's audio (596 s of a
+    preview from 600 s): Play then sliced the audio with a negative index and played nothing. The whole part
+    dragged against an end keeps its length (each edge clamped alone would shrink it to nothing)."""
+    wave = shown_with_part(qtbot)
     edge = at(wave, 602.0)
     drag(wave, edge, QPoint(-300, edge.y()))  # the left edge, dragged far off the plot's left side
     a, b = wave.selected()
@@ -87,12 +93,7 @@ def test_a_double_click_inside_the_part_zooms_to_it_and_elsewhere_shows_the_whol
     brings it back, filling the view with a tenth to spare on each side."""
     from types import SimpleNamespace
 
-    wave = PreviewWaveform()
-    qtbot.addWidget(wave)
-    wave.resize(800, 200)
-    wave.show()
-    wave.set_preview(excerpt_preview(600.0, 10.0))
-    wave.set_selection(602.0, 604.0)
+    wave = shown_with_part(qtbot)
     viewbox = wave.getPlotItem().getViewBox()
 
     def double_click(seconds: float) -> None:
