@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.services.library.records import SearchFilters
 from app.services.search.fusion import NAMES_WEIGHT
+from app.ui.events import Event
 from app.ui.search_text import channel_scores
 
 if TYPE_CHECKING:
@@ -51,23 +52,6 @@ def balance_text(position: int) -> str:
     if position >= BALANCE_STEPS:
         return "sound only"
     return f"names {BALANCE_STEPS - position} % · sound {position} %"
-
-
-class Event:
-    """A Qt-free signal: `emit` calls every connected listener, in the order they connected."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable[..., Any]] = []
-
-    def connect(self, listener: Callable[..., Any]) -> None:
-        self._listeners.append(listener)
-
-    def disconnect(self, listener: Callable[..., Any]) -> None:
-        self._listeners.remove(listener)
-
-    def emit(self, *args: Any) -> None:  # noqa: ANN401 - whatever the event carries
-        for listener in list(self._listeners):
-            listener(*args)
 
 
 class SearchEvents:
