@@ -202,7 +202,7 @@ def test_spoken_term_search_in_a_generated_recording(qtbot, tab: WordsTab) -> No
         from app.services.words import recording_item_job
 
         tab.run_job(lambda: recording_item_job(tab.space, np.concatenate([gap(0.2), target, gap(0.2)]), sr,
-                                               "target"), "test-item", lambda item: tab._add_items([item]))
+                                               "target"), "test-item", lambda item: tab.words_state.add_items([item]))
     tab.set_search_audio(recording, "generated")
     tab.views.setCurrentIndex(1)
     tab.query_combo.setEditText("target")
@@ -220,7 +220,7 @@ def test_spoken_term_search_in_a_generated_recording(qtbot, tab: WordsTab) -> No
         tab.search_button.click()
     wait_idle(qtbot, tab)
     tab.hits_list.setCurrentRow(0)
-    tab._hit_clicked(tab.hits_list.item(0))  # no output device: a message, not a crash
+    tab.hits_list.itemClicked.emit(tab.hits_list.item(0))  # no output device: a message, not a crash
     assert "Playback unavailable" in tab.status_label.text() and "microphone" not in tab.status_label.text()
 
 
@@ -292,7 +292,7 @@ def test_the_score_axis_reads_in_cosines_not_thousandths(qtbot, tab: WordsTab) -
     scores = 0.1 + 0.2 * np.sin(times)
     tab.set_search_audio(np.zeros(3 * SAMPLE_RATE, np.float32), "three seconds")
     tab.views.setCurrentIndex(1)
-    tab._search_done(TermSearchResult(times, scores, np.full(40, 0.4), [TermHit(0.9, 1.3, 0.3)], 3.0))
+    tab.words_state.search_done(TermSearchResult(times, scores, np.full(40, 0.4), [TermHit(0.9, 1.3, 0.3)], 3.0))
     qtbot.wait(50)
     axis = tab.score_plot.getAxis("left")
     assert "cosine" in axis.labelString() and "x0.001" not in axis.labelString()
