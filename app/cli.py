@@ -274,7 +274,7 @@ def _print_result(result: dict[str, Any], as_json: bool) -> None:
         else:
             print(f"{key:>26}: {value:.4f}" if isinstance(value, float) else f"{key:>26}: {value}")
     if isinstance(result.get("per_speaker"), dict) and result["per_speaker"]:
-        from training.speech_eval import per_speaker_table
+        from training.speech_eval_cli import per_speaker_table
 
         print("per speaker:")
         print(per_speaker_table(result["per_speaker"]))

@@ -1,9 +1,14 @@
 """Layer rules from DESIGN.md: models/ stays pure PyTorch; core/ (the runtime) never imports training/, app/ or Qt;
-models/, core/ and training/ never import Qt or app/; services and widgets never import a trainer."""
+models/, core/ and training/ never import Qt or app/; nothing the app reaches, through imports or the kinds
+table's strings, is a trainer; the settings the app reads import no torch."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -44,29 +49,6 @@ def test_models_core_and_training_never_import_qt_or_app(path: Path) -> None:
 def test_the_runtime_core_never_imports_training(path: Path) -> None:
     """core/ is what both the app and the trainers stand on: it may import models/, never training/."""
     assert "training" not in imported_modules(path), f"{path.relative_to(ROOT)} imports training/"
-
-
-def trainer_imports(path: Path) -> set[str]:
-    """The `training.*_train` modules a file imports (lazy imports inside functions included)."""
-    found = set()
-    for module, names in _imports(path, "app"):
-        found.update(f"{module}.{n}" for n in names if module == "training" and n.endswith("_train"))
-        if module.startswith("training.") and module.endswith("_train"):
-            found.add(module)
-    return found
-
-
-@pytest.mark.parametrize("path", python_files("app"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_services_and_widgets_never_import_a_trainer(path: Path) -> None:
-    """The app runs models through core.inference; a trainer module is for training runs (their own process)."""
-    bad = trainer_imports(path)
-    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
-
-
-def test_the_trainer_check_sees_lazy_imports(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from training.units_train import x\n    from training import words_train\n")
-    assert trainer_imports(bad) == {"training.units_train", "training.words_train"}
 
 
 @pytest.mark.parametrize("path", python_files("models"), ids=lambda p: p.name)
@@ -222,3 +204,111 @@ def test_the_kinds_table_events_and_settings_are_cheap_to_import(name: str) -> N
     """The CLI reads them for every command and the run service in the GUI: no torch, numpy or Qt."""
     heavy = imported_modules(ROOT / "core" / name) & {"torch", "torchaudio", "numpy", "models", "PySide6"}
     assert not heavy, f"core/{name} imports {sorted(heavy)}"
+
+
+# ------------------------------------------------------------------------------------------------ trainers
+
+TRAINER_DOOR = "trainer_module"  # core.kinds.Kind.trainer_module(): the one way to a trainer, for `earshot train`
+
+
+def is_trainer(module: str) -> bool:
+    """A `training/*_train` module: a training run's code (torch, data loaders), never the app's."""
+    return module.startswith("training.") and module.rpartition(".")[2].endswith("_train")
+
+
+def string_edges(table: Iterable[object]) -> set[str]:
+    """The modules that the kinds table names as "module:attr" strings (settings, builder, validator, evaluator):
+    core.kinds imports them when asked, so they are its imports too. `trainer` ("module", no attribute) is left
+    out on purpose: only `trainer_module()` opens it, and only the command line calls that (checked below)."""
+    modules = set()
+    for row in table:
+        for f in dataclasses.fields(row):  # type: ignore[arg-type]
+            value = getattr(row, f.name)
+            for text in value if isinstance(value, tuple) else (value,):
+                if isinstance(text, str) and ":" in text:
+                    modules.add(text.partition(":")[0])
+    return modules
+
+
+def app_graph() -> dict[str, set[str]]:
+    from core import kinds
+
+    graph = import_graph()
+    graph["core.kinds"] |= string_edges(kinds.KINDS.values())
+    return graph
+
+
+def path_to(graph: dict[str, set[str]], starts: Iterable[str], wanted: object) -> list[str] | None:
+    """The shortest import chain from one of `starts` to a module for which `wanted(module)` holds, or None."""
+    parent: dict[str, str | None] = {s: None for s in starts}
+    queue = list(parent)
+    for node in queue:
+        if wanted(node):  # type: ignore[operator]
+            chain = [node]
+            while (up := parent[chain[-1]]) is not None:
+                chain.append(up)
+            return chain[::-1]
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
+    return None
+
+
+def test_nothing_the_app_reaches_is_a_trainer() -> None:
+    """Static imports (inside functions too) and the kinds table's strings, followed transitively from every app/
+    module: the GUI and the command line never load a trainer (and so never a held-out evaluation that does)."""
+    graph = app_graph()
+    assert {"training.validate", "training.speech_eval"} <= graph["core.kinds"]  # the table's strings are edges
+    chain = path_to(graph, [m for m in graph if m == "app" or m.startswith("app.")], is_trainer)
+    assert chain is None, "the app reaches a trainer: " + " -> ".join(chain or [])
+
+
+def test_the_trainer_check_follows_lazy_imports_and_table_strings(tmp_path: Path) -> None:
+    for pkg in ("app", "core", "training"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "app" / "tab.py").write_text("def f():\n    from core import kinds\n")
+    (tmp_path / "core" / "kinds.py").write_text("")
+    (tmp_path / "training" / "eval.py").write_text("def g():\n    from training import words_train\n")
+    (tmp_path / "training" / "words_train.py").write_text("")
+    graph = import_graph(tmp_path, ("app", "core", "training"))
+    assert path_to(graph, ["app.tab"], is_trainer) is None  # nothing names training.eval yet
+
+    @dataclasses.dataclass
+    class Row:
+        trainer: str = "training.words_train"  # the run's own process: not an edge
+        evaluator: tuple[str, str] = ("training.eval:add", "training.eval:run")
+
+    graph["core.kinds"] |= string_edges([Row()])
+    assert path_to(graph, ["app.tab"], is_trainer) == ["app.tab", "core.kinds", "training.eval", "training.words_train"]
+
+
+def test_only_the_command_line_opens_a_trainer() -> None:
+    """`Kind.trainer_module()` imports a trainer: `earshot train` (the run's own process) calls it, nothing else in
+    the app (core.kinds calls it only for a trainer swapped in by name: tests, plug-ins)."""
+    callers = set()
+    for path in python_files("app"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = (n.func for n in ast.walk(tree) if isinstance(n, ast.Call))
+        if any(isinstance(f, ast.Attribute) and f.attr == TRAINER_DOOR for f in calls):
+            callers.add(module_name(path))
+    assert callers and all(c == "app.cli" or c.startswith("app.cli.") for c in callers), sorted(callers)
+
+
+def settings_modules() -> list[str]:
+    """What the app imports of training/ for a form or a parser: each kind's settings and eval arguments."""
+    from core import kinds
+
+    rows = kinds.KINDS.values()
+    named = {path.partition(":")[0] for row in rows for path in (*row.settings, row.evaluator[0])}
+    return sorted(named | {"core.kinds"})
+
+
+@pytest.mark.parametrize("module", settings_modules())
+def test_the_settings_the_app_reads_are_torch_free(module: str) -> None:
+    """Imported in a fresh interpreter: torch (seconds, hundreds of MB) must not come with them, transitively."""
+    code = f"import sys, {module}; print(sorted(m for m in ('torch', 'torchaudio') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"
+

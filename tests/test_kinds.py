@@ -41,6 +41,19 @@ def test_every_row_resolves_to_real_code(name: str) -> None:
     assert {spec.flag for cls in classes for spec in settings_of(cls)} <= flags
 
 
+def test_the_settings_copies_of_torch_side_constants_agree() -> None:
+    """The torch-free settings modules copy a few constants of torch modules (choices, help texts): the same."""
+    from core import device, frontends
+    from models import speech_embedding, units_frontend, vqvae
+    from training import trainer_settings, units_settings, words_settings
+
+    assert trainer_settings.DEVICE_CHOICES == device.DEVICE_CHOICES
+    assert words_settings.SPEECH_EMBEDDING_WHEEL == speech_embedding.SPEECH_EMBEDDING_WHEEL
+    assert units_settings.STRIDE == vqvae.STRIDE
+    assert units_settings.SPEECH_FRONTEND_KIND == units_frontend.SPEECH_FRONTEND_KIND
+    assert units_settings.FRONTEND_CHOICES == frontends.UNITS_FRONTENDS
+
+
 def test_the_table_is_the_one_list() -> None:
     from app.services import training_runs
     from core import checkpoints

@@ -14,6 +14,8 @@ from app.services.jobs import drain
 from core.checkpoints import load_model, read_checkpoint
 from training import retrieval_features as features
 from training import retrieval_train as rt
+from training.retrieval_eval import evaluate
+from training.retrieval_settings import PRESET_NAMES, add_eval_arguments
 
 TINY = {
     "model": {
@@ -110,10 +112,10 @@ def test_evaluate_metrics_ensemble_and_baselines(subset: Path, tmp_path: Path) -
     out = tmp_path / "r.safetensors"
     drain(rt.train(train_args(subset, out, config={"epochs": 1})))
     p = argparse.ArgumentParser()
-    rt.add_eval_arguments(p)
-    single = drain(rt.evaluate(p.parse_args(["--model", str(out), "--data", str(subset), "--baselines",
+    add_eval_arguments(p)
+    single = drain(evaluate(p.parse_args(["--model", str(out), "--data", str(subset), "--baselines",
                                              "--threads", "1", "--device", "cpu"])))
-    both = drain(rt.evaluate(p.parse_args(["--model", f"{out},{out}", "--data", str(subset), "--threads", "1",
+    both = drain(evaluate(p.parse_args(["--model", f"{out},{out}", "--data", str(subset), "--threads", "1",
                                            "--device", "cpu"])))
     assert single["clips"] == 6 and single["captions"] == 6
     assert set(single["metrics"]) >= {"mAP@10", "R@1", "R@5", "R@10"}
@@ -137,8 +139,8 @@ def test_evaluate_without_a_split_column_scores_every_clip(subset: Path, tmp_pat
         w.writerow(["path", "caption"])
         w.writerows([r["path"], r["caption"]] for r in list(csv.DictReader(f))[:10])
     p = argparse.ArgumentParser()
-    rt.add_eval_arguments(p)
-    r = drain(rt.evaluate(p.parse_args(["--model", str(out), "--data", str(plain), "--threads", "1",
+    add_eval_arguments(p)
+    r = drain(evaluate(p.parse_args(["--model", str(out), "--data", str(plain), "--threads", "1",
                                         "--device", "cpu"])))
     assert r["clips"] == 10 and "no split column" in r["split"]
 
@@ -217,3 +219,8 @@ def test_a_run_over_student_weights_names_them_by_content_for_resume(tmp_path: P
                .frozen_sources()
                for w in (a, b, None)]
     assert sources[0] != sources[1] and sources[2] == {"audio_weights": "shipped"}
+
+
+def test_every_preset_name_has_a_recipe() -> None:
+    """The settings module names the presets (the form's choices, torch-free); the trainer holds their recipes."""
+    assert set(rt.PRESETS) == set(PRESET_NAMES)

@@ -22,12 +22,12 @@ from training.trainer import (
     Hooks,
     Stage,
     Trainer,
-    TrainerConfig,
     TrainResult,
     cosine_lr,
     read_resume,
     resume_path,
 )
+from training.trainer_settings import TrainerConfig
 
 
 class Toy(Hooks):
@@ -210,7 +210,8 @@ def test_damaged_resume_file_is_refused_with_a_message(tmp_path: Path) -> None:
 
 
 def test_the_real_trainers_refuse_their_old_resume_files(tmp_path: Path) -> None:
-    from training.words_train import WordsTrainConfig, train_job
+    from training.words_settings import WordsTrainConfig
+    from training.words_train import train_job
 
     out = tmp_path / "w.safetensors"
     write_legacy(resume_path(out), {"scalars": "{}", "param_groups": "[]"})

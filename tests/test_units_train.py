@@ -17,8 +17,8 @@ from core.config import settings_of
 from models.frontends import MFCC
 from models.units import UnitsModel
 from tests.test_augment import SWITCHES
-from training.speech_eval import add_units_eval_arguments as add_eval_arguments
 from training.speech_eval import evaluate_units_command as evaluate
+from training.speech_eval_cli import add_units_eval_arguments as add_eval_arguments
 from training.trainer import resume_path
 from training.units_data import (
     TRAIN_CSV_NAMES,
@@ -31,7 +31,8 @@ from training.units_data import (
     to_int16,
     wave_features,
 )
-from training.units_train import UnitsTrainConfig, train_units, units_config, vq_step
+from training.units_settings import UnitsTrainConfig
+from training.units_train import train_units, units_config, vq_step
 
 
 def fsdd_subset(root: Path, out: Path, speakers: tuple[str, ...], words: tuple[str, ...], split: str,

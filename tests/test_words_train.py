@@ -18,7 +18,8 @@ from tests.test_augment import SWITCHES
 from training.speech_eval import evaluate_words as evaluate_job
 from training.trainer import Trainer
 from training.words_data import load_words, trim_silence, word_key
-from training.words_train import MFCC, TrimConfig, WordsHooks, WordsTrainConfig, make_batches, train_job
+from training.words_settings import WordsTrainConfig
+from training.words_train import MFCC, TrimConfig, WordsHooks, make_batches, train_job
 
 
 def write_subset(fsdd: Path, folder: Path, speakers: tuple[str, ...] = ("george", "jackson", "nicolas")) -> Path:

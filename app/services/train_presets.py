@@ -141,7 +141,7 @@ def presets_for(kind: str, specs: list[SettingSpec], module: str | None = None,
     """The presets of a kind's form, the default first (the shipped recipe where there is one)."""
     names = {s.name for s in specs}
     if module is not None:  # a swapped-in trainer: its own presets, if it lists any
-        listed = getattr(kinds.get(kind, module).trainer_module(), "TRAIN_PRESETS", {}) or {}
+        listed = kinds.get(kind, module).listed_presets()
         return [Preset(name, {k: v for k, v in values.items() if k in names}) for name, values in listed.items()]
     out = []
     shipped = shipped_preset(kind, specs, models_dir)
@@ -155,6 +155,6 @@ def presets_for(kind: str, specs: list[SettingSpec], module: str | None = None,
 
 
 def form_job(kind: str, module: str | None = None) -> Generator[dict[str, Any], None, Any]:
-    """Job: the settings of a kind (imports its trainer), the machine's devices and the kind's presets."""
+    """Job: the settings of a kind (its torch-free settings module), the machine's devices and the kind's presets."""
     specs, devices = yield from tr.schema_job(kind, module)
     return specs, devices, presets_for(kind, specs, module)

@@ -80,7 +80,8 @@ def kind_of(kind: str, module: str | None = None) -> kinds.Kind:
 
 
 def settings_classes(kind: str, module: str | None = None) -> list[type]:
-    """The config dataclasses whose `setting(...)` fields are the settings of a `kind` run (imports the trainer)."""
+    """The config dataclasses whose `setting(...)` fields are the settings of a `kind` run (training/<kind>_settings.py:
+    no trainer, no torch; a replacement trainer's own module)."""
     try:
         return kind_of(kind, module).settings_classes()
     except kinds.KindError as e:
@@ -92,8 +93,8 @@ def _all_settings(kind: str, module: str | None) -> list[SettingSpec]:
 
 
 def settings_schema(kind: str, module: str | None = None) -> list[SettingSpec]:
-    """The settings a run of `kind` accepts, read from the config dataclasses' field metadata (imports the
-    trainer: call it from a worker). The run options the service sets itself (RUN_OPTIONS) are left out."""
+    """The settings a run of `kind` accepts, read from the config dataclasses' field metadata (cheap: no trainer is
+    imported). The run options the service sets itself (RUN_OPTIONS) are left out."""
     return [spec for spec in _all_settings(kind, module) if spec.name not in RUN_OPTIONS]
 
 
@@ -585,8 +586,9 @@ def validate_job(kind: str, folder: str | Path) -> Generator[dict[str, Any], Non
 
 
 def schema_job(kind: str, module: str | None = None) -> Generator[dict[str, Any], None, Any]:
-    """Job: import the trainer and describe its settings; returns (specs, available devices)."""
-    yield {"message": f"loading the {kind} trainer"}
+    """Job: describe a kind's settings and the machine's devices (core.device imports torch, so: a worker);
+    returns (specs, available devices)."""
+    yield {"message": f"loading the {kind} settings"}
     specs = settings_schema(kind, module)
     from core.device import available_devices
 
