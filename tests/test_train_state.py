@@ -1,0 +1,174 @@
+"""The Train tab's state without Qt: when Start is allowed (settings in, the folder checked and usable, nothing
+running), stale answers dropped, a run shown and polled to its end, runs listed, picked and ticked to compare,
+job progress in the status line; plus the proof that it imports no Qt or torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from app.ui.train_state import TrainState
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeRun:
+    """What the state reads of a `training_runs.Run`: a status the test moves, events read by `poll`."""
+
+    def __init__(self, name: str, status: str = "running", total: int = 10) -> None:
+        self.name, self.status, self.total = name, status, total
+        self.step, self.active, self.new = 0, status == "running", 0
+        self.info: dict = {}
+        self.result: dict | None = None
+        self.error = ""
+
+    def poll(self) -> list[dict]:
+        new, self.new = [{"step": self.step}] * self.new, 0
+        return new
+
+    def progress(self) -> tuple[int, int, float | None]:
+        return self.step, self.total, 75.0
+
+    def log_tail(self, chars: int) -> str:
+        return f"step {self.step}"
+
+    def is_active(self) -> bool:
+        return self.active
+
+    def can_resume(self) -> bool:
+        return self.status in ("interrupted", "cancelled", "failed") and not self.active
+
+    def metrics(self) -> dict:
+        return {"metrics.ap": 0.5, "wall_time_s": 40.0}
+
+
+class Heard:
+    """Every event a state emits, in order, with what it carried."""
+
+    def __init__(self, state: TrainState) -> None:
+        self.events: list[tuple] = []
+        for name in ("buttons", "report", "run", "curves", "progress", "status", "message"):
+            getattr(state.events, name).connect(lambda *args, name=name: self.events.append((name, *args)))
+
+    def names(self) -> list[str]:
+        return [e[0] for e in self.events]
+
+
+def ok_report(ok: bool = True) -> SimpleNamespace:
+    return SimpleNamespace(ok=ok)
+
+
+@pytest.fixture
+def state() -> TrainState:
+    """The words kind, its settings in, /data checked and usable."""
+    s = TrainState()
+    s.set_kind("words")
+    s.settings_loaded("words")
+    key = s.check_folder("/data")
+    s.validated(key, ok_report())
+    return s
+
+
+def test_the_state_imports_no_qt_and_no_torch() -> None:
+    code = ("import sys, app.ui.train_state, app.ui.train_text\n"
+            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_start_waits_for_the_settings_and_a_usable_checked_folder() -> None:
+    state = TrainState()
+    state.set_kind("words")
+    assert not state.can_start()
+    assert state.check_folder("  ") is None  # no folder: nothing to check
+    key = state.check_folder(" /data ")
+    assert key == ("words", "/data") and state.report is None
+    assert state.validated(key, ok_report()) and not state.can_start()  # the settings are not in yet
+    assert not state.settings_loaded("units")  # the answer for a kind no longer chosen
+    assert state.settings_loaded("words") and state.can_start() and state.buttons().start
+    assert state.check_folder("/data") is None  # checked already: not again
+    state.set_folder("/data/other")  # typed, not checked yet
+    assert not state.can_start()
+
+
+def test_a_stale_report_is_dropped_and_a_bad_one_forbids_start(state: TrainState) -> None:
+    old = state.check_folder("/old")
+    new = state.check_folder("/new")
+    assert not state.validated(old, ok_report()) and state.report is None  # the answer for /old came late
+    assert state.validated(new, ok_report(False)) and not state.can_start()
+    state.set_kind("units")  # another kind: the folder is checked again for it
+    assert state.check_folder("/new") == ("units", "/new")
+
+
+def test_a_run_is_shown_polled_and_ends_with_its_message(state: TrainState) -> None:
+    run = FakeRun("first")
+    heard = Heard(state)
+    state.show_run(run)
+    assert heard.names()[:3] == ["run", "curves", "progress"] and state.log_text == "step 0"
+    assert state.running() and not state.can_start() and state.buttons().stop
+    assert state.progress().text == "first: 0/10 (running)" and state.progress().eta == "1:15 left"
+    run.step, run.new = 4, 1
+    assert state.poll() and heard.names()[-2:] == ["curves", "progress"]
+    run.status, run.result = "finished", {"best_metric": "ap"}
+    assert state.poll()  # finished, but the process is still exiting: polled on
+    assert heard.events[-1] == ("status", "finished")
+    assert ("message", "first finished in 40 s: ap 0.5 — Use this model to keep it", False) in heard.events
+    run.active = False
+    assert not state.poll() and state.progress().eta == ""  # gone: the polling ends
+    assert [e for e in heard.events if e[0] == "status"] == [("status", "running"), ("status", "finished")]
+    buttons = state.buttons()
+    assert buttons.use and buttons.start and not buttons.stop and not buttons.resume
+
+
+def test_a_failed_run_says_why_and_can_be_resumed(state: TrainState) -> None:
+    run = FakeRun("bad")
+    state.show_run(run)
+    run.status, run.active, run.error = "failed", False, "fake failure"
+    heard = Heard(state)
+    assert not state.poll()
+    assert ("message", "bad failed: fake failure", True) in heard.events and state.buttons().resume
+
+
+def test_a_stop_asked_for_disables_stop(state: TrainState) -> None:
+    run = FakeRun("long")
+    state.show_run(run)
+    run.info["cancel_requested"] = True
+    state.stopping()
+    assert state.message.startswith("Stopping long") and not state.buttons().stop
+
+
+def test_listed_runs_keep_the_live_run_and_the_ticks(state: TrainState) -> None:
+    live = FakeRun("a")
+    state.show_run(live)
+    state.set_runs([FakeRun("a", "running"), FakeRun("b", "finished"), FakeRun("c", "finished")])
+    assert state.runs["a"] is live  # the object polled, with its process handle
+    state.tick("b", True)
+    state.tick("zzz", True)  # not listed: not ticked
+    state.tick("a", True)
+    assert [r.name for r, _ in state.shown()] == ["a", "b"] and [main for _, main in state.shown()] == [True, False]
+    state.set_runs([FakeRun("a"), FakeRun("b", "finished")])
+    assert set(state.compare) == {"a", "b"}
+    state.tick("b", False)
+    assert [r.name for r, _ in state.shown()] == ["a"]
+    heard = Heard(state)
+    state.pick("a")  # on show already: nothing happens
+    assert heard.events == []
+    state.pick("b")
+    assert state.run.name == "b" and heard.names()[0] == "run"
+
+
+def test_a_jobs_last_progress_line_is_cleared_when_it_ends(state: TrainState) -> None:
+    state.job_progress({"step": 3})  # no message: the line stays
+    assert state.message == ""
+    state.job_progress({"message": "checking audio 90/90"})
+    assert state.message == "checking audio 90/90"
+    state.progress_done()
+    assert state.message == ""
+    state.job_progress({"message": "checking audio 1/2"})
+    state.error("a problem")  # said since: kept
+    state.progress_done()
+    assert state.message == "a problem"
