@@ -14,10 +14,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.services.query import MAX_QUERY_CHARS, parse  # stdlib only: `earshot --help` stays fast
+from app.services.query import MAX_QUERY_CHARS, Query, parse  # stdlib only: `earshot --help` stays fast
 from core.config import number
+from core.display import printable
+
+if TYPE_CHECKING:
+    from app.services.search.answer import SearchAnswer
 
 MAX_FILTER_RATE = 2**32 - 1  # Hz: a WAV header's sample-rate field
 MAX_CHANNELS = 65_535  # a WAV header's channel-count field
@@ -257,21 +261,19 @@ def _print_index_summary(summary: dict[str, Any], as_json: bool, folder: Path) -
 def cmd_search(args: argparse.Namespace) -> int:
     queries = _queries(args)
     if queries is None:
-        _check_query(args.text)
-        return _search_command(args, lambda s, f: s.search(args.text, args.k, f, mode=args.mode,
+        query = _checked_query(args.text)  # parsed once: the search reads this Query
+        return _search_command(args, lambda s, f: s.search(query, args.k, f, mode=args.mode,
                                                            names_weight=args.names_weight), text_only=True)
     return _search_many(args, queries)
 
 
-def _check_query(text: str) -> None:
-    """A query given as the argument has something to look for: an empty one, one of only punctuation or emoji,
-    or one of only exclusions would answer "no results" as if the library had nothing for it. (The Search tab
-    asks the same service on every keystroke, where an empty answer is right.)"""
-    from app.services.query import parse
-
+def _checked_query(text: str) -> Query:
+    """The query given as the argument, parsed, when it has something to look for: an empty one, one of only
+    punctuation or emoji, or one of only exclusions would answer "no results" as if the library had nothing for
+    it. (The Search tab asks the same service on every keystroke, where an empty answer is right.)"""
     query = parse(text)
     if not query.empty:
-        return
+        return query
     if query.shortened_from is not None:  # the words, if any, come after the part that is read
         raise ValueError(f"search: the first {MAX_QUERY_CHARS:,} characters of the query (of "
                          f"{query.shortened_from:,}) hold no words to search for; put the words first")
@@ -525,7 +527,7 @@ def _check_folder(folder: str | None, session: Any) -> None:  # noqa: ANN401 - a
     raise ValueError(f"--folder {printable(folder)}: no such folder in the library; {hint}")
 
 
-def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any]], text_only: bool = False
+def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], SearchAnswer], text_only: bool = False
                     ) -> int:
     from app.services.audio import AudioError
     from app.services.library.records import LibraryError
@@ -536,30 +538,30 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
         session = _open_search(args, text_only)
         try:
             _check_folder(args.folder, session)
-            hits = run(session, filters)
+            answer = run(session, filters)
         finally:
             print_events(session.library, as_json=args.json)
             session.close()
     except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
-    shortened = _shortened(hits)
+    hits = answer.hits
+    shortened = _shortened(answer)
     if shortened is not None:  # on stderr in both forms: the table or the JSON list stays as it was
         print(f"earshot: {_shortened_note(shortened)}", file=sys.stderr)
         if args.json:
             print(json.dumps({"query_shortened": shortened}), file=sys.stderr)
     if args.json:  # a list of hits, as before; the query's notes go to stderr (--queries lines carry them)
         print(json.dumps([hit_dict(h) for h in hits], indent=2))
-        for note in _search_notes(hits):
+        for note in _search_notes(answer):
             print(f"earshot: {note}", file=sys.stderr)
         return 0
-    for note in _search_notes(hits):
+    for note in _search_notes(answer):
         print(note)
     if not hits:
-        phrases = parse(args.text).required_phrases if isinstance(getattr(args, "text", None), str) else []
-        held = " and ".join(f'"{p}"' for p in phrases)
+        held = " and ".join(f'"{p}"' for p in answer.required_phrases)
         print("no results" + ("; --any-length also lists sounds of other lengths"
                               if getattr(args, "any_length", True) is False else "")
-              + (f"; only files whose name, folder or tags hold {held} can match" if phrases else ""))
+              + (f"; only files whose name, folder or tags hold {held} can match" if held else ""))
     else:
         print(f"{'score':>7}  {'duration':>8}  path")
     for h in hits:
@@ -569,16 +571,16 @@ def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], list[Any
     return 0
 
 
-def _search_notes(hits: list[Any]) -> list[str]:
-    """What a text search says about its results as a whole: a corrected query, no good match."""
-    fixed = getattr(hits, "did_you_mean", None)
+def _search_notes(answer: SearchAnswer) -> list[str]:
+    """What a search says about its results as a whole: a corrected query, no good match."""
+    fixed = answer.did_you_mean
     return ([f"did you mean: {fixed}"] if fixed else []) + (["no good match: even the best results look unrelated"]
-                                                            if hits and getattr(hits, "no_good_match", False) else [])
+                                                            if answer.hits and answer.no_good_match else [])
 
 
-def _shortened(hits: list[Any]) -> dict[str, int] | None:
+def _shortened(answer: SearchAnswer) -> dict[str, int] | None:
     """{"chars": the query's length, "kept": how many were searched} when it was cut to the limit, else None."""
-    length = getattr(hits, "shortened_from", None)
+    length = answer.shortened_from
     return None if length is None else {"chars": length, "kept": MAX_QUERY_CHARS}
 
 
@@ -628,26 +630,6 @@ def print_events(library: Any, as_json: bool = False) -> None:  # noqa: ANN401 -
 def repair_fields(library: Any) -> dict[str, Any]:  # noqa: ANN401 - a Library
     """{"repair": what salvaging a damaged catalog set aside, kept, restored and lost} for JSON; {} if nothing."""
     return {"repair": library.repair.as_dict()} if library.repair is not None else {}
-
-
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def printable(path: str | os.PathLike[str]) -> str:
-    """A file name on one line, unambiguously: backslash, control characters and non-UTF-8 bytes escaped."""
-    out = []
-    for c in os.fsencode(path).decode("utf-8", "surrogateescape"):
-        if 0xDC80 <= ord(c) <= 0xDCFF:  # an undecodable byte
-            out.append(f"\\x{ord(c) - 0xDC00:02x}")
-        elif c == "\\":
-            out.append("\\\\")
-        elif c in _ESCAPES:
-            out.append(_ESCAPES[c])
-        elif not c.isprintable() and c != " ":
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- tags write (issue 24, item 7)

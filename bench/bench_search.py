@@ -362,7 +362,7 @@ def build_synthetic_library(root: Path, n: int, sound: Any, text: Any, rng: np.r
     root.mkdir(parents=True, exist_ok=True)
     lib = Library.open(root)
     try:
-        lib.register_model(sound)
+        lib.vectors.register_model(sound)
         lib.text.register_model(text)
         s_centres = clustered_unit_vectors(2000, sound.dim, np.zeros((1, sound.dim), np.float32), rng,
                                            spread=np.sqrt(sound.dim))

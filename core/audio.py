@@ -43,6 +43,7 @@ import soundfile as sf
 import soxr
 
 from core.config import setting
+from core.display import display_name
 from core.files import atomic_path
 
 PathLike = str | os.PathLike
@@ -84,11 +85,6 @@ class TruncatedAudioError(AudioError):
 
 class TooLongAudioError(AudioError):
     """Longer than the caller's limit (decided from the header, before reading)."""
-
-
-def display_name(path: PathLike) -> str:
-    """A printable file name even when the name is not valid UTF-8 (undecodable bytes become U+FFFD)."""
-    return os.fsencode(path).decode("utf-8", "replace")
 
 
 def _sf_path(path: PathLike) -> str | bytes:

@@ -138,7 +138,7 @@ def test_search_help_documents_output_and_many_queries(capsys) -> None:
 def test_printable_keeps_one_result_on_one_line() -> None:
     import os
 
-    from app.cli_library import printable
+    from core.display import printable
 
     assert printable("/lib/a door.wav") == "/lib/a door.wav"
     assert printable("/lib/new\nline\t.wav") == "/lib/new\\nline\\t.wav"

@@ -188,12 +188,12 @@ def test_index_of_a_library_another_process_indexes_is_refused_before_any_model_
     """A second `earshot index` of a library being indexed loaded the model (~2 s) and only then was refused."""
     import app.services.search.embedder as embedder
     from app.cli import main
-    from app.services.library.library import INDEX_LOCK_NAME, _process_lock
+    from app.services.library.storage import INDEX_LOCK_NAME, process_lock
     from tests.test_library import make_library
 
     root = make_library(tmp_path / "lib")
     (root / ".earshot").mkdir()
     monkeypatch.setattr(embedder, "load_embedder", lambda *a, **kw: pytest.fail("a model was loaded"))
-    with _process_lock(root / ".earshot" / INDEX_LOCK_NAME, "the other job"):
+    with process_lock(root / ".earshot" / INDEX_LOCK_NAME, "the other job"):
         assert main(["index", str(root)]) == 2
     assert "lib is already being indexed (by another Earshot window or command)" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from app.services.library import embedding
 from app.services.library.embedding import spread_windows, window_count, window_starts
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
-from tests.test_library import ToneEmbedder, tone, write, write_retrieval_checkpoint
+from tests.test_library import ToneEmbedder, sound_search, tone, write, write_retrieval_checkpoint
 
 FREQS = [200 * 1.15 ** i for i in range(20)]  # a tone per 0.5-s window, 200 Hz..2.9 kHz: 20 windows, each its own
 
@@ -40,7 +40,7 @@ def test_a_long_file_stores_its_spread_windows_and_finds_the_best_moment(tmp_pat
                               " WHERE f.path = ?", (b"long.wav",)).fetchone()[0] == stored
         chosen = spread_windows(20, max_windows)
         for i in (chosen[2], chosen[-1]):  # a window that was embedded: found where it is
-            hit = next(h for h in lib.search.by_text(f"{FREQS[i]:.3f} Hz", emb, k=2) if h.rel_path == "long.wav")
+            hit = next(h for h in sound_search(lib, emb, f"{FREQS[i]:.3f} Hz", k=2) if h.rel_path == "long.wav")
             assert hit.best_window_start_s == pytest.approx(0.5 * i)
             assert len(hit.window_scores) == stored
 
@@ -84,7 +84,7 @@ def test_a_last_window_of_a_few_samples_is_left_out_and_the_moment_found(tmp_pat
     sf.write(root / "long.wav", x, rate, subtype="FLOAT")
     drain(index_library(root, emb, max_windows=0))
     with Library.open(root) as lib:
-        hit = lib.search.by_text("1500 Hz", emb, k=1)[0]
+        hit = sound_search(lib, emb, "1500 Hz", k=1)[0]
         assert len(hit.window_scores) == seconds and hit.best_window_start_s == 7.0
     drain(index_library(root, emb))  # nothing changed: nothing to do
 

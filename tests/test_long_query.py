@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from app.services.query import MAX_QUERY_CHARS, parse
-from app.services.search.fusion import HitList
+from app.services.search.answer import SearchAnswer
 from app.services.search.jobs import Results
 from app.ui.search_text import results_header
 from tests.test_search_service import indexed_one_tone
@@ -76,7 +76,10 @@ def test_cli_words_only_past_the_limit_are_named_as_such(library, capsys) -> Non
 
 def test_search_tab_header_says_the_query_was_shortened() -> None:
     note = f"Query too long: searched its first {MAX_QUERY_CHARS:,} of 2,111 characters · "
-    hits = HitList([object()], shortened_from=2111)
-    assert results_header(Results(hits, LONG, "text", 5), "both").startswith(note + "1 result for “door")  # type: ignore[arg-type]
-    assert results_header(Results(HitList(shortened_from=2111), LONG, "text", 5), "both") == note + "No results"
-    assert not results_header(Results(HitList([object()]), "door", "text", 5), "both").startswith("Query")  # type: ignore[arg-type]
+    long = parse(LONG)
+    assert long.shortened_from == 2111
+    hits = SearchAnswer("text", [object()], query=long)  # type: ignore[list-item]
+    assert results_header(Results(hits, LONG, 5), "both").startswith(note + "1 result for “door")
+    assert results_header(Results(SearchAnswer("text", query=long), LONG, 5), "both") == note + "No results"
+    one = SearchAnswer("text", [object()], query=parse("door"))  # type: ignore[list-item]
+    assert not results_header(Results(one, "door", 5), "both").startswith("Query")

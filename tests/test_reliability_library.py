@@ -288,13 +288,13 @@ def test_a_read_only_catalog_is_searched_read_only(read_only_library: Path, tmp_
     """Item 16: a shared library indexed by someone else was ignored: search said "has no sounds indexed"."""
     from app.services.library.library import Library
     from app.services.library.records import LibraryError
-    from tests.test_library import ToneEmbedder
+    from tests.test_library import ToneEmbedder, sound_search
 
     with Library.open(read_only_library) as lib:
         assert lib.read_only and lib.catalog_dir == read_only_library / ".earshot"
         assert "read-only" in lib.notice and "write access" in lib.notice
         assert lib.stats().files == 3 and lib.user_tags.all() == ["keeper"]
-        assert lib.search.by_text("440 Hz", ToneEmbedder(), k=1)[0].rel_path == "animals/dog_bark.wav"
+        assert sound_search(lib, ToneEmbedder(), "440 Hz", k=1)[0].rel_path == "animals/dog_bark.wav"
         fid = lib.files.id_of("doors/door_creak.wav")
         with pytest.raises(LibraryError, match="write access"):
             lib.user_tags.add([fid], ["spooky"])

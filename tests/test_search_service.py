@@ -16,11 +16,12 @@ import torch
 
 from app.cli import main
 from app.services.jobs import drain
-from app.services.library.candidates import CandidateRequest
 from app.services.library.embedding import embed_file
 from app.services.library.library import Library
 from app.services.library.records import SearchFilters
 from app.services.registry import ModelRegistry
+from app.services.search import session as session_module
+from app.services.search.candidates import CandidateRequest
 from app.services.search.embedder import (
     TEXT_CACHE_SIZE,
     ModelNotFoundError,
@@ -196,7 +197,7 @@ def test_index_search_similar_round_trip(tmp_path: Path, embedder: RetrievalEmbe
                       key=lambda sr: (-sr[0], sr[1]))  # the same audio twice: by path (= file id order)
         assert [h.rel_path for h in hits] == [r for _, r in want]
         np.testing.assert_allclose([h.score for h in hits], [s for s, _ in want], atol=1e-4)
-        assert session.search("   ") == []
+        assert session.search("   ").hits == []
 
         # filters narrow the results
         short = session.search("a bird chirps", filters=SearchFilters(max_duration=1.0))
@@ -606,8 +607,8 @@ def test_modes_rank_by_names_sound_or_both(fusion_session: SearchSession) -> Non
     assert rels(s.search("storm", 1, mode="names")) == ["weather/thunder_clap.wav"]  # no shared word: MiniLM
     # sound: exactly the audio ranking (ToneEmbedder hears "a 660 Hz tone" as that pitch)
     q = s.embedder.embed_text(["a 660 Hz tone"])[0]
-    assert rels(s.search("a 660 Hz tone", 6, mode="sound")) == rels(
-        s.library.search.by_vector(q, s.embedder.model_id, 6))
+    assert rels(s.search("a 660 Hz tone", 6, mode="sound")) == [
+        s.library.files.row_of(f)[0] for f, _ in s.library.search.nearest_files(q, s.embedder.model_id, 6)]
     assert rels(s.search("a 660 Hz tone", 1, mode="sound")) == ["weather/rain_on_window.wav"]
     # both: names lead, sound fills in: the file whose name says "dog" stays first, its folder-mate next
     assert rels(s.search("dog", 2)) == ["animals/dog_bark.wav", "animals/birds/lark_song.wav"]
@@ -685,7 +686,7 @@ def test_excluded_words_remove_hits_in_every_mode(fusion_session: SearchSession)
     assert [f for f, _ in s.library.text.keyword_search('"gate slam"', 6)] == [s.library.files.id_of(
         "doors/metal_gate_slam.wav")] and s.library.text.keyword_search('"slam gate"', 6) == []
     assert rels(s.search("thund*", 6, mode="names"))[0] == "weather/thunder_clap.wav"  # a prefix
-    assert s.search("-dog", 5) == [] and s.search('"', 5) == []  # nothing positive to rank by
+    assert s.search("-dog", 5).hits == [] and s.search('"', 5).hits == []  # nothing positive to rank by
 
 
 def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession) -> None:
@@ -698,7 +699,7 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
                                                                               "weather/rain_on_window.wav"}, mode
         assert set(rels(s.search('"weather" a loud clap', 6, mode=mode))) <= {"weather/thunder_clap.wav",
                                                                                "weather/rain_on_window.wav"}, mode
-        assert s.search('dog "wooden gate"', 6, mode=mode) == [], mode
+        assert s.search('dog "wooden gate"', 6, mode=mode).hits == [], mode
     assert rels(s.search('"weather" -rain', 6)) == ["weather/thunder_clap.wav"]  # both conditions hold
     # typing the phrase in the Search tab: its last word is taken as cut short until the quote is closed
     assert rels(s.search('door "gate sl', 6, prefix_last=True)) == ["doors/metal_gate_slam.wav"]
@@ -708,7 +709,8 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
 
 def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsys) -> None:
     from app.cli import main
-    from app.services.search.fusion import HitList
+    from app.services.query import parse
+    from app.services.search.answer import SearchAnswer
     from app.services.search.jobs import Results
     from app.ui.search_text import results_header
 
@@ -717,14 +719,17 @@ def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsy
     assert main(["search", '"wooden door" creak', "--library", str(root), "--model", str(model)]) == 0
     out = capsys.readouterr().out
     assert out == 'no results; only files whose name, folder or tags hold "wooden door" can match\n'  # no "no good"
-    assert results_header(Results(HitList(), '"wooden door" creak "oak"', "text", 5), "both") == \
+    phrases = '"wooden door" creak "oak"'
+    assert results_header(Results(SearchAnswer("text", query=parse(phrases)), phrases, 5), "both") == \
         "No results · only files whose name, folder or tags hold “wooden door” and “oak” can match"
-    assert results_header(Results(HitList(), "wooden door", "text", 5), "both") == "No results"
+    assert results_header(Results(SearchAnswer("text", query=parse("wooden door")), "wooden door", 5), "both") == \
+        "No results"
 
 
 def test_hits_carry_the_files_rate_and_channels(fusion_session: SearchSession, tmp_path: Path) -> None:
     """What the results list's Format column and --json show: the file's own rate and channels."""
     from app.services.search.browse import browse
+    from app.services.search.candidates import explained_hits
     from app.services.search.jobs import hit_dict
     from tests.test_library import SR as TONE_SR
 
@@ -735,8 +740,8 @@ def test_hits_carry_the_files_rate_and_channels(fusion_session: SearchSession, t
     d = hit_dict(s.search("thunder", 1)[0])
     assert (d["sample_rate"], d["channels"]) == (TONE_SR, 1)
     fid = s.library.files.id_of("weather/thunder_clap.wav")  # heard by the model, or only named so far
-    assert s.library.hits([fid], s.embedder.model_id, None)[fid].embedded
-    assert not s.library.hits([fid], "a-model-never-indexed", None)[fid].embedded
+    assert explained_hits(s.library, [fid], s.embedder.model_id, None)[fid].embedded
+    assert not explained_hits(s.library, [fid], "a-model-never-indexed", None)[fid].embedded
 
 
 def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: SearchSession, monkeypatch) -> None:
@@ -756,7 +761,7 @@ def test_a_phrase_held_by_many_files_still_finds_them_by_sound(fusion_session: S
     """Past REQUIRED_SCORED phrase holders are not each scored: the channels' nearest must then be searched among
     the holders, else a common phrase (50,000 files) loses them all to nearer files without it: k results asked
     for, fewer or none given, and the empty answer would claim no file holds the phrase."""
-    from app.services.library import candidates
+    from app.services.search import candidates
 
     monkeypatch.setattr(candidates, "REQUIRED_SCORED", 1)  # the two weather files are "many"
     s = fusion_session
@@ -806,7 +811,7 @@ def test_fused_ranks_like_sound_when_names_say_nothing(tmp_path: Path) -> None:
         assert report.text_vectors == 0  # no words in any name: nothing to embed
         for q in ["a 440 Hz tone", "a 1700 Hz tone", "dog barking", "rain on a window", "a3f* metal"]:
             assert rels(session.search(q, 8)) == rels(session.search(q, 8, mode="sound")), q
-            assert session.search(q, 8, mode="names") == []
+            assert session.search(q, 8, mode="names").hits == []
     finally:
         session.close()
 
@@ -836,7 +841,7 @@ def test_filters_by_format_rate_channels_and_favourites(tmp_path: Path) -> None:
         assert found(favourites_only=True) == {"mono_16k.ogg"}
         hit = session.search("mono", 5, SearchFilters(favourites_only=True), mode="names")[0]
         assert hit.favourite and hit.rel_path == "mono_16k.ogg"
-        assert session.search("mono", 5, SearchFilters(channels=2), mode="names") == []  # filters names too
+        assert session.search("mono", 5, SearchFilters(channels=2), mode="names").hits == []  # filters names too
     finally:
         session.close()
 
@@ -901,9 +906,9 @@ def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_sessi
     assert text.specific_match(parse("doors dog").fts_parts(), 2000) == '"doors" OR "dog"'
     # the session asks with the cap of the fusion settings: max(COMMON_MIN, COMMON_SHARE * indexed files)
     asked: list[CandidateRequest] = []
-    real = s.library.candidates
-    monkeypatch.setattr(s.library, "candidates", lambda request, encode: asked.append(request) or real(request,
-                                                                                                       encode))
+    real = session_module.gather
+    monkeypatch.setattr(session_module, "gather", lambda library, request, encode: asked.append(request) or real(
+        library, request, encode))
     monkeypatch.setattr(fusion, "COMMON_MIN", 2)
     monkeypatch.setattr(fusion, "COMMON_SHARE", 0.0)
     s.search("doors dog", 3)
@@ -932,14 +937,20 @@ class Counting:
         return value
 
 
-def test_a_text_query_makes_at_most_three_calls_into_the_library(fusion_session: SearchSession) -> None:
-    """How much is indexed, the candidates of both channels, the hits of the best: whatever the mode, filters,
-    exclusions or weight (each call used to be a dozen: keyword files, counts and search, allowed files, the
-    nearest files and the scores of each channel, hits, fields, tags, favourites)."""
+def test_a_text_query_gathers_once_and_reads_the_library_a_bounded_number_of_times(fusion_session: SearchSession,
+                                                                                    monkeypatch) -> None:
+    """How much is indexed (one library call), the candidates of every channel (one `gather`, its keyword ranking
+    overlapping the query encoding) and the hits of the best (one `explained_hits`), whatever the mode, filters,
+    exclusions or weight; the parts are read a bounded number of times (it used to be dozens: keyword files,
+    counts and search, allowed files, the nearest files and the scores of each channel, hits, fields, tags)."""
     s = fusion_session
     s.search("warm up", 1)  # the library's words are read once per index state (vocabulary.py), not per query
     library = s.library
     calls: list[str] = []
+    for name in ("gather", "explained_hits"):
+        real = getattr(session_module, name)
+        monkeypatch.setattr(session_module, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name)
+                            or _real(*a, **kw))
     s.library = Counting(library, calls)
     try:
         for text, kwargs in [("wooden door", {}), ("doors dog -metal", {"mode": "names"}), ("a 660 Hz tone",
@@ -949,7 +960,8 @@ def test_a_text_query_makes_at_most_three_calls_into_the_library(fusion_session:
             want = [h.rel_path for h in s.search(text, 3, **kwargs)]
             assert want, text
             calls[:] = [c for c in calls if c != "library.guard"]  # a context that reads nothing (damage -> a message)
-            assert len(calls) <= 3, f"{text!r}: {calls}"
-        assert calls == ["library.counts", "library.candidates", "library.hits"]
+            assert [c for c in calls if not c.startswith("library.") or c.count(".") == 1] == \
+                ["library.counts", "gather", "explained_hits"], f"{text!r}: {calls}"
+            assert len(calls) <= 14, f"{text!r}: {calls}"
     finally:
         s.library = library

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.services.library.records import Hit, MatchInfo, SearchFilters
-from app.services.search.browse import BrowseResults
+from app.services.search.answer import SearchAnswer
 from app.services.search.fusion import NAMES_WEIGHT
 from app.services.search.jobs import Results
 from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, RESULTS_K, SearchState, balance_position
@@ -25,7 +25,7 @@ def hit(name: str, file_id: int, favourite: bool = False, tags: list[str] | None
 
 
 def results(*names: str, query: str = "door", mode: str = "text") -> Results:
-    return Results([hit(n, i + 1) for i, n in enumerate(names)], query, mode, indexed=10)
+    return Results(SearchAnswer(mode, [hit(n, i + 1) for i, n in enumerate(names)]), query, indexed=10)
 
 
 class Heard:
@@ -52,7 +52,7 @@ def state() -> SearchState:
 
 
 def test_the_state_and_the_tabs_texts_import_no_qt_and_no_torch() -> None:
-    code = ("import sys, app.ui.search_state, app.ui.search_text, app.ui.search_jobs\n"
+    code = ("import sys, app.ui.search_state, app.ui.search_text, app.services.search.jobs\n"
             "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -195,22 +195,22 @@ def test_back_and_forward_walk_over_different_lists_and_typing_drops_what_was_ah
     state = SearchState()
     for query in ("door", "door", "door creak"):
         state.set_query(query)
-        state.accept(state.start_search(), Results([], query, "text", 1))
+        state.accept(state.start_search(), Results(SearchAnswer("text"), query, 1))
     state.find_similar(Path("/lib/a.wav"))
-    state.accept(state.start_search(), Results([], "a.wav", "similar", 1))
+    state.accept(state.start_search(), Results(SearchAnswer("similar"), "a.wav", 1))
     assert state.go(-1).query == "door creak" and state.query == "door creak" and state.mode == "text"
-    state.accept(state.start_search(), Results([], "door creak", "text", 1))
+    state.accept(state.start_search(), Results(SearchAnswer("text"), "door creak", 1))
     assert state.go(-1).query == "door"  # the repeated "door" is one step
-    state.accept(state.start_search(), Results([], "door", "text", 1))
+    state.accept(state.start_search(), Results(SearchAnswer("text"), "door", 1))
     assert state.go(-1) is None and not state.can_go(-1) and state.can_go(1)
     assert state.go(1).query == "door creak"
-    state.accept(state.start_search(), Results([], "door creak", "text", 1))
+    state.accept(state.start_search(), Results(SearchAnswer("text"), "door creak", 1))
     entry = state.go(1)
     assert entry.kind == "similar" and state.mode == "similar" and state.similar_to == Path("/lib/a.wav")
     state.go(-1)
-    state.accept(state.start_search(), Results([], "door creak", "text", 1))
+    state.accept(state.start_search(), Results(SearchAnswer("text"), "door creak", 1))
     state.set_query("rain")
-    state.accept(state.start_search(), Results([], "rain", "text", 1))
+    state.accept(state.start_search(), Results(SearchAnswer("text"), "rain", 1))
     assert not state.can_go(1) and [r.query for r in state.history][-2:] == ["door creak", "rain"]
 
 
@@ -237,16 +237,17 @@ def test_a_header_click_sorts_results_as_shown_and_browsing_asks_the_library() -
 def test_show_more_asks_for_the_next_page_or_more_results() -> None:
     state = SearchState()
     browse = state.start_search()
-    state.accept(browse, BrowseResults([hit(f"{i}.wav", i) for i in range(RESULTS_K)], "", "browse", 120, total=120))
+    page = [hit(f"{i}.wav", i) for i in range(RESULTS_K)]
+    state.accept(browse, Results(SearchAnswer("browse", page, total=120), "", 120))
     more = state.show_more()
     assert more.kind == "browse" and more.offset == RESULTS_K
-    state.accept(more, BrowseResults([hit("x.wav", 99)], "", "browse", 120, total=120, offset=RESULTS_K))
+    state.accept(more, Results(SearchAnswer("browse", [hit("x.wav", 99)], total=120, offset=RESULTS_K), "", 120))
     assert len(state.hits) == RESULTS_K + 1 and len(state.history) == 1  # added, not a new entry
     state.set_query("door")
-    state.accept(state.start_search(), Results([hit(f"{i}.wav", i) for i in range(RESULTS_K)], "door", "text", 120))
+    state.accept(state.start_search(), Results(SearchAnswer("text", page), "door", 120))
     more = state.show_more()
     assert more.kind == "text" and more.k == 2 * RESULTS_K and more.offset == 0
-    state.accept(more, Results([hit("few.wav", 1)], "door", "text", 120))
+    state.accept(more, Results(SearchAnswer("text", [hit("few.wav", 1)]), "door", 120))
     assert not state.can_show_more()  # fewer than asked for: that was all
 
 
@@ -256,12 +257,12 @@ def test_what_the_list_says() -> None:
     assert results_header(results("a.wav", query="x.wav", mode="similar"), "both") == \
         "1 result for sounds like x.wav by sound and name"
     assert results_header(None, "both").startswith("Type a description")
-    empty = Results([], "door", "text", indexed=0)
+    empty = Results(SearchAnswer("text"), "door", indexed=0)
     assert no_results_message(empty, indexing=True, favourites_only=False) == \
         "No sounds are indexed yet — indexing is running."
-    filtered = Results([], "door", "text", indexed=5, filtered=True)
+    filtered = Results(SearchAnswer("text"), "door", indexed=5, filtered=True)
     assert "not only favourites" in no_results_message(filtered, indexing=False, favourites_only=True)
-    assert no_results_message(Results([], "door", "text", 5), False, False) == "No sounds match “door”."
+    assert no_results_message(Results(SearchAnswer("text"), "door", 5), False, False) == "No sounds match “door”."
 
 
 def test_why_names_only_the_fields_the_service_found_words_in() -> None:

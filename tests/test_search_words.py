@@ -98,7 +98,7 @@ def test_a_word_typed_past_its_stem_still_finds_it(session: SearchSession) -> No
     v = Vocabulary.of_texts(["expl explosion", "explosions big", "sword"])
     assert v.completions("explo") == ["explosion", "explosions"] and v.completions("ex") == []
     assert v.correct("explo") == "expl"  # not being typed: a typo one edit from a library word, as before
-    assert parse("explo").corrected(v) == "expl" and parse("explo").corrected(v, prefix_last=True) is None
+    assert parse("explo").corrected(v).raw == "expl" and parse("explo").corrected(v, prefix_last=True) is None
 
 
 def test_ligatures_are_written_either_way() -> None:
@@ -185,12 +185,14 @@ def test_no_good_match_on_the_demo_library(demo: SearchSession) -> None:
 
 
 def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
-    from app.services.search.fusion import HitList
+    from app.services.query import parse
+    from app.services.search.answer import SearchAnswer
     from app.services.search.jobs import Results
     from app.ui.search_text import results_header
 
-    hits = HitList([object()], did_you_mean="explosion", no_good_match=True)
-    text = results_header(Results(hits, "explsion", "text", 5), "both")  # type: ignore[arg-type]
+    hits = SearchAnswer("text", [object()], query=parse("explsion"), corrected=parse("explosion"),  # type: ignore[list-item]
+                        no_good_match=True)
+    text = results_header(Results(hits, "explsion", 5), "both")
     assert text.startswith("No good match") and "did you mean “explosion”" in text
 
 

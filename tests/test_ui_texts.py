@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.services.library.records import Hit
+from app.services.search.answer import SearchAnswer
 from app.services.search.jobs import Results
 from app.ui.durations import format_duration
 from app.ui.search_text import results_header
@@ -25,7 +26,7 @@ def _hit(i: int) -> Hit:
 
 
 def test_one_result_is_singular() -> None:
-    one = Results([_hit(1)], "door", "text", indexed=3)
+    one = Results(SearchAnswer("text", [_hit(1)]), "door", indexed=3)
     assert results_header(one, "both") == "1 result for “door”"
-    two = Results([_hit(1), _hit(2)], "door", "text", indexed=3)
+    two = Results(SearchAnswer("text", [_hit(1), _hit(2)]), "door", indexed=3)
     assert results_header(two, "both").startswith("2 results for")

@@ -26,7 +26,7 @@ Plain words are read as people mean them (app/services/search/vocabulary.py): in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.services.search.vocabulary import INTENT_WORDS, Vocabulary, alternatives
 
@@ -103,13 +103,20 @@ class Query:
         return self.positive[-1].lower() if prefix_last and self.positive and self.positive[-1] in self.words \
             else None
 
-    def corrected(self, vocab: Vocabulary | None, prefix_last: bool = False) -> str | None:
-        """The query as typed with its typos corrected against the library's words; None when none was.
-        `prefix_last`: the last word is being typed, and is not corrected while it begins a library word."""
+    def corrected(self, vocab: Vocabulary | None, prefix_last: bool = False) -> Query | None:
+        """The query with its typos corrected against the library's words (`raw`: as typed, the words fixed); None
+        when none was. `prefix_last`: the last word is being typed, and is not corrected while it begins a library
+        word. Derived from this reading, not parsed again."""
         _, fixes = self.read(vocab, self.typed_last(prefix_last))
         if not fixes:
             return None
-        return re.sub(r"[^\W_]+", lambda m: fixes.get(m.group().lower(), m.group()), self.raw).strip()
+
+        def fix(text: str) -> str:
+            return re.sub(r"[^\W_]+", lambda m: fixes.get(m.group().lower(), m.group()), text).strip()
+
+        return replace(self, raw=fix(self.raw), words=[fix(w) for w in self.words],
+                       phrases=[fix(p) for p in self.phrases], prefixes=[fix(p) for p in self.prefixes],
+                       positive=[fix(p) for p in self.positive], _reading=None)
 
     def fts_match(self) -> str | None:
         """FTS5 expression for the positive parts (OR-ed), or None when there are none."""

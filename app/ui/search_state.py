@@ -11,12 +11,13 @@ tests/test_search_state.py drives it directly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.services.library.records import SearchFilters
 from app.services.search.fusion import NAMES_WEIGHT
+from app.services.search.request import RESULTS_K, SearchRequest
 from app.ui.events import Event
 from app.ui.search_text import channel_scores
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from app.services.search.preview import Preview
 
 BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
-RESULTS_K = 50  # results per page: "Show more" asks for this many more
 HISTORY_LIMIT = 100
 SCORE_SORTS = ("names", "sound")  # a channel's score column: sorted best first
 
@@ -65,29 +65,6 @@ class SearchEvents:
         self.preview = Event()  # the previewed result changed, or its audio arrived
         self.catalog = Event()  # the library's failed files and folders changed
         self.library = Event()  # another library folder, or the library became ready or closed
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """One search the state asked for; its answer is shown only while it is the latest request."""
-
-    id: int
-    kind: str  # "text" | "similar" | "browse" (an empty query: the library's sounds, sorted)
-    query: str  # the text ('' for similar and browse)
-    target: Path | None  # the file to find sounds like
-    ranking: str  # "both" | "names" | "sound": which channels score the results
-    names_weight: float | None  # None: the service's tuned default
-    filters: SearchFilters
-    k: int = RESULTS_K  # how many results (browse: this page's size)
-    sort: str = "name"  # browse: name | folder | duration | modified (app.services.search.browse.SORTS)
-    descending: bool = False
-    offset: int = 0  # browse: where the page starts; > 0 adds it to the results shown ("Show more")
-    any_length: bool = False  # similar: also files much longer or shorter than the target
-
-    def shows_the_same(self, other: SearchRequest) -> bool:
-        """Whether two requests list the same thing (the history's Back and Forward skip repeats)."""
-        return (self.kind, self.query, self.target, self.filters.folder) == \
-            (other.kind, other.query, other.target, other.filters.folder)
 
 
 class SearchState:
@@ -341,7 +318,7 @@ class SearchState:
         if results is None or not results.hits:
             return False
         if self.shown_kind == "browse":
-            return len(results.hits) < int(getattr(results, "total", 0))
+            return len(results.hits) < (results.answer.total or 0)
         return len(results.hits) >= self.k and len(results.hits) < results.indexed
 
     def show_more(self) -> SearchRequest | None:

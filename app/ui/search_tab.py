@@ -33,9 +33,11 @@ from app.services.search.embedder import RetrievalEmbedder, load_embedder_job
 from app.services.search.fusion import NAMES_WEIGHT
 from app.services.search.jobs import (
     IndexOutcome,
+    all_tags_job,
     catalog_job,
     index_session_job,
     open_session_job,
+    request_job,
 )
 from app.services.search.preview import Preview, preview_job
 from app.services.search.session import SearchSession
@@ -45,7 +47,6 @@ from app.ui.remembered_splitter import RememberedSplitter
 from app.ui.result_marks import ResultMarks
 from app.ui.results_table import ResultsLists
 from app.ui.search_controls import BalanceControl, FiltersBar, IndexingRow
-from app.ui.search_jobs import all_tags_job, request_job
 from app.ui.search_preview import DEFAULT_WINDOW_S, PreviewPane
 from app.ui.search_state import SearchRequest, SearchState
 from app.ui.tab_base import ModelTab

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.services.audio import display_name
 from app.services.library.embedding import LONG_FILE_WINDOWS
-from app.services.query import MAX_QUERY_CHARS, parse
+from app.services.query import MAX_QUERY_CHARS
 from app.services.search.jobs import summarize
 from app.ui.durations import format_duration
 
@@ -83,18 +83,18 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     if results is None:
         return "Type a description to search the library."
     if results.mode == "browse":
-        return browse_header(len(results.hits), int(getattr(results, "total", 0)), folder, favourites)
+        return browse_header(len(results.hits), results.answer.total or 0, folder, favourites)
     shortened = shortened_note(results)  # first: the label elides its end, and the query may be long
     if not results.hits:
-        return shortened + "No results" + (phrase_condition(results.query) if results.mode == "text" else "")
+        return shortened + "No results" + phrase_condition(results.answer.required_phrases)
     what = quoted(results.query) if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
     n = len(results.hits)
     text = f"{n} result{'' if n == 1 else 's'} for {what}" + (" (filtered)" if results.filtered else "")
-    if getattr(results.hits, "no_good_match", False):
+    if results.answer.no_good_match:
         text = "No good match · " + text
-    fixed = getattr(results.hits, "did_you_mean", None)
+    fixed = results.answer.did_you_mean
     return shortened + text + (f" · did you mean “{fixed}”?" if fixed else "")
 
 
@@ -107,17 +107,16 @@ def sound_format(sample_rate: int, channels: int) -> str:
     return f"{khz} kHz {layout}".strip()
 
 
-def phrase_condition(query: str) -> str:
-    """' · only files whose name, folder or tags hold “wooden door” can match' for a query with exact phrases
-    (they are conditions: query.py), else ''."""
-    phrases = parse(query).required_phrases
+def phrase_condition(phrases: list[str]) -> str:
+    """' · only files whose name, folder or tags hold “wooden door” can match' for a query's exact phrases
+    (they are conditions: query.py), '' without any."""
     return f" · only files whose name, folder or tags hold {' and '.join(f'“{p}”' for p in phrases)} can match" \
         if phrases else ""
 
 
 def shortened_note(results: Results) -> str:
     """'Query too long: searched its first 1,000 of 5,210 characters · ' when the query was cut, else ''."""
-    length = getattr(results.hits, "shortened_from", None)
+    length = results.answer.shortened_from
     return f"Query too long: searched its first {MAX_QUERY_CHARS:,} of {length:,} characters · " if length else ""
 
 

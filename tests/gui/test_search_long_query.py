@@ -18,7 +18,7 @@ def test_a_query_over_the_limit_is_said_to_be_shortened(qtbot, tmp_path: Path) -
         header = tab.lists.results_header.text()
         assert header.startswith(f"Query too long: searched its first {MAX_QUERY_CHARS:,} of {len(text):,} "
                                  "characters · "), header
-        assert results.hits.shortened_from == len(text)
+        assert results.answer.shortened_from == len(text)
         assert len(header) < 300 and len(tab.lists.results_header.toolTip()) < 300  # the query quoted, cut
         search(qtbot, tab, "a bird sings")  # a query within the limit: the note goes
         assert not tab.lists.results_header.text().startswith("Query too long")

@@ -25,41 +25,47 @@ from app.services.library import catalog
 from app.services.library.catalog import KNOWN_CONTENT, CatalogRow, id_chunks
 from app.services.library.records import FailedFile, PathLike
 from app.services.library.scan import ScannedFile
-from app.services.library.text_channel import TextChannel, is_text_model
 
 if TYPE_CHECKING:
-    from app.services.audio import AudioInfo
-    from app.services.library.library import Library
+    from app.services.library.storage import Catalog
+    from app.services.library.text_channel import TextChannel
+    from app.services.library.user_tags import UserTags
+    from app.services.library.vectors import VectorStore
+    from core.audio import AudioInfo
 
 _ROW = ("SELECT id, path, size, mtime_ns, hash, status,"
         " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id = ?), duration FROM files f")
 
 
 class FileTable:
-    """The files of a library's catalog (`library.files`)."""
+    """The files of a library's catalog (`library.files`): the owner of the `files` and `mount_points` tables. A
+    file's vectors, text and tags are its siblings' to write: recording a file asks them."""
 
-    def __init__(self, library: Library) -> None:
-        self.library = library
+    def __init__(self, store: Catalog, vectors: VectorStore, text: TextChannel, user_tags: UserTags) -> None:
+        self.catalog = store
+        self.vectors = vectors
+        self.text = text
+        self.user_tags = user_tags
 
     # -------------------------------------------------------------------------------------------- reading
 
     def rows(self, model_id: str) -> dict[bytes, CatalogRow]:
         """Every file row by relative path key; has_vector says whether `model_id` has its vector."""
-        with self.library.lock:
-            rows = self.library.db.execute(_ROW, (model_id,)).fetchall()
+        with self.catalog.lock:
+            rows = self.catalog.db.execute(_ROW, (model_id,)).fetchall()
         return {bytes(r[1]): CatalogRow(r[0], bytes(r[1]), *r[2:6], bool(r[6]), r[7]) for r in rows}
 
     def id_of(self, path: PathLike) -> int | None:
         """Catalog id of a file given relative to the root or as an absolute path inside it."""
-        with self.library.lock:
-            r = self.library.db.execute("SELECT id FROM files WHERE path = ?", (self.key(path),)).fetchone()
+        with self.catalog.lock:
+            r = self.catalog.db.execute("SELECT id FROM files WHERE path = ?", (self.key(path),)).fetchone()
         return r[0] if r else None
 
     def key(self, path: PathLike) -> bytes:
         """The catalog's key of a path relative to the root, absolute inside it, or relative to the working folder
         and inside the root (`LIB/x.wav` typed next to `--library LIB`): '/'-separated bytes."""
         p = os.fspath(path)
-        root = os.fspath(self.library.root)
+        root = os.fspath(self.catalog.root)
         if not os.path.isabs(p) and not os.path.lexists(os.path.join(root, p)) and os.path.lexists(p):
             p = os.path.abspath(p)
         if os.path.isabs(p):
@@ -68,48 +74,48 @@ class FileTable:
 
     def error_of(self, key: bytes) -> str:
         """The recorded error of the file at relative path key ('' if none)."""
-        with self.library.lock:
-            r = self.library.db.execute("SELECT error FROM files WHERE path = ?", (key,)).fetchone()
+        with self.catalog.lock:
+            r = self.catalog.db.execute("SELECT error FROM files WHERE path = ?", (key,)).fetchone()
         return (r[0] or "") if r else ""
 
     def row_of(self, file_id: int) -> tuple[str, str, str] | None:
         """(relative path, status, recorded error or '') of a file, or None when there is no such file."""
-        with self.library.lock:
-            r = self.library.db.execute("SELECT path, status, error FROM files WHERE id = ?", (file_id,)).fetchone()
+        with self.catalog.lock:
+            r = self.catalog.db.execute("SELECT path, status, error FROM files WHERE id = ?", (file_id,)).fetchone()
         return (os.fsdecode(bytes(r[0])), r[1], r[2] or "") if r else None
 
     def count(self) -> int:
         """How many readable files the catalog holds (embedded or only named so far)."""
-        with self.library.lock:
-            return int(self.library.db.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0])
+        with self.catalog.lock:
+            return int(self.catalog.db.execute("SELECT count(*) FROM files WHERE status = 'ok'").fetchone()[0])
 
     def unavailable_count(self) -> int:
         """How many files are hidden because their folder could not be listed at the last index run."""
-        with self.library.lock:
-            return int(self.library.db.execute("SELECT count(*) FROM files WHERE available = 0").fetchone()[0])
+        with self.catalog.lock:
+            return int(self.catalog.db.execute("SELECT count(*) FROM files WHERE available = 0").fetchone()[0])
 
     def id_bound(self) -> int:
         """An upper bound on how many files the catalog holds, at once (ids are never reused): caps a search's k."""
-        with self.library.lock:
-            return int(self.library.db.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()[0])
+        with self.catalog.lock:
+            return int(self.catalog.db.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()[0])
 
     def duration_of(self, file_id: int) -> float | None:
         """A file's length in seconds as catalogued (None when not known)."""
-        with self.library.lock:
-            r = self.library.db.execute("SELECT duration FROM files WHERE id = ?", (file_id,)).fetchone()
+        with self.catalog.lock:
+            r = self.catalog.db.execute("SELECT duration FROM files WHERE id = ?", (file_id,)).fetchone()
         return float(r[0]) if r and r[0] is not None else None
 
     def failed(self) -> list[FailedFile]:
         """Files that could not be read, by path."""
-        with self.library.lock:
-            rows = self.library.db.execute("SELECT id, path, error FROM files WHERE status = 'error' ORDER BY path"
+        with self.catalog.lock:
+            rows = self.catalog.db.execute("SELECT id, path, error FROM files WHERE status = 'error' ORDER BY path"
                                            ).fetchall()
         return [FailedFile(os.fsdecode(bytes(p)), e or "", i) for i, p, e in rows]
 
     def folders(self) -> list[str]:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
-        with self.library.lock:
-            rows = self.library.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
+        with self.catalog.lock:
+            rows = self.catalog.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
         found: set[str] = set()
         for (p,) in rows:
             parts = os.fsdecode(bytes(p)).split("/")[:-1]
@@ -130,10 +136,10 @@ class FileTable:
         take metadata and vector from there ('stale' when it no longer is). The in-memory index follows;
         its file is written by `library.vectors.save`.
         """
-        store = self.library.vectors
+        store = self.vectors
         key = f.key
         outcome = "failed" if meta and meta["status"] == "error" else "embedded"
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             if reuse and db.execute(KNOWN_CONTENT + " LIMIT 1", (digest, model_id, -1)).fetchone() is None:
                 return "stale"  # the content was replaced during this run: the caller reads the file after all
             removed: list[int] = []
@@ -150,7 +156,7 @@ class FileTable:
                         break
             if target is not None and target.hash != digest:
                 # new content: every model's vector is stale; a named row has only its text vector, which is not
-                removed += self._drop_sound(db, target.id) if named else store.drop(db, target.id)
+                removed += store.drop_sound(db, target.id) if named else store.drop(db, target.id)
                 target.has_vector = False
             if reuse:
                 src = db.execute(KNOWN_CONTENT + " LIMIT 1", (digest, model_id, target.id if target else -1)
@@ -180,15 +186,11 @@ class FileTable:
                     mean, windows = vectors
                     blob, wblob, n = mean.tobytes(), windows.tobytes(), len(windows)
                 else:
-                    blob, n, wblob = db.execute(
-                        "SELECT v.vector, v.n_windows, v.windows FROM vectors v JOIN files f ON f.id = v.file_id"
-                        " WHERE f.hash = ? AND v.model_id = ? LIMIT 1", (digest, model_id)).fetchone()
+                    blob, n, wblob = store.stored_of_content(db, digest, model_id)
                 removed += store.drop(db, target.id, model_id)
-                cur = db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows)"
-                                 " VALUES (?, ?, ?, ?, ?)", (model_id, target.id, blob, n, wblob))
-                added = (int(cur.lastrowid), np.frombuffer(blob, dtype=np.float32))
+                added = (store.insert(db, model_id, target.id, blob, n, wblob), np.frombuffer(blob, dtype=np.float32))
         # the catalog has committed: bring the in-memory index along (the file is written at checkpoints)
-        with self.library.lock:
+        with self.catalog.lock:
             store.unindex(removed)
             if added is not None:
                 store.add(model_id, [added[0]], added[1][None])
@@ -199,7 +201,7 @@ class FileTable:
         vector) in one transaction, so that its name can be searched before its audio is read. A path that has a
         row already is left alone. Returns how many rows were added."""
         now, added = time.time(), 0
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             for f, info in files:
                 facts = (info.duration, info.sample_rate, info.channels) if info is not None else (None, None, None)
                 cur = db.execute(
@@ -213,7 +215,7 @@ class FileTable:
         """Rows for files known only by id and path (after a salvage): failed with `reason` until the next index
         run reads them; an id or path that has a row already is left alone. Returns the paths added."""
         added = []
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             for fid, key in files:
                 if db.execute("SELECT 1 FROM files WHERE id = ? OR path = ?", (fid, key)).fetchone():
                     continue
@@ -226,7 +228,7 @@ class FileTable:
     def set_unavailable(self, file_ids: Sequence[int]) -> None:
         """Mark exactly these files unavailable (under a folder that cannot be listed right now): their rows
         and vectors are kept but hidden from results; every other file is available again."""
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             db.execute("UPDATE files SET available = 1 WHERE available = 0")
             for part, marks in id_chunks(file_ids):
                 db.execute(f"UPDATE files SET available = 0 WHERE id IN ({marks})", part)
@@ -235,18 +237,18 @@ class FileTable:
         """A file rewritten with its audio unchanged (tags written into it, the audio verified equal): its row
         takes the new bytes' hash, so the next index run finds the content known ("touched": its names and tags
         read again, its audio not embedded again, and not reported as new)."""
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             db.execute("UPDATE files SET hash = ? WHERE id = ?", (digest, int(file_id)))
 
     def mount_points(self) -> list[str]:
         """Relative folders that were mount points when the folder was last scanned."""
-        with self.library.lock:
-            return [os.fsdecode(bytes(r[0])) for r in self.library.db.execute("SELECT folder FROM mount_points")]
+        with self.catalog.lock:
+            return [os.fsdecode(bytes(r[0])) for r in self.catalog.db.execute("SELECT folder FROM mount_points")]
 
     def set_mount_points(self, folders: Sequence[str]) -> None:
         if set(folders) == set(self.mount_points()):
             return
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             db.execute("DELETE FROM mount_points")
             db.executemany("INSERT OR IGNORE INTO mount_points(folder) VALUES (?)",
                            [(os.fsencode(f),) for f in folders])
@@ -256,11 +258,11 @@ class FileTable:
         if not file_ids:
             return 0
         removed: list[int] = []
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             for fid in file_ids:
-                removed += self.library.vectors.drop(db, fid)
+                removed += self.vectors.drop(db, fid)
                 db.execute("DELETE FROM files WHERE id = ?", (fid,))
-        self.library.vectors.unindex(removed)
+        self.vectors.unindex(removed)
         return len(file_ids)
 
     def _fold_into(self, db: sqlite3.Connection, named: int, moved: int) -> list[int]:
@@ -268,27 +270,13 @@ class FileTable:
         row keeps its sound vectors and takes the named row's text (derived from the new path) and text vectors,
         and the user's tags and favourite given to it meanwhile; the named row goes. Returns the vector ids to
         unindex (the moved row's text vectors of its old path)."""
-        removed = [v for (v, m) in db.execute("SELECT id, model_id FROM vectors WHERE file_id = ?", (moved,)
-                                              ).fetchall() if is_text_model(m)]
-        db.execute(f"DELETE FROM vectors WHERE id IN ({','.join('?' * len(removed))})", removed)
-        if db.execute("SELECT 1 FROM texts WHERE file_id = ?", (named,)).fetchone():
-            db.execute("DELETE FROM texts WHERE file_id = ?", (moved,))
-            db.execute("UPDATE texts SET file_id = ? WHERE file_id = ?", (moved, named))
-        db.execute("UPDATE vectors SET file_id = ? WHERE file_id = ?", (moved, named))  # its text vectors: ids kept
-        db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) SELECT ?, tag, added_at FROM user_tags"
-                   " WHERE file_id = ?", (moved, named))
-        db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) SELECT ?, added_at FROM favourites"
-                   " WHERE file_id = ?", (moved, named))
+        removed = self.vectors.fold_text_vectors(db, named, moved)
+        self.text.fold(db, named, moved)
+        self.user_tags.fold(db, named, moved)
         db.execute("DELETE FROM files WHERE id = ?", (named,))
-        TextChannel.write_keywords(db, moved)
+        self.text.write_keywords(db, moved)
         return removed
 
-    def _drop_sound(self, db: sqlite3.Connection, file_id: int) -> list[int]:
-        """Delete a file's sound vectors, keeping its text vector (which follows its text, not its bytes)."""
-        models = [m for (m,) in db.execute("SELECT model_id FROM vectors WHERE file_id = ?", (file_id,))]
-        return [v for m in dict.fromkeys(models) if not is_text_model(m)
-                for v in self.library.vectors.drop(db, file_id, m)]
-
     def _row_at(self, key: bytes, model_id: str) -> CatalogRow | None:
-        r = self.library.db.execute(_ROW + " WHERE path = ?", (model_id, key)).fetchone()
+        r = self.catalog.db.execute(_ROW + " WHERE path = ?", (model_id, key)).fetchone()
         return CatalogRow(*r[:6], bool(r[6])) if r else None

@@ -242,7 +242,7 @@ class _IndexRun:
         lib, r = self.lib, self.report
         found = scan.scan_folder(lib.root, self.include_hidden)
         r.files_seen, r.scan_errors = len(found.files), found.errors
-        lib.register_model(self.embedder)
+        lib.vectors.register_model(self.embedder)
         lib.vectors.index(self.model_id)  # load and repair before changing anything
         rows = lib.files.rows(self.model_id)
         self.seen = {f.key for f in found.files}
@@ -387,8 +387,8 @@ class _IndexRun:
             self.lib.user_tags.mirror()  # the tags of moved and removed files: their paths in the mirror
         self.phase = "done"
         yield from self.text_pass()  # files that moved, or changed while pass 2 read them
-        if self.model_id in self.lib.model_errors():
-            self.lib.set_model_error(self.model_id, None)  # it works now
+        if self.model_id in self.lib.vectors.model_errors():
+            self.lib.vectors.set_model_error(self.model_id, None)  # it works now
         self.report.elapsed_s = time.monotonic() - self.t0
         yield {**self.progress("done"), "step": len(self.tasks)}
         return self.report
@@ -506,7 +506,7 @@ class _IndexRun:
         message = (f"model {self.model_id!r} is broken: it produced NaN/inf values (for {names[0]}"
                    f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}); indexing with it was refused "
                    "and no file was marked failed")
-        self.lib.set_model_error(self.model_id, message)
+        self.lib.vectors.set_model_error(self.model_id, message)
         raise BrokenModelError(message)
 
     def flush(self) -> None:

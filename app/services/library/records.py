@@ -10,9 +10,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from app.services.audio import display_name
+from core.display import display_name
 
 PathLike = str | os.PathLike
+TEXT_PREFIX = "text:"  # the model id of a sentence encoder's vectors starts so (the text channel's)
+
+
+def is_text_model(model_id: str) -> bool:
+    return model_id.startswith(TEXT_PREFIX)
 
 
 class LibraryError(Exception):

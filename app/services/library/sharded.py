@@ -184,7 +184,7 @@ def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp
     try:
         if lib is not None:
             yield {"step": 0, "total": 0, "message": "planning"}
-            lib.register_model(embedder)
+            lib.vectors.register_model(embedder)
             folder = shard_dir(lib, model_id)
             write_plan(folder, model_id, plan_files(lib, model_id), ctx.world_size)
             _broadcast_path(folder, ctx)

@@ -4,7 +4,7 @@ A sound designer who tagged sounds "Door" and later types "door" means the same 
 list, or removing "door" and still finding "Door" on the file, would be wrong. So a tag's identity is its key
 (`tag_key`: Unicode NFC, case folded, as Python compares text without regard to case) and the library keeps one
 spelling per key: the one it first had (the earliest `added_at`). `TagSpellings` maps keys to those spellings
-for the edits (user_tags.py); `case_variants` and `merge_variants` find and merge the spellings a catalog made
+for the edits (user_tags.py); `case_variants` finds (and user_tags.py merges) the spellings a catalog made
 by an older Earshot holds side by side (done when the library is opened, in one transaction).
 """
 
@@ -104,27 +104,3 @@ class MergedTag:
     def __str__(self) -> str:
         others = ", ".join(f"“{m}”" for m in self.merged)
         return f"{others} → “{self.kept}” ({self.files} file{'' if self.files == 1 else 's'})"
-
-
-def merge_variants(db: sqlite3.Connection, variants: dict[str, list[str]]) -> tuple[list[MergedTag], set[int]]:
-    """Fold each key's spellings into the first used, inside the caller's transaction: a file that held several
-    keeps one row, with the earliest time any of them was added. Returns what was merged and the files whose
-    tags changed (their keyword rows are the caller's to rewrite)."""
-    merged, files = [], set()
-    for spellings in variants.values():
-        kept = first_used(db, spellings)
-        others = [s for s in spellings if s != kept]
-        changed = set()
-        for other in others:
-            for fid, added_at in db.execute("SELECT file_id, added_at FROM user_tags WHERE tag = ?",
-                                            (other,)).fetchall():
-                db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
-                           (fid, kept, added_at))
-                db.execute("UPDATE user_tags SET added_at = min(added_at, ?) WHERE file_id = ? AND tag = ?",
-                           (added_at, fid, kept))
-                changed.add(fid)
-            db.execute("DELETE FROM user_tags WHERE tag = ?", (other,))
-        merged.append(MergedTag(kept, others, len(changed)))
-        files |= changed
-    return merged, files
-

@@ -27,20 +27,16 @@ import numpy as np
 
 from app.services.library import names
 from app.services.library.catalog import id_chunks, normalise
-from app.services.library.records import BrokenModelError, FailedFile, LibraryError
+from app.services.library.records import TEXT_PREFIX, BrokenModelError, FailedFile, LibraryError, is_text_model
 from app.services.library.tags import read_tags
 
 if TYPE_CHECKING:
-    from app.services.library.library import Library
     from app.services.library.records import TextEncoder
+    from app.services.library.storage import Catalog
+    from app.services.library.vectors import VectorStore
 
-TEXT_PREFIX = "text:"
 TEXT_VERSION = 4  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
 TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
-
-
-def is_text_model(model_id: str) -> bool:
-    return model_id.startswith(TEXT_PREFIX)
 
 
 @dataclass
@@ -105,12 +101,14 @@ def embed_sentences(encoder: TextEncoder, pending: Sequence[tuple[int, str]]
 
 class TextChannel:
     """What names, folders and tags say about a library's files (`library.text`): their derived text, the
-    keyword index (FTS5) and the sentence vectors."""
+    keyword index (FTS5) and the sentence vectors (kept by `vectors`). The owner of the `texts` and `text_fts`
+    tables."""
 
-    def __init__(self, library: Library) -> None:
-        self.library = library
+    def __init__(self, store: Catalog, vectors: VectorStore) -> None:
+        self.catalog = store
+        self.vectors = vectors
         self._reader: sqlite3.Connection | None = None  # keyword_search's read-only connection, opened on first use
-        self._reader_lock: threading.Lock | threading.RLock = library.lock
+        self._reader_lock: threading.Lock | threading.RLock = store.lock
         self.stored = 0  # texts stored since the library opened: searches read the words again as they grow
 
     # ----------------------------------------------------------------------------------- deriving, storing
@@ -119,20 +117,13 @@ class TextChannel:
         """Record (or check) the sentence encoder's dimension."""
         if not is_text_model(encoder.model_id):
             raise LibraryError(f"{encoder.model_id!r} is not a text model id (they start with {TEXT_PREFIX!r})")
-        with self.library.transaction() as db:
-            row = db.execute("SELECT dim FROM models WHERE model_id = ?", (encoder.model_id,)).fetchone()
-            if row is None:
-                db.execute("INSERT INTO models(model_id, dim, sample_rate, window_seconds) VALUES (?, ?, 0, 0)",
-                           (encoder.model_id, int(encoder.dim)))
-            elif row[0] != encoder.dim:
-                raise LibraryError(f"text model {encoder.model_id!r} has {encoder.dim}-d vectors, the catalog "
-                                   f"{row[0]}-d")
+        self.vectors.register_text_model(encoder.model_id, int(encoder.dim))
 
     def stale(self) -> list[tuple[int, bytes, int]]:
         """(file id, path, mtime) of readable files whose text is missing or was derived from another path, mtime
         or rule version."""
-        with self.library.lock:
-            rows = self.library.db.execute(
+        with self.catalog.lock:
+            rows = self.catalog.db.execute(
                 "SELECT f.id, f.path, f.mtime_ns FROM files f LEFT JOIN texts t ON t.file_id = f.id"
                 " WHERE f.status = 'ok' AND (t.file_id IS NULL OR t.path != f.path OR t.mtime_ns != f.mtime_ns"
                 " OR t.version != ?) ORDER BY f.id", (TEXT_VERSION,)).fetchall()
@@ -140,7 +131,7 @@ class TextChannel:
 
     def store(self, file_id: int, key: bytes, mtime_ns: int, text: DerivedText) -> bool:
         """Record a file's derived text and its keyword row; False when the file row is gone meanwhile."""
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             if db.execute("SELECT 1 FROM files WHERE id = ?", (file_id,)).fetchone() is None:
                 return False
             old = db.execute("SELECT embedded FROM texts WHERE file_id = ?", (file_id,)).fetchone()
@@ -164,12 +155,20 @@ class TextChannel:
             db.execute("INSERT INTO text_fts(rowid, name, folder, tags, user_tags) VALUES (?, ?, ?, ?, ?)",
                        (file_id, name, folder, tags, " ; ".join(user)))
 
+    def fold(self, db: sqlite3.Connection, named: int, moved: int) -> None:
+        """A named row turned out to be a catalogued file that moved (inside the caller's transaction): the moved
+        row takes the named row's text (derived from the new path); its keyword row is rewritten by `write_keywords`
+        once the user's tags have moved too."""
+        if db.execute("SELECT 1 FROM texts WHERE file_id = ?", (named,)).fetchone():
+            db.execute("DELETE FROM texts WHERE file_id = ?", (moved,))
+            db.execute("UPDATE texts SET file_id = ? WHERE file_id = ?", (moved, named))
+
     def rebuild(self) -> None:
         """After a salvage: derive the text of files that lost theirs (names, folders, embedded tags: no audio is
         read) and rewrite every keyword row (the keyword index is derived, never salvaged)."""
         for fid, key, mtime_ns in self.stale():
-            self.store(fid, key, mtime_ns, derive_text(self.library.root, key))
-        with self.library.transaction() as db:
+            self.store(fid, key, mtime_ns, derive_text(self.catalog.root, key))
+        with self.catalog.transaction() as db:
             for (fid,) in db.execute("SELECT id FROM files").fetchall():
                 self.write_keywords(db, fid)
 
@@ -177,17 +176,17 @@ class TextChannel:
         """(file id, sentence) of files whose sentence vector is missing or was made from other words; files whose
         sentence is empty, and files that could not be read, come back with '' (their vector, if any, goes): a file
         named by the first pass whose audio then failed must not be found by its sentence (nor by any channel)."""
-        with self.library.lock:
+        with self.catalog.lock:
             q = ("SELECT t.file_id, t.name, t.folder, t.tags, t.embedded,"
                  " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = t.file_id AND v.model_id = ?),"
                  " (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u WHERE u.file_id = t.file_id"
                  " ORDER BY tag)), f.status = 'ok' FROM texts t JOIN files f ON f.id = t.file_id")
             rows = []
             if file_ids is None:
-                rows = self.library.db.execute(q, (model_id,)).fetchall()
+                rows = self.catalog.db.execute(q, (model_id,)).fetchall()
             else:
                 for part, marks in id_chunks(file_ids):
-                    rows += self.library.db.execute(q + f" WHERE t.file_id IN ({marks})", (model_id, *part)
+                    rows += self.catalog.db.execute(q + f" WHERE t.file_id IN ({marks})", (model_id, *part)
                                                     ).fetchall()
         out = []
         for fid, name, folder, tags, embedded, has_vector, user, readable in rows:
@@ -201,29 +200,27 @@ class TextChannel:
 
     def store_vectors(self, model_id: str, items: Sequence[tuple[int, str, np.ndarray | None]]) -> None:
         """Replace the sentence vectors of files: (file id, sentence, unit vector (D,) or None to drop it)."""
-        store = self.library.vectors
+        store = self.vectors
         removed: list[int] = []
         added: list[tuple[int, np.ndarray]] = []
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             for fid, text, vec in items:
                 if db.execute("SELECT 1 FROM files WHERE id = ?", (fid,)).fetchone() is None:
                     continue
                 removed += store.drop(db, fid, model_id)
                 if vec is not None:
                     v = normalise(np.asarray(vec, np.float32).reshape(-1))
-                    cur = db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows)"
-                                     " VALUES (?, ?, ?, 1, ?)", (model_id, fid, v.tobytes(), v.tobytes()))
-                    added.append((int(cur.lastrowid), v))
+                    added.append((store.insert(db, model_id, fid, v.tobytes(), 1, v.tobytes()), v))
                 db.execute("UPDATE texts SET embedded = ? WHERE file_id = ?", (digest(text) if text else None, fid))
-        with self.library.lock:
+        with self.catalog.lock:
             store.unindex(removed)
             if added:
                 store.add(model_id, [i for i, _ in added], np.stack([v for _, v in added]))
 
     def problems(self) -> list[FailedFile]:
         """Files whose embedded tags could not (all) be read: they are indexed by name and sound all the same."""
-        with self.library.lock:
-            rows = self.library.db.execute(
+        with self.catalog.lock:
+            rows = self.catalog.db.execute(
                 "SELECT f.id, f.path, t.problem FROM texts t JOIN files f ON f.id = t.file_id"
                 " WHERE t.problem IS NOT NULL ORDER BY f.path").fetchall()
         return [FailedFile(os.fsdecode(bytes(p)), e, i) for i, p, e in rows]
@@ -262,10 +259,10 @@ class TextChannel:
         """How many files each FTS5 expression matches, counted up to `cap` (rowids only: no BM25, so a common
         word costs at most `cap` steps)."""
         out = []
-        with self.library.lock:
+        with self.catalog.lock:
             for part in parts:
                 try:
-                    out.append(self.library.db.execute(
+                    out.append(self.catalog.db.execute(
                         "SELECT count(*) FROM (SELECT rowid FROM text_fts WHERE text_fts MATCH ? LIMIT ?)",
                         (part, int(cap))).fetchone()[0])
                 except sqlite3.OperationalError:
@@ -274,9 +271,9 @@ class TextChannel:
 
     def keyword_files(self, match: str) -> set[int]:
         """Every file matching an FTS5 expression (for exclusions)."""
-        with self.library.lock:
+        with self.catalog.lock:
             try:
-                return {r[0] for r in self.library.db.execute("SELECT rowid FROM text_fts WHERE text_fts MATCH ?",
+                return {r[0] for r in self.catalog.db.execute("SELECT rowid FROM text_fts WHERE text_fts MATCH ?",
                                                               (match,))}
             except sqlite3.OperationalError:
                 return set()
@@ -288,8 +285,8 @@ class TextChannel:
     def words(self) -> list[str]:
         """The name and folder words of every file and the user's tags, one string per file: what a query's words
         are checked and corrected against (app/services/search/vocabulary.py; read once per index state)."""
-        with self.library.lock:
-            rows = self.library.db.execute(
+        with self.catalog.lock:
+            rows = self.catalog.db.execute(
                 "SELECT t.name || ' ' || t.folder || ' ' || coalesce((SELECT group_concat(tag, ' ') FROM user_tags u"
                 " WHERE u.file_id = t.file_id), '') FROM texts t").fetchall()
         return [r[0] for r in rows]
@@ -297,16 +294,16 @@ class TextChannel:
     def words_generation(self) -> str:
         """Changes whenever a name, folder, embedded tag or user tag does (catalog triggers), and with the catalog
         (one made anew counts from 0 again)."""
-        with self.library.lock:
-            rows = dict(self.library.db.execute("SELECT name, value FROM counters WHERE name IN ('words', 'catalog')"))
+        with self.catalog.lock:
+            rows = dict(self.catalog.db.execute("SELECT name, value FROM counters WHERE name IN ('words', 'catalog')"))
         return f"{rows.get('catalog', 0)}:{rows['words']}"
 
     def fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """file id -> (path, embedded tag text) for the why-matched display."""
         out = {}
-        with self.library.lock:
+        with self.catalog.lock:
             for part, marks in id_chunks(file_ids):
-                for fid, path, tags, credits in self.library.db.execute(
+                for fid, path, tags, credits in self.catalog.db.execute(
                         f"SELECT f.id, f.path, coalesce(t.tags, ''), coalesce(t.credits, '') FROM files f"
                         f" LEFT JOIN texts t ON t.file_id = f.id WHERE f.id IN ({marks})", part):
                     out[fid] = (os.fsdecode(bytes(path)), all_tags(tags, credits))
@@ -323,24 +320,24 @@ class TextChannel:
     def close_reader(self) -> None:
         """Close the read-only connection (the library closes it when it closes)."""
         reader, self._reader = self._reader, None
-        if reader is not None and reader is not self.library.db:
+        if reader is not None and reader is not self.catalog.db:
             with self._reader_lock:
                 reader.close()
 
     def _reader_and_lock(self) -> tuple[sqlite3.Connection, threading.Lock | threading.RLock]:
         """The read-only connection to the catalog and its lock, opened on first use (WAL: it reads committed
         rows while the main connection writes); the main connection and the library's lock if it cannot open."""
-        lib = self.library
-        with lib.lock:
-            if lib.closed:
+        store = self.catalog
+        with store.lock:
+            if store.closed:
                 raise LibraryError("the library is closed")
             if self._reader is None:
-                self._reader = self._open_reader() or lib.db
-                self._reader_lock = lib.lock if self._reader is lib.db else threading.Lock()
+                self._reader = self._open_reader() or store.db
+                self._reader_lock = store.lock if self._reader is store.db else threading.Lock()
             return self._reader, self._reader_lock
 
     def _open_reader(self) -> sqlite3.Connection | None:
-        uri = self.library.catalog_path.resolve().as_uri() + "?mode=ro"
+        uri = self.catalog.path.resolve().as_uri() + "?mode=ro"
         try:
             reader = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
         except sqlite3.Error:

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from app.services.library.catalog import id_chunks
 from app.services.library.records import LibraryError
-from app.services.library.tag_case import TagSpellings, case_variants, merge_variants, one_spelling, tag_key
+from app.services.library.tag_case import MergedTag, TagSpellings, case_variants, first_used, one_spelling, tag_key
 from app.services.library.tag_mirror import MIRROR_NAME, MirroredFile, read_mirror, write_mirror
 
 if TYPE_CHECKING:
-    from app.services.library.library import Library
     from app.services.library.salvage import SalvageReport
+    from app.services.library.storage import Catalog
+    from app.services.library.text_channel import TextChannel
 
 MAX_TAG_CHARS = 64
 TAG_SEPARATOR = ";"  # between tags in the CSV export/import and on the command line
@@ -48,10 +49,12 @@ def normalise_tag(tag: str) -> str:
 
 
 class UserTags:
-    """The user's tags and favourites of a library (`library.user_tags`)."""
+    """The user's tags and favourites of a library (`library.user_tags`): the owner of the `user_tags` and
+    `favourites` tables; each edit rewrites the files' keyword rows through `text`."""
 
-    def __init__(self, library: Library) -> None:
-        self.library = library
+    def __init__(self, store: Catalog, text: TextChannel) -> None:
+        self.catalog = store
+        self.text = text
         self._deferred = 0  # > 0: inside `deferred()`, the mirror is written once at its end
         self._stale = False  # a change not mirrored yet
         self.spellings = TagSpellings()  # the library's spelling of each tag: "door" is added as its "Door"
@@ -85,8 +88,8 @@ class UserTags:
     def library_spelling(self, tags: Sequence[str]) -> dict[str, str]:
         """{tag as given: as the library spells it} for the given tags it has in another case (for messages)."""
         out = {}
-        with self.library.lock:
-            spelling = self.spellings.spelling(self.library.db)
+        with self.catalog.lock:
+            spelling = self.spellings.spelling(self.catalog.db)
             for t in tags:
                 given = " ".join(t.split())
                 if spelling.get(tag_key(given), given) != given:
@@ -95,7 +98,7 @@ class UserTags:
 
     def set_favourite(self, file_ids: Sequence[int], on: bool) -> None:
         changed = 0
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             for fid in self._known_ids(db, file_ids):
                 if on:
                     changed += db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) VALUES (?, ?)",
@@ -114,9 +117,9 @@ class UserTags:
     def of_files(self, file_ids: Sequence[int]) -> dict[int, list[str]]:
         """file id -> its tags, sorted (files without tags left out)."""
         out: dict[int, list[str]] = {}
-        with self.library.lock:
+        with self.catalog.lock:
             for part, marks in id_chunks(file_ids):
-                for fid, tag in self.library.db.execute(
+                for fid, tag in self.catalog.db.execute(
                         f"SELECT file_id, tag FROM user_tags WHERE file_id IN ({marks})"
                         " ORDER BY tag COLLATE NOCASE, tag", part):
                     out.setdefault(fid, []).append(tag)
@@ -124,8 +127,8 @@ class UserTags:
 
     def favourites(self, file_ids: Sequence[int] | None = None) -> set[int]:
         """The favourite files (among `file_ids`, when given)."""
-        db = self.library.db
-        with self.library.lock:
+        db = self.catalog.db
+        with self.catalog.lock:
             if file_ids is None:
                 return {r[0] for r in db.execute("SELECT file_id FROM favourites")}
             out = set()
@@ -136,16 +139,16 @@ class UserTags:
 
     def all(self) -> list[str]:
         """Every tag in use, sorted without regard to case."""
-        with self.library.lock:
-            return self._one_spelling([r[0] for r in self.library.db.execute(
+        with self.catalog.lock:
+            return self._one_spelling([r[0] for r in self.catalog.db.execute(
                 "SELECT DISTINCT tag FROM user_tags ORDER BY tag COLLATE NOCASE")])
 
     def _one_spelling(self, tags: list[str]) -> list[str]:
         """A read-only catalog an older Earshot wrote may hold a tag in two cases, and cannot be merged on
         opening (merge_case_variants): merged as it is read. (Under the lock.)"""
-        if not self.library.read_only:
+        if not self.catalog.read_only:
             return tags
-        return one_spelling(tags, self.spellings.spelling(self.library.db))
+        return one_spelling(tags, self.spellings.spelling(self.catalog.db))
 
     def table(self) -> Iterator[tuple[str, list[str], bool]]:
         """(relative path, tags, favourite) of every file with tags or a favourite mark, by path: the export."""
@@ -160,12 +163,12 @@ class UserTags:
         many rows it changed; keyword rows and the mirror follow."""
         changed = []
         try:
-            with self.library.transaction() as db:
+            with self.catalog.transaction() as db:
                 ids = self._known_ids(db, file_ids)
                 edit = edit_for(db)
                 for fid in ids:
                     if edit(fid):
-                        self.library.text.write_keywords(db, fid)
+                        self.text.write_keywords(db, fid)
                         changed.append(fid)
                 if adding and ids:
                     self.spellings.settle(db)
@@ -182,8 +185,8 @@ class UserTags:
         """Every file with tags or a favourite mark (id, relative path, tags sorted, mark), by `order` ("id" |
         "path"): what the export and the mirror write."""
         assert order in ("id", "path")
-        with self.library.lock:
-            rows = self.library.db.execute(
+        with self.catalog.lock:
+            rows = self.catalog.db.execute(
                 "SELECT f.id, f.path, (SELECT group_concat(tag, char(31)) FROM (SELECT tag FROM user_tags u"
                 " WHERE u.file_id = f.id ORDER BY tag COLLATE NOCASE, tag)),"
                 " EXISTS(SELECT 1 FROM favourites v WHERE v.file_id = f.id)"
@@ -208,28 +211,28 @@ class UserTags:
         """Make each tag that an older Earshot kept in several cases ('Door' and 'door') one tag, spelled as it was
         first used, in one transaction (on opening a catalog that can be written); the user is told what was
         merged (`library.events`). The files' sentence vectors follow on the next index run."""
-        with self.library.lock:
-            variants = case_variants(self.library.db)
+        with self.catalog.lock:
+            variants = case_variants(self.catalog.db)
         if not variants:
             return
         self.spellings.forget()
         try:
-            with self.library.transaction() as db:
+            with self.catalog.transaction() as db:
                 merged, files = merge_variants(db, variants)
                 for fid in files:
-                    self.library.text.write_keywords(db, fid)
+                    self.text.write_keywords(db, fid)
         except (LibraryError, sqlite3.Error) as e:  # a full disk, say: rolled back whole, tried on the next open
-            self.library.events.append(f"tags that differ only in case were left as they are for now ({e})")
+            self.catalog.events.append(f"tags that differ only in case were left as they are for now ({e})")
             return
         self.mirror()
-        self.library.events.append("tags that differed only in case are now one tag: "
+        self.catalog.events.append("tags that differed only in case are now one tag: "
                                    + "; ".join(str(m) for m in merged))
 
     # ------------------------------------------------------------------------------------------- the mirror
 
     @property
     def mirror_path(self) -> Path:
-        return self.library.catalog_dir / MIRROR_NAME
+        return self.catalog.catalog_dir / MIRROR_NAME
 
     def mirror(self) -> None:
         """Write every tag and favourite mark to the mirror (at the end of `deferred()` when inside one). A failed
@@ -244,14 +247,14 @@ class UserTags:
         try:
             write_mirror(self.mirror_path, files)
         except OSError as e:
-            self.library.events.append(f"could not write {MIRROR_NAME} (the catalog has every change): {e}")
+            self.catalog.events.append(f"could not write {MIRROR_NAME} (the catalog has every change): {e}")
 
     def mirror_if_missing(self) -> None:
         """Write the mirror of a library tagged before there were mirrors."""
         if self.mirror_path.exists():
             return
-        with self.library.lock:
-            tagged = self.library.db.execute("SELECT EXISTS(SELECT 1 FROM user_tags) OR EXISTS(SELECT 1 FROM"
+        with self.catalog.lock:
+            tagged = self.catalog.db.execute("SELECT EXISTS(SELECT 1 FROM user_tags) OR EXISTS(SELECT 1 FROM"
                                              " favourites)").fetchone()[0]
         if tagged:
             self.mirror()
@@ -267,20 +270,21 @@ class UserTags:
             if not self._deferred and self._stale:
                 self.mirror()
 
-    def restore(self, report: SalvageReport, reread_reason: str) -> None:
+    def restore(self, report: SalvageReport, reread_reason: str,
+                placeholders: Callable[[Sequence[tuple[int, bytes]], str], list[str]]) -> None:
         """After a salvage: put back the tags and favourite marks the mirror has and the catalog lost, matched by
-        file id (never reused), else by path; a file with no row left gets one to read again (`reread_reason`).
-        The report counts what came back."""
+        file id (never reused), else by path; a file with no row left gets one to read again (`placeholders`, the
+        file table's, with `reread_reason`). The report counts what came back."""
         try:
             files = read_mirror(self.mirror_path)
         except ValueError as e:
-            self.library.events.append(f"{MIRROR_NAME}: {e}; nothing restored from it")
+            self.catalog.events.append(f"{MIRROR_NAME}: {e}; nothing restored from it")
             return
         if files is None:
             return
-        reread = self.library.files.placeholders([(f.id, os.fsencode(f.path)) for f in files], reread_reason)
+        reread = placeholders([(f.id, os.fsencode(f.path)) for f in files], reread_reason)
         tags = favs = 0
-        with self.library.transaction() as db:
+        with self.catalog.transaction() as db:
             for f in files:
                 fid = self._row_for(db, f)
                 if fid is None:
@@ -296,8 +300,40 @@ class UserTags:
         report.restored_from(MIRROR_NAME, "favourites", sum(f.favourite for f in files), favs)
 
     @staticmethod
+    def fold(db: sqlite3.Connection, named: int, moved: int) -> None:
+        """A named row turned out to be a catalogued file that moved (inside the caller's transaction): the tags
+        and favourite mark given to the named row meanwhile go to the moved one."""
+        db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) SELECT ?, tag, added_at FROM user_tags"
+                   " WHERE file_id = ?", (moved, named))
+        db.execute("INSERT OR IGNORE INTO favourites(file_id, added_at) SELECT ?, added_at FROM favourites"
+                   " WHERE file_id = ?", (moved, named))
+
+    @staticmethod
     def _row_for(db: sqlite3.Connection, f: MirroredFile) -> int | None:
         if db.execute("SELECT 1 FROM files WHERE id = ?", (f.id,)).fetchone():
             return f.id
         row = db.execute("SELECT id FROM files WHERE path = ?", (os.fsencode(f.path),)).fetchone()
         return row[0] if row else None
+
+
+def merge_variants(db: sqlite3.Connection, variants: dict[str, list[str]]) -> tuple[list[MergedTag], set[int]]:
+    """Fold each key's spellings into the first used, inside the caller's transaction: a file that held several
+    keeps one row, with the earliest time any of them was added. Returns what was merged and the files whose
+    tags changed (their keyword rows are the caller's to rewrite)."""
+    merged, files = [], set()
+    for spellings in variants.values():
+        kept = first_used(db, spellings)
+        others = [s for s in spellings if s != kept]
+        changed = set()
+        for other in others:
+            for fid, added_at in db.execute("SELECT file_id, added_at FROM user_tags WHERE tag = ?",
+                                            (other,)).fetchall():
+                db.execute("INSERT OR IGNORE INTO user_tags(file_id, tag, added_at) VALUES (?, ?, ?)",
+                           (fid, kept, added_at))
+                db.execute("UPDATE user_tags SET added_at = min(added_at, ?) WHERE file_id = ? AND tag = ?",
+                           (added_at, fid, kept))
+                changed.add(fid)
+            db.execute("DELETE FROM user_tags WHERE tag = ?", (other,))
+        merged.append(MergedTag(kept, others, len(changed)))
+        files |= changed
+    return merged, files

@@ -13,48 +13,41 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.services.audio import display_name
 from app.services.library.catalog import id_chunks, normalise
 from app.services.library.embedding import embed_file, window_starts
 from app.services.library.records import BrokenModelError, Embedder, Hit, LibraryError, PathLike, SearchFilters
+from core.display import display_name
 
 if TYPE_CHECKING:
-    from app.services.library.library import Library
+    from app.services.library.file_table import FileTable
+    from app.services.library.storage import Catalog
+    from app.services.library.vectors import VectorStore
 
 
 class VectorSearch:
-    """Search over a library's vectors (`library.search`)."""
+    """Search over a library's vectors (`library.search`); reads, never writes."""
 
-    def __init__(self, library: Library) -> None:
-        self.library = library
+    def __init__(self, store: Catalog, files: FileTable, vectors: VectorStore) -> None:
+        self.catalog = store
+        self.files = files
+        self.vectors = vectors
 
-    def by_text(self, query: str, embedder: Embedder, k: int = 10, filters: SearchFilters | None = None
-                ) -> list[Hit]:
-        """The k files whose sound best matches a description (the sound channel alone)."""
-        check_k(k)
-        if self.library.vectors.index(embedder.model_id) is None:
-            return []
-        q = np.asarray(embedder.embed_text([query]), dtype=np.float32).reshape(-1)  # (D,)
-        return self.by_vector(q, embedder.model_id, k, filters)
-
-    def similar(self, path_or_file_id: PathLike | int, embedder: Embedder, k: int = 10,
-                filters: SearchFilters | None = None) -> list[Hit]:
-        """Files that sound like a catalogued file (excluding itself), or like any audio file outside."""
-        check_k(k)
-        lib, model_id = self.library, embedder.model_id
-        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
+    def file_vector(self, path_or_file_id: PathLike | int, embedder: Embedder) -> tuple[np.ndarray, int | None]:
+        """The vector to find sounds like a file by (D,), and its catalog id: a catalogued file's stored vector
+        (LibraryError saying why when it has none), or any audio file outside embedded now (id None)."""
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else self.files.id_of(path_or_file_id)
         if fid is None:  # a FIFO, a folder, a missing file: the audio path says so, as `earshot probe` does
-            path = Path(path_or_file_id if os.path.isabs(path_or_file_id) else lib.root / path_or_file_id)
+            path = Path(path_or_file_id if os.path.isabs(path_or_file_id) else self.catalog.root / path_or_file_id)
             mean, _ = embed_file(path, embedder)
-            return self.by_vector(mean, model_id, k, filters)
-        vec = lib.vectors.of_files(model_id, [fid]).get(fid)
+            return self.query_vector(mean, embedder.model_id), None
+        vec = self.vectors.of_files(embedder.model_id, [fid]).get(fid)
         if vec is None:
-            raise LibraryError(self._why_no_vector(fid, model_id))
-        return self.by_vector(vec, model_id, k, filters, exclude=[fid])
+            raise LibraryError(self._why_no_vector(fid, embedder.model_id))
+        return vec, fid
 
     def _why_no_vector(self, file_id: int, model_id: str) -> str:
         """Why a catalogued file has no vector for `model_id`: its recorded failure, or that it is not indexed."""
-        row = self.library.files.row_of(file_id)
+        row = self.files.row_of(file_id)
         if row is None:
             return f"no such file in the library: id {file_id}"
         path, status, error = row
@@ -64,38 +57,17 @@ class VectorSearch:
             return f"{name}: could not be indexed: {reason}"
         return f"{name}: not indexed with model {model_id!r} yet (index the library first)"
 
-    def by_vector(self, query: np.ndarray, model_id: str, k: int = 10, filters: SearchFilters | None = None,
-                  exclude: Sequence[int] = (), windows: bool = True) -> list[Hit]:
-        """Top-k files by cosine similarity to `query` (D,), with optional filters, excluding file ids and
-        files under folders that are unavailable. k >= 1; more than the library holds gives them all.
-        windows=False skips the per-window scores (the text channel has one vector per file)."""
-        check_k(k)
-        q = self.query_vector(query, model_id)
-        lib = self.library
-        with lib.lock:
-            found, k = self.top_vectors(q, model_id, k, filters, len(exclude))
-            if not found:
-                return []
-            rows = {r[0]: r for r in lib.db.execute(
-                "SELECT v.id, f.id, f.path, f.duration, " + ("v.windows" if windows else "NULL") + ","
-                " m.window_seconds, f.sample_rate, f.channels FROM vectors v JOIN files f ON f.id = v.file_id"
-                " JOIN models m ON m.model_id = v.model_id"
-                f" WHERE v.id IN ({','.join('?' * len(found))})", [i for i, _ in found])}
-        kept = sorted(((score, rows[vid]) for vid, score in found if vid in rows and rows[vid][1] not in exclude),
-                      key=lambda sr: (-sr[0], sr[1][1]))  # equal scores by file id, not by embedding order
-        return [self._hit(r[1:], q, score) for score, r in kept[:k]]
-
     def nearest_files(self, query: np.ndarray, model_id: str, k: int, filters: SearchFilters | None = None,
                       exclude: Sequence[int] = (), within: Collection[int] | None = None
                       ) -> list[tuple[int, float]]:
-        """(file id, cosine) of the k nearest files by `model_id`'s vectors, filtered like `by_vector`;
-        `within`: only among these files (those holding a query's phrases)."""
+        """(file id, cosine) of the k nearest files by `model_id`'s vectors, filtered (files under unavailable
+        folders left out); `within`: only among these files (those holding a query's phrases)."""
         q = self.query_vector(query, model_id)
         found, k = self.top_vectors(q, model_id, k, filters, len(exclude), within)
         if not found:
             return []
-        with self.library.lock:
-            owner = dict(self.library.db.execute(
+        with self.catalog.lock:
+            owner = dict(self.catalog.db.execute(
                 f"SELECT id, file_id FROM vectors WHERE id IN ({','.join('?' * len(found))})",
                 [v for v, _ in found]).fetchall())
         skip = set(exclude)
@@ -107,14 +79,13 @@ class VectorSearch:
                     within: Collection[int] | None = None) -> tuple[list[tuple[int, float]], int]:
         """(vector id, cosine) of the best k + extra vectors of a normalised query (files hidden or filtered out
         left out; only those of the files `within`, when given), and k capped at the index size."""
-        lib = self.library
-        with lib.lock:
-            vi = lib.vectors.index(model_id)
+        with self.catalog.lock:
+            vi = self.vectors.index(model_id)
             if vi is None or len(vi) == 0:
                 return [], k
             if len(q) != vi.dim:
                 raise LibraryError(f"query has {len(q)} dimensions, model {model_id!r} has {vi.dim}")
-            hide = lib.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
+            hide = self.catalog.db.execute("SELECT EXISTS(SELECT 1 FROM files WHERE available = 0)").fetchone()[0]
             allowed = None
             if hide or (filters is not None and filters.active) or within is not None:
                 allowed = self._allowed_vectors(model_id, filters or SearchFilters(), within)
@@ -127,17 +98,17 @@ class VectorSearch:
     def listed_rows(self, filters: SearchFilters | None) -> list[tuple[int, bytes, float | None, int | None]]:
         """(file id, path, duration, mtime_ns) of every searchable (ok, available) file passing the filters."""
         where, args = self._searchable(filters)
-        with self.library.lock:
-            return self.library.db.execute(f"SELECT f.id, f.path, f.duration, f.mtime_ns FROM files f WHERE {where}",
+        with self.catalog.lock:
+            return self.catalog.db.execute(f"SELECT f.id, f.path, f.duration, f.mtime_ns FROM files f WHERE {where}",
                                            args).fetchall()
 
     def allowed_files(self, file_ids: Sequence[int], filters: SearchFilters | None) -> set[int]:
         """The files among `file_ids` that are searchable (ok, available) and pass the filters."""
         where, args = self._searchable(filters)
         out: set[int] = set()
-        with self.library.lock:
+        with self.catalog.lock:
             for part, marks in id_chunks(file_ids):
-                out.update(r[0] for r in self.library.db.execute(
+                out.update(r[0] for r in self.catalog.db.execute(
                     f"SELECT f.id FROM files f WHERE {where} AND f.id IN ({marks})", [*args, *part]))
         return out
 
@@ -146,9 +117,9 @@ class VectorSearch:
         without a vector, or when query is None). Their score is left at 0: the caller ranks (fusion)."""
         q = self.query_vector(query, model_id) if query is not None else None
         out: dict[int, Hit] = {}
-        with self.library.lock:
+        with self.catalog.lock:
             for part, marks in id_chunks(file_ids):
-                for r in self.library.db.execute(
+                for r in self.catalog.db.execute(
                         "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds, f.sample_rate, f.channels"
                         " FROM files f"
                         " LEFT JOIN vectors v ON v.file_id = f.id AND v.model_id = ?"
@@ -178,7 +149,7 @@ class VectorSearch:
             if len(ws):  # a long file keeps evenly spread windows (embedding.py): where the best one starts
                 starts = window_starts(float(duration or 0.0), float(window_s or 0.0), len(ws))
                 start, wscores = float(starts[int(np.argmax(ws))]), ws.tolist()
-        return Hit(path=self.library.root / rel, score=score, duration=float(duration or 0.0),
+        return Hit(path=self.catalog.root / rel, score=score, duration=float(duration or 0.0),
                    folder=rel.rpartition("/")[0], best_window_start_s=start,
                    window_scores=wscores, file_id=fid, rel_path=rel, sample_rate=int(rate or 0),
                    channels=int(channels or 0), embedded=window_s is not None)
@@ -188,7 +159,7 @@ class VectorSearch:
         where, args = self._searchable(filters)
         sql = f"SELECT v.id FROM vectors v JOIN files f ON f.id = v.file_id WHERE v.model_id = ? AND {where}"
         args = [model_id, *args]
-        db = self.library.db
+        db = self.catalog.db
         if within is None:
             rows = db.execute(sql, args).fetchall()
         else:
@@ -212,7 +183,7 @@ class VectorSearch:
             where.append("f.duration <= ?")
             args.append(filters.max_duration)
         if filters.folder:
-            prefix = self.library.files.key(filters.folder)
+            prefix = self.files.key(filters.folder)
             if prefix and prefix != b".":
                 prefix += b"/"
                 where.append("substr(f.path, 1, ?) = ?")  # byte prefix; no LIKE escaping needed
@@ -228,8 +199,3 @@ class VectorSearch:
                 args.append(int(value))
         if filters.favourites_only:
             where.append("EXISTS(SELECT 1 FROM favourites fav WHERE fav.file_id = f.id)")
-
-
-def check_k(k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise LibraryError(f"the number of results must be a whole number of at least 1 (got {k!r})")

@@ -20,31 +20,72 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.services.library.catalog import id_chunks
-from app.services.library.records import LibraryError
+from app.services.library.records import LibraryError, is_text_model
 from app.services.vector_index import IndexFileError, VectorIndex
 from core.files import hash_file
 
 if TYPE_CHECKING:
-    from app.services.library.library import Library
+    from app.services.library.records import Embedder
+    from app.services.library.storage import Catalog
+    from app.services.vector_index import IndexConfig
 
 
 class VectorStore:
-    """The per-model vector indexes of a library (`library.vectors`); thread-safe under the library's lock."""
+    """The models, their vectors and the per-model vector indexes of a library (`library.vectors`): the owner of
+    the `models`, `vectors` and `index_files` tables. Thread-safe under the catalog's lock."""
 
-    def __init__(self, library: Library) -> None:
-        self.library = library
+    def __init__(self, store: Catalog, index_config: IndexConfig) -> None:
+        self.catalog = store
+        self.index_config = index_config
         self._indexes: dict[str, VectorIndex] = {}
         self._dirty: set[str] = set()  # models whose in-memory index differs from its file
 
     @property
     def lock(self) -> threading.RLock:
-        return self.library.lock
+        return self.catalog.lock
+
+    # ------------------------------------------------------------------------------------------ the models
+
+    def register_model(self, e: Embedder) -> None:
+        """Record (or check) a sound model's dimension, sample rate and window length."""
+        with self.catalog.transaction() as db:
+            row = db.execute("SELECT dim, sample_rate, window_seconds FROM models WHERE model_id = ?",
+                             (e.model_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO models(model_id, dim, sample_rate, window_seconds) VALUES (?, ?, ?, ?)",
+                           (e.model_id, int(e.dim), int(e.sample_rate), float(e.window_seconds)))
+            elif row[0] != e.dim:
+                raise LibraryError(f"model {e.model_id!r} has {e.dim}-d vectors but the catalog holds {row[0]}-d")
+            elif row[1] != e.sample_rate or row[2] != e.window_seconds:
+                db.execute("UPDATE models SET sample_rate = ?, window_seconds = ? WHERE model_id = ?",
+                           (int(e.sample_rate), float(e.window_seconds), e.model_id))
+
+    def register_text_model(self, model_id: str, dim: int) -> None:
+        """Record (or check) a sentence encoder's dimension (no sample rate, no windows)."""
+        with self.catalog.transaction() as db:
+            row = db.execute("SELECT dim FROM models WHERE model_id = ?", (model_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO models(model_id, dim, sample_rate, window_seconds) VALUES (?, ?, 0, 0)",
+                           (model_id, int(dim)))
+            elif row[0] != dim:
+                raise LibraryError(f"text model {model_id!r} has {dim}-d vectors, the catalog {row[0]}-d")
+
+    def set_model_error(self, model_id: str, error: str | None) -> None:
+        """Record why a model was refused (None: it works); other models are not touched."""
+        with self.catalog.transaction() as db:
+            db.execute("UPDATE models SET error = ? WHERE model_id = ?", (error, model_id))
+
+    def model_errors(self) -> dict[str, str]:
+        """model_id -> why it was refused, for models refused as broken."""
+        with self.catalog.lock:
+            return dict(self.catalog.db.execute("SELECT model_id, error FROM models WHERE error IS NOT NULL"
+                                                ).fetchall())
 
     # ----------------------------------------------------------------------------------------- the indexes
 
     def path(self, model_id: str) -> Path:
         """The model's FAISS file."""
-        return self.library.catalog_dir / f"index-{hashlib.sha256(model_id.encode()).hexdigest()[:16]}.faiss"
+        return self.catalog.catalog_dir / f"index-{hashlib.sha256(model_id.encode()).hexdigest()[:16]}.faiss"
 
     def index(self, model_id: str) -> VectorIndex | None:
         """The model's index, loaded once and made to agree with the catalog; None for an unknown model.
@@ -55,7 +96,7 @@ class VectorStore:
         only the ids missing or extra are repaired. Extra ids are routine: removing a file drops its vectors of
         every model from the catalog, but only the loaded indexes follow at once (`unindex`).
         """
-        db, events = self.library.db, self.library.events
+        db, events = self.catalog.db, self.catalog.events
         with self.lock:
             if model_id in self._indexes:
                 return self._indexes[model_id]
@@ -69,10 +110,10 @@ class VectorStore:
             vi: VectorIndex | None = None
             # while another process indexes, a file behind the catalog is expected (written at its checkpoints):
             # searched as the catalog has it, neither reported nor written here
-            elsewhere = functools.cache(self.library.indexed_elsewhere)
+            elsewhere = functools.cache(self.catalog.indexed_elsewhere)
             if path.exists():
                 try:
-                    vi = VectorIndex.load(path, dim, self.library.index_config)
+                    vi = VectorIndex.load(path, dim, self.index_config)
                 except IndexFileError as e:
                     events.append(f"rebuilding index: {e}")
                 if vi is not None and has_duplicates(vi.ids()):
@@ -86,7 +127,7 @@ class VectorStore:
             if vi is None:
                 ids, vecs = self._fetch(model_id)
                 vi = VectorIndex.build(dim, ids, vecs if vecs is not None else np.zeros((0, dim)),
-                                       self.library.index_config)
+                                       self.index_config)
                 changed = True
             else:
                 have = vi.ids()
@@ -128,18 +169,18 @@ class VectorStore:
         (full disk, ...) only costs a repair next time."""
         with self.lock:
             vi = self._indexes.get(model_id)
-            if vi is None or model_id not in self._dirty or self.library.read_only:
+            if vi is None or model_id not in self._dirty or self.catalog.read_only:
                 return  # a read-only library keeps its repaired indexes in memory
             path = self.path(model_id)
             try:
                 vi.save(path)
                 self._dirty.discard(model_id)
                 digest, stat = hash_file(path), file_stat(path)
-                with self.library.transaction() as db:
+                with self.catalog.transaction() as db:
                     db.execute("INSERT OR REPLACE INTO index_files(model_id, sha256, vectors, stat)"
                                " VALUES (?, ?, ?, ?)", (model_id, digest, len(vi), stat))
             except (OSError, RuntimeError, sqlite3.Error, LibraryError) as e:  # faiss raises RuntimeError
-                self.library.events.append(f"could not write index: {e}")
+                self.catalog.events.append(f"could not write index: {e}")
 
     def save_all(self) -> None:
         """Write every index that changed (closing the library)."""
@@ -193,6 +234,37 @@ class VectorStore:
         db.execute("DELETE FROM vectors WHERE file_id = ?" + (" AND model_id = ?" if model_id else ""), args)
         return [r[0] for r in rows]
 
+    @staticmethod
+    def insert(db: sqlite3.Connection, model_id: str, file_id: int, vector: bytes, n_windows: int, windows: bytes
+               ) -> int:
+        """Store a file's vector (and its windows' vectors) inside the caller's transaction; returns its id, to
+        `add` to the loaded index once it has committed."""
+        cur = db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows) VALUES (?, ?, ?, ?, ?)",
+                         (model_id, file_id, vector, n_windows, windows))
+        return int(cur.lastrowid)
+
+    @staticmethod
+    def stored_of_content(db: sqlite3.Connection, digest: str, model_id: str) -> tuple[bytes, int, bytes]:
+        """(vector, n_windows, windows) a file with this content already has for `model_id` (a copy's)."""
+        return db.execute("SELECT v.vector, v.n_windows, v.windows FROM vectors v JOIN files f ON f.id = v.file_id"
+                          " WHERE f.hash = ? AND v.model_id = ? LIMIT 1", (digest, model_id)).fetchone()
+
+    @staticmethod
+    def fold_text_vectors(db: sqlite3.Connection, named: int, moved: int) -> list[int]:
+        """A named row turned out to be a catalogued file that moved (inside the caller's transaction): the moved
+        row's text vectors (of its old path) go, and it takes the named row's (derived from the new path; their
+        ids kept). Returns the ids to `unindex`."""
+        removed = [v for (v, m) in db.execute("SELECT id, model_id FROM vectors WHERE file_id = ?", (moved,)
+                                              ).fetchall() if is_text_model(m)]
+        db.execute(f"DELETE FROM vectors WHERE id IN ({','.join('?' * len(removed))})", removed)
+        db.execute("UPDATE vectors SET file_id = ? WHERE file_id = ?", (moved, named))
+        return removed
+
+    def drop_sound(self, db: sqlite3.Connection, file_id: int) -> list[int]:
+        """Delete a file's sound vectors, keeping its text vector (which follows its text, not its bytes)."""
+        models = [m for (m,) in db.execute("SELECT model_id FROM vectors WHERE file_id = ?", (file_id,))]
+        return [v for m in dict.fromkeys(models) if not is_text_model(m) for v in self.drop(db, file_id, m)]
+
     # -------------------------------------------------------------------------------------------- reading
 
     def of_files(self, model_id: str, file_ids: Sequence[int]) -> dict[int, np.ndarray]:
@@ -200,7 +272,7 @@ class VectorStore:
         out = {}
         with self.lock:
             for part, marks in id_chunks(file_ids):
-                for fid, blob in self.library.db.execute(
+                for fid, blob in self.catalog.db.execute(
                         f"SELECT file_id, vector FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
                         (model_id, *part)):
                     out[fid] = np.frombuffer(blob, dtype=np.float32)
@@ -209,7 +281,7 @@ class VectorStore:
     def windows(self, model_id: str, file_id: int) -> np.ndarray | None:
         """A file's per-window vectors for `model_id`, (W, D); None when it has none."""
         with self.lock:
-            row = self.library.db.execute("SELECT windows, length(vector) FROM vectors WHERE file_id = ? AND"
+            row = self.catalog.db.execute("SELECT windows, length(vector) FROM vectors WHERE file_id = ? AND"
                                           " model_id = ?", (file_id, model_id)).fetchone()
         if row is None:
             return None
@@ -223,7 +295,7 @@ class VectorStore:
         pairs: list[tuple[int, int]] = []
         with self.lock:
             for part, marks in id_chunks(ids):
-                pairs += self.library.db.execute(
+                pairs += self.catalog.db.execute(
                     f"SELECT file_id, id FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
                     (model_id, *part)).fetchall()
             vi = self.index(model_id)
@@ -239,7 +311,7 @@ class VectorStore:
 
     def _fetch(self, model_id: str, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """(ids, vectors) from the catalog: all of a model's, or just `ids`. (N,), (N, D)"""
-        db = self.library.db
+        db = self.catalog.db
         if ids is None:
             rows = db.execute("SELECT id, vector FROM vectors WHERE model_id = ? ORDER BY id", (model_id,)).fetchall()
         else:
@@ -253,15 +325,15 @@ class VectorStore:
     def _checksum_matches(self, model_id: str, path: Path) -> bool:
         """The file is the one this catalog wrote: the same size and mtime as when written (hashing a 1M-file
         index costs seconds), else the same SHA-256 (a copy with a new mtime)."""
-        r = self.library.db.execute("SELECT sha256, stat FROM index_files WHERE model_id = ?",
+        r = self.catalog.db.execute("SELECT sha256, stat FROM index_files WHERE model_id = ?",
                                     (model_id,)).fetchone()
         stat = file_stat(path)
         if r is None or r[1] == stat:
             return r is not None
         if r[0] != hash_file(path):
             return False
-        if not self.library.read_only:  # the same bytes with a new mtime (copied, or written before v5)
-            with contextlib.suppress(sqlite3.Error, LibraryError), self.library.transaction() as db:
+        if not self.catalog.read_only:  # the same bytes with a new mtime (copied, or written before v5)
+            with contextlib.suppress(sqlite3.Error, LibraryError), self.catalog.transaction() as db:
                 db.execute("UPDATE index_files SET stat = ? WHERE model_id = ?", (stat, model_id))
         return True
 

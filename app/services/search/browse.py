@@ -2,8 +2,8 @@
 
 An empty query in the Search tab lists sounds (all of them, a folder, the favourites) instead of nothing. The
 files pass the same `SearchFilters` as a search (`library.search.allowed_files`), are sorted by name, folder,
-duration or date modified, and the page asked for becomes `Hit`s through `library.hits`, as search results do
-(with tags and favourite marks, no scores).
+duration or date modified, and the page asked for becomes a `SearchAnswer` of `Hit`s through the same
+`explained_hits` as search results (with tags and favourite marks, no scores).
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.services.jobs import Job
-from app.services.library.records import Hit, SearchFilters
-from app.services.search.jobs import Results
+from app.services.library.records import SearchFilters
+from app.services.search.answer import SearchAnswer
+from app.services.search.candidates import explained_hits
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
-    from app.services.search.session import SearchSession
 
 SORTS = ("name", "folder", "duration", "modified")
 
@@ -50,20 +49,6 @@ SORT_KEYS: dict[str, Callable[[Listed], tuple]] = {
 }
 
 
-@dataclass
-class BrowsePage:
-    hits: list[Hit]
-    total: int  # sounds passing the filters, all pages together
-
-
-@dataclass
-class BrowseResults(Results):
-    """A page of browsed sounds for the Search tab: `Results` (mode "browse") that know how many there are."""
-
-    total: int = 0
-    offset: int = 0  # where this page starts in the sorted list
-
-
 def listed_files(library: Library, filters: SearchFilters | None) -> list[Listed]:
     """The library's readable, available sounds passing `filters`, unsorted: one query with the filters in it
     (checking every file id against them took 62 queries under the library's lock at 31,000 files)."""
@@ -72,20 +57,13 @@ def listed_files(library: Library, filters: SearchFilters | None) -> list[Listed
 
 
 def browse(library: Library, model_id: str, filters: SearchFilters | None = None, sort: str = "name",
-           descending: bool = False, offset: int = 0, limit: int = 50) -> BrowsePage:
-    """Sounds `offset` .. `offset + limit` of the library sorted by `sort` (one of SORTS), as hits."""
+           descending: bool = False, offset: int = 0, limit: int = 50) -> SearchAnswer:
+    """Sounds `offset` .. `offset + limit` of the library sorted by `sort` (one of SORTS), as hits; `total`: how
+    many pass the filters."""
     if sort not in SORT_KEYS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
     files = sorted(listed_files(library, filters), key=SORT_KEYS[sort], reverse=descending)
     page = files[max(0, offset):max(0, offset) + max(0, limit)]
-    hits = library.hits([f.file_id for f in page], model_id, None)
-    return BrowsePage([hits[f.file_id] for f in page if f.file_id in hits], len(files))
-
-
-def browse_job(session: SearchSession, filters: SearchFilters | None, sort: str, descending: bool, offset: int,
-               limit: int) -> Job[BrowseResults]:
-    yield {"message": "listing sounds"}
-    with session.library.guard():
-        page = browse(session.library, session.embedder.model_id, filters, sort, descending, offset, limit)
-    return BrowseResults(page.hits, "", "browse", session.searchable_count("names"), bool(filters and filters.active),
-                         total=page.total, offset=offset)
+    hits = explained_hits(library, [f.file_id for f in page], model_id, None)
+    return SearchAnswer("browse", [hits[f.file_id] for f in page if f.file_id in hits], total=len(files),
+                        offset=max(0, offset))

@@ -1,18 +1,23 @@
-"""The search work the GUI runs in its workers (opening, indexing, searching), and the JSON the CLI prints."""
+"""The search work the GUI runs in its workers (opening, indexing, a `SearchRequest`, tags, favourites), and the
+JSON the CLI prints."""
 
 from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.services.audio import display_name
 from app.services.jobs import Job
-from app.services.library.records import FailedFile, Hit, IndexReport, SearchFilters
+from app.services.library.records import FailedFile, Hit, IndexReport
+from app.services.search.answer import SearchAnswer
+from app.services.search.browse import browse
 from app.services.search.embedder import RetrievalEmbedder
+from app.services.search.request import SearchRequest
 from app.services.search.session import SearchSession
+from core.display import display_name
 
 
 def open_session_job(path: str | os.PathLike[str], embedder: RetrievalEmbedder) -> Job[SearchSession]:
@@ -22,29 +27,64 @@ def open_session_job(path: str | os.PathLike[str], embedder: RetrievalEmbedder) 
 
 @dataclass
 class Results:
-    """One search's answer for the GUI: hits, and what an empty list means."""
+    """One answer as the Search tab shows it: the service's `SearchAnswer`, and what an empty list means."""
 
-    hits: list[Hit]
+    answer: SearchAnswer
     query: str  # the text, or the display name of the file for "similar"
-    mode: str  # "text" | "similar"
-    indexed: int  # vectors in the index when it ran (0: nothing indexed yet)
+    indexed: int  # files searchable when it ran (0: nothing indexed yet)
     filtered: bool = False
+    hits: list[Hit] = field(init=False)  # the answer's hits as shown: sorted by a column, pages appended
+
+    def __post_init__(self) -> None:
+        self.hits = list(self.answer.hits)
+
+    @property
+    def mode(self) -> str:
+        """"text" | "similar" | "browse"."""
+        return self.answer.kind
 
 
-def search_job(session: SearchSession, text: str, k: int, filters: SearchFilters | None, mode: str = "both",
-               names_weight: float | None = None, prefix_last: bool = False) -> Job[Results]:
-    yield {"message": f"searching for “{text}”"}
-    hits = session.search(text, k, filters, mode=mode, names_weight=names_weight, prefix_last=prefix_last)
-    return Results(hits, text, "text", session.searchable_count(mode), bool(filters and filters.active))
+def request_job(session: SearchSession, request: SearchRequest) -> Job[Results]:
+    """The answer to one of the Search tab's requests."""
+    filtered = request.filters.active
+    if request.kind == "browse":
+        yield {"message": "listing sounds"}
+        with session.library.guard():
+            page = browse(session.library, session.embedder.model_id, request.filters, request.sort,
+                          request.descending, request.offset, request.k)
+        return Results(page, "", session.searchable_count("names"), filtered)
+    if request.kind == "similar" and request.target is not None:
+        name = display_name(Path(request.target).name)
+        yield {"message": f"finding sounds like {name}"}
+        answer = session.similar(request.target, request.k, request.filters, names_weight=request.names_weight,
+                                 any_length=request.any_length)
+        return Results(answer, name, session.indexed_count(), filtered)
+    yield {"message": f"searching for “{request.query}”"}
+    answer = session.search(request.query, request.k, request.filters, mode=request.ranking,
+                            names_weight=request.names_weight, prefix_last=True)  # the word being typed: a prefix
+    return Results(answer, request.query, session.searchable_count(request.ranking), filtered)
 
 
-def similar_job(session: SearchSession, path: str | os.PathLike[str], k: int,
-                filters: SearchFilters | None, names_weight: float | None = None,
-                any_length: bool = False) -> Job[Results]:
-    yield {"message": f"finding sounds like {display_name(Path(path).name)}"}
-    hits = session.similar(path, k, filters, names_weight=names_weight, any_length=any_length)
-    return Results(hits, display_name(Path(path).name), "similar", session.indexed_count(),
-                   bool(filters and filters.active))
+def tags_job(session: SearchSession, file_ids: Sequence[int], add: Sequence[str], remove: Sequence[str]
+             ) -> Job[tuple[dict[int, list[str]], list[str]]]:
+    """Add and remove user tags on several files; returns each file's tags now and the library's tag list."""
+    yield {"message": f"tagging {len(file_ids)} sounds"}
+    if add:
+        session.add_tags(list(file_ids), list(add))
+    if remove:
+        session.remove_tags(list(file_ids), list(remove))
+    return {i: list(session.tags_of(i)) for i in file_ids}, list(session.all_tags())
+
+
+def favourite_job(session: SearchSession, file_ids: Sequence[int], on: bool) -> Job[tuple[list[int], bool]]:
+    yield {"message": ("marking" if on else "unmarking") + f" {len(file_ids)} favourites"}
+    session.set_favourite(list(file_ids), on)
+    return list(file_ids), on
+
+
+def all_tags_job(session: SearchSession) -> Job[list[str]]:
+    yield {"message": "reading the library's tags"}
+    return list(session.all_tags())
 
 
 @dataclass

@@ -21,16 +21,25 @@ import numpy as np
 from app.services.audio import AudioError, audio_info
 from app.services.jobs import Job
 from app.services.library import names
-from app.services.library.candidates import CandidateRequest, Candidates, QueryVectors, fill
 from app.services.library.embedding import window_starts
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
-from app.services.library.records import FailedFile, Hit, IndexReport, LibraryStats, MatchInfo, SearchFilters
+from app.services.library.records import (
+    BrokenModelError,
+    FailedFile,
+    Hit,
+    IndexReport,
+    LibraryStats,
+    MatchInfo,
+    SearchFilters,
+)
 from app.services.library.text_channel import sentence
 from app.services.query import Query, parse
 from app.services.search import fusion
+from app.services.search.answer import SearchAnswer
+from app.services.search.candidates import CandidateRequest, QueryVectors, explained_hits, gather
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
-from app.services.search.fusion import CANDIDATES, NAMES_MIN, HitList, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.tags import TagEditor
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from app.services.text_tower import TextTower as TextTowerType
@@ -113,26 +122,24 @@ class SearchSession:
     # -- searching
 
     @guarded
-    def search(self, text: str, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
-               names_weight: float | None = None, prefix_last: bool = False) -> HitList:
+    def search(self, text: str | Query, k: int = 10, filters: SearchFilters | None = None, mode: str = "both",
+               names_weight: float | None = None, prefix_last: bool = False) -> SearchAnswer:
         """The k files that best match a query, by what they are called and tagged (`names`), by what they sound
         like (`sound`), or both fused (`both`, the default; `names_weight` in [0, 1] overrides the tuned weight
-        of the names). Query syntax: `-word` excludes and `"exact phrase"` is required (both in every mode: the
-        names, folder or tags of every result hold the phrase), `word*` prefix.
-        Words are read against the library's own (vocabulary.py): a typo is corrected (`did_you_mean`), compounds
+        of the names). `text` is parsed once here (or given parsed: the CLI checks it first); query syntax:
+        `-word` excludes and `"exact phrase"` is required (both in every mode: the names, folder or tags of every
+        result hold the phrase), `word*` prefix.
+        Words are read against the library's own (vocabulary.py): a typo is corrected (`corrected`), compounds
         split and joined, numbers matched as digits and words; `prefix_last`: the last word also matches as a
         prefix (the Search tab, while the user types). `no_good_match`: the best hit's calibrated score is below
-        the threshold that says it is unrelated (fusion.confidence). `shortened_from`: a query over
-        query.MAX_QUERY_CHARS is searched by its first characters only, and the answer says so.
-
-        Three calls into the library: how much is indexed, the candidates of both channels (its keyword ranking
-        overlapping the query encoding), and the hits of the best."""
+        the threshold that says it is unrelated (fusion.confidence). A query over query.MAX_QUERY_CHARS is
+        searched by its first characters only (`shortened_from`)."""
         check_mode(mode)
         w = fusion_weight(mode, names_weight)
-        query = parse(text)
-        cut = query.shortened_from
+        query = text if isinstance(text, Query) else parse(text)
+        answer = SearchAnswer("text", query=query)
         if query.empty:
-            return HitList(shortened_from=cut)
+            return answer
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
         *indexed, files = self.library.counts(models)  # runs on every keystroke: in memory, and one indexed lookup
@@ -140,12 +147,13 @@ class SearchSession:
         k = min(check_k(k), max(*indexed, files) if w > 0 else indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
         vocab = self._vocabulary(self.library.text.stored) if k and w > 0 else None
-        corrected = query.corrected(vocab, prefix_last)
-        free_text = parse(corrected).free_text if corrected else query.free_text
-        encode = functools.partial(self.encode_query, free_text, sound=w < 1, names=names)
+        answer.corrected = query.corrected(vocab, prefix_last)
+        shown = answer.corrected or query  # the corrected words are the ones embedded and highlighted
+        encode = functools.partial(self.encode_query, shown.free_text, sound=w < 1, names=names)
         if not k:
             encode()  # even with nothing indexed: a broken (NaN/Inf) model is reported, not "no results"
-            return HitList(shortened_from=cut)
+            answer.corrected = None
+            return answer
         request = CandidateRequest(
             sound_model=self.embedder.model_id, text_model=enc.model_id if enc is not None else None,
             n=k if w == 0 else max(k, CANDIDATES),
@@ -153,17 +161,16 @@ class SearchSession:
             exclude=query.fts_exclude(), require=query.fts_require(prefix_last),
             common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
             filters=filters, sound_only=w == 0)
-        found = self.library.candidates(request, encode)
+        found = gather(self.library, request, encode)
         if w == 0:  # sound only: the sound channel's order and cosines, as they are
-            top = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
-            return HitList(self._hits(top, k, found.query.sound, query, sound_only=True),
-                           no_good_match=not top or fusion.no_good_match(top[0][1], w), shortened_from=cut)
-        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged)
-        if mode == "names":
-            ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
-        shown = parse(corrected) if corrected else query  # the corrected words are the ones highlighted
-        return HitList(self._hits(ranked, k, found.query.sound, shown), did_you_mean=corrected,
-                       no_good_match=not ranked or fusion.no_good_match(ranked[0][1], w), shortened_from=cut)
+            ranked = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
+        else:
+            ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged)
+            if mode == "names":
+                ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
+        answer.hits = self._hits(ranked, k, found.query.sound, shown, sound_only=w == 0)
+        answer.no_good_match = not ranked or fusion.no_good_match(ranked[0][1], w)
+        return answer
 
     def _vocabulary(self, stored: int) -> Vocabulary:
         """The library's words (and the sentence encoder's English ones), read again when its names, folders or
@@ -196,42 +203,45 @@ class SearchSession:
         tower = (getattr(self.embedder, "text_tower", None) or self.embedder) if sound else None
         if sound and enc is not None and isinstance(tower, TextTowerType) and isinstance(enc, TextTowerType) \
                 and tower.shares_encoder_with(enc):
-            return QueryVectors(*tower.embed_with_mean(text))
-        return QueryVectors(self.embedder.embed_text([text])[0] if sound else None,
-                            enc.embed_text([text])[0] if enc is not None else None)
+            vectors = QueryVectors(*tower.embed_with_mean(text))
+        else:
+            vectors = QueryVectors(self.embedder.embed_text([text])[0] if sound else None,
+                                   enc.embed_text([text])[0] if enc is not None else None)
+        for model_id, v in ((self.embedder.model_id, vectors.sound), (enc.model_id if enc else "", vectors.text)):
+            if v is not None and not np.isfinite(v).all():  # also with nothing indexed: never "no results"
+                raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
+        return vectors
 
     @guarded
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None, names_weight: float | None = None,
-                any_length: bool = False) -> list[Hit]:
-        """Files that sound like a file (sound channel); names_weight > 0 adds how alike their names and tags
-        are (the MiniLM sentence vectors), fused with the same rule as text search. Only files of a similar
-        length unless `any_length` (`similar_lengths`): a one-shot finds one-shots, not the music and ambiences
-        whose average sounds alike."""
+                any_length: bool = False) -> SearchAnswer:
+        """Files that sound like a file (its stored vector; a file outside the library is embedded first), through
+        the same candidate gatherer as a text search; names_weight > 0 adds how alike their names and tags are
+        (the MiniLM sentence vectors), fused with the same rule. Only files of a similar length unless
+        `any_length` (`similar_lengths`): a one-shot finds one-shots, not the music and ambiences whose average
+        sounds alike."""
+        answer = SearchAnswer("similar")
         k = self.capped_k(k)
         if k == 0:
-            return []
+            return answer
         lib = self.library
         if not any_length:
             filters = similar_lengths(filters, self._duration_of(path_or_file_id))
-        if not names_weight:
-            return lib.search.similar(path_or_file_id, self.embedder, k, filters)
-        sound = lib.search.similar(path_or_file_id, self.embedder, max(k, CANDIDATES), filters)
-        w = fusion_weight("both", names_weight)
-        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
-        text_q = self._file_sentence_vector(path_or_file_id, fid)
-        found = Candidates({}, {}, {h.file_id: h.score for h in sound}, QueryVectors(None, text_q))
-        enc = self.text_encoder
-        if text_q is not None and enc is not None:
-            exclude = [fid] if fid is not None else []
-            found.semantic = dict(lib.search.nearest_files(text_q, enc.model_id, max(k, CANDIDATES), filters,
-                                                           exclude))
-            fill(lib, found.semantic, found.ids(), enc.model_id, text_q)
-        sound_q = None if fid is None else lib.vectors.of_files(self.embedder.model_id, [fid]).get(fid)
-        if sound_q is not None:
-            fill(lib, found.sound, found.ids(), self.embedder.model_id, sound_q)
-        return self._hits(fused_ranking({}, found.semantic, found.sound, w), k, sound_q, None,
-                          {h.file_id: h for h in sound})
+        sound_q, fid = lib.search.file_vector(path_or_file_id, self.embedder)  # (D,)
+        enc = self.text_encoder if names_weight else None
+        text_q = self._file_sentence_vector(path_or_file_id, fid) if enc is not None else None
+        request = CandidateRequest(
+            sound_model=self.embedder.model_id, text_model=enc.model_id if text_q is not None else None,
+            n=max(k, CANDIDATES) if names_weight else k, filters=filters, sound_only=not names_weight,
+            exclude_ids=(fid,) if fid is not None else ())
+        found = gather(lib, request, lambda: QueryVectors(sound_q, text_q))
+        if names_weight:
+            ranked = fused_ranking({}, found.semantic, found.sound, fusion_weight("both", names_weight))
+        else:
+            ranked = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
+        answer.hits = self._hits(ranked, k, sound_q, None, sound_only=not names_weight)
+        return answer
 
     def _duration_of(self, path_or_file_id: str | os.PathLike[str] | int) -> float | None:
         """The length of the sound to find similar ones to: the catalog's, or the header of a file outside."""
@@ -245,17 +255,15 @@ class SearchSession:
             return None  # the search says what is wrong with it
 
     def _hits(self, ranked: list[tuple[int, Scores]], k: int, sound_q: np.ndarray | None, query: Query | None,
-              known: dict[int, Hit] | None = None, sound_only: bool = False) -> list[Hit]:
+              sound_only: bool = False) -> list[Hit]:
         """The best k of a ranking as hits, with their scores and why they matched (one library call)."""
         top = ranked[:k]
-        hits = self.library.hits([f for f, _ in top], self.embedder.model_id, sound_q)
+        hits = explained_hits(self.library, [f for f, _ in top], self.embedder.model_id, sound_q)
         out = []
         for fid, sc in top:
             h = hits.get(fid)
             if h is None:
                 continue
-            if known and fid in known:  # found by the sound channel: its windows were scored against its query
-                h.window_scores, h.best_window_start_s = known[fid].window_scores, known[fid].best_window_start_s
             h.score = sc.fused
             m = h.match or MatchInfo()
             m.sound_score, m.heard = sc.sound_raw, sc.heard

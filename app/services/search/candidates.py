@@ -1,7 +1,7 @@
 """A text query's candidates from both channels in one call, and the hits that show the best of them in another.
 
-    CandidateRequest + encode() --Library.candidates--> Candidates   (ids and each channel's raw scores)
-    file ids + query vector     --Library.hits-------> Hits         (windows, the text to highlight, tags)
+    CandidateRequest + encode() --gather---------> Candidates   (ids and each channel's raw scores)
+    file ids + query vector     --explained_hits-> Hits         (windows, the text to highlight, tags)
 
 The keyword channel needs no query vector, so it runs (FTS5 on the catalog's read-only connection, in a thread)
 while `encode` computes the query's vectors on the caller's thread: the slowest part of a names search and the
@@ -52,6 +52,7 @@ class CandidateRequest:
     # part is more specific (BM25 costs a step per matching file; such a word weighs next to nothing in it)
     filters: SearchFilters | None = None
     sound_only: bool = False  # the sound channel alone: its n nearest files, best first, nothing else scored
+    exclude_ids: tuple[int, ...] = ()  # files never returned (find similar: the file itself)
 
 
 @dataclass
@@ -70,12 +71,13 @@ class Candidates:
 
 
 def gather(library: Library, request: CandidateRequest, encode: Callable[[], QueryVectors]) -> Candidates:
-    """`Library.candidates`: the request's candidates from both channels, scored over their union."""
+    """The request's candidates from both channels, scored over their union."""
     search, filters = library.search, request.filters
     with ThreadPoolExecutor(1, thread_name_prefix="earshot-keywords") as pool:
         keywords = pool.submit(_keyword_candidates, library, request)
         query = encode()  # leaving the block joins the keyword thread (its error, if any, is raised below)
     excluded, found, tagged, required = keywords.result()
+    excluded |= set(request.exclude_ids)
     skip = sorted(excluded)
     if required is not None:
         required = search.allowed_files(sorted(required - excluded), filters)
@@ -129,7 +131,7 @@ def fill(library: Library, scores: dict[int, float], ids: Sequence[int], model_i
 
 def explained_hits(library: Library, file_ids: Sequence[int], model_id: str, query: np.ndarray | None
                    ) -> dict[int, Hit]:
-    """`Library.hits`: hits of the given files with their per-window similarity to `query` (see
+    """Hits of the given files with their per-window similarity to `query` (see
     VectorSearch.hits_for), the text the why-matched display highlights (`match.fields`: name, folder, embedded
     tags, user tags), the user's tags and the favourite mark. Scores are the caller's (0 here)."""
     hits = library.search.hits_for(file_ids, model_id, query)
