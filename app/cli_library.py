@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.services.query import MAX_QUERY_CHARS, Query, parse  # stdlib only: `earshot --help` stays fast
+from app.services.search.query import MAX_QUERY_CHARS, Query, parse  # stdlib only: `earshot --help` stays fast
 from core.config import number
 from core.display import printable
 
@@ -295,7 +295,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
                                                             any_length=args.any_length))
     if args.file is not None:
         raise ValueError("similar: give an audio file or --record, not both")
-    from app.services.recording import check_seconds
+    from app.services.search.recording import check_seconds
 
     check_seconds(args.record)
     _require_catalog(args.library)  # before asking anyone to make a sound
@@ -321,7 +321,7 @@ def _add_record_arguments(p: argparse.ArgumentParser) -> None:
 def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
     """Record from the microphone (saying on standard error when to make the sound); the trimmed WAV's path."""
     from app.services.audio import AudioError
-    from app.services.recording import check_seconds, default_name, record_job
+    from app.services.search.recording import check_seconds, default_name, record_job
 
     check_seconds(seconds)
     if save is not None and not save.parent.is_dir():

@@ -65,10 +65,10 @@ import numpy as np
 import torch
 
 from app.services.jobs import drain
+from app.services.library.vector_index import IndexConfig, VectorIndex
 from app.services.search.embedder import RetrievalEmbedder, resolve_model, search_threads
 from app.services.search.jobs import summarize
 from app.services.search.session import SearchSession
-from app.services.vector_index import IndexConfig, VectorIndex
 from bench.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]

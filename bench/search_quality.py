@@ -273,8 +273,8 @@ class Channels:
 
 def channel_scores(session: Any, texts: list[str], paths: list[str]) -> Channels:  # noqa: ANN401
     """Each channel's raw scores for each query over the whole library, read the way the service reads them."""
-    from app.services.query import parse
     from app.services.search.fusion import CANDIDATES
+    from app.services.search.query import parse
 
     lib, enc = session.library, session.text_encoder
     ids = [lib.files.id_of(p) for p in paths]

@@ -1,7 +1,7 @@
 """The torch-free half of the text encoder: caption preprocessing and where the default weights live.
 
 `models.text` builds the PyTorch encoder on these; the search command line's NumPy text tower
-(`app.services.text_tower`) uses them without importing torch, so both tokenise a query identically.
+(`app.services.search.text_tower`) uses them without importing torch, so both tokenise a query identically.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import LibraryError, SearchFilters
 from app.services.library.scan import scan_folder
+from app.services.library.vector_index import IndexConfig, VectorIndex
 from app.services.search.answer import SearchAnswer
 from app.services.search.session import SearchSession
-from app.services.vector_index import IndexConfig, VectorIndex
 from core.files import hash_file
 
 SR = 8000

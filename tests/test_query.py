@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from app.services.query import parse, quote
+from app.services.search.query import parse, quote
 
 
 def test_parts_of_a_query():

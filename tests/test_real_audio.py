@@ -17,8 +17,8 @@ import pytest
 from real_audio_stack import PulseStack, aligned, running_stack
 
 from app.services.audio import Player, Recorder, decode, device_status
-from app.services.recording import NothingRecordedError, record_job
 from app.services.registry import ModelRegistry
+from app.services.search.recording import NothingRecordedError, record_job
 from app.services.units import load_session
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.services.audio import Recorder
-from app.services.recording import NothingRecordedError, finish, record_job
+from app.services.search.recording import NothingRecordedError, finish, record_job
 
 RATE = 16000
 

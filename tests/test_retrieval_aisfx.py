@@ -446,8 +446,8 @@ def test_without_the_aisfx_wheel_shipped_and_passt_models_keep_working(tmp_path:
 
 
 def test_numpy_text_tower_reproduces_mean_pooling_and_two_layer_projections(tmp_path: Path):
-    """`earshot search`'s torch-free text tower (app/services/text_tower.py) on an aiSFX-style model."""
-    from app.services.text_tower import TextTower, load_text_tower
+    """`earshot search`'s torch-free text tower (app/services/search/text_tower.py) on an aiSFX-style model."""
+    from app.services.search.text_tower import TextTower, load_text_tower
     from core.checkpoints import save_checkpoint
 
     torch.manual_seed(0)

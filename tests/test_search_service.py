@@ -33,7 +33,7 @@ from app.services.search.embedder import (
 )
 from app.services.search.preview import load_preview, spectrogram_db
 from app.services.search.session import SearchSession
-from app.services.text_tower import TextTower, _encoder_source, load_text_tower
+from app.services.search.text_tower import TextTower, _encoder_source, load_text_tower
 from core.checkpoints import load_model, save_checkpoint
 from models.frontends import PasstMel, frontend_to_dict
 from models.passt import passt_tiny
@@ -709,9 +709,9 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
 
 def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsys) -> None:
     from app.cli import main
-    from app.services.query import parse
     from app.services.search.answer import SearchAnswer
     from app.services.search.jobs import Results
+    from app.services.search.query import parse
     from app.ui.search_text import results_header
 
     root, model = indexed_one_tone(tmp_path, "door-creak.wav")
@@ -747,7 +747,7 @@ def test_hits_carry_the_files_rate_and_channels(fusion_session: SearchSession, t
 def test_a_search_reads_its_words_against_the_vocabulary_once(fusion_session: SearchSession, monkeypatch) -> None:
     """The FTS5 parts and the "did you mean" come from one reading of the query's words (it costs edit-distance
     look-ups per word)."""
-    import app.services.query as query_module
+    import app.services.search.query as query_module
 
     calls = []
     real = query_module.alternatives
@@ -894,8 +894,8 @@ def test_a_word_most_files_match_is_left_out_of_the_keyword_ranking(fusion_sessi
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """BM25 is computed for every file a keyword query matches; a word matching a large share of the library
     is dropped when another word is more specific (and kept when it is all there is)."""
-    from app.services.query import parse
     from app.services.search import fusion
+    from app.services.search.query import parse
 
     s = fusion_session
     text = s.library.text

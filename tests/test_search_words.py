@@ -9,7 +9,7 @@ import pytest
 from app.services.jobs import drain
 from app.services.library.library import Library
 from app.services.library.names import name_words
-from app.services.query import parse
+from app.services.search.query import parse
 from app.services.search.session import SearchSession
 from app.services.search.vocabulary import Vocabulary, edits1, number_forms
 
@@ -185,9 +185,9 @@ def test_no_good_match_on_the_demo_library(demo: SearchSession) -> None:
 
 
 def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
-    from app.services.query import parse
     from app.services.search.answer import SearchAnswer
     from app.services.search.jobs import Results
+    from app.services.search.query import parse
     from app.ui.search_text import results_header
 
     hits = SearchAnswer("text", [object()], query=parse("explsion"), corrected=parse("explosion"),  # type: ignore[list-item]
@@ -199,7 +199,7 @@ def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
 def test_a_batch_larger_than_the_text_cache_keeps_its_cached_texts() -> None:
     """Indexing a mixed library: 'rec. recordings' was cached, then evicted by the batch's new texts (KeyError)."""
     from app.services.search.embedder import default_text_encoder
-    from app.services.text_tower import CACHE_SIZE
+    from app.services.search.text_tower import CACHE_SIZE
 
     enc = default_text_encoder()
     if enc is None:

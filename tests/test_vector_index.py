@@ -10,7 +10,7 @@ import faiss
 import numpy as np
 import pytest
 
-from app.services.vector_index import IndexConfig, IndexFileError, VectorIndex, ivf_nlist, ivf_nprobe
+from app.services.library.vector_index import IndexConfig, IndexFileError, VectorIndex, ivf_nlist, ivf_nprobe
 
 DIM, K = 32, 10
 SMALL = IndexConfig(exact_limit=200, ivf_limit=2000)

@@ -1,6 +1,6 @@
 """Search by a recorded sound (the Search tab's "● Record" control): make a sound, find what sounds like it.
 
-Record records a few seconds from the microphone in a worker (`app.services.recording.record_job`: the
+Record records a few seconds from the microphone in a worker (`app.services.search.recording.record_job`: the
 Recorder, then silence trimmed), writes the trimmed sound to a temporary WAV file and runs the tab's
 find-similar with it (`SearchSession.similar` takes files outside the library). "Save recording…" keeps
 that file wherever the user wants. While recording, the button stops early and searches with what came.
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QHBoxLayout, QPushBut
 
 from app.services.audio import DeviceStatus
 from app.services.jobs import Job
-from app.services.recording import Recording, default_name, record_job
+from app.services.search.recording import Recording, default_name, record_job
 
 DEFAULT_SECONDS = 3.0
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.services.audio import display_name
 from app.services.library.embedding import LONG_FILE_WINDOWS
-from app.services.query import MAX_QUERY_CHARS
 from app.services.search.jobs import summarize
+from app.services.search.query import MAX_QUERY_CHARS
 from app.ui.durations import format_duration
 
 QUERY_SHOWN_CHARS = 120  # of a query quoted in the results line and the empty list

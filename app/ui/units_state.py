@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.services.recording import silence_problem
+from app.services.search.recording import silence_problem
 from app.ui.events import Event
 
 if TYPE_CHECKING:

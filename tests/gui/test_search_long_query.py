@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.services.query import MAX_QUERY_CHARS
+from app.services.search.query import MAX_QUERY_CHARS
 from tests.gui.test_search_tab import make_library, open_and_index, search, shown_tab, tiny_registry
 
 

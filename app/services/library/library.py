@@ -27,9 +27,9 @@ from app.services.library.storage import INDEX_LOCK_NAME, Catalog, busy_message,
 from app.services.library.tag_mirror import MIRROR_NAME
 from app.services.library.text_channel import TextChannel, is_text_model
 from app.services.library.user_tags import UserTags
+from app.services.library.vector_index import IndexConfig
 from app.services.library.vector_search import VectorSearch
 from app.services.library.vectors import VectorStore
-from app.services.vector_index import IndexConfig
 from core.display import display_name
 
 

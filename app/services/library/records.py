@@ -52,7 +52,7 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class TextEncoder(Protocol):
-    """What the text channel needs from a sentence encoder (app.services.text_tower.SentenceEncoder)."""
+    """What the text channel needs from a sentence encoder (app.services.search.text_tower.SentenceEncoder)."""
 
     model_id: str  # "text:<encoder>": its vectors are stored like a model's
     dim: int

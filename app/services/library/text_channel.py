@@ -229,7 +229,7 @@ class TextChannel:
 
     def keyword_search(self, match: str, limit: int) -> list[tuple[int, float]]:
         """(file id, BM25 score, higher is better) of the best `limit` keyword matches of an FTS5 expression
-        (built by app.services.query, which quotes every word: a user's query cannot be a syntax error).
+        (built by app.services.search.query, which quotes every word: a user's query cannot be a syntax error).
 
         Runs on the catalog's read-only connection (committed rows), not under the library's lock, so a search
         can rank keywords on one core while it encodes the query on the other; falls back to the main connection

@@ -21,13 +21,13 @@ import numpy as np
 
 from app.services.library.catalog import id_chunks
 from app.services.library.records import LibraryError, is_text_model
-from app.services.vector_index import IndexFileError, VectorIndex
+from app.services.library.vector_index import IndexFileError, VectorIndex
 from core.files import hash_file
 
 if TYPE_CHECKING:
     from app.services.library.records import Embedder
     from app.services.library.storage import Catalog
-    from app.services.vector_index import IndexConfig
+    from app.services.library.vector_index import IndexConfig
 
 
 class VectorStore:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     from app.services.library.records import Hit
-    from app.services.query import Query
+    from app.services.search.query import Query
 
 KINDS = ("text", "similar", "browse")
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from app.services.audio import display_name
 from app.services.jobs import Job
-from app.services.text_tower import TextTower as TextTowerType
+from app.services.search.text_tower import TextTower as TextTowerType
 from core.files import hash_file
 from core.finite import require_finite
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import torch
 
     from app.services.registry import ModelRegistry
-    from app.services.text_tower import SentenceEncoder, TextTower
+    from app.services.search.text_tower import SentenceEncoder, TextTower
 
 KIND = "retrieval"
 TEXT_CACHE_SIZE = 256  # search-as-you-type asks for the same prefixes again and again
@@ -143,9 +143,9 @@ class RetrievalEmbedder:
     def from_checkpoint(cls, path: str | os.PathLike[str], name: str | None = None, device: str = "cpu",
                         sound_half: bool = False) -> RetrievalEmbedder:
         """`sound_half`: build only the audio tower in torch and embed text with the checkpoint's text tower in
-        NumPy (app/services/text_tower.py; the same weights): indexing and find similar start seconds sooner and
+        NumPy (app/services/search/text_tower.py; the same weights): indexing and find similar start seconds sooner and
         in less memory. A text tower that NumPy does not reproduce is loaded whole, as without it."""
-        from app.services.text_tower import load_text_tower
+        from app.services.search.text_tower import load_text_tower
         from core.inference import load_for_inference
         from models.retrieval import sound_half_from_config_dict
 
@@ -412,7 +412,7 @@ def load_query_embedder(spec: str | None = None, registry: ModelRegistry | None 
                         ) -> RetrievalEmbedder | TextTower:
     """What text queries need and nothing more: the checkpoint's text tower run in NumPy when it is a plain
     BERT (no torch import, so `earshot search` starts in a fraction of the time), else the whole model."""
-    from app.services.text_tower import load_text_tower
+    from app.services.search.text_tower import load_text_tower
 
     name, path = resolve_model(spec, registry)
     tower = load_text_tower(path, name, model_id_for(name, path))
@@ -435,7 +435,7 @@ def load_embedder_job(registry: ModelRegistry | None, name: str) -> Job[Retrieva
 def sentence_encoder_for(embedder: Any) -> SentenceEncoder | None:  # noqa: ANN401 - any retrieval embedder
     """The text channel's encoder for a session: built on the embedder's own text-tower weights when they are
     the installed MiniLM (the default model: nothing loaded twice), else the shared default one."""
-    from app.services.text_tower import SentenceEncoder, default_encoder_file
+    from app.services.search.text_tower import SentenceEncoder, default_encoder_file
 
     tower = getattr(embedder, "text_tower", None) or embedder  # a sound-half embedder's NumPy text tower
     if isinstance(tower, TextTowerType) and tower.source is not None and tower.source == default_encoder_file():
@@ -446,6 +446,6 @@ def sentence_encoder_for(embedder: Any) -> SentenceEncoder | None:  # noqa: ANN4
 @functools.cache
 def default_text_encoder() -> SentenceEncoder | None:
     """all-MiniLM-L6-v2 from the installed wheel (NumPy), shared by every session; None if it is missing."""
-    from app.services.text_tower import load_sentence_encoder
+    from app.services.search.text_tower import load_sentence_encoder
 
     return load_sentence_encoder()

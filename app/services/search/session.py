@@ -34,15 +34,15 @@ from app.services.library.records import (
     SearchFilters,
 )
 from app.services.library.text_channel import sentence
-from app.services.query import Query, parse
 from app.services.search import fusion
 from app.services.search.answer import SearchAnswer
 from app.services.search.candidates import CandidateRequest, QueryVectors, explained_hits, gather
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.query import Query, parse
 from app.services.search.tags import TagEditor
+from app.services.search.text_tower import TextTower as TextTowerType
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
-from app.services.text_tower import TextTower as TextTowerType
 
 T = TypeVar("T")
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
@@ -52,8 +52,8 @@ SIMILAR_LENGTH = 4.0  # find similar, same length: at most this many times short
 SIMILAR_SLACK_S = 1.0  # from, plus this (a 0.1-s click still finds 1-s hits; a 1-s one-shot finds 0.25..5 s)
 
 if TYPE_CHECKING:
-    from app.services.text_tower import SentenceEncoder
-    from app.services.vector_index import IndexConfig
+    from app.services.library.vector_index import IndexConfig
+    from app.services.search.text_tower import SentenceEncoder
 
 
 def guarded(method: Callable[..., T]) -> Callable[..., T]:

@@ -18,7 +18,7 @@ from app.services.search.embedder import DEFAULT_ENCODER, default_text_encoder
 from app.services.search.tags_csv import Record, read_records, write_rows
 
 if TYPE_CHECKING:
-    from app.services.text_tower import SentenceEncoder
+    from app.services.search.text_tower import SentenceEncoder
 
 
 @dataclass
