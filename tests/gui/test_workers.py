@@ -139,7 +139,6 @@ def test_wait_from_the_gui_thread_returns_when_the_job_ends(qtbot) -> None:
 
     runner = JobRunner(quick, name="quick")
     runner.start()
-    start = time.perf_counter()
-    assert runner.wait(5_000)
-    assert time.perf_counter() - start < 2.0  # was the whole timeout: quit was queued behind the blocked GUI thread
+    # True once the thread has ended; with quit queued behind the blocked GUI thread it ran out the timeout (False)
+    assert runner.wait(30_000)
     qtbot.waitUntil(lambda: not runner.is_running())
