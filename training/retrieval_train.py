@@ -72,6 +72,7 @@ from training.caption_data import (
     pair_batches,
     random_crop,
 )
+from training.legacy_resume import old_retrieval_resume
 from training.retrieval_eval import embed_captions, score, similarity_matrix, text_is_frozen
 from training.retrieval_eval import eval_aisfx_set as eval_aisfx_set  # tests/test_retrieval_aisfx.py reads it here
 from training.retrieval_features import (
@@ -438,7 +439,7 @@ def train(args: argparse.Namespace) -> Trainer:
     """`earshot train retrieval`: the one loop (a job yielding progress dicts, returning a TrainResult)."""
     config = build_config(args)
     out = Path(args.out)
-    legacy = cache_dir_for(args) / "resume.safetensors"  # where the loop before training.trainer kept it
+    legacy = old_retrieval_resume(cache_dir_for(args))
     if getattr(args, "resume", False) and not resume_path(out).is_file() and legacy.is_file():
         read_resume(legacy)  # refuses with a message that names the old format
     return Trainer(RetrievalHooks(config, args), config, out, resume=getattr(args, "resume", False))

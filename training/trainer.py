@@ -8,7 +8,8 @@ losses that compare across the batch gather rows themselves through `trainer.gat
 fp16 autocast, a GradScaler for fp16), gradient accumulation and clipping, warm-up + cosine or
 step-decay-on-plateau learning rates, stages (each with its own parameters and optimizer), the wall-clock
 budget (shared between the stages by their step counts, agreed across ranks), evaluation after every epoch
-with best-model keeping, ONE resume format and ONE result schema.
+with best-model keeping, ONE resume format and ONE result schema. Its settings, `TrainerConfig`, are in
+training/trainer_settings.py (torch-free, for the app's forms).
 
 Resume state: `<out stem>.resume.safetensors`, written atomically at the end of every epoch and when the job
 stops between steps (cancel, Ctrl-C, time limit). Tensors: `model.*`, `best.*`, `optim.<param>.<name>`,
@@ -40,6 +41,7 @@ from torch import nn
 from core import distributed as ddp
 from core.checkpoints import CheckpointError, config_to_dict, safetensors_metadata, write_safetensors
 from core.device import autocast_dtype, limit_threads, resolve_device
+from training.legacy_resume import legacy_format
 from training.trainer_settings import TrainerConfig
 
 Progress = dict[str, Any]
@@ -247,17 +249,6 @@ def write_resume(path: Path, tensors: dict[str, torch.Tensor], state: dict[str, 
                                       "state": json.dumps(state)})
 
 
-def legacy_format(meta: dict[str, str]) -> str | None:
-    """Name the resume formats of Earshot before the one loop (none of them can be continued)."""
-    if "earshot_resume" in meta:
-        return "the units trainer's resume format 1 (no RNG state)"
-    if "scalars" in meta and "param_groups" in meta:
-        return "the words trainer's resume format 1 (optimizer step counts not saved)"
-    if "state" in meta and "python_rng" in meta.get("state", ""):
-        return "the retrieval trainer's resume format 1"
-    return None
-
-
 def read_resume(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """-> (tensors, state); a file of another format or version is refused with a message that names it."""
     try:
@@ -291,6 +282,8 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
 
 @dataclass
 class _State:
+    """Where the loop is: what a resume state stores (as JSON) besides tensors, so a resumed run goes on from it."""
+
     stage: int = 0
     epoch: int = 0  # within the stage
     step_in_epoch: int = 0
@@ -307,6 +300,44 @@ class _State:
     stage_steps: dict[str, int] = field(default_factory=dict)
 
 
+RngState = tuple[dict[str, torch.Tensor], dict[str, Any]]
+
+
+@dataclass
+class _Run:
+    """One run of the loop in this process: the position `s` (saved) and what lives only here (not saved)."""
+
+    s: _State
+    stages: list[Stage]
+    scaler: torch.amp.GradScaler
+    budget_s: float | None  # the wall-clock budget, shared by the stages by their step counts
+    started: float  # time.monotonic() when this process began
+    elapsed_before: float = 0.0  # seconds spent by the runs this one resumes
+    opt: torch.optim.Optimizer | None = None  # the current stage's optimizer
+    rng: RngState | None = None  # the RNG states a resume from the current position starts with
+    safe: bool = True  # weights and optimizer agree with the position (False inside optimizer.step)
+    stopped: str = "finished"  # one of STOP_REASONS
+    saved_opt: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None  # for the first stage's optimizer
+    saved_rng: RngState | None = None  # set when that stage begins
+    total: int = field(init=False)  # optimizer steps of all stages
+
+    def __post_init__(self) -> None:
+        self.total = sum(st.total_steps for st in self.stages)
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.monotonic() - self.started
+
+    def stage_end(self) -> float | None:
+        """When the current stage's share of the budget is spent (seconds since the first run began)."""
+        if self.budget_s is None:
+            return None
+        done = sum(st.total_steps for st in self.stages[: self.s.stage + 1])
+        return self.budget_s * (done / max(1, self.total))
+
+    def series(self, stage: Stage) -> dict[str, str]:
+        return {"stage": stage.name} if len(self.stages) > 1 else {}  # plots: one loss series per stage
+
+
 class Trainer(Generator[Progress, None, TrainResult]):
     """The loop. Iterate it (or `yield from` it) as a job; close() between steps keeps a consistent resume state."""
 
@@ -315,6 +346,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
         self.resume_file = resume_path(self.out)
         self.ctx, self.device = ddp.SINGLE, torch.device("cpu")
         self.amp: torch.dtype | None = None
+        self.best: dict[str, torch.Tensor] | None = None  # the best weights so far (CPU copies)
         self._gen = self._run()
 
     # the generator protocol, delegated to the loop
@@ -371,21 +403,22 @@ class Trainer(Generator[Progress, None, TrainResult]):
         skip = self.hooks.frozen_prefixes()
         return {f"{prefix}.{k}": _cpu(v) for k, v in state_dict.items() if not (skip and k.startswith(skip))}
 
-    def _save_resume(self, s: _State, opt: torch.optim.Optimizer | None, scaler: torch.amp.GradScaler,
-                     rng: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:
+    def _save_resume(self, run: _Run) -> None:
+        """The resume state of the current position: weights, best weights, optimizer (none between stages), RNG."""
         if not self.ctx.is_main:
             return
+        assert run.rng is not None
         tensors = self._model_tensors(self.hooks.model.state_dict(), "model")
         if self.best is not None:
             tensors |= self._model_tensors(self.best, "best")
         opt_meta = None
-        if opt is not None:
-            opt_t, opt_meta = split_optimizer(opt)
+        if run.opt is not None:
+            opt_t, opt_meta = split_optimizer(run.opt)
             tensors |= opt_t
-        tensors |= rng[0]
-        state = {"kind": self.hooks.kind, **dataclasses.asdict(s), "optimizer": opt_meta, "rng": rng[1],
-                 "scaler": scaler.state_dict() if scaler.is_enabled() else None, "config": self._config_dict(),
-                 "frozen": self.frozen}
+        tensors |= run.rng[0]
+        scaler = run.scaler.state_dict() if run.scaler.is_enabled() else None
+        state = {"kind": self.hooks.kind, **dataclasses.asdict(run.s), "optimizer": opt_meta, "rng": run.rng[1],
+                 "scaler": scaler, "config": self._config_dict(), "frozen": self.frozen}
         write_resume(self.resume_file, tensors, state)
 
     def _read_saved(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
@@ -407,8 +440,9 @@ class Trainer(Generator[Progress, None, TrainResult]):
                              f"with the same ones, or start afresh without --resume")
         return tensors, state
 
-    def _apply_saved(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> _State:
-        """Weights (and the best weights) into the built model; the loop position back."""
+    def _resume(self, run: _Run, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+        """Weights (and the best weights) into the built model; the position, the time spent, the GradScaler
+        back; the optimizer and RNG states kept for when the saved stage begins."""
         name, skip = self.resume_file.name, self.hooks.frozen_prefixes()
         model = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
         missing = [k for k in self.hooks.model.state_dict() if k not in model and not (skip and k.startswith(skip))]
@@ -423,191 +457,223 @@ class Trainer(Generator[Progress, None, TrainResult]):
         if best:
             self.best = {**self.hooks.model.state_dict(), **best}
         fields = {f.name for f in dataclasses.fields(_State)}
-        return _State(**{k: v for k, v in state.items() if k in fields})
+        run.s = _State(**{k: v for k, v in state.items() if k in fields})
+        run.elapsed_before = run.s.elapsed_s
+        run.saved_opt = (tensors, state["optimizer"]) if state.get("optimizer") else None
+        run.saved_rng = ({k: v for k, v in tensors.items() if k.startswith("rng.")}, state["rng"])
+        if state.get("scaler") and run.scaler.is_enabled():
+            run.scaler.load_state_dict(state["scaler"])
 
     # --------------------------------------------------------------------------------- the loop
 
     def _run(self) -> Generator[Progress, None, TrainResult]:
-        t0 = time.monotonic()
-        c, hooks = self.config, self.hooks
+        run = yield from self._start()
+        try:
+            while run.s.stage < len(run.stages):
+                out_of_time = yield from self._run_stage(run)
+                if not self._end_stage(run, out_of_time):
+                    break
+        except BaseException:  # cancel (GeneratorExit), Ctrl-C, errors: keep a consistent resume state
+            if run.safe:
+                run.s.elapsed_s = run.elapsed()
+                self._save_resume(run)
+            raise
+        return self._finish(run)
+
+    def _start(self) -> Generator[Progress, None, _Run]:
+        """Devices, the data and the model (the hooks' `prepare`), and the position: the start, or the resume
+        state's (read and checked before the data, so a wrong one fails fast)."""
+        started = time.monotonic()
         self._setup()
         self.frozen = self.hooks.frozen_sources()
         saved = self._read_saved()
-        yield from hooks.prepare(self)
-        hooks.model.to(self.device)
-        stages = hooks.stages()
-        self.best: dict[str, torch.Tensor] | None = None
-        s = _State()
-        saved_opt = saved_rng = saved_scaler = None
+        yield from self.hooks.prepare(self)
+        self.hooks.model.to(self.device)
+        self.best = None
+        c = self.config
+        scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == torch.float16)
+        run = _Run(_State(), self.hooks.stages(), scaler, c.max_minutes * 60 if c.max_minutes else None, started)
         if self.resume and saved is None:
             yield {"step": 0, "total": 0, "message": f"no resume state ({self.resume_file.name}): starting afresh"}
         if saved is not None:
-            tensors, meta = saved
-            s = self._apply_saved(tensors, meta)
-            saved_opt = (tensors, meta["optimizer"]) if meta.get("optimizer") else None
-            saved_rng = ({k: v for k, v in tensors.items() if k.startswith("rng.")}, meta["rng"])
-            saved_scaler = meta.get("scaler")
+            self._resume(run, *saved)
+            s, stages = run.s, run.stages
             where = f"{stages[s.stage].name}, epoch {s.epoch + 1}" if s.stage < len(stages) else "already finished"
             yield {"step": s.step, "total": 0, "message": f"resumed at step {s.step} ({where})"}
-        total = sum(st.total_steps for st in stages)
-        budget = c.max_minutes * 60 if c.max_minutes else None
-        shares = np.cumsum([st.total_steps for st in stages]) / max(1, total)  # time of each stage's end
-        elapsed_before = s.elapsed_s
-        scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp == torch.float16)
-        if saved_scaler and scaler.is_enabled():
-            scaler.load_state_dict(saved_scaler)
-        stopped = "finished"
-        opt: torch.optim.Optimizer | None = None
-        rng_snapshot = rng_state()
+        run.rng = rng_state()
+        return run
 
-        def elapsed() -> float:
-            return elapsed_before + time.monotonic() - t0
+    def _run_stage(self, run: _Run) -> Generator[Progress, None, bool]:
+        """The current stage's epochs from the current position; returns whether its share of the time ran out."""
+        s, stage, hooks = run.s, run.stages[run.s.stage], self.hooks
+        if stage.start_from_best and s.epoch == 0 and s.step_in_epoch == 0 and self.best is not None:
+            hooks.model.load_state_dict(self.best)
+        module, run.opt = hooks.begin_stage(stage)
+        if run.saved_opt is not None:  # a resumed run: the stage it stopped in
+            run.opt.load_state_dict(join_optimizer(*run.saved_opt))
+            run.saved_opt = None
+        if run.saved_rng is not None:
+            set_rng_state(*run.saved_rng)
+            run.saved_rng = None
+        run.rng = rng_state()
+        step_module = ddp.wrap(module, self.ctx, self.device, find_unused=hooks.find_unused)
+        while s.epoch < stage.epochs and stage.epoch_steps(s.epoch) > 0:
+            if (yield from self._run_epoch(run, stage, step_module)):
+                return True
+            yield self._end_epoch(run, stage)
+            if run.stopped == "early_stopping":
+                break
+        return False
 
-        def save_model() -> None:
-            if not self.ctx.is_main:
-                return
-            model = hooks.model
-            if self.best is not None:
-                model = copy.deepcopy(hooks.model)
-                model.load_state_dict(self.best)
-            record = {"steps": s.step, "epochs": s.epochs_done, "best_epoch": s.best_epoch,
-                      "metrics": s.best_metrics | hooks.final_metrics(), "wall_time_s": round(elapsed(), 1),
-                      "train_config": self._config_dict(), "stage_steps": dict(s.stage_steps)}
-            hooks.save(self.out, model, record)
+    def _run_epoch(self, run: _Run, stage: Stage, step_module: nn.Module) -> Generator[Progress, None, bool]:
+        """The optimizer steps left in the current epoch; returns whether the stage's time ran out first."""
+        s, grad_accum = run.s, self.config.grad_accum
+        self.hooks.begin_epoch(stage)
+        micro = self.hooks.batches(stage, s.stage, s.epoch)
+        n_steps = -(-len(micro) // grad_accum)  # an epoch-based stage: all its batches
+        if stage.steps is not None:
+            n_steps = min(n_steps, stage.epoch_steps(s.epoch))
+        stage_end = run.stage_end()
+        while s.step_in_epoch < n_steps:
+            if ddp.agree(stage_end is not None and run.elapsed() > stage_end, self.ctx, self.device):
+                return True
+            first = s.step_in_epoch * grad_accum
+            yield self._optimizer_step(run, stage, step_module, micro[first : first + grad_accum])
+        return False
 
-        safe = True  # weights and optimizer agree with the position (False inside optimizer.step)
-        try:
-            while s.stage < len(stages):
-                stage = stages[s.stage]
-                if stage.start_from_best and s.epoch == 0 and s.step_in_epoch == 0 and self.best is not None:
-                    hooks.model.load_state_dict(self.best)
-                module, opt = hooks.begin_stage(stage)
-                if saved_opt is not None:
-                    opt.load_state_dict(join_optimizer(*saved_opt))
-                    saved_opt = None
-                if saved_rng is not None:
-                    set_rng_state(*saved_rng)
-                    saved_rng = None
-                rng_snapshot = rng_state()
-                step_module = ddp.wrap(module, self.ctx, self.device, find_unused=hooks.find_unused)
-                named = {"stage": stage.name} if len(stages) > 1 else {}  # plots: one loss series per stage
-                stage_end = None if budget is None else budget * float(shares[s.stage])
-                out_of_time = False
-                while s.epoch < stage.epochs and not out_of_time:
-                    if stage.epoch_steps(s.epoch) == 0:
-                        break
-                    hooks.begin_epoch(stage)
-                    micro = hooks.batches(stage, s.stage, s.epoch)
-                    n_steps = -(-len(micro) // c.grad_accum)  # an epoch-based stage: all its batches
-                    if stage.steps is not None:
-                        n_steps = min(n_steps, stage.epoch_steps(s.epoch))
-                    while s.step_in_epoch < n_steps:
-                        if ddp.agree(stage_end is not None and elapsed() > stage_end, self.ctx, self.device):
-                            out_of_time = True
-                            break
-                        first = s.step_in_epoch * c.grad_accum
-                        parts = micro[first : first + c.grad_accum]
-                        losses, stats = [], {}
-                        for batch in parts:
-                            with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
-                                loss, stats = hooks.step(step_module, batch)
-                            scaler.scale(loss / len(parts)).backward()
-                            losses.append(float(loss.detach()))
-                        stage_step = s.stage_steps.get(stage.name, 0)
-                        lr = self._lr(stage, stage_step, s)
-                        for g in opt.param_groups:
-                            g["lr"] = lr
-                        if c.grad_clip > 0:
-                            scaler.unscale_(opt)
-                            params = [p for g in opt.param_groups for p in g["params"]]
-                            torch.nn.utils.clip_grad_norm_(params, c.grad_clip)
-                        safe = False
-                        scaler.step(opt)
-                        scaler.update()
-                        opt.zero_grad(set_to_none=True)
-                        s.step += 1
-                        s.step_in_epoch += 1
-                        s.stage_steps[stage.name] = stage_step + 1
-                        safe = True
-                        rng_snapshot = rng_state()  # what a resume after this step starts from
-                        loss_value = float(np.mean(losses))
-                        s.epoch_losses.append(loss_value)
-                        yield {"step": s.step, "total": total, "loss": loss_value, **named,
-                               "epoch": s.epochs_done + 1, "lr": lr, **stats, **self._last_metrics(s, hooks.metric),
-                               "message": f"{stage.name} epoch {s.epoch + 1}/{stage.epochs}"}
-                    if out_of_time:
-                        break
-                    # ---- end of an epoch: evaluate, keep the best, save
-                    metrics = hooks.evaluate(stage)
-                    s.epochs_done += 1
-                    entry = {"stage": stage.name, "epoch": s.epochs_done, "step": s.step,
-                             "loss": float(np.mean(s.epoch_losses)) if s.epoch_losses else float("nan"),
-                             "lr": opt.param_groups[0]["lr"], **metrics}
-                    s.history.append(entry)
-                    s.epoch, s.step_in_epoch, s.epoch_losses = s.epoch + 1, 0, []
-                    value = metrics.get(hooks.metric) if hooks.metric else None
-                    improved = value is None or s.best_value is None or value > s.best_value
-                    message = f"{stage.name} epoch {s.epoch}: loss {entry['loss']:.4f}"
-                    if value is not None:
-                        message += f", {hooks.metric} {value:.4f}"
-                    if improved:
-                        s.best_value, s.best_epoch, s.best_metrics = value, s.epochs_done, metrics
-                        self.best = {k: _cpu(v) for k, v in hooks.model.state_dict().items()}
-                        save_model()
-                        message += " (best)" if value is not None else ""
-                    elif stage.schedule == "plateau":
-                        s.bad_epochs += 1
-                        if s.bad_epochs >= stage.patience:
-                            s.lr_scale /= stage.decay
-                            s.bad_epochs = 0
-                            assert self.best is not None
-                            hooks.model.load_state_dict(self.best)  # the best weights at the lower rate
-                            message += f"; lr -> {stage.lr * s.lr_scale:.3g}, back to epoch {s.best_epoch}"
-                            if stage.lr * s.lr_scale < stage.min_lr:
-                                stopped = "early_stopping"
-                    s.elapsed_s = elapsed()
-                    rng_snapshot = rng_state()  # after evaluation: a cancel at the next yield saves this
-                    self._save_resume(s, opt, scaler, rng_snapshot)
-                    ddp.barrier(self.ctx)
-                    yield {"step": s.step, "total": total, "loss": entry["loss"], **named,
-                           "epoch": s.epochs_done, "lr": entry["lr"], **metrics, "epoch_end": True,
-                           "message": message}
-                    if stopped == "early_stopping":
-                        break
-                if stopped == "early_stopping":
-                    break
-                if out_of_time:
-                    stopped = "time_limit"
-                    if s.stage == len(stages) - 1:
-                        break
-                s.stage, s.epoch, s.step_in_epoch, s.epoch_losses = s.stage + 1, 0, 0, []
-                opt = None
-                s.elapsed_s = elapsed()
-                rng_snapshot = rng_state()
-                self._save_resume(s, None, scaler, rng_snapshot)  # the next stage starts afresh
-        except BaseException:  # cancel (GeneratorExit), Ctrl-C, errors: keep a consistent resume state
-            if safe:
-                s.elapsed_s = elapsed()
-                self._save_resume(s, opt, scaler, rng_snapshot)
-            raise
-        s.elapsed_s = elapsed()
-        self._save_resume(s, opt, scaler, rng_state())
-        if self.best is None or stopped == "time_limit" and not self.out.is_file():
-            self.best = self.best or {k: _cpu(v) for k, v in hooks.model.state_dict().items()}
-            save_model()
-        elif not hooks.metric:  # no metric: the checkpoint is the latest model (with the final numbers)
-            self.best = {k: _cpu(v) for k, v in hooks.model.state_dict().items()}
-            save_model()
+    def _optimizer_step(self, run: _Run, stage: Stage, step_module: nn.Module, parts: Sequence[Any]) -> Progress:
+        """One optimizer step over `parts` (gradient accumulation), at the schedule's rate; its progress."""
+        s, c, opt, scaler, hooks = run.s, self.config, run.opt, run.scaler, self.hooks
+        assert opt is not None
+        losses, stats = [], {}
+        for batch in parts:
+            with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
+                loss, stats = hooks.step(step_module, batch)
+            scaler.scale(loss / len(parts)).backward()
+            losses.append(float(loss.detach()))
+        stage_step = s.stage_steps.get(stage.name, 0)
+        lr = self._lr(stage, stage_step, s)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        if c.grad_clip > 0:
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], c.grad_clip)
+        run.safe = False
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        s.step += 1
+        s.step_in_epoch += 1
+        s.stage_steps[stage.name] = stage_step + 1
+        run.safe = True
+        run.rng = rng_state()  # what a resume after this step starts from
+        loss_value = float(np.mean(losses))
+        s.epoch_losses.append(loss_value)
+        return {"step": s.step, "total": run.total, "loss": loss_value, **run.series(stage), "epoch": s.epochs_done + 1,
+                "lr": lr, **stats, **self._last_metrics(s, hooks.metric),
+                "message": f"{stage.name} epoch {s.epoch + 1}/{stage.epochs}"}
+
+    def _end_epoch(self, run: _Run, stage: Stage) -> Progress:
+        """Evaluate, keep the best weights (and save them) or decay on a plateau, save the resume state; the
+        epoch's progress."""
+        s, hooks = run.s, self.hooks
+        assert run.opt is not None
+        metrics = hooks.evaluate(stage)
+        s.epochs_done += 1
+        entry = {"stage": stage.name, "epoch": s.epochs_done, "step": s.step,
+                 "loss": float(np.mean(s.epoch_losses)) if s.epoch_losses else float("nan"),
+                 "lr": run.opt.param_groups[0]["lr"], **metrics}
+        s.history.append(entry)
+        s.epoch, s.step_in_epoch, s.epoch_losses = s.epoch + 1, 0, []
+        value = metrics.get(hooks.metric) if hooks.metric else None
+        message = f"{stage.name} epoch {s.epoch}: loss {entry['loss']:.4f}"
+        if value is not None:
+            message += f", {hooks.metric} {value:.4f}"
+        message += self._keep_best(run, stage, value, metrics)
+        s.elapsed_s = run.elapsed()
+        run.rng = rng_state()  # after evaluation: a cancel at the next yield saves this
+        self._save_resume(run)
+        ddp.barrier(self.ctx)
+        return {"step": s.step, "total": run.total, "loss": entry["loss"], **run.series(stage),
+                "epoch": s.epochs_done, "lr": entry["lr"], **metrics, "epoch_end": True, "message": message}
+
+    def _keep_best(self, run: _Run, stage: Stage, value: float | None, metrics: dict[str, float]) -> str:
+        """A better epoch (or one without a metric) becomes the best and is saved; on a plateau schedule enough
+        worse ones divide the rate and go back to the best weights. Returns what to add to the epoch's message."""
+        s = run.s
+        if value is None or s.best_value is None or value > s.best_value:
+            s.best_value, s.best_epoch, s.best_metrics = value, s.epochs_done, metrics
+            self.best = {k: _cpu(v) for k, v in self.hooks.model.state_dict().items()}
+            self._save_model(run)
+            return " (best)" if value is not None else ""
+        if stage.schedule != "plateau":
+            return ""
+        s.bad_epochs += 1
+        if s.bad_epochs < stage.patience:
+            return ""
+        s.lr_scale /= stage.decay
+        s.bad_epochs = 0
+        assert self.best is not None
+        self.hooks.model.load_state_dict(self.best)  # the best weights at the lower rate
+        if stage.lr * s.lr_scale < stage.min_lr:
+            run.stopped = "early_stopping"
+        return f"; lr -> {stage.lr * s.lr_scale:.3g}, back to epoch {s.best_epoch}"
+
+    def _end_stage(self, run: _Run, out_of_time: bool) -> bool:
+        """After a stage's epochs: False to stop (early stopping; out of time in the last stage), else the next
+        stage's position, saved (its optimizer starts afresh)."""
+        if run.stopped == "early_stopping":
+            return False
+        if out_of_time:
+            run.stopped = "time_limit"
+            if run.s.stage == len(run.stages) - 1:
+                return False
+        s = run.s
+        s.stage, s.epoch, s.step_in_epoch, s.epoch_losses = s.stage + 1, 0, 0, []
+        run.opt = None
+        s.elapsed_s = run.elapsed()
+        run.rng = rng_state()
+        self._save_resume(run)
+        return True
+
+    def _save_model(self, run: _Run) -> None:
+        """The checkpoint: the best weights (the latest without any) and the run's record."""
+        if not self.ctx.is_main:
+            return
+        s, model = run.s, self.hooks.model
+        if self.best is not None:
+            model = copy.deepcopy(self.hooks.model)
+            model.load_state_dict(self.best)
+        record = {"steps": s.step, "epochs": s.epochs_done, "best_epoch": s.best_epoch,
+                  "metrics": s.best_metrics | self.hooks.final_metrics(), "wall_time_s": round(run.elapsed(), 1),
+                  "train_config": self._config_dict(), "stage_steps": dict(s.stage_steps)}
+        self.hooks.save(self.out, model, record)
+
+    def _finish(self, run: _Run) -> TrainResult:
+        """The last resume state and checkpoint (the latest model when no metric picks one, or when time ran out
+        before any was written); the result."""
+        run.s.elapsed_s = run.elapsed()
+        run.rng = rng_state()
+        self._save_resume(run)
+        if self.best is None or run.stopped == "time_limit" and not self.out.is_file():
+            self.best = self.best or {k: _cpu(v) for k, v in self.hooks.model.state_dict().items()}
+            self._save_model(run)
+        elif not self.hooks.metric:  # no metric: the checkpoint is the latest model (with the final numbers)
+            self.best = {k: _cpu(v) for k, v in self.hooks.model.state_dict().items()}
+            self._save_model(run)
         ddp.teardown(self.ctx)
-        done: dict[str, dict[str, Any]] = {}
+        return self._result(run)
+
+    def _result(self, run: _Run) -> TrainResult:
+        s, hooks = run.s, self.hooks
+        epochs: dict[str, int] = {}
         for h in s.history:
-            d = done.setdefault(h["stage"], {"name": h["stage"], "epochs": 0})
-            d["epochs"] += 1
-        stage_list = [{"name": st.name, "epochs": done.get(st.name, {}).get("epochs", 0),
-                       "steps": s.stage_steps.get(st.name, 0)} for st in stages]
+            epochs[h["stage"]] = epochs.get(h["stage"], 0) + 1
+        stage_list = [{"name": st.name, "epochs": epochs.get(st.name, 0), "steps": s.stage_steps.get(st.name, 0)}
+                      for st in run.stages]
         return TrainResult(
             kind=hooks.kind, checkpoint=str(self.out), resume_state=str(self.resume_file), stages=stage_list,
-            steps=s.step, epochs=s.epochs_done, wall_time_s=round(elapsed(), 1), stopped=stopped,
+            steps=s.step, epochs=s.epochs_done, wall_time_s=round(run.elapsed(), 1), stopped=run.stopped,
             best_metric=hooks.metric, best_value=s.best_value, best_epoch=s.best_epoch,
             metrics=s.best_metrics | hooks.final_metrics(), history=s.history,
             details={"device": str(self.device), "threads": torch.get_num_threads(),
@@ -624,4 +690,3 @@ class Trainer(Generator[Progress, None, TrainResult]):
         if not s.history:
             return {metric: float("nan")} if metric else {}
         return {k: v for k, v in s.history[-1].items() if k not in ("stage", "epoch", "step", "loss", "lr")}
-
