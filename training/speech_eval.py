@@ -30,7 +30,7 @@ import math
 import os
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,68 @@ def _abx_block(result: dict[str, Any], per_speaker: dict[str, dict[str, Any]], n
             notes.append(f"abx_{mode}: {score.reason}")
 
 
+@dataclass
+class _UnitsPass:
+    """What one pass over the clips gathers: ABX items (clips with a word), unit sequences and durations per
+    speaker (bitrate), a few (units, magnitude) pairs per speaker (resynthesis), what could not be read."""
+
+    unit_items: list[np.ndarray] = field(default_factory=list)
+    mfcc_items: list[np.ndarray] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
+    seqs: dict[str, list[np.ndarray]] = field(default_factory=dict)  # speaker -> unit sequences
+    secs: dict[str, list[float]] = field(default_factory=dict)
+    by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)  # [(codes, mag)]
+    skipped: dict[str, str] = field(default_factory=dict)
+    synthetic: int = 0
+
+
+def _encode_clips(model: Any, clips: Sequence[EvalClip], representation: str, resynth_items: int,  # noqa: ANN401
+                  resampler: str, features: dict[str, Any] | None) -> Generator[dict[str, Any], None, _UnitsPass]:
+    """Job: every clip's units on the model's front end, and its MFCCs for the baseline."""
+    from models.frontends import MFCC, LinearSpectrogram
+    from training.units_data import (
+        SAMPLE_RATE,
+        AudioProblem,
+        pad_for_frontend,
+        read_audio,
+        wave_features,
+    )
+
+    mfcc, spec = MFCC(), LinearSpectrogram()  # the baseline's features: the same whatever the model
+    frontend = units_frontend(features) if features and features.get("kind") else mfcc  # MFCC or + speech_embedding
+    same_frontend = getattr(frontend, "config", None) == mfcc.config and type(frontend) is type(mfcc)
+    codebook = model.vqvae.codebook.embedding.detach().cpu().numpy()
+    K = model.config.vqvae.codebook_size
+    got = _UnitsPass()
+    for i, clip in enumerate(clips):
+        try:
+            wave, _ = read_audio(clip.path, resampler)
+        except AudioProblem as e:
+            got.skipped[str(clip.path)] = str(e)
+            continue
+        with torch.inference_mode():
+            feats = wave_features(wave, mfcc)  # (T, 39)
+            model_feats = feats if same_frontend else wave_features(wave, frontend)
+            codes = model.vqvae.encode(model_feats)  # (U,)
+        got.seqs.setdefault(clip.speaker, []).append(codes.numpy())
+        got.secs.setdefault(clip.speaker, []).append(len(wave) / SAMPLE_RATE)
+        got.synthetic += clip.synthetic
+        if clip.word is not None:
+            got.unit_items.append(abx.units_to_items(codes.numpy(), codebook if representation == "codebook"
+                                                     else None, K))
+            got.mfcc_items.append(feats.double().numpy())
+            got.words.append(clip.word)
+            got.speakers.append(clip.speaker)
+        group = got.by_speaker.setdefault(clip.speaker, [])
+        if len(group) < resynth_items:
+            with torch.inference_mode():
+                group.append((codes, spec(pad_for_frontend(wave))))
+        if (i + 1) % 100 == 0 or i + 1 == len(clips):
+            yield {"step": i + 1, "total": len(clips), "message": f"encoding {i + 1}/{len(clips)}"}
+    return got
+
+
 def evaluate_units(
     model: Any,  # noqa: ANN401 - models.units.UnitsModel
     clips: Sequence[EvalClip],
@@ -197,80 +259,37 @@ def evaluate_units(
     distance, overall and per speaker. Clips with a word are ABX items; all clips count for bitrate and
     resynthesis. `resampler`: the model's (`audio_path.resampler_from_training`); `features`: its front end
     (checkpoint metadata; default MFCC)."""
-    from models.frontends import MFCC, LinearSpectrogram
-    from training.units_data import (
-        SAMPLE_RATE,
-        AudioProblem,
-        pad_for_frontend,
-        read_audio,
-        wave_features,
-    )
-
     if representation not in ("codebook", "onehot"):
         raise ValueError(f"representation must be 'codebook' or 'onehot', got {representation!r}")
     model.eval()
-    mfcc, spec = MFCC(), LinearSpectrogram()  # the baseline's features: the same whatever the model
-    frontend = units_frontend(features) if features and features.get("kind") else mfcc  # MFCC or + speech_embedding
-    same_frontend = getattr(frontend, "config", None) == mfcc.config and type(frontend) is type(mfcc)
-    codebook = model.vqvae.codebook.embedding.detach().cpu().numpy()
-    K = model.config.vqvae.codebook_size
-    unit_items, mfcc_items, words, speakers = [], [], [], []
-    seqs: dict[str, list[np.ndarray]] = {}  # speaker -> unit sequences
-    secs: dict[str, list[float]] = {}
-    by_speaker: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # speaker -> [(codes, target mag)]
-    skipped: dict[str, str] = {}
-    synthetic = 0
-    for i, clip in enumerate(clips):
-        try:
-            wave, _ = read_audio(clip.path, resampler)
-        except AudioProblem as e:
-            skipped[str(clip.path)] = str(e)
-            continue
-        with torch.inference_mode():
-            feats = wave_features(wave, mfcc)  # (T, 39)
-            model_feats = feats if same_frontend else wave_features(wave, frontend)
-            codes = model.vqvae.encode(model_feats)  # (U,)
-        seqs.setdefault(clip.speaker, []).append(codes.numpy())
-        secs.setdefault(clip.speaker, []).append(len(wave) / SAMPLE_RATE)
-        synthetic += clip.synthetic
-        if clip.word is not None:
-            unit_items.append(abx.units_to_items(codes.numpy(), codebook if representation == "codebook" else None,
-                                                 K))
-            mfcc_items.append(feats.double().numpy())
-            words.append(clip.word)
-            speakers.append(clip.speaker)
-        group = by_speaker.setdefault(clip.speaker, [])
-        if len(group) < resynth_items:
-            with torch.inference_mode():
-                group.append((codes, spec(pad_for_frontend(wave))))
-        if (i + 1) % 100 == 0 or i + 1 == len(clips):
-            yield {"step": i + 1, "total": len(clips), "message": f"encoding {i + 1}/{len(clips)}"}
+    got = yield from _encode_clips(model, clips, representation, resynth_items, resampler, features)
+    seqs, secs, words, speakers = got.seqs, got.secs, got.words, got.speakers
     if not seqs:
-        raise ValueError(f"none of the {len(clips)} recordings could be read; e.g. {next(iter(skipped.items()))}")
+        raise ValueError(f"none of the {len(clips)} recordings could be read; e.g. {next(iter(got.skipped.items()))}")
     all_seqs = [s for v in seqs.values() for s in v]
     all_secs = [d for v in secs.values() for d in v]
     notes: list[str] = []
     per_speaker: dict[str, dict[str, Any]] = {s: {"items": speakers.count(s), "utterances": len(seqs[s])}
                                               for s in sorted(seqs)}
     result: dict[str, Any] = {
-        "items": len(unit_items), "words": len(set(words)), "utterances": len(all_seqs),
-        "synthetic_utterances": synthetic, "skipped": len(skipped),
-        "skipped_examples": [f"{p}: {why}" for p, why in list(skipped.items())[:5]],
+        "items": len(got.unit_items), "words": len(set(words)), "utterances": len(all_seqs),
+        "synthetic_utterances": got.synthetic, "skipped": len(got.skipped),
+        "skipped_examples": [f"{p}: {why}" for p, why in list(got.skipped.items())[:5]],
         "speakers": sorted(set(speakers) or seqs),
         "representation": "codebook vectors of the units (angular distance)" if representation == "codebook"
         else "one-hot units (angular distance)",
     }  # fmt: skip
     yield {"step": len(clips), "total": len(clips), "message": "ABX"}
-    _abx_block(result, per_speaker, notes, "", unit_items, words, speakers, max_per_cell, seed)
+    _abx_block(result, per_speaker, notes, "", got.unit_items, words, speakers, max_per_cell, seed)
     if baseline:
         yield {"step": len(clips), "total": len(clips), "message": "ABX of the MFCC baseline"}
-        _abx_block(result, per_speaker, notes, "mfcc_", mfcc_items, words, speakers, max_per_cell, seed)
+        _abx_block(result, per_speaker, notes, "mfcc_", got.mfcc_items, words, speakers, max_per_cell, seed)
     result["bitrate_bps"] = abx.bitrate(all_seqs, all_secs)
     result["units_per_second"] = sum(len(s) for s in all_seqs) / max(sum(all_secs), 1e-9)
     for s in seqs:
         per_speaker[s]["bitrate_bps"] = abx.bitrate(seqs[s], secs[s])
     yield {"step": len(clips), "total": len(clips), "message": "resynthesis distance"}
-    lsd = resynthesis_distance(model, by_speaker)
+    lsd = resynthesis_distance(model, got.by_speaker)
     result["resynthesis_lsd_db"] = lsd
     for s, v in lsd["per_speaker"].items():
         per_speaker[s]["lsd_db"] = v["lsd_db"]
@@ -401,20 +420,29 @@ def _pair_ap(scores: np.ndarray, same: np.ndarray, mask: np.ndarray) -> float:
     return average_precision(scores[mask], same[mask]) if mask.any() else float("nan")
 
 
-def evaluate_words(
-    model_path: str | os.PathLike[str], folders: Sequence[str | os.PathLike[str]], split: str = "test",
-    max_items: int | None = None, device: str = "auto", dtw: bool = True, seed: int = 0,
-    speakers: Sequence[str] = (), exclude_speakers: Sequence[str] = (),
-) -> Job:  # fmt: skip
-    """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times, overall and
-    per speaker."""
+@dataclass
+class _WordsSet:
+    """A words checkpoint and the tokens it is scored on, read the way it was trained (front end, trimming,
+    resampler)."""
+
+    model: Any  # models.awe.MultiViewAWE
+    frontend: Any  # its front end: MFCC, or the pretrained speech_embedding frames
+    data: Any  # training.words_data.WordSet
+    split: str  # as asked, or why every row was read
+    splits: tuple[str, ...] | None
+    trim: Any  # core.audio.TrimConfig
+    resampler: str
+    sel: Selection
+
+
+def _read_words_set(model_path: str | os.PathLike[str], folders: Sequence[str | os.PathLike[str]], split: str,
+                    max_items: int | None, device: str, seed: int, sel: Selection
+                    ) -> Generator[dict[str, Any], None, _WordsSet]:
+    """Job: the checkpoint and the tokens of `split` (every row of folders without a split column)."""
     from core.audio import TrimConfig
     from core.checkpoints import load_model
     from core.device import resolve_device
-    from models.frontends import MFCC
-    from training.metrics import average_precision, dtw_distance, word_discrimination_ap
     from training.words_data import DEV_SPLITS, has_split_column, load_words
-    from training.words_embedding import dtw_features, embed_tokens, embed_words
 
     model, ckpt = load_model(model_path, kind="words", device=resolve_device(device))
     frontend = words_frontend(ckpt.features)  # MFCC, or the pretrained speech_embedding frames
@@ -425,7 +453,6 @@ def evaluate_words(
     splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else (split,)
     if splits is not None and not any(has_split_column(Path(f)) for f in folders):
         splits, split = None, "all (no split column: every row evaluated)"
-    sel = Selection(None, tuple(speakers), tuple(exclude_speakers))
     try:
         data = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
                                      seed=seed, resampler=resampler, keep_row=sel.keeps_row)
@@ -441,6 +468,42 @@ def evaluate_words(
     if len({t.word for t in tokens}) < 2:
         raise ValueError(f"split {split!r} has fewer than two different words to discriminate "
                          f"({len(tokens)} token(s) of {tokens[0].word!r})")
+    return _WordsSet(model, frontend, data, split, splits, trim, resampler, sel)
+
+
+def _dtw_scores(ws: _WordsSet, folders: Sequence[str | os.PathLike[str]], max_items: int | None, seed: int,
+                i: np.ndarray, j: np.ndarray) -> Generator[dict[str, Any], None, tuple[np.ndarray, float]]:
+    """Job: the MFCC+DTW baseline's score of every pair (i, j) of tokens, and the seconds it took."""
+    from models.frontends import MFCC
+    from training.metrics import dtw_distance
+    from training.words_data import load_words
+    from training.words_embedding import dtw_features
+
+    baseline = ws.data.tokens
+    if not isinstance(ws.frontend, MFCC):  # the baseline is MFCC+DTW whatever the model's features are
+        mfcc = yield from load_words(folders, MFCC(), ws.splits, ws.trim, 300, None, max_items=max_items, seed=seed,
+                                     resampler=ws.resampler, keep_row=ws.sel.keeps_row)
+        by_path = {t.path: t for t in mfcc.tokens}
+        baseline = [by_path[t.path] for t in ws.data.tokens]
+    t0 = time.perf_counter()
+    feats = [dtw_features(t.feats) for t in baseline]
+    scores = np.array([-dtw_distance(feats[p], feats[q]) for p, q in zip(i, j, strict=True)])
+    return scores, time.perf_counter() - t0
+
+
+def evaluate_words(
+    model_path: str | os.PathLike[str], folders: Sequence[str | os.PathLike[str]], split: str = "test",
+    max_items: int | None = None, device: str = "auto", dtw: bool = True, seed: int = 0,
+    speakers: Sequence[str] = (), exclude_speakers: Sequence[str] = (),
+) -> Job:  # fmt: skip
+    """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times, overall and
+    per speaker."""
+    from training.metrics import average_precision, word_discrimination_ap
+    from training.words_embedding import embed_tokens, embed_words
+
+    ws = yield from _read_words_set(model_path, folders, split, max_items, device, seed,
+                                    Selection(None, tuple(speakers), tuple(exclude_speakers)))
+    model, tokens = ws.model, ws.data.tokens
     labels = np.array([t.word for t in tokens])
     spk = np.array([t.speaker for t in tokens])
     yield {"step": 0, "total": 2, "message": f"embedding {len(tokens)} tokens"}
@@ -450,7 +513,7 @@ def evaluate_words(
     sims = e @ e.T  # (N, N) the cosine matrix, timed as part of the embedding method
     embed_s = time.perf_counter() - t0
     words = sorted(set(labels.tolist()))
-    written = embed_words(model, [data.phonemes[w] for w in words])
+    written = embed_words(model, [ws.data.phonemes[w] for w in words])
     w_unit = written / np.maximum(np.linalg.norm(written, axis=1, keepdims=True), 1e-12)
     cross = e @ w_unit.T  # (N, W)
     cross_pos = labels[:, None] == np.array(words)[None, :]
@@ -459,13 +522,13 @@ def evaluate_words(
     same = labels[i] == labels[j]
     pair_sims = sims[i, j]
     result: dict[str, Any] = {
-        "model": str(model_path), "data": [str(f) for f in folders], "split": split, "resampler": resampler,
+        "model": str(model_path), "data": [str(f) for f in folders], "split": ws.split, "resampler": ws.resampler,
         "tokens": n, "words": len(words), "speakers": len(set(spk.tolist())),
         "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": len(i), "positive_pairs": int(same.sum()),
         "ap": word_discrimination_ap(acoustic, labels.tolist()),
         "cross_view_ap": average_precision(cross.ravel(), cross_pos.ravel()),
         "embedding_time_s": round(embed_s, 3), "embedding_pairs_per_s": round(len(i) / max(embed_s, 1e-9)),
-        "problems": data.report["problems"],
+        "problems": ws.data.report["problems"],
     }  # fmt: skip
     speaker_names = sorted(set(spk.tolist()))
     involves = {s: (spk[i] == s) | (spk[j] == s) for s in speaker_names}  # pairs with a token of s
@@ -479,17 +542,9 @@ def evaluate_words(
     notes = [] if result["positive_pairs"] else ["ap: no two tokens share a word, so no pair is positive"]
     if dtw:
         yield {"step": 1, "total": 2, "message": f"DTW baseline on {len(i)} pairs"}
-        baseline = tokens
-        if not isinstance(frontend, MFCC):  # the baseline is MFCC+DTW whatever the model's features are
-            mfcc = yield from load_words(folders, MFCC(), splits, trim, 300, None, max_items=max_items, seed=seed,
-                                         resampler=resampler, keep_row=sel.keeps_row)
-            by_path = {t.path: t for t in mfcc.tokens}
-            baseline = [by_path[t.path] for t in tokens]
-        t0 = time.perf_counter()
-        feats = [dtw_features(t.feats) for t in baseline]
-        dtw_scores = np.array([-dtw_distance(feats[p], feats[q]) for p, q in zip(i, j, strict=True)])
+        dtw_scores, dtw_s = yield from _dtw_scores(ws, folders, max_items, seed, i, j)
         result["dtw_ap"] = average_precision(dtw_scores, same)  # = training.metrics.dtw_pairwise_ap
-        result["dtw_time_s"] = round(time.perf_counter() - t0, 2)
+        result["dtw_time_s"] = round(dtw_s, 2)
         result["dtw_pairs_per_s"] = round(len(i) / max(result["dtw_time_s"], 1e-9), 1)
         for s in speaker_names:
             per_speaker[s]["dtw_ap"] = _pair_ap(dtw_scores, same, involves[s])
