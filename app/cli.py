@@ -234,7 +234,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from app.services.audio import AudioError, decode
+    from core.audio import AudioError, decode
 
     rows = []
     for path in args.files:

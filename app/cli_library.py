@@ -320,8 +320,8 @@ def _add_record_arguments(p: argparse.ArgumentParser) -> None:
 
 def _record_query(seconds: float, save: Path | None, tmp: Path) -> Path:
     """Record from the microphone (saying on standard error when to make the sound); the trimmed WAV's path."""
-    from app.services.audio import AudioError
     from app.services.search.recording import check_seconds, default_name, record_job
+    from core.audio import AudioError
 
     check_seconds(seconds)
     if save is not None and not save.parent.is_dir():
@@ -529,9 +529,9 @@ def _check_folder(folder: str | None, session: Any) -> None:  # noqa: ANN401 - a
 
 def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], SearchAnswer], text_only: bool = False
                     ) -> int:
-    from app.services.audio import AudioError
     from app.services.library.records import LibraryError
     from app.services.search.jobs import hit_dict
+    from core.audio import AudioError
 
     filters = _filters(args)
     try:

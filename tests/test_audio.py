@@ -15,24 +15,20 @@ import pytest
 import sounddevice as sd
 import soundfile as sf
 
-from app.services import audio
-from app.services.audio import (
+from app.services import devices
+from app.services.devices import NoAudioDeviceError, Player, Recorder, RingBuffer, device_status
+from core import audio as audio_path
+from core.audio import (
     AudioError,
     EmptyAudioError,
-    NoAudioDeviceError,
-    Player,
-    Recorder,
-    RingBuffer,
     TooLongAudioError,
     TruncatedAudioError,
     UnreadableAudioError,
     audio_info,
     decode,
-    device_status,
     iter_blocks,
     save_wav,
 )
-from core import audio as audio_path
 
 # ------------------------------------------------------------------------------------------------ helpers
 
@@ -298,7 +294,7 @@ def test_all_errors_are_audio_errors():
     for cls in (UnreadableAudioError, EmptyAudioError, TruncatedAudioError, TooLongAudioError,
                 NoAudioDeviceError):
         assert issubclass(cls, AudioError)
-    assert {".wav", ".flac", ".ogg", ".mp3", ".aiff"} <= audio.SUPPORTED_EXTENSIONS
+    assert {".wav", ".flac", ".ogg", ".mp3", ".aiff"} <= audio_path.SUPPORTED_EXTENSIONS
 
 
 # ------------------------------------------------------------------------------------------- iter_blocks
@@ -308,7 +304,7 @@ def test_streamed_resampling_equals_whole_file(tmp_path):
     x = np.random.default_rng(2).normal(0, 0.1, (44100 * 2 + 77, 2)).astype(np.float32)
     path = write(tmp_path / "n.wav", x, 44100, subtype="FLOAT")
     whole = decode(path, sample_rate=16000).audio
-    info = audio.audio_info(path)
+    info = audio_path.audio_info(path)
     pieces = list(audio_path.stream_resampled(path, info, 16000, chunk_seconds=0.05))
     assert len(pieces) > 30  # really streamed in many pieces
     np.testing.assert_allclose(np.concatenate(pieces), whole, atol=1e-6)
@@ -502,7 +498,7 @@ def test_device_status_without_portaudio(monkeypatch):
     def missing():
         raise OSError("PortAudio library not found")
 
-    monkeypatch.setattr(audio, "_import_sounddevice", missing)
+    monkeypatch.setattr(devices, "_import_sounddevice", missing)
     s = device_status()
     assert not s.input_ok and not s.output_ok
     assert "PortAudio not installed" in s.message and "libportaudio2" in s.message
@@ -510,7 +506,7 @@ def test_device_status_without_portaudio(monkeypatch):
     def no_module():
         raise ImportError("No module named 'sounddevice'")
 
-    monkeypatch.setattr(audio, "_import_sounddevice", no_module)
+    monkeypatch.setattr(devices, "_import_sounddevice", no_module)
     assert "no audio backend" in device_status().message
 
 
@@ -529,16 +525,16 @@ def fake_sounddevice(devices: list[dict], default_in: int | None, default_out: i
 def test_device_status_with_and_without_devices(monkeypatch):
     mic = {"name": "USB mic", "max_input_channels": 1, "max_output_channels": 0}
     spk = {"name": "Speakers", "max_input_channels": 0, "max_output_channels": 2}
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([mic, spk], 0, 1))
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: fake_sounddevice([mic, spk], 0, 1))
     s = device_status()
     assert s.input_ok and s.output_ok and s.inputs == ["USB mic"] and s.outputs == ["Speakers"]
 
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([spk], None, 0))
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: fake_sounddevice([spk], None, 0))
     s = device_status()
     assert not s.input_ok and s.output_ok and "no audio input device" in s.message
     assert s.unavailable() == s.recording_unavailable() == f"Recording unavailable: {s.message}"
 
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sounddevice([mic], None, None))
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: fake_sounddevice([mic], None, None))
     s = device_status()
     assert not s.input_ok and not s.output_ok and "no default audio input" in s.message
     assert s.output_message() == "no audio output device found"  # playback's reason, without the microphone's
@@ -548,7 +544,7 @@ def test_device_status_with_and_without_devices(monkeypatch):
     def broken(kind=None):
         raise RuntimeError("PortAudio not initialized")
 
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: SimpleNamespace(query_devices=broken))
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: SimpleNamespace(query_devices=broken))
     s = device_status()
     assert not s.input_ok and "audio backend error" in s.message
     assert s.output_message() == s.message  # nothing works: the whole reason is playback's too
@@ -564,16 +560,16 @@ def test_audio_devices_asks_portaudio_once_until_refresh(monkeypatch):
         asked.append(len(plugged))
         return fake_sounddevice(list(plugged), 0 if mic in plugged else None, plugged.index(spk))
 
-    monkeypatch.setattr(audio, "_import_sounddevice", query)
-    devices = audio.AudioDevices()
+    monkeypatch.setattr(devices, "_import_sounddevice", query)
+    watched = devices.AudioDevices()
     assert asked == []  # nothing is asked before the first look
-    first = devices.status
+    first = watched.status
     calls = len(asked)
     assert first.input_ok and calls >= 1
     plugged.remove(mic)  # the microphone is unplugged: the cached status does not notice ...
-    assert devices.status is first and len(asked) == calls
-    fresh = devices.refresh()  # ... until refresh asks again
-    assert not fresh.input_ok and len(asked) > calls and devices.status is fresh
+    assert watched.status is first and len(asked) == calls
+    fresh = watched.refresh()  # ... until refresh asks again
+    assert not fresh.input_ok and len(asked) > calls and watched.status is fresh
 
 
 def test_device_status_on_this_machine_never_raises():
@@ -719,8 +715,8 @@ def test_recorder_notices_a_stalled_device():
 
 
 def test_recorder_without_device_raises_typed_error(monkeypatch):
-    none = audio.DeviceStatus(False, False, "no microphone here")
-    monkeypatch.setattr(audio, "device_status", lambda: none)
+    none = devices.DeviceStatus(False, False, "no microphone here")
+    monkeypatch.setattr(devices, "device_status", lambda: none)
     rec = Recorder()
     with pytest.raises(NoAudioDeviceError, match="no microphone here"):
         rec.start()
@@ -796,17 +792,17 @@ def test_player_stop_device_loss_and_no_device(monkeypatch):
     FakeStream.last.vanish()
     assert not player.playing and "output device stopped playing" in player.error
 
-    monkeypatch.setattr(audio, "device_status", lambda: audio.DeviceStatus(False, False, "no speakers"))
+    monkeypatch.setattr(devices, "device_status", lambda: devices.DeviceStatus(False, False, "no speakers"))
     with pytest.raises(NoAudioDeviceError, match="no speakers"):
         Player().play(np.zeros(10, np.float32), 8000)
 
 
 def test_default_streams_come_from_sounddevice(monkeypatch):
     """Without a stream_factory the services use sounddevice's streams; playback ends with CallbackStop."""
-    ok = audio.DeviceStatus(True, True, "fine")
+    ok = devices.DeviceStatus(True, True, "fine")
     fake_sd = SimpleNamespace(InputStream=FakeStream, OutputStream=FakeStream, CallbackStop=sd.CallbackStop)
-    monkeypatch.setattr(audio, "device_status", lambda: ok)
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sd)
+    monkeypatch.setattr(devices, "device_status", lambda: ok)
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: fake_sd)
     rec = Recorder(sample_rate=8000, block_size=80, device="USB mic")
     rec.start()
     assert FakeStream.last.device == "USB mic" and rec.recording
@@ -824,7 +820,7 @@ def test_default_streams_come_from_sounddevice(monkeypatch):
         for _ in range(10_000):
             FakeStream.last.callback(out, 4, None, flags())
             silent_calls += 1
-    assert 2 + 4 * (silent_calls + 1) == pytest.approx(audio.TAIL_SECONDS * 8000, abs=4)
+    assert 2 + 4 * (silent_calls + 1) == pytest.approx(devices.TAIL_SECONDS * 8000, abs=4)
     FakeStream.last.active = False  # PortAudio stopped the stream
     assert not player.playing
 

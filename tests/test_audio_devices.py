@@ -1,5 +1,5 @@
 """Player volume and loop, the devices chosen in Preferences, and PortAudio's errors in the user's words
-(`app/services/audio.py`), through fake streams: no sound card needed."""
+(`app/services/devices.py`), through fake streams: no sound card needed."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import sounddevice as sd
 
-from app.services import audio
-from app.services.audio import NoAudioDeviceError, Player, Recorder, audio_error_message, choose_devices
+from app.services import devices
+from app.services.devices import NoAudioDeviceError, Player, Recorder, audio_error_message, choose_devices
 from tests.fake_streams import FakeStream
 
 
@@ -112,7 +112,7 @@ def test_portaudio_errors_are_said_in_the_users_words(error: Exception, directio
 
 def test_recorder_and_player_say_what_failed_and_tell_the_listeners() -> None:
     heard: list[str] = []
-    audio.add_problem_listener(heard.append)
+    devices.add_problem_listener(heard.append)
 
     def refuses(**kw: object) -> object:
         raise sd.PortAudioError("Error opening InputStream: Illegal combination of I/O devices [PaErrorCode -9993]",
@@ -130,7 +130,7 @@ def test_recorder_and_player_say_what_failed_and_tell_the_listeners() -> None:
             Player(stream_factory=WontStart).play(np.zeros(10, np.float32), 8000)
         assert Stream.opened[-1].closed and len(heard) == 2 and "PaErrorCode" not in " ".join(heard)
     finally:
-        audio.remove_problem_listener(heard.append)
+        devices.remove_problem_listener(heard.append)
 
 
 MIC = {"name": "USB mic", "max_input_channels": 1, "max_output_channels": 0}
@@ -147,20 +147,20 @@ def fake_sd(devices: list[dict]) -> object:
 
 def test_the_chosen_devices_are_opened_by_index_and_a_vanished_one_falls_back(monkeypatch) -> None:
     plugged = [MIC, SPEAKERS, HEADPHONES]
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake_sd(list(plugged)))
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: fake_sd(list(plugged)))
     choose_devices("USB mic", "Headphones")
     Recorder(stream_factory=Stream).start()
     player = Player(stream_factory=Stream)
     player.play(np.zeros(10, np.float32), 8000)
     assert [s.device for s in Stream.opened] == [0, 2] and player.notice == ""
-    status = audio.device_status()
+    status = devices.device_status()
     assert status.inputs == ["USB mic"] and status.outputs == ["Speakers", "Headphones"] and status.notice == ""
 
     plugged.remove(HEADPHONES)  # unplugged: the next sound plays on the default, and says so
     player.stop()
     player.play(np.zeros(10, np.float32), 8000)
     assert Stream.opened[-1].device is None and "“Headphones” is no longer available" in player.notice
-    assert "“Headphones” is no longer available" in audio.device_status().notice
+    assert "“Headphones” is no longer available" in devices.device_status().notice
 
     explicit = Player(stream_factory=Stream, device=1)  # an explicit device wins over the choice
     explicit.play(np.zeros(10, np.float32), 8000)

@@ -96,7 +96,7 @@ def test_spread_windows_are_decoded_on_their_own_as_the_stream_decodes_them(tmp_
     resampler's sample phase and its filter context); a window past the end of the audio is not there."""
     import soundfile as sf
 
-    from app.services.audio import iter_blocks
+    from core.audio import iter_blocks
 
     x = 0.3 * np.random.default_rng(0).standard_normal(rate * 10 + rate // 3).astype(np.float32)
     sf.write(tmp_path / "long.wav", x, rate, subtype="FLOAT")

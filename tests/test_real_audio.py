@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from real_audio_stack import PulseStack, aligned, running_stack
 
-from app.services.audio import Player, Recorder, decode, device_status
+from app.services.devices import Player, Recorder, device_status
 from app.services.registry import ModelRegistry
 from app.services.search.recording import NothingRecordedError, record_job
 from app.services.units import load_session
+from core.audio import decode
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = ROOT / "resources" / "demo" / "Animals" / "sheep-bleat.wav"  # 32 kHz mono, 1.2 s

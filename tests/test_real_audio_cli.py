@@ -18,10 +18,9 @@ import pytest
 from real_audio_stack import PulseStack, running_stack
 
 from app import cli
-from app.services import audio
-from app.services.audio import decode
+from app.services import devices
 from app.services.library.library import Library
-from core.audio import trim_silence
+from core.audio import decode, trim_silence
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo"
@@ -77,8 +76,8 @@ def test_similar_to_a_recorded_sound_finds_that_sound(pulse: PulseStack, tmp_pat
 
 
 def test_similar_record_without_a_microphone_says_so(monkeypatch, tmp_path: Path, capsys) -> None:
-    none = audio.DeviceStatus(False, True, "no audio input device (microphone) found")
-    monkeypatch.setattr(audio, "device_status", lambda: none)
+    none = devices.DeviceStatus(False, True, "no audio input device (microphone) found")
+    monkeypatch.setattr(devices, "device_status", lambda: none)
     Library.open(tmp_path).close()  # an (empty) indexed library: a folder never indexed is refused before recording
     before = sorted(tmp_path.rglob("*"))
     assert cli.main(["similar", "--record", "2", "--library", str(tmp_path)]) == 2

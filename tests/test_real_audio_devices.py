@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from real_audio_stack import PulseStack, running_stack
 
-from app.services import audio
-from app.services.audio import NoAudioDeviceError, Player, Recorder, device_status
+from app.services import devices
+from app.services.devices import NoAudioDeviceError, Player, Recorder, device_status
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_the_sound_server_going_away_is_said_plainly_and_seen_by_a_fresh_look(pu
     before = device_status(rescan=True)
     assert before.input_ok and before.output_ok and "pulse" in before.outputs
     heard: list[str] = []
-    audio.add_problem_listener(heard.append)
+    devices.add_problem_listener(heard.append)
     try:
         pulse.stop()  # the sound server goes away; PortAudio still lists what it found at start
         assert device_status().output_ok  # the stale list: what the status bar used to keep saying
@@ -63,4 +63,4 @@ def test_the_sound_server_going_away_is_said_plainly_and_seen_by_a_fresh_look(pu
         assert not (after.input_ok and after.output_ok) and "pulse" not in after.outputs, after
         assert len(heard) == len(problems) == 2
     finally:
-        audio.remove_problem_listener(heard.append)
+        devices.remove_problem_listener(heard.append)

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from app.services.audio import Recorder
+from app.services.devices import Recorder
 from app.services.search.recording import NothingRecordedError, finish, record_job
 
 RATE = 16000

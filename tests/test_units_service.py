@@ -11,10 +11,10 @@ import pytest
 import soundfile as sf
 import torch
 
-from app.services.audio import decode
 from app.services.jobs import drain
 from app.services.registry import ModelRegistry
 from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
+from core.audio import decode
 from core.frontends import FRAMES_PER_UNIT
 from core.voices import fitting_voice
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict

@@ -256,7 +256,7 @@ def test_pca_of_known_data() -> None:
 
 
 def test_spoken_term_search_finds_a_planted_word(space: WordSpace, fsdd: Path) -> None:
-    from app.services.audio import decode
+    from core.audio import decode
 
     torch.set_num_threads(1)
     rows = fsdd_rows(fsdd)

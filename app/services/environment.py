@@ -6,7 +6,7 @@ import os
 import platform
 from dataclasses import dataclass, field
 
-from app.services.audio import DeviceStatus, device_status
+from app.services.devices import DeviceStatus, device_status
 from app.services.jobs import Job
 from app.services.registry import ModelEntry, ModelRegistry, RegistryProblem
 

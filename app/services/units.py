@@ -60,11 +60,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.services.audio import decode, save_wav
 from app.services.jobs import Job
 from app.services.textgrid import Word, write_units_textgrid
 from core import loudness
-from core.audio import SOXR, sanitize, trim_span
+from core.audio import SOXR, decode, sanitize, save_wav, trim_span
 from core.files import atomic_path
 from core.frontends import FRAMES_PER_UNIT
 from core.voices import fitting_voice, lsd_bins

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.services.audio import AudioError, decode, display_name
 from app.services.jobs import Job, drain
 from core import audio as audio_path
-from core.audio import SOXR, TrimConfig, frame_energy_db, resample, to_mono, trim_span
+from core.audio import SOXR, AudioError, TrimConfig, decode, frame_energy_db, resample, to_mono, trim_span
+from core.display import display_name
 
 if TYPE_CHECKING:
     import torch

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from app.services.audio import SUPPORTED_EXTENSIONS
+from core.audio import SUPPORTED_EXTENSIONS
 
 OPEN_AUDIO_FILE = "Open audio file…"  # one file, to look at or search
 ADD_AUDIO_FILES = "Add audio files…"  # several files, added to a set

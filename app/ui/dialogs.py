@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import __version__
-from app.services.audio import DeviceStatus
+from app.services.devices import DeviceStatus
 from app.services.library.embedding import LONG_FILE_WINDOWS
 from app.services.registry import ModelEntry, default_models_dir, user_models_dir
 

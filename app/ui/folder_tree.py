@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
-from app.services.audio import display_name
 from app.ui.search_state import SearchState
+from core.display import display_name
 
 FOLDER_ROLE = Qt.ItemDataRole.UserRole
 ALL_SOUNDS = "All sounds"

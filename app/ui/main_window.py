@@ -14,8 +14,8 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QTabWidget, QWidget
 
-from app.services import audio
-from app.services.audio import DeviceStatus
+from app.services import devices
+from app.services.devices import DeviceStatus
 from app.services.environment import Environment, audio_status_job, default_threads, probe_environment
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import AboutDialog, PreferencesDialog
@@ -55,11 +55,11 @@ class MainWindow(QMainWindow):
         self._probe_again = False
         self._audio_probe: JobRunner | None = None
         self._audio_again = False
-        audio.choose_devices(str(self.settings.value(AUDIO_INPUT_KEY, "")),
+        devices.choose_devices(str(self.settings.value(AUDIO_INPUT_KEY, "")),
                              str(self.settings.value(AUDIO_OUTPUT_KEY, "")))
         self.audio_problem.connect(self.refresh_audio)  # queued when a worker's recording failed
         self._audio_listener = self.audio_problem.emit  # the same object to remove on closing
-        audio.add_problem_listener(self._audio_listener)
+        devices.add_problem_listener(self._audio_listener)
 
         self.tabs = QTabWidget()
         self.search_tab = SearchTab()
@@ -252,8 +252,8 @@ class MainWindow(QMainWindow):
             max_threads=os.cpu_count() or 1,
             parent=self,
             audio=self.environment.audio if self.environment else None,
-            audio_input=audio.CHOSEN.input,
-            audio_output=audio.CHOSEN.output,
+            audio_input=devices.CHOSEN.input,
+            audio_output=devices.CHOSEN.output,
             every_window=self.search_tab.every_window,
         )
         if dialog.exec():
@@ -271,11 +271,11 @@ class MainWindow(QMainWindow):
         self.registry.set_device(device)
         audio_changed = (audio_input, audio_output) != (None, None)
         if audio_changed:
-            chosen_in = audio.CHOSEN.input if audio_input is None else audio_input
-            chosen_out = audio.CHOSEN.output if audio_output is None else audio_output
+            chosen_in = devices.CHOSEN.input if audio_input is None else audio_input
+            chosen_out = devices.CHOSEN.output if audio_output is None else audio_output
             self.settings.setValue(AUDIO_INPUT_KEY, chosen_in)
             self.settings.setValue(AUDIO_OUTPUT_KEY, chosen_out)
-            audio.choose_devices(chosen_in, chosen_out)
+            devices.choose_devices(chosen_in, chosen_out)
         self.refresh_environment()
         if audio_changed:
             self.refresh_audio()
@@ -296,7 +296,7 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt API)
-        audio.remove_problem_listener(self._audio_listener)
+        devices.remove_problem_listener(self._audio_listener)
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("tab", self.tabs.currentIndex())
         for tab in self.model_tabs():

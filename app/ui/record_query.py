@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QHBoxLayout, QPushButton, QWidget
 
-from app.services.audio import DeviceStatus
+from app.services.devices import DeviceStatus
 from app.services.jobs import Job
 from app.services.search.recording import Recording, default_name, record_job
 

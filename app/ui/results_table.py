@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.audio import display_name
 from app.services.library.records import Hit
 from app.services.search.fusion import NAMES_MIN
 from app.ui.durations import format_duration
@@ -54,6 +53,7 @@ from app.ui.search_text import (
     why_html,
 )
 from app.ui.widgets import RichTextDelegate
+from core.display import display_name
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 

@@ -191,7 +191,7 @@ def digit_sequence(fsdd: Path, dest: Path, speaker: str, digits: str, pause_s: f
     """`speaker`'s FSDD takes of `digits` joined with short pauses into one WAV: an utterance to load as a file."""
     import numpy as np
 
-    from app.services.audio import decode, save_wav
+    from core.audio import decode, save_wav
 
     rows = fsdd_rows(fsdd)
     pieces: list[np.ndarray] = []
@@ -370,9 +370,10 @@ class ReplayInput:
 def grab_units_live(out_dir: Path, size: tuple[int, int] = (1024, 700), record_seconds: float = 3.0,
                     step_seconds: float = STEP_SECONDS, fsdd: Path | None = None) -> list[Path]:
     """The Units tab `record_seconds` into a replayed recording, into `out_dir/tab-units.png`."""
-    from app.services.audio import DeviceStatus, Recorder, decode
+    from app.services.devices import DeviceStatus, Recorder
     from app.services.registry import ModelRegistry
     from app.ui.main_window import MainWindow, create_application
+    from core.audio import decode
 
     fsdd = fsdd if fsdd is not None else FSDD
     out_dir = Path(out_dir)

@@ -28,13 +28,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.audio import display_name
 from app.services.library.records import SearchFilters
 from app.services.search.jobs import IndexOutcome
 from app.ui.search_state import BALANCE_STEPS, SearchState, balance_text
 from app.ui.search_text import STAR_ON, format_progress, index_summary
 from app.ui.widgets import MarkedSlider
 from app.workers import JobRunner
+from core.display import display_name
 
 FORMATS = (("Any format", ()), ("WAV", ("wav", "wave")), ("FLAC", ("flac",)), ("Ogg", ("ogg", "oga")),
            ("Opus", ("opus",)), ("MP3", ("mp3",)), ("AIFF", ("aif", "aiff", "aifc")))

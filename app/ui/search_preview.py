@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.audio import DeviceStatus, Player, display_name
+from app.services.devices import DeviceStatus, Player
 from app.services.library.embedding import window_starts
 from app.services.library.records import Hit
 from app.services.search.excerpt import MIN_EXCERPT_S, drag_folder, write_excerpt
@@ -41,6 +41,7 @@ from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, sound_format, why_html
 from app.ui.search_transport import AUTOPLAY_TIP, TransportBar
 from app.workers import JobRunner, describe_error
+from core.display import display_name
 from core.files import cache_root
 
 MATCH_COLOUR = "#e8964c"

@@ -25,7 +25,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QToolButton, QVBoxLayout, QWidget
 
-from app.services.audio import DeviceStatus, device_status, display_name
+from app.services.devices import DeviceStatus, device_status
 from app.services.jobs import Job
 from app.services.library.records import Hit
 from app.services.registry import ModelEntry, ModelRegistry
@@ -51,6 +51,7 @@ from app.ui.search_preview import DEFAULT_WINDOW_S, PreviewPane
 from app.ui.search_state import SearchRequest, SearchState
 from app.ui.tab_base import ModelTab
 from app.workers import JobRunner
+from core.display import display_name
 
 DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
 SIMILAR_PREFIX = "similar to: "  # the query field while it shows a find-similar list

@@ -12,11 +12,11 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.services.audio import display_name
 from app.services.library.embedding import LONG_FILE_WINDOWS
 from app.services.search.jobs import summarize
 from app.services.search.query import MAX_QUERY_CHARS
 from app.ui.durations import format_duration
+from core.display import display_name
 
 QUERY_SHOWN_CHARS = 120  # of a query quoted in the results line and the empty list
 CLOSE_NAMES = 0.25  # a names score without a word matched that the why line calls "close in meaning"

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from app.services.audio import DeviceStatus
+from app.services.devices import DeviceStatus
 from app.services.jobs import Job
 from app.services.registry import ModelEntry, ModelRegistry
 from app.ui.widgets import EmptyState

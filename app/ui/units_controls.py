@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from app.services.audio import DeviceStatus
+from app.services.devices import DeviceStatus
 from app.ui.unit_plots import LevelMeter
 from app.ui.units_state import AUTO_VOICE, UnitsControls
 from app.ui.widgets import DeviceLine

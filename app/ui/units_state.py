@@ -18,7 +18,7 @@ from app.services.search.recording import silence_problem
 from app.ui.events import Event
 
 if TYPE_CHECKING:
-    from app.services.audio import DeviceStatus
+    from app.services.devices import DeviceStatus
     from app.services.units import Resynthesis, UnitsSession, VoiceFit
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio

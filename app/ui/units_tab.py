@@ -27,7 +27,7 @@ from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.services.audio import AudioError, DeviceStatus, Player, Recorder, device_status
+from app.services.devices import DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import format_progress
 from app.services.levels import InputLevel
 from app.services.registry import ModelEntry
@@ -38,6 +38,7 @@ from app.ui.units_controls import PlaybackBar, UnitsBar
 from app.ui.units_state import LIVE_PHASES, UnitsState
 from app.ui.units_views import LivePane, ReviewPane
 from app.workers import JobRunner
+from core.audio import AudioError
 
 UNITS_TEXT_FILTER = "Units (*.txt)"
 TEXTGRID_FILTER = "Praat TextGrid (*.TextGrid)"

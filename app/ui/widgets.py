@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 if TYPE_CHECKING:
-    from app.services.audio import DeviceStatus
+    from app.services.devices import DeviceStatus
 
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
 

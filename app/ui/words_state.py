@@ -16,7 +16,7 @@ from app.services.words import SAMPLE_RATE, WordSet
 from app.ui.events import Event
 
 if TYPE_CHECKING:
-    from app.services.audio import DeviceStatus
+    from app.services.devices import DeviceStatus
     from app.services.words import LoadResult, TermSearchResult, WordItem, WordSpace
 
 SPEECH_LEVEL = 0.02  # peak amplitude that counts as speech while recording

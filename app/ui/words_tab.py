@@ -16,7 +16,7 @@ import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from app.services.audio import DeviceStatus, Player, Recorder, device_status
+from app.services.devices import DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import Job, format_progress
 from app.services.registry import ModelEntry, ModelRegistry
 from app.services.words import (

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import sounddevice as sd
 
-from app.services import audio
-from app.services.audio import Player
+from app.services import devices
+from app.services.devices import Player
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import NO_AUDIO_DEVICE, SYSTEM_DEFAULT, PreferencesDialog
 from app.ui.main_window import MainWindow
@@ -50,9 +50,9 @@ class FakeSoundDevice:
 @pytest.fixture
 def fake_sd(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSoundDevice]:
     fake = FakeSoundDevice([MIC, SPEAKERS, HEADPHONES])
-    monkeypatch.setattr(audio, "_import_sounddevice", lambda: fake)
+    monkeypatch.setattr(devices, "_import_sounddevice", lambda: fake)
     yield fake
-    audio.choose_devices("", "")
+    devices.choose_devices("", "")
 
 
 def make_window(qtbot, tmp_path: Path) -> MainWindow:
@@ -74,7 +74,7 @@ def items(combo) -> list[tuple[str, bool]]:  # noqa: ANN001
 
 
 def test_preferences_list_the_devices_system_default_first(qtbot, fake_sd: FakeSoundDevice) -> None:
-    status = audio.device_status()
+    status = devices.device_status()
     dialog = PreferencesDialog("auto", 1, ["cpu"], 2, audio=status, audio_output="Headphones")
     qtbot.addWidget(dialog)
     assert [t for t, _ in items(dialog.audio_output)] == [SYSTEM_DEFAULT, "Speakers", "Headphones"]
@@ -92,7 +92,7 @@ def test_preferences_list_the_devices_system_default_first(qtbot, fake_sd: FakeS
 
 def test_without_audio_devices_the_lists_say_so_disabled(qtbot, fake_sd: FakeSoundDevice) -> None:
     fake_sd.plugged = []
-    dialog = PreferencesDialog("auto", 1, ["cpu"], 2, audio=audio.device_status(), audio_input="USB mic")
+    dialog = PreferencesDialog("auto", 1, ["cpu"], 2, audio=devices.device_status(), audio_input="USB mic")
     qtbot.addWidget(dialog)
     for combo in (dialog.audio_output, dialog.audio_input):
         assert items(combo) == [(NO_AUDIO_DEVICE, True)] and not combo.isEnabled()
@@ -104,15 +104,15 @@ def test_the_choice_is_remembered_and_the_next_sound_plays_there(qtbot, fake_sd:
     win = make_window(qtbot, tmp_path)
     win.apply_preferences("cpu", 1, "USB mic", "Headphones")
     wait_idle(qtbot, win)
-    assert (audio.CHOSEN.input, audio.CHOSEN.output) == ("USB mic", "Headphones")
+    assert (devices.CHOSEN.input, devices.CHOSEN.output) == ("USB mic", "Headphones")
     Player().play(np.zeros(100, np.float32), 8000)  # the app's own Player, no explicit device
     assert fake_sd.opened[-1]["device"] == 2
     assert win.audio_label.text() == "Audio: in+out" and "output: Headphones" in win.audio_label.toolTip()
     win.close()
 
-    audio.choose_devices("", "")
+    devices.choose_devices("", "")
     again = make_window(qtbot, tmp_path)  # the next session: the same devices
-    assert (audio.CHOSEN.input, audio.CHOSEN.output) == ("USB mic", "Headphones")
+    assert (devices.CHOSEN.input, devices.CHOSEN.output) == ("USB mic", "Headphones")
 
     fake_sd.plugged = [MIC, SPEAKERS]  # the headphones are unplugged: the default, and a message that says so
     again.refresh_audio()
@@ -135,7 +135,7 @@ def test_the_status_bar_follows_a_device_that_fails(qtbot, fake_sd: FakeSoundDev
         raise sd.PortAudioError("Error opening OutputStream: Illegal combination of I/O devices [PaErrorCode -9993]",
                                 -9993)
 
-    with pytest.raises(audio.NoAudioDeviceError):
+    with pytest.raises(devices.NoAudioDeviceError):
         Player(stream_factory=refuses).play(np.zeros(10, np.float32), 8000)
     qtbot.waitUntil(lambda: win.audio_label.text() == "Audio: no device", timeout=10_000)
     wait_idle(qtbot, win)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.services.audio import Player
+from app.services.devices import Player
 from app.services.library.records import Hit
 from app.services.search.preview import Preview
 from app.ui.search_preview import PreviewPane

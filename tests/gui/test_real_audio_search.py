@@ -12,10 +12,10 @@ import pytest
 from real_audio_stack import PulseStack, running_stack
 from test_search_tab import NO_AUDIO, open_and_index, tiny_registry
 
-from app.services.audio import decode, device_status
+from app.services.devices import device_status
 from app.services.registry import ModelRegistry
 from app.ui.search_tab import SearchTab
-from core.audio import trim_silence
+from core.audio import decode, trim_silence
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo"
 CLIPS = ["Animals/sheep-bleat.wav", "Animals/bees-buzzing.wav", "Machines/fan-whir.wav",

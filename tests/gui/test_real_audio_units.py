@@ -13,9 +13,10 @@ import pytest
 import torch
 from real_audio_stack import PulseStack, aligned, running_stack
 
-from app.services.audio import Recorder, decode
+from app.services.devices import Recorder
 from app.services.registry import ModelRegistry
 from app.ui.units_tab import UnitsTab
+from core.audio import decode
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from test_search_tab import NO_AUDIO, SPEAKERS, make_library, open_and_index, search, tiny_registry
 
-from app.services.audio import DeviceStatus, Player, Recorder
+from app.services.devices import DeviceStatus, Player, Recorder
 from app.services.registry import ModelRegistry
 from app.services.search.recording import record_job
 from app.ui.results_table import ResultsTable

@@ -19,7 +19,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
-from app.services.audio import DeviceStatus, Player
+from app.services.devices import DeviceStatus, Player
 from app.services.library.records import Hit, MatchInfo
 from app.services.registry import ModelRegistry
 from app.ui.results_table import PATH_ROLE, ResultsTable

@@ -17,12 +17,13 @@ import torch
 from praatio import textgrid
 from PySide6.QtCore import Qt
 
-from app.services.audio import DeviceStatus, Player, Recorder, decode
+from app.services.devices import DeviceStatus, Player, Recorder
 from app.services.levels import InputLevel
 from app.services.registry import ModelRegistry
 from app.services.units import parse_units_text
 from app.ui.unit_plots import METER_TEXT_WIDTH, LevelMeter, unit_colour
 from app.ui.units_tab import UnitsTab
+from core.audio import decode
 from core.checkpoints import save_checkpoint
 from models.frontends import MFCC, frontend_to_dict
 from models.inverter import InverterConfig

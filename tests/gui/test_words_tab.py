@@ -11,7 +11,7 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
-from app.services.audio import DeviceStatus, Recorder
+from app.services.devices import DeviceStatus, Recorder
 from app.services.registry import ModelRegistry
 from app.services.words import SAMPLE_RATE
 from app.ui.words_tab import WordsTab

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 from platformdirs import user_data_dir
 
-from app.services.audio import display_name
 from app.services.library.records import LibraryError, PathLike
 from app.services.library.scan import CATALOG_DIR
+from core.display import display_name
 
 APP_NAME = "earshot"
 CATALOG_NAME = "catalog.sqlite"

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import AudioInfo, EmptyAudioError, audio_info, decode, iter_blocks
 from app.services.library.catalog import normalise
 from app.services.library.records import Embedder, PathLike, PreparingEmbedder
+from core.audio import AudioInfo, EmptyAudioError, audio_info, decode, iter_blocks
 
 LONG_FILE_WINDOWS = 6  # windows embedded from a long file by default (0: all of them)
 

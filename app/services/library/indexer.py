@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from app.services.audio import AudioError, AudioInfo, audio_info, display_name
 from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.catalog import CatalogRow
@@ -37,6 +36,8 @@ from app.services.library.records import BrokenModelError, Embedder, FailedFile,
 from app.services.library.scan import ScannedFile
 from app.services.library.text_channel import TEXT_BATCH, derive_text, embed_sentences
 from core import memory
+from core.audio import AudioError, AudioInfo, audio_info
+from core.display import display_name
 from core.files import hash_file
 
 NAMES_CHUNK = 256  # new files named per transaction in pass 1 (a progress report, a cancel point between)

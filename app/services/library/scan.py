@@ -10,8 +10,9 @@ import errno
 import os
 from dataclasses import dataclass, field
 
-from app.services.audio import SUPPORTED_EXTENSIONS, display_name
 from app.services.library.records import PathLike
+from core.audio import SUPPORTED_EXTENSIONS
+from core.display import display_name
 
 CATALOG_DIR = ".earshot"
 

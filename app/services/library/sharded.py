@@ -29,13 +29,13 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
-from app.services.audio import AudioError, audio_info
 from app.services.library.embedding import embed_file
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, IndexReport, TextEncoder
 from app.services.library.scan import ScannedFile, scan_folder
 from core import distributed as ddp
+from core.audio import AudioError, audio_info
 from core.checkpoints import CheckpointError, safetensors_metadata
 from core.files import hash_file
 

@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.services.audio import AudioError, audio_info, decode, display_name
 from app.services.jobs import Job
 from app.services.library import riff_writer
 from app.services.library.tags import read_tags
+from core.audio import AudioError, audio_info, decode
+from core.display import display_name
 from core.files import hash_file
 
 if TYPE_CHECKING:

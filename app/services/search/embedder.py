@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.services.audio import display_name
 from app.services.jobs import Job
 from app.services.search.text_tower import TextTower as TextTowerType
+from core.display import display_name
 from core.files import hash_file
 from core.finite import require_finite
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.services.audio import display_name
 from core.audio import AudioError, AudioInfo, can_write, read_frames, read_written, write_frames
+from core.display import display_name
 from core.files import atomic_path
 
 KEPT_FORMATS = {"WAV": ".wav", "WAVEX": ".wav", "AIFF": ".aiff", "FLAC": ".flac", "W64": ".w64", "CAF": ".caf"}

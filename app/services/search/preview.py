@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.services.audio import decode, display_name
 from app.services.jobs import Job
+from core.audio import decode
+from core.display import display_name
 
 PREVIEW_MAX_SECONDS = 600.0  # longer files are previewed (and played) as a 10-min excerpt
 PREVIEW_FRAMES = 2000  # spectrogram columns at most, whatever the file length
@@ -50,7 +51,7 @@ def spectrogram_db(audio: np.ndarray, sample_rate: int, n_fft: int = 512, max_fr
 def load_preview(path: str | os.PathLike[str], around_s: float = 0.0, max_seconds: float = PREVIEW_MAX_SECONDS
                  ) -> Preview:
     """Decode a file (mono, its own rate) and its spectrogram; a long one as an excerpt around `around_s`."""
-    from app.services.audio import audio_info
+    from core.audio import audio_info
 
     info = audio_info(path)
     offset = 0.0

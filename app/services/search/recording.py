@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.services.audio import AudioError, PathLike, Recorder, save_wav
+from app.services.devices import Recorder
 from app.services.jobs import Job
-from core.audio import TrimConfig, frame_energy_db, trim_span
+from core.audio import AudioError, PathLike, TrimConfig, frame_energy_db, save_wav, trim_span
 
 RECORD_RATE = 32000  # the retrieval models' rate; the decoder resamples for any other
 MAX_SECONDS = 30.0  # the recorder's ring buffer holds this much

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from app.services.audio import AudioError, audio_info
 from app.services.jobs import Job
 from app.services.library import names
 from app.services.library.embedding import window_starts
@@ -43,6 +42,7 @@ from app.services.search.query import Query, parse
 from app.services.search.tags import TagEditor
 from app.services.search.text_tower import TextTower as TextTowerType
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
+from core.audio import AudioError, audio_info
 
 T = TypeVar("T")
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from app.services.audio import display_name
 from app.services.library.library import Library
 from app.services.library.records import TextEncoder
 from app.services.library.text_channel import embed_sentences
 from app.services.search.embedder import DEFAULT_ENCODER, default_text_encoder
 from app.services.search.tags_csv import Record, read_records, write_rows
+from core.display import display_name
 
 if TYPE_CHECKING:
     from app.services.search.text_tower import SentenceEncoder

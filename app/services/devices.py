@@ -1,10 +1,10 @@
-"""Audio devices with no Qt: record, play, device status; re-exports the decoder of `core.audio`.
+"""Audio devices with no Qt: record, play, device status, the devices chosen in Preferences.
 
 Design (Friture): the PortAudio callback only copies into a ring buffer and counts status flags; the
 consumer (a GUI timer, a worker) drains it. Xruns are counted, not ignored. "No audio device" is a normal
 state reported by `device_status()`, never a crash. Decoding, resampling and block streaming are the one
-audio path in `core.audio` (typed `AudioError`s whose message names the file and says what is wrong);
-the names callers import from here are re-exported.
+audio path in `core.audio` (typed `AudioError`s whose message names the file and says what is wrong),
+imported from there, never through this module.
 
 sounddevice is imported lazily (PortAudio may be missing), so importing this module is cheap.
 """
@@ -23,23 +23,7 @@ from typing import Any
 
 import numpy as np
 
-# decoding, resampling and streaming live in the one Qt-free audio path; re-exported for the app's callers
-from core.audio import (  # noqa: F401
-    SUPPORTED_EXTENSIONS,
-    AudioError,
-    AudioInfo,
-    Decoded,
-    EmptyAudioError,
-    PathLike,
-    TooLongAudioError,
-    TruncatedAudioError,
-    UnreadableAudioError,
-    audio_info,
-    decode,
-    display_name,
-    iter_blocks,
-    save_wav,
-)
+from core.audio import AudioError
 
 log = logging.getLogger(__name__)
 
