@@ -16,17 +16,8 @@ from torch import nn
 
 from app.services.jobs import drain
 from core.checkpoints import CheckpointError, write_safetensors
-from training.trainer import (
-    RESUME_VERSION,
-    STOP_REASONS,
-    Hooks,
-    Stage,
-    Trainer,
-    TrainResult,
-    cosine_lr,
-    read_resume,
-    resume_path,
-)
+from training.resume_format import RESUME_VERSION, read_resume, resume_path
+from training.trainer import STOP_REASONS, Hooks, Stage, Trainer, TrainResult, cosine_lr
 from training.trainer_settings import TrainerConfig
 
 

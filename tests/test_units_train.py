@@ -17,9 +17,9 @@ from core.config import settings_of
 from models.frontends import MFCC
 from models.units import UnitsModel
 from tests.test_augment import SWITCHES
+from training.resume_format import resume_path
 from training.speech_eval import evaluate_units_command as evaluate
 from training.speech_eval_cli import add_units_eval_arguments as add_eval_arguments
-from training.trainer import resume_path
 from training.units_data import (
     TRAIN_CSV_NAMES,
     Corpus,
@@ -552,7 +552,7 @@ def test_the_energy_weight_scales_only_the_energy_dims_of_the_loss() -> None:
 
 
 def _speech_frontend():  # noqa: ANN202
-    from core.frontends import units_frontend
+    from core.frontend_builder import units_frontend
 
     return units_frontend("mfcc+speech_embedding")
 

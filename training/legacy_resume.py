@@ -1,8 +1,8 @@
 """The resume formats of Earshot before the one training loop (training/trainer.py, 2026-11-23), recognised only
-to refuse them by name: none can be continued. Read by `training.trainer.read_resume` (so a file in an old format
-gets a message naming it, not "not an Earshot resume state") and `training.retrieval_train.train` (the old retrieval
-loop kept its state in the feature cache folder). Nothing else needs them; delete this module when no resume
-states from before then are around."""
+to refuse them by name: none can be continued. Read by `training.resume_format.read_resume` (so a file in an old
+format gets a message naming it, not "not an Earshot resume state") and `training.retrieval_train.train` (the old
+retrieval loop kept its state in the feature cache folder). Nothing else needs them; delete this module when no
+resume states from before then are around."""
 
 from __future__ import annotations
 

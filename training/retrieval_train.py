@@ -73,6 +73,7 @@ from training.caption_data import (
     random_crop,
 )
 from training.legacy_resume import old_retrieval_resume
+from training.resume_format import read_resume, resume_path
 from training.retrieval_eval import embed_captions, score, similarity_matrix, text_is_frozen
 from training.retrieval_eval import eval_aisfx_set as eval_aisfx_set  # tests/test_retrieval_aisfx.py reads it here
 from training.retrieval_features import (
@@ -86,7 +87,7 @@ from training.retrieval_features import (
     read_precomputed_aisfx,
 )
 from training.retrieval_settings import RetrievalRunOptions, RetrievalSettings
-from training.trainer import Hooks, Stage, Trainer, read_resume, resume_path
+from training.trainer import Hooks, Stage, Trainer
 
 Progress = dict[str, Any]
 Job = Generator[Progress, None, Any]

@@ -11,12 +11,8 @@ budget (shared between the stages by their step counts, agreed across ranks), ev
 with best-model keeping, ONE resume format and ONE result schema. Its settings, `TrainerConfig`, are in
 training/trainer_settings.py (torch-free, for the app's forms).
 
-Resume state: `<out stem>.resume.safetensors`, written atomically at the end of every epoch and when the job
-stops between steps (cancel, Ctrl-C, time limit). Tensors: `model.*`, `best.*`, `optim.<param>.<name>`,
-`rng.torch`, `rng.cuda.<i>`, `rng.numpy`; metadata `format` / `version` and `state` (JSON: stage, epoch, step
-in epoch, global step, best metric, history, losses of the unfinished epoch, non-tensor optimizer state,
-GradScaler, Python and NumPy RNG, train config). Batches must be a function of (seed, stage, epoch) and the
-step inside the epoch, so a run resumed mid-epoch takes the same steps as one that was never stopped.
+The resume state (its one format: a resumed run takes the same steps as one never stopped) is written and read by
+training/resume_format.py.
 """
 
 from __future__ import annotations
@@ -34,22 +30,27 @@ from typing import Any, TypedDict
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from torch import nn
 
 from core import distributed as ddp
-from core.checkpoints import CheckpointError, config_to_dict, safetensors_metadata, write_safetensors
+from core.checkpoints import CheckpointError, config_to_dict
 from core.device import autocast_dtype, limit_threads, resolve_device
-from training.legacy_resume import legacy_format
+from training.resume_format import (
+    RngState,
+    config_differences,
+    cpu_copy,
+    join_optimizer,
+    read_resume,
+    resume_path,
+    rng_state,
+    set_rng_state,
+    split_optimizer,
+    write_resume,
+)
 from training.trainer_settings import TrainerConfig
 
 Progress = dict[str, Any]
-RESUME_FORMAT = "earshot-resume"
-RESUME_VERSION = 2
 STOP_REASONS = ("finished", "time_limit", "cancelled", "early_stopping")
-# settings that may change between a run and its resumption (where it runs, not what it learns)
-RESUMABLE = {"device", "threads", "max_minutes", "resume", "cache", "cache_dir", "checkpoint_every", "out", "data"}
 
 
 # ------------------------------------------------------------------------------------------------ schedules
@@ -119,6 +120,11 @@ class TrainResult(TypedDict):
     details: dict[str, Any]  # data counts, problems, device: kind-specific facts, not metrics
 
 
+def precision_name(amp: torch.dtype | None) -> str:
+    """What a run computed in, for its result: "bf16" or "fp16" under autocast, else "fp32"."""
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(amp, "fp32")
+
+
 # ------------------------------------------------------------------------------------------------ hooks
 
 
@@ -179,104 +185,6 @@ class Hooks:
         return {}
 
 
-# ------------------------------------------------------------------------------------------------ resume
-
-
-def precision_name(amp: torch.dtype | None) -> str:
-    """What a run computed in, for its result: "bf16" or "fp16" under autocast, else "fp32"."""
-    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(amp, "fp32")
-
-
-def resume_path(out: str | Path) -> Path:
-    out = Path(out)
-    return out.with_name(out.stem + ".resume.safetensors")
-
-
-def _cpu(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().cpu().contiguous().clone()
-
-
-def split_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Optimizer state -> (tensors named optim.<param>.<name>, the JSON-able rest)."""
-    state = opt.state_dict()
-    tensors, scalars = {}, {}
-    for pid, s in state["state"].items():
-        for name, value in s.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optim.{pid}.{name}"] = _cpu(value)
-            else:
-                scalars[f"{pid}.{name}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
-
-
-def join_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, pid, name = key.split(".", 2)
-            state.setdefault(int(pid), {})[name] = value
-    for key, value in meta["scalars"].items():
-        pid, name = key.split(".", 1)
-        state.setdefault(int(pid), {})[name] = value
-    return {"state": state, "param_groups": meta["param_groups"]}
-
-
-def rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Python, NumPy, torch (and CUDA) generator states -> (tensors, JSON)."""
-    tensors = {"rng.torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for i, s in enumerate(torch.cuda.get_rng_state_all()):
-            tensors[f"rng.cuda.{i}"] = s
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    tensors["rng.numpy"] = torch.from_numpy(np.asarray(keys, dtype=np.int64))
-    py = random.getstate()
-    return tensors, {"python": [py[0], list(py[1]), py[2]], "numpy": [kind, int(pos), int(has_gauss), float(gauss)]}
-
-
-def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-    torch.set_rng_state(tensors["rng.torch"])
-    cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith("rng.cuda."))]
-    if cuda and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
-    kind, pos, has_gauss, gauss = meta["numpy"]
-    np.random.set_state((kind, tensors["rng.numpy"].numpy().astype(np.uint32), pos, has_gauss, gauss))
-    py = meta["python"]
-    random.setstate((py[0], tuple(py[1]), py[2]))
-
-
-def write_resume(path: Path, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
-    write_safetensors(path, tensors, {"format": RESUME_FORMAT, "version": str(RESUME_VERSION),
-                                      "state": json.dumps(state)})
-
-
-def read_resume(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """-> (tensors, state); a file of another format or version is refused with a message that names it."""
-    try:
-        meta = safetensors_metadata(path)
-    except CheckpointError as e:
-        raise CheckpointError(f"{path.name}: not a readable resume state ({e})") from e
-    if meta.get("format") != RESUME_FORMAT:
-        old = legacy_format(meta)
-        if old is None:
-            raise CheckpointError(f"{path.name}: not an Earshot resume state")
-        raise CheckpointError(f"{path.name} was written in {old}, which this version cannot continue "
-                              f"(it reads resume format {RESUME_VERSION}); start afresh without --resume")
-    version = meta.get("version", "?")
-    if version != str(RESUME_VERSION):
-        raise CheckpointError(f"{path.name}: resume format version {version}, this Earshot reads version "
-                              f"{RESUME_VERSION}; start afresh without --resume")
-    try:
-        return load_file(str(path)), json.loads(meta["state"])
-    except (SafetensorError, OSError, KeyError, ValueError) as e:
-        raise CheckpointError(f"{path.name}: damaged resume state ({e})") from e
-
-
-def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Top-level settings that differ, apart from those a resumed run may change."""
-    keys = (set(saved) | set(current)) - RESUMABLE
-    return sorted(k for k in keys if saved.get(k) != current.get(k))
-
-
 # ------------------------------------------------------------------------------------------------ trainer
 
 
@@ -298,9 +206,6 @@ class _State:
     bad_epochs: int = 0
     elapsed_s: float = 0.0
     stage_steps: dict[str, int] = field(default_factory=dict)
-
-
-RngState = tuple[dict[str, torch.Tensor], dict[str, Any]]
 
 
 @dataclass
@@ -401,7 +306,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
 
     def _model_tensors(self, state_dict: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
         skip = self.hooks.frozen_prefixes()
-        return {f"{prefix}.{k}": _cpu(v) for k, v in state_dict.items() if not (skip and k.startswith(skip))}
+        return {f"{prefix}.{k}": cpu_copy(v) for k, v in state_dict.items() if not (skip and k.startswith(skip))}
 
     def _save_resume(self, run: _Run) -> None:
         """The resume state of the current position: weights, best weights, optimizer (none between stages), RNG."""
@@ -603,7 +508,7 @@ class Trainer(Generator[Progress, None, TrainResult]):
         s = run.s
         if value is None or s.best_value is None or value > s.best_value:
             s.best_value, s.best_epoch, s.best_metrics = value, s.epochs_done, metrics
-            self.best = {k: _cpu(v) for k, v in self.hooks.model.state_dict().items()}
+            self.best = {k: cpu_copy(v) for k, v in self.hooks.model.state_dict().items()}
             self._save_model(run)
             return " (best)" if value is not None else ""
         if stage.schedule != "plateau":
@@ -656,10 +561,10 @@ class Trainer(Generator[Progress, None, TrainResult]):
         run.rng = rng_state()
         self._save_resume(run)
         if self.best is None or run.stopped == "time_limit" and not self.out.is_file():
-            self.best = self.best or {k: _cpu(v) for k, v in self.hooks.model.state_dict().items()}
+            self.best = self.best or {k: cpu_copy(v) for k, v in self.hooks.model.state_dict().items()}
             self._save_model(run)
         elif not self.hooks.metric:  # no metric: the checkpoint is the latest model (with the final numbers)
-            self.best = {k: _cpu(v) for k, v in self.hooks.model.state_dict().items()}
+            self.best = {k: cpu_copy(v) for k, v in self.hooks.model.state_dict().items()}
             self._save_model(run)
         ddp.teardown(self.ctx)
         return self._result(run)
