@@ -169,7 +169,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from app.services.library.library import busy_refusal
     from app.services.library.records import LibraryError
     from app.services.search.embedder import load_embedder
-    from app.services.search.jobs import summarize
+    from app.services.search.search_jobs import summarize
     from app.services.search.session import SearchSession
     from core import distributed as ddp
 
@@ -200,7 +200,7 @@ def _sharded_index(args: argparse.Namespace) -> int:
     from app.services.library.records import LibraryError
     from app.services.library.sharded import sharded_index_job
     from app.services.search.embedder import load_embedder
-    from app.services.search.jobs import summarize
+    from app.services.search.search_jobs import summarize
     from core import distributed as ddp
     from core.device import resolve_device
 
@@ -368,7 +368,7 @@ def _filters(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a SearchFilters
 def cmd_tags(args: argparse.Namespace) -> int:
     from app.services.library.library import Library
     from app.services.library.records import LibraryError
-    from app.services.search.tags import TagEditor
+    from app.services.search.tag_editor import TagEditor
 
     _require_catalog(args.library)
     try:
@@ -530,7 +530,7 @@ def _check_folder(folder: str | None, session: Any) -> None:  # noqa: ANN401 - a
 def _search_command(args: argparse.Namespace, run: Callable[[Any, Any], SearchAnswer], text_only: bool = False
                     ) -> int:
     from app.services.library.records import LibraryError
-    from app.services.search.jobs import hit_dict
+    from app.services.search.search_jobs import hit_dict
     from core.audio import AudioError
 
     filters = _filters(args)
@@ -592,7 +592,7 @@ def _shortened_note(shortened: dict[str, int]) -> str:
 def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> int:
     """One JSON line per query, written as each is answered (a pipe sees results while later ones run)."""
     from app.services.library.records import LibraryError
-    from app.services.search.jobs import hit_dict
+    from app.services.search.search_jobs import hit_dict
 
     filters = _filters(args)
     try:

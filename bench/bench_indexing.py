@@ -48,7 +48,7 @@ import torch
 
 from app.services.jobs import drain
 from app.services.search.embedder import RetrievalEmbedder, search_threads, sentence_encoder_for, trunk_threads
-from app.services.search.jobs import summarize
+from app.services.search.search_jobs import summarize
 from app.services.search.session import SearchSession
 from core.audio import audio_info, decode, iter_blocks, resample, write_audio
 

@@ -67,7 +67,7 @@ import torch
 from app.services.jobs import drain
 from app.services.library.vector_index import IndexConfig, VectorIndex
 from app.services.search.embedder import RetrievalEmbedder, resolve_model, search_threads
-from app.services.search.jobs import summarize
+from app.services.search.search_jobs import summarize
 from app.services.search.session import SearchSession
 from bench.results import write_result
 
@@ -244,7 +244,7 @@ CLI = PEAK + "import sys\nfrom app.cli import main\nsys.exit(main(sys.argv[1:]))
 TORCH_SEARCH = PEAK + """
 import sys
 from app.services.search.embedder import load_embedder
-from app.services.search.jobs import hit_dict
+from app.services.search.search_jobs import hit_dict
 from app.services.search.session import SearchSession
 session = SearchSession.open(sys.argv[1], load_embedder(None))
 print([hit_dict(h)["path"] for h in session.search(sys.argv[2], 10)])

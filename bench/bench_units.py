@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from core.checkpoints import load_model
-from core.frontends import units_frontend
+from core.frontend_builder import units_frontend
 from models.frontends import MFCC
 from models.units import UnitsModel
 from models.units_frontend import SpeechUnitsFrontend

@@ -20,7 +20,7 @@ import torch
 from app.services.jobs import drain
 from core.audio import SOXR, resampler_from_training
 from core.checkpoints import load_model
-from core.frontends import words_frontend
+from core.frontend_builder import words_frontend
 from models.awe import MultiViewAWE
 from training.metrics import dtw_pairwise_ap, word_discrimination_ap
 from training.words_data import load_words

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     memory.map_large_blocks()
     from app.services.jobs import drain
     from app.services.search.embedder import load_embedder
-    from app.services.search.jobs import summarize
+    from app.services.search.search_jobs import summarize
     from app.services.search.session import SearchSession
 
     embedder = load_embedder()

@@ -215,7 +215,7 @@ def cache_dir() -> Path:
 
 def open_indexed(root: Path, embedder: Any) -> Any:  # noqa: ANN401
     from app.services.jobs import drain
-    from app.services.search.jobs import summarize
+    from app.services.search.search_jobs import summarize
     from app.services.search.session import SearchSession
 
     session = SearchSession.open(root, embedder)

@@ -1,8 +1,8 @@
 """`load_for_inference(path)`: a checkpoint as the app runs it -- the model, its front end and its preprocessing.
 
 The model is rebuilt from the checkpoint alone (core/checkpoints.py); the front end from its `features` entry
-(core/frontends.py); the preprocessing (resampler, silence trim) from its `training.preprocessing` entry, so audio
-reaches the model exactly as it did in training. Services never read a trainer module to run a model.
+(core/frontend_builder.py); the preprocessing (resampler, silence trim) from its `training.preprocessing` entry, so
+audio reaches the model exactly as it did in training. Services never read a trainer module to run a model.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def inference_for(model: torch.nn.Module, kind: str, metadata: dict[str, Any]) -
 
 def frontend_for(kind: str, features: dict[str, Any]) -> torch.nn.Module | None:
     """The front end a checkpoint of `kind` recorded (MFCC for speech checkpoints that predate the entry)."""
-    from core.frontends import units_frontend, words_frontend
+    from core.frontend_builder import units_frontend, words_frontend
     from models.frontends import frontend_from_dict
 
     if kind == "units":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.frontends import FRAMES_PER_UNIT
+from core.frontend_builder import FRAMES_PER_UNIT
 
 STEP_DB = 6.0  # one level per 6 dB: coarse enough to cost little, fine enough for syllables (10 levels in 60 dB)
 RANGE_DB = 60.0  # levels below the utterance's loudest unit by more than this are silence (the lowest level)

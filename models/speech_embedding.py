@@ -437,7 +437,7 @@ class SpeechFrames(torch.nn.Module):
     kind = "speech_embedding"
 
     def __init__(self, config: SpeechFramesConfig, encoder: SpeechEmbedding) -> None:
-        """`encoder`: the loaded speech_embedding (core.frontends.speech_frames reads its weights)."""
+        """`encoder`: the loaded speech_embedding (core.frontend_builder.speech_frames reads its weights)."""
         super().__init__()
         self.config = config
         self.encoder = encoder

@@ -208,7 +208,7 @@ def test_tags_export_that_fails_leaves_the_existing_file_as_it_was(tmp_path: Pat
     short, its old content gone, and the message ("[Errno 28] No space left on device") did not say which file."""
     import errno
 
-    from app.services.search.tags import TagEditor
+    from app.services.search.tag_editor import TagEditor
 
     root = tagged_library(tmp_path / "lib")
     assert main(["tags", "add", "animals/dog_bark.wav", "-t", "keeper", "--library", str(root)]) == 0

@@ -43,7 +43,7 @@ def test_every_row_resolves_to_real_code(name: str) -> None:
 
 def test_the_settings_copies_of_torch_side_constants_agree() -> None:
     """The torch-free settings modules copy a few constants of torch modules (choices, help texts): the same."""
-    from core import device, frontends
+    from core import device, frontend_builder
     from models import speech_embedding, units_frontend, vqvae
     from training import trainer_settings, units_settings, words_settings
 
@@ -51,7 +51,7 @@ def test_the_settings_copies_of_torch_side_constants_agree() -> None:
     assert words_settings.SPEECH_EMBEDDING_WHEEL == speech_embedding.SPEECH_EMBEDDING_WHEEL
     assert units_settings.STRIDE == vqvae.STRIDE
     assert units_settings.SPEECH_FRONTEND_KIND == units_frontend.SPEECH_FRONTEND_KIND
-    assert units_settings.FRONTEND_CHOICES == frontends.UNITS_FRONTENDS
+    assert units_settings.FRONTEND_CHOICES == frontend_builder.UNITS_FRONTENDS
 
 
 def test_the_table_is_the_one_list() -> None:

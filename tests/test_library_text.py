@@ -16,10 +16,10 @@ import soundfile as sf
 from app.services.jobs import drain
 from app.services.library import catalog as C
 from app.services.library import names as N
+from app.services.library.embedded_tags import MAX_CHUNK_BYTES, read_tags
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import LibraryError
-from app.services.library.tags import MAX_CHUNK_BYTES, read_tags
 from app.services.search.embedder import default_text_encoder
 from app.services.search.session import SearchSession
 from tests.test_library import SR, ToneEmbedder, tone, write
@@ -131,7 +131,7 @@ def test_tags_from_every_container(tmp_path: Path):
     ("scraping created by rubbing", False), ("Door slam, recorded with a Zoom H4n", False), ("untitled song", False),
 ])
 def test_tool_and_licence_lines_are_told_from_descriptions(value: str, boilerplate: bool):
-    from app.services.library.tags import BOILERPLATE
+    from app.services.library.embedded_tags import BOILERPLATE
 
     assert bool(BOILERPLATE.search(value)) is boilerplate
 

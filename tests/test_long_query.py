@@ -10,8 +10,8 @@ import pytest
 
 from app.cli import main
 from app.services.search.answer import SearchAnswer
-from app.services.search.jobs import Results
 from app.services.search.query import MAX_QUERY_CHARS, parse
+from app.services.search.search_jobs import Results
 from app.ui.search_text import results_header
 from tests.test_search_service import indexed_one_tone
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from core import loudness as L
-from core.frontends import FRAMES_PER_UNIT
+from core.frontend_builder import FRAMES_PER_UNIT
 from training.speech_eval import envelope_correlation
 
 F = 40  # frequency bins in these toy spectrograms

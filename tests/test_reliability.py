@@ -208,7 +208,7 @@ def bad_utf8_tagged(folder: Path) -> dict[str, str]:
 
 def test_invalid_utf8_in_vorbis_comments_and_id3_titles_is_a_tag_problem(tmp_path: Path) -> None:
     """Item 14: Vorbis text was stored with U+FFFD and the ID3 title dropped, neither reported."""
-    from app.services.library.tags import read_tags
+    from app.services.library.embedded_tags import read_tags
 
     expected = bad_utf8_tagged(tmp_path)
     for name, where in expected.items():

@@ -710,8 +710,8 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
 def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsys) -> None:
     from app.cli import main
     from app.services.search.answer import SearchAnswer
-    from app.services.search.jobs import Results
     from app.services.search.query import parse
+    from app.services.search.search_jobs import Results
     from app.ui.search_text import results_header
 
     root, model = indexed_one_tone(tmp_path, "door-creak.wav")
@@ -730,7 +730,7 @@ def test_hits_carry_the_files_rate_and_channels(fusion_session: SearchSession, t
     """What the results list's Format column and --json show: the file's own rate and channels."""
     from app.services.search.browse import browse
     from app.services.search.candidates import explained_hits
-    from app.services.search.jobs import hit_dict
+    from app.services.search.search_jobs import hit_dict
     from tests.test_library import SR as TONE_SR
 
     s = fusion_session
@@ -780,7 +780,7 @@ def test_bad_mode_or_weight_is_a_clear_error(fusion_session: SearchSession) -> N
 
 
 def test_why_it_matched(fusion_session: SearchSession) -> None:
-    from app.services.search.jobs import hit_dict
+    from app.services.search.search_jobs import hit_dict
 
     hit = fusion_session.search("creaking doors", 1, mode="both")[0]
     m = hit.match

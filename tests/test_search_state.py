@@ -12,7 +12,7 @@ import pytest
 from app.services.library.records import Hit, MatchInfo, SearchFilters
 from app.services.search.answer import SearchAnswer
 from app.services.search.fusion import NAMES_WEIGHT
-from app.services.search.jobs import Results
+from app.services.search.search_jobs import Results
 from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, RESULTS_K, SearchState, balance_position
 from app.ui.search_text import no_results_message, results_header, why_html
 
@@ -52,7 +52,7 @@ def state() -> SearchState:
 
 
 def test_the_state_and_the_tabs_texts_import_no_qt_and_no_torch() -> None:
-    code = ("import sys, app.ui.search_state, app.ui.search_text, app.services.search.jobs\n"
+    code = ("import sys, app.ui.search_state, app.ui.search_text, app.services.search.search_jobs\n"
             "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -186,8 +186,8 @@ def test_no_good_match_on_the_demo_library(demo: SearchSession) -> None:
 
 def test_the_search_tab_header_says_no_good_match_and_did_you_mean() -> None:
     from app.services.search.answer import SearchAnswer
-    from app.services.search.jobs import Results
     from app.services.search.query import parse
+    from app.services.search.search_jobs import Results
     from app.ui.search_text import results_header
 
     hits = SearchAnswer("text", [object()], query=parse("explsion"), corrected=parse("explosion"),  # type: ignore[list-item]

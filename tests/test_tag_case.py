@@ -14,7 +14,7 @@ from app.cli import main
 from app.services.library import tag_case
 from app.services.library.library import Library
 from app.services.library.tag_mirror import MIRROR_NAME
-from app.services.search.tags import TagEditor
+from app.services.search.tag_editor import TagEditor
 from tests.test_cli import tagged_library
 
 DOOR, DOG, ODD = "doors/door_creak.wav", "animals/dog_bark.wav", "odd name;1.wav"

@@ -19,10 +19,10 @@ from app.cli import main
 from app.services.jobs import drain
 from app.services.library import riff_writer
 from app.services.library import tag_writer as W
+from app.services.library.embedded_tags import read_tags
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.scan import scan_folder
-from app.services.library.tags import read_tags
 from core.audio import decode
 from tests.test_library import SR, ToneEmbedder, tone
 from tests.test_library_text import chunk, info, wav_with

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.services.library.records import Hit
 from app.services.search.answer import SearchAnswer
-from app.services.search.jobs import Results
+from app.services.search.search_jobs import Results
 from app.ui.durations import format_duration
 from app.ui.search_text import results_header
 

@@ -15,7 +15,7 @@ from app.services.jobs import drain
 from app.services.registry import ModelRegistry
 from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
 from core.audio import decode
-from core.frontends import FRAMES_PER_UNIT
+from core.frontend_builder import FRAMES_PER_UNIT
 from core.voices import fitting_voice
 from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig

@@ -39,7 +39,7 @@ import torch
 
 from core import audio as audio_path
 from core import loudness
-from core.frontends import units_frontend, words_frontend
+from core.frontend_builder import units_frontend, words_frontend
 from core.voices import fitting_voice, log_spectral_distance, lsd_bins, magnitude_floor
 from training import abx
 from training.speech_eval_cli import per_speaker_table as per_speaker_table  # tests/test_speech_eval.py reads it here

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from core import audio as audio_path
-from core.frontends import units_frontend_dict
+from core.frontend_builder import units_frontend_dict
 from models.frontends import MFCC, LinearSpectrogram
 from models.speech_embedding import WINDOW_SAMPLES
 from models.units_frontend import SpeechUnitsFrontend

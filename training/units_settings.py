@@ -12,7 +12,7 @@ from training.augment_settings import AugmentConfig
 from training.trainer_settings import TrainerConfig
 
 # copied from modules that import torch (tests/test_kinds.py checks they agree): models.vqvae.STRIDE,
-# models.units_frontend.SPEECH_FRONTEND_KIND and core.frontends.UNITS_FRONTENDS
+# models.units_frontend.SPEECH_FRONTEND_KIND and core.frontend_builder.UNITS_FRONTENDS
 STRIDE = 4  # frames per unit
 SPEECH_FRONTEND_KIND = "mfcc+speech_embedding"
 FRONTEND_CHOICES = ("mfcc", SPEECH_FRONTEND_KIND)  # encoder inputs (models.units_frontend.SpeechUnitsFrontend)

@@ -43,7 +43,7 @@ from core import audio as audio_path
 from core import distributed as ddp
 from core.checkpoints import save_checkpoint
 from core.config import add_arguments, config_from_args
-from core.frontends import units_frontend, units_frontend_dict
+from core.frontend_builder import units_frontend, units_frontend_dict
 from models.frontends import MFCC
 from models.inverter import InverterConfig
 from models.units import UnitsConfig, UnitsModel

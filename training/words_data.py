@@ -25,7 +25,7 @@ import torch
 
 from core import audio as audio_path
 from core.audio import TrimConfig
-from core.frontends import words_frontend_dict
+from core.frontend_builder import words_frontend_dict
 from models.phonemes import (
     DIGIT_WORDS,
     WordNotInDictionaryError,

@@ -39,7 +39,7 @@ from core.audio import TrimConfig as TrimConfig  # tests read it here
 from core.checkpoints import load_model, save_checkpoint
 from core.config import add_arguments, argv_for, settings_of
 from core.config import config_from_args as settings_from_args
-from core.frontends import speech_frames, words_frontend_dict
+from core.frontend_builder import speech_frames, words_frontend_dict
 from models.awe import AWEConfig, EncoderConfig, MultiViewAWE
 from models.frontends import MFCC, MFCCConfig
 from models.speech_embedding import SpeechFramesConfig

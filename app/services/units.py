@@ -65,7 +65,7 @@ from app.services.textgrid import Word, write_units_textgrid
 from core import loudness
 from core.audio import SOXR, decode, sanitize, save_wav, trim_span
 from core.files import atomic_path
-from core.frontends import FRAMES_PER_UNIT
+from core.frontend_builder import FRAMES_PER_UNIT
 from core.voices import fitting_voice, lsd_bins
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
@@ -116,7 +116,7 @@ class UnitsSession:
                  resampler: str = SOXR, frontend: torch.nn.Module | None = None) -> None:
         """`features`: the checkpoint's front-end entry (default MFCC+Δ+ΔΔ); `frontend`: the front end itself,
         already built (then `features` is not read)."""
-        from core.frontends import units_frontend
+        from core.frontend_builder import units_frontend
         from models.frontends import LinearSpecConfig, LinearSpectrogram
         from models.units_frontend import SpeechUnitsFrontend
 

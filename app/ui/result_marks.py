@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 from app.services.jobs import Job
 from app.services.library.records import Hit
 from app.services.library.tag_writer import REFUSED, WRITTEN, TagWrite, write_library_tags
-from app.services.search.jobs import favourite_job, tags_job
+from app.services.search.search_jobs import favourite_job, tags_job
 from app.services.search.session import SearchSession
 from app.ui.search_state import SearchState
 from app.ui.tag_dialog import TagDialog

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.library.records import SearchFilters
-from app.services.search.jobs import IndexOutcome
+from app.services.search.search_jobs import IndexOutcome
 from app.ui.search_state import BALANCE_STEPS, SearchState, balance_text
 from app.ui.search_text import STAR_ON, format_progress, index_summary
 from app.ui.widgets import MarkedSlider

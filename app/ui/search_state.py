@@ -23,8 +23,8 @@ from app.ui.search_text import channel_scores
 
 if TYPE_CHECKING:
     from app.services.library.records import FailedFile, Hit
-    from app.services.search.jobs import Results
     from app.services.search.preview import Preview
+    from app.services.search.search_jobs import Results
 
 BALANCE_STEPS = 100  # slider position = the sound channel's share in percent: 0 = names only, 100 = sound only
 HISTORY_LIMIT = 100

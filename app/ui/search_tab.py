@@ -31,7 +31,8 @@ from app.services.library.records import Hit
 from app.services.registry import ModelEntry, ModelRegistry
 from app.services.search.embedder import RetrievalEmbedder, load_embedder_job
 from app.services.search.fusion import NAMES_WEIGHT
-from app.services.search.jobs import (
+from app.services.search.preview import Preview, preview_job
+from app.services.search.search_jobs import (
     IndexOutcome,
     all_tags_job,
     catalog_job,
@@ -39,7 +40,6 @@ from app.services.search.jobs import (
     open_session_job,
     request_job,
 )
-from app.services.search.preview import Preview, preview_job
 from app.services.search.session import SearchSession
 from app.ui.folder_tree import FolderTree
 from app.ui.record_query import RecordQuery

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.services.library.embedding import LONG_FILE_WINDOWS
-from app.services.search.jobs import summarize
 from app.services.search.query import MAX_QUERY_CHARS
+from app.services.search.search_jobs import summarize
 from app.ui.durations import format_duration
 from core.display import display_name
 
@@ -23,7 +23,7 @@ CLOSE_NAMES = 0.25  # a names score without a word matched that the why line cal
 
 if TYPE_CHECKING:
     from app.services.library.records import Hit, SearchFilters
-    from app.services.search.jobs import IndexOutcome, Results
+    from app.services.search.search_jobs import IndexOutcome, Results
 
 HIGHLIGHT_STYLE = "background-color:#ffe38a; color:#1a1a1a;"
 STAR_ON, STAR_OFF = "★", "☆"

@@ -148,7 +148,7 @@ def test_embedding_every_window_of_long_files_is_a_remembered_preference(qtbot, 
                                                                          tmp_path: Path, monkeypatch) -> None:
     """Issue 25 item 2: long files are heard in spread windows by default; Preferences can ask for every window,
     the next indexing does so, and the choice is kept for the next session."""
-    from app.services.search import jobs
+    from app.services.search import search_jobs as jobs
     from app.ui import search_tab
 
     win = make_window(qtbot, tmp_path)
@@ -175,7 +175,7 @@ def test_embedding_every_window_of_long_files_is_a_remembered_preference(qtbot, 
 
 def test_the_index_summary_says_how_many_long_files_were_heard_in_spread_windows() -> None:
     from app.services.library.records import IndexReport
-    from app.services.search.jobs import IndexOutcome
+    from app.services.search.search_jobs import IndexOutcome
     from app.ui.search_text import index_summary
 
     report = IndexReport("m", embedded=["a.wav", "b.ogg"], spread=1, audio_seconds=200.0, elapsed_s=1.0)
@@ -186,7 +186,7 @@ def test_the_index_summary_says_how_many_long_files_were_heard_in_spread_windows
 def test_the_index_summary_counts_a_copy_of_a_known_sound() -> None:
     """A first-contact trial: a copy of a file already indexed raised the count while the line said "0 new"."""
     from app.services.library.records import IndexReport
-    from app.services.search.jobs import IndexOutcome
+    from app.services.search.search_jobs import IndexOutcome
     from app.ui.search_text import index_summary
 
     text, changed = index_summary(IndexOutcome(IndexReport("m", copied=["copy.wav"]), [], [], 3))

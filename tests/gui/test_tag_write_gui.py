@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMessageBox
 
+from app.services.library.embedded_tags import read_tags
 from app.services.library.tag_writer import WRITTEN, keyword_set
-from app.services.library.tags import read_tags
 from app.ui.search_tab import SearchTab
 from app.ui.tag_dialog import TagDialog
 from tests.gui.test_search_tab import named, press_ok, registry, search, tab  # noqa: F401 - fixtures

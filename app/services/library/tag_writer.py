@@ -33,7 +33,7 @@ import numpy as np
 
 from app.services.jobs import Job
 from app.services.library import riff_writer
-from app.services.library.tags import read_tags
+from app.services.library.embedded_tags import read_tags
 from core.audio import AudioError, audio_info, decode
 from core.display import display_name
 from core.files import hash_file

@@ -27,8 +27,8 @@ import numpy as np
 
 from app.services.library import names
 from app.services.library.catalog import id_chunks, normalise
+from app.services.library.embedded_tags import read_tags
 from app.services.library.records import TEXT_PREFIX, BrokenModelError, FailedFile, LibraryError, is_text_model
-from app.services.library.tags import read_tags
 
 if TYPE_CHECKING:
     from app.services.library.records import TextEncoder

@@ -2,7 +2,7 @@
 
 They live in their own tables and belong to the file row, so they survive re-indexing, renames and moves. A tag
 change rewrites the file's keyword row at once (the text channel's `write_keywords`); re-embedding its sentence
-is the caller's (search/tags.py: `TagEditor`), which holds the sentence encoder. Every change is also mirrored
+is the caller's (search/tag_editor.py: `TagEditor`), which holds the sentence encoder. Every change is also mirrored
 into `user-tags.json` beside the catalog (tag_mirror.py), from which a salvage gets back what a damaged page took.
 A tag is one tag whatever its case, spelled as the library first had it (tag_case.py).
 """

@@ -39,7 +39,7 @@ from app.services.search.candidates import CandidateRequest, QueryVectors, expla
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.query import Query, parse
-from app.services.search.tags import TagEditor
+from app.services.search.tag_editor import TagEditor
 from app.services.search.text_tower import TextTower as TextTowerType
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from core.audio import AudioError, audio_info
