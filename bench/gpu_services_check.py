@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from app.services.jobs import drain
-from app.services.units import UnitsSession
-from app.services.words import WordSpace
+from app.services.units.session import UnitsSession
+from app.services.words.word_space import WordSpace
 from core.inference import load_for_inference
 
 WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

@@ -65,7 +65,7 @@ class Kind:
 
     def listed_presets(self) -> dict[str, dict[str, Any]]:
         """The presets a replacement trainer lists as TRAIN_PRESETS = {name: {setting: value}}; {} for the table's
-        own trainers (the Train tab reads theirs from the shipped checkpoints: app/services/train_presets.py)."""
+        own trainers (the Train tab reads theirs from the shipped checkpoints: app/services/training/presets.py)."""
         if not self.trainer_override:
             return {}
         return dict(getattr(self.trainer_module(), "TRAIN_PRESETS", None) or {})

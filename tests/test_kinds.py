@@ -55,7 +55,7 @@ def test_the_settings_copies_of_torch_side_constants_agree() -> None:
 
 
 def test_the_table_is_the_one_list() -> None:
-    from app.services import training_runs
+    from app.services.training import runs as training_runs
     from core import checkpoints
     from training import validate
 

@@ -1,11 +1,11 @@
-"""The Units tab's input level (app/services/levels.py): dBFS peak and RMS per block, peak hold, clipping."""
+"""The Units tab's input level (app/services/units/levels.py): dBFS peak and RMS per block, peak hold, clipping."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.services.levels import CLIP_DB, FALL_DB_PER_SECOND, FLOOR_DB, HOLD_SECONDS, InputLevel, block_level
+from app.services.units.levels import CLIP_DB, FALL_DB_PER_SECOND, FLOOR_DB, HOLD_SECONDS, InputLevel, block_level
 
 
 def sine(amplitude: float, n: int = 1600) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Praat TextGrid export of units (app/services/textgrid.py), read back with praatio."""
+"""Praat TextGrid export of units (app/services/units/textgrid.py), read back with praatio."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from praatio import textgrid
 
-from app.services.textgrid import unit_intervals, write_units_textgrid
-from app.services.units import UnitsSession, parse_units_text
+from app.services.units.session import UnitsSession, parse_units_text
+from app.services.units.textgrid import unit_intervals, write_units_textgrid
 from tests.test_units_service import fsdd_speech, stream, tiny_units_model
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.services import train_presets as tp
-from app.services import training_runs as tr
 from app.services.registry import default_models_dir
+from app.services.training import presets as tp
+from app.services.training import runs as tr
 from core.checkpoints import read_metadata
 
 # how each shipped model was trained: the trainer preset its model card's command names

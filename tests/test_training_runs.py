@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services import training_runs as tr
+from app.services.training import runs as tr
 
 TESTS = Path(__file__).resolve().parent
 FAKE = "fake_trainer"

@@ -13,7 +13,7 @@ import torch
 
 from app.services.jobs import drain
 from app.services.registry import ModelRegistry
-from app.services.units import LiveStream, UnitsSession, load_session, parse_units_text
+from app.services.units.session import LiveStream, UnitsSession, load_session, parse_units_text
 from core.audio import decode
 from core.frontend_builder import FRAMES_PER_UNIT
 from core.voices import fitting_voice

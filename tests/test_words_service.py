@@ -12,7 +12,7 @@ import torch
 
 from app.services.jobs import drain
 from app.services.registry import ModelRegistry
-from app.services.words import (
+from app.services.words.word_space import (
     SAMPLE_RATE,
     WordAudioError,
     WordSet,

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.services.words import SAMPLE_RATE, LoadResult, TermHit, TermSearchResult, WordItem
+from app.services.words.word_space import SAMPLE_RATE, LoadResult, TermHit, TermSearchResult, WordItem
 from app.ui.words_state import MAX_RECORD_SECONDS, SPEECH_SECONDS, Take, WordsState
 
 ROOT = Path(__file__).resolve().parents[1]

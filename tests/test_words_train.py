@@ -12,7 +12,7 @@ import soundfile as sf
 import torch
 
 from app.services.jobs import drain
-from app.services.words import WordSpace
+from app.services.words.word_space import WordSpace
 from core.checkpoints import CheckpointError, load_model, read_metadata, save_checkpoint
 from tests.test_augment import SWITCHES
 from training.speech_eval import evaluate_words as evaluate_job

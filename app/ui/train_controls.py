@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services import training_runs as tr
+from app.services.training import runs as tr
 from app.ui.train_form import BUDGET, LABELS, SettingsForm
 from app.ui.train_state import TrainButtons
 

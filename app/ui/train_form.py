@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services import train_presets as tp
-from app.services import training_runs as tr
+from app.services.training import presets as tp
+from app.services.training import runs as tr
 
 INT_LIMIT = 2_000_000_000
 FIELD_MIN_WIDTH = 90  # px

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services import training_runs as tr
+from app.services.training import runs as tr
 from app.ui.train_state import TrainState
 from app.ui.train_text import run_label
 from app.ui.widgets import CurveLegend, DecadeAxis, PlotHint, show_axes

@@ -16,7 +16,7 @@ from app.ui.events import Event
 from app.ui.train_text import finished_summary, format_eta
 
 if TYPE_CHECKING:
-    from app.services import training_runs as tr
+    from app.services.training import runs as tr
 
 
 class TrainEvents:

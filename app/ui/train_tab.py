@@ -5,10 +5,10 @@ runs compared) with its panels (`train_controls.py`, `train_monitor.py`; texts i
 scrolled: the basic view (model kind, data folder with its validation report, checked in a worker before Start
 is enabled; preset, time budget, device, run name), then the Advanced section, collapsed, with every other
 setting (`train_form.SettingsForm`, generated from the trainer's config dataclasses; presets from
-`app.services.train_presets`). Under it, never scrolled away: Start / Stop / Resume / Use this model. Right:
+`app.services.training.presets`). Under it, never scrolled away: Start / Stop / Resume / Use this model. Right:
 progress with ETA, live loss and metric curves, past runs (tick several to overlay their curves) and the log.
 
-Training runs in a separate process (`app.services.training_runs`); a QTimer polls its events at 5 Hz, so
+Training runs in a separate process (`app.services.training.runs`); a QTimer polls its events at 5 Hz, so
 the GUI never blocks and a crashing trainer cannot take the window down.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QFrame, QSplitter, QVBoxLayout, QWidget
 
-from app.services import train_presets as tp
-from app.services import training_runs as tr
 from app.services.registry import ModelRegistry
+from app.services.training import presets as tp
+from app.services.training import runs as tr
 from app.ui.tab_base import JobTab
 from app.ui.train_controls import TrainActions, TrainSettingsPane
 from app.ui.train_form import SettingsForm

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from app.ui.durations import format_duration
 
 if TYPE_CHECKING:
-    from app.services import training_runs as tr
+    from app.services.training import runs as tr
 
 
 def format_eta(seconds: float | None) -> str:

@@ -12,7 +12,7 @@ from PySide6.QtCore import QRectF, QSize, Qt, Slot
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.services.levels import CLIP_DB, FLOOR_DB, InputLevel
+from app.services.units.levels import CLIP_DB, FLOOR_DB, InputLevel
 from app.ui.widgets import TitledPlot
 
 REVIEW_EMPTY_SECONDS = 1.0  # the original/resynthesis views' neutral time frame before there is audio

@@ -29,9 +29,9 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QSizePolicy, QVBoxLayout, QWi
 
 from app.services.devices import DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import format_progress
-from app.services.levels import InputLevel
 from app.services.registry import ModelEntry
-from app.services.units import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
+from app.services.units.levels import InputLevel
+from app.services.units.session import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
 from app.ui.audio_files import open_audio_file
 from app.ui.tab_base import ModelTab
 from app.ui.units_controls import PlaybackBar, UnitsBar

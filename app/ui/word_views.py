@@ -12,7 +12,7 @@ from PySide6.QtCore import QRectF, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import QSplitter, QWidget
 
-from app.services.words import WordSet
+from app.services.words.word_space import WordSet
 from app.ui.widgets import PlotHint, TitledPlot, show_axes
 
 SPOKEN_COLOUR = "#4c9be8"

@@ -10,7 +10,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QKeyEvent, QPainter, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
 
-from app.services.words import SAMPLE_RATE, WordItem
+from app.services.words.word_space import SAMPLE_RATE, WordItem
 from app.ui.widgets import envelope
 from app.ui.word_views import SPOKEN_COLOUR, WRITTEN_COLOUR, short
 from app.ui.words_state import WordsState

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.words import SAMPLE_RATE
+from app.services.words.word_space import SAMPLE_RATE
 from app.ui.audio_files import OPEN_AUDIO_FILE
 from app.ui.widgets import WaveformPlot
 from app.ui.word_views import WRITTEN_COLOUR

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.services.words import SAMPLE_RATE, WordSet
+from app.services.words.word_space import SAMPLE_RATE, WordSet
 from app.ui.events import Event
 
 if TYPE_CHECKING:
     from app.services.devices import DeviceStatus
-    from app.services.words import LoadResult, TermSearchResult, WordItem, WordSpace
+    from app.services.words.word_space import LoadResult, TermSearchResult, WordItem, WordSpace
 
 SPEECH_LEVEL = 0.02  # peak amplitude that counts as speech while recording
 SPEECH_SECONDS = 2.0  # recording stops this long after speech starts

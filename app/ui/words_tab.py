@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QSplitter, QTabWidget, QVBoxLayout, QWidget
 from app.services.devices import DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import Job, format_progress
 from app.services.registry import ModelEntry, ModelRegistry
-from app.services.words import (
+from app.services.words.word_space import (
     SAMPLE_RATE,
     TermSearchResult,
     WordSet,

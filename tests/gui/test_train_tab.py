@@ -11,7 +11,7 @@ import soundfile as sf
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLabel, QScrollArea, QSpinBox, QToolButton
 
-from app.services import training_runs as tr
+from app.services.training import runs as tr
 from app.ui.train_tab import TrainTab
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -257,8 +257,8 @@ def test_every_real_setting_has_a_label_in_words(kind: str) -> None:
 
 
 def test_the_real_form_starts_from_the_shipped_recipe(qtbot, tmp_path: Path) -> None:
-    from app.services import train_presets as tp
     from app.services.registry import default_models_dir
+    from app.services.training import presets as tp
     from core.checkpoints import read_metadata
 
     tab = TrainTab(runs_dir=tmp_path / "runs", models_dir=tmp_path / "models")

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 
 from app.services.devices import DeviceStatus, Recorder
 from app.services.registry import ModelRegistry
-from app.services.words import SAMPLE_RATE
+from app.services.words.word_space import SAMPLE_RATE
 from app.ui.words_tab import WordsTab
 from core.checkpoints import save_checkpoint
 from models.awe import AWEConfig, MultiViewAWE
@@ -199,7 +199,7 @@ def test_spoken_term_search_in_a_generated_recording(qtbot, tab: WordsTab) -> No
     planted_centre = (int(0.5 * sr) + len(target) + int(0.6 * sr) + len(target) / 2) / sr
     with qtbot.waitSignal(tab.items_changed, timeout=10_000):
         tab.words.clear()
-        from app.services.words import recording_item_job
+        from app.services.words.word_space import recording_item_job
 
         tab.run_job(lambda: recording_item_job(tab.space, np.concatenate([gap(0.2), target, gap(0.2)]), sr,
                                                "target"), "test-item", lambda item: tab.words_state.add_items([item]))
@@ -286,7 +286,7 @@ def test_a_microphone_gone_with_the_sound_server_is_said_in_plain_words(qtbot, t
 def test_the_score_axis_reads_in_cosines_not_thousandths(qtbot, tab: WordsTab) -> None:
     """Cosines of a real search (-0.1 to 0.3) were drawn on an axis "cosine (x0.001)" running from -100 to 300:
     pyqtgraph's SI prefix, meant for units like Hz, made a cosine read as 300. The axis stays in cosines."""
-    from app.services.words import TermHit, TermSearchResult
+    from app.services.words.word_space import TermHit, TermSearchResult
 
     times = np.linspace(0.2, 2.9, 40)
     scores = 0.1 + 0.2 * np.sin(times)
@@ -333,7 +333,7 @@ def test_map_labels_never_cover_each_other_nor_leave_the_plot(qtbot) -> None:
     theo" over "one"), and a point near the right edge ran its label out of view."""
     from PySide6.QtCore import QRectF
 
-    from app.services.words import WordItem, WordSet
+    from app.services.words.word_space import WordItem, WordSet
     from app.ui.word_views import CompareViews
 
     def item(label: str, v: list[float]) -> WordItem:

@@ -44,7 +44,7 @@ Resynthesis loudness: beside the units the session keeps the input's level per u
 Units text export (`export_units_text`): one line of space-separated `START:ID` tokens, START = the unit's
 start time in seconds with 3 decimals (unit u starts at u · 0.04 s and lasts 0.04 s), ID = the codebook index,
 e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units). The same
-units as a Praat TextGrid (`export_textgrid`, `app/services/textgrid.py`): built from those tokens, so its
+units as a Praat TextGrid (`export_textgrid`, `app/services/units/textgrid.py`): built from those tokens, so its
 boundaries are theirs; a "words" tier when `words` are known. Both files are written atomically.
 """
 
@@ -61,7 +61,7 @@ import numpy as np
 import torch
 
 from app.services.jobs import Job
-from app.services.textgrid import Word, write_units_textgrid
+from app.services.units.textgrid import Word, write_units_textgrid
 from core import loudness
 from core.audio import SOXR, decode, sanitize, save_wav, trim_span
 from core.files import atomic_path

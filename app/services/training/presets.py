@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.services import training_runs as tr
 from app.services.registry import default_models_dir
+from app.services.training import runs as tr
 from core import kinds
 from core.config import SettingSpec
 

@@ -1,0 +1,1 @@
+"""Training runs as folders and processes, and the Train tab's presets."""

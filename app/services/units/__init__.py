@@ -1,0 +1,1 @@
+"""Live speech units: the session, input levels, TextGrid export."""

@@ -1,0 +1,1 @@
+"""Acoustic word embeddings as the Words tab and the CLI use them."""
