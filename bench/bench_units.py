@@ -9,7 +9,7 @@ the centred STFT and the Δ/ΔΔ regression need around it, then pushed through 
 caches each attention layer's keys/values, so a push encodes only the block's new frames). A model on the
 `mfcc+speech_embedding` front end also pushes each block through the speech_embedding stream (its left
 context cached) and gives each frame its unit's embedding frame as soon as that is complete.
-The same blocks also go through `app.services.units.session.UnitsSession.feed`, the Units tab's own path (exact
+The same blocks also go through `app.services.units.units_session.UnitsSession.feed`, the Units tab's own path (exact
 front-end windows, display spectrogram, encoder): `session_streaming_rtf`. Each streaming pass runs REPS
 times and the fastest is reported, with this process's CPU time beside the wall time and the 1-minute load
 average before and after (on a shared machine wall time mostly measures the other jobs).
@@ -108,7 +108,7 @@ def stream_pass(model: UnitsModel, frontend: torch.nn.Module, wave: torch.Tensor
 
 def session_pass(model: UnitsModel, frontend: torch.nn.Module, wave: torch.Tensor) -> tuple[float, float, list[int]]:
     """The Units tab's path: UnitsSession.feed in BLOCK_MS blocks; (wall s, CPU s, unit ids)."""
-    from app.services.units.session import UnitsSession
+    from app.services.units.units_session import UnitsSession
 
     session = UnitsSession(model, resampler="soxr", frontend=frontend)
     audio = wave.numpy()
@@ -178,7 +178,7 @@ def run() -> dict:
         # this process's CPU time for the same loop: less inflated than wall time when other jobs share the cores
         "encoder_streaming_cpu_rtf": round(stream_cpu / SECONDS, 4),
         "streaming_matches_whole_file": round(agree, 4),  # MFCC edges differ slightly at block borders
-        # the Units tab's own path (app.services.units.session.UnitsSession.feed): exact front end windows, the
+        # the Units tab's own path (app.services.units.units_session.UnitsSession.feed): exact front end windows, the
         # display spectrogram, the encoder; units equal the whole file's
         "session_streaming_rtf": round(session_wall / SECONDS, 4),
         "session_streaming_cpu_rtf": round(session_cpu / SECONDS, 4),

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from app.services.jobs import drain
-from app.services.units.session import UnitsSession
+from app.services.units.units_session import UnitsSession
 from app.services.words.word_space import WordSpace
 from core.inference import load_for_inference
 

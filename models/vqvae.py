@@ -36,8 +36,6 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.vqvae_stream import StreamingEncoder
-
 STRIDE = 4  # two stride-2 convolutions: one unit per 40 ms at 10-ms frames
 
 
@@ -500,5 +498,3 @@ class VQVAE(nn.Module):
         vectors = self.codebook.embedding[codes.clamp(min=0)]
         return vectors * (codes >= 0).unsqueeze(-1).to(vectors.dtype)
 
-    def stream(self) -> StreamingEncoder:
-        return StreamingEncoder(self)

@@ -1,5 +1,5 @@
 """The VQ-VAE's encoder fed a block of frames at a time: unit ids as soon as they are final, equal to the
-whole-file `VQVAE.encode` (`VQVAE.stream()` makes one).
+whole-file `VQVAE.encode` (`StreamingEncoder(model)` makes one).
 
 Every attention layer of the encoder sees a bounded window (models/vqvae.py), so unit u depends on frames
 4u − left .. 4u + right only; the stream keeps per-layer caches of past keys/values and emits a unit once its
@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-if TYPE_CHECKING:  # types only: models.vqvae imports this module
+if TYPE_CHECKING:
     from models.vqvae import VQVAE, Downsample, EncoderLayer
 
 

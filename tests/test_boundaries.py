@@ -90,14 +90,15 @@ def _type_checking_only(node: ast.AST) -> bool:
     return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING")
 
 
-def _imports(path: Path, package: str) -> list[tuple[str, list[str]]]:
+def _imports(path: Path, package: str, type_only: bool = False) -> list[tuple[str, list[str]]]:
     """(module, names) per import statement in `path`, lazy ones inside functions included (they run too);
-    relative imports resolved against `package`; `if TYPE_CHECKING:` blocks left out (they never run)."""
+    relative imports resolved against `package`; `if TYPE_CHECKING:` blocks left out (they never run) unless
+    `type_only`: a reader follows those too."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[tuple[str, list[str]]] = []
 
     def visit(node: ast.AST) -> None:
-        if _type_checking_only(node):
+        if _type_checking_only(node) and not type_only:
             return
         if isinstance(node, ast.Import):
             found.extend((alias.name, []) for alias in node.names)
@@ -114,7 +115,8 @@ def _imports(path: Path, package: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES, type_only: bool = False
+                 ) -> dict[str, set[str]]:
     """Module -> the modules of `packages` it imports (statically, through ast; nothing is executed), and the
     `__init__` of every package above it: importing `a.b.c` runs `a/__init__` and `a/b/__init__` first, so a
     package `__init__` that imports its own submodules closes a cycle."""
@@ -123,7 +125,7 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dic
     for name, path in files.items():
         graph[name].update(parent for parent in parent_packages(name) if parent in files)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for module, names in _imports(path, package):
+        for module, names in _imports(path, package, type_only):
             targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in files] or [module]
             for target in targets:
                 while target and target not in files:  # `import a.b.c` where a.b.c is a name: its module
@@ -171,6 +173,25 @@ def test_no_import_cycles_among_app_core_models_training() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_no_file_circle_even_through_type_only_imports() -> None:
+    """A reader follows `if TYPE_CHECKING:` imports too: no set of files that can only be read together."""
+    cycle = find_cycle(import_graph(type_only=True))
+    assert cycle is None, "a circle of files (type-only imports included): " + " -> ".join(cycle or [])
+
+
+LIBRARY_NEVER_IMPORTS = ("app.services.devices", "app.services.search", "app.services.units", "app.services.words",
+                         "app.services.training", "app.ui", "app.cli")
+
+
+def test_the_library_imports_no_devices_and_no_feature_above_it() -> None:
+    """The library (catalog, indexes, indexing) stands below search and knows no audio device: it runs headless
+    under torchrun and in the CLI without PortAudio."""
+    graph = import_graph(type_only=True)
+    bad = {m: sorted(t for t in deps if t.startswith(LIBRARY_NEVER_IMPORTS))
+           for m, deps in graph.items() if m.startswith("app.services.library")}
+    assert {m: t for m, t in bad.items() if t} == {}
+
+
 def test_the_cycle_finder_catches_a_cycle(tmp_path: Path) -> None:
     pkg = tmp_path / "app"
     (pkg / "ui").mkdir(parents=True)
@@ -181,6 +202,8 @@ def test_the_cycle_finder_catches_a_cycle(tmp_path: Path) -> None:
     (pkg / "ui" / "tab.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import app.cli\n")
     graph = import_graph(tmp_path, ("app",))
     assert find_cycle(graph) is None  # type-only imports never run
+    assert find_cycle(import_graph(tmp_path, ("app",), type_only=True)) == [  # but a reader follows them
+        "app.cli", "app.ui.window", "app.ui.tab", "app.cli"]
     (pkg / "ui" / "tab.py").write_text("from app.cli import gui\n")
     assert find_cycle(import_graph(tmp_path, ("app",))) == ["app.cli", "app.ui.window", "app.ui.tab", "app.cli"]
 

@@ -19,7 +19,7 @@ from real_audio_stack import PulseStack, aligned, running_stack
 from app.services.devices import Player, Recorder, device_status
 from app.services.registry import ModelRegistry
 from app.services.search.recording import NothingRecordedError, record_job
-from app.services.units.session import load_session
+from app.services.units.units_session import load_session
 from core.audio import decode
 
 ROOT = Path(__file__).resolve().parents[1]

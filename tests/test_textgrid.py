@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from praatio import textgrid
 
-from app.services.units.session import UnitsSession, parse_units_text
 from app.services.units.textgrid import unit_intervals, write_units_textgrid
+from app.services.units.units_session import UnitsSession, parse_units_text
 from tests.test_units_service import fsdd_speech, stream, tiny_units_model
 
 

@@ -13,7 +13,7 @@ import torch
 
 from app.services.jobs import drain
 from app.services.registry import ModelRegistry
-from app.services.units.session import LiveStream, UnitsSession, load_session, parse_units_text
+from app.services.units.units_session import LiveStream, UnitsSession, load_session, parse_units_text
 from core.audio import decode
 from core.frontend_builder import FRAMES_PER_UNIT
 from core.voices import fitting_voice
@@ -21,6 +21,7 @@ from models.frontends import MFCC, LinearSpectrogram, frontend_to_dict
 from models.inverter import InverterConfig
 from models.units import UnitsConfig, UnitsModel
 from models.vqvae import VQVAEConfig
+from models.vqvae_stream import StreamingEncoder
 
 
 def tiny_units_model(seed: int = 0, speakers: tuple[str, ...] = ("ann", "bob")) -> UnitsModel:
@@ -92,7 +93,7 @@ def test_streaming_in_random_blocks_equals_whole_file(session: UnitsSession, fsd
     np.testing.assert_allclose(session.spectrogram, np.log10(whole + 1e-4), atol=1e-4)
     np.testing.assert_array_equal(session.audio, audio)
     # bounded look-ahead: feature delay (4 Δ frames + half an FFT) plus the encoder's
-    assert session.lookahead_ms == pytest.approx(56.0 + session.model.vqvae.stream().lookahead_ms)
+    assert session.lookahead_ms == pytest.approx(56.0 + StreamingEncoder(session.model.vqvae).lookahead_ms)
 
 
 def test_units_arrive_while_streaming_not_only_at_the_end(session: UnitsSession, fsdd: Path) -> None:

@@ -15,6 +15,7 @@ import models.vqvae_stream as stream_module
 from models.inverter import InverterConfig
 from models.units import UnitsConfig, UnitsModel, from_config_dict
 from models.vqvae import VQVAE, EMACodebook, VQVAEConfig, time_jitter
+from models.vqvae_stream import StreamingEncoder
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +131,7 @@ def test_streaming_equals_whole_file(block):
     model.set_feature_stats(torch.zeros(39), torch.full((39,), 0.5))
     feats = torch.randn(203, 39).cumsum(0) * 0.1  # smooth-ish, like real features
     whole = model.encode(feats)
-    stream = model.stream()
+    stream = StreamingEncoder(model)
     left, right = model.encoder.receptive_field()
     got, max_buffer = [], 0
     for start in range(0, len(feats), block):
@@ -157,7 +158,7 @@ def test_cached_streaming_with_odd_blocks_equals_whole_file(n_frames, right):
     model.set_feature_stats(torch.zeros(39), torch.full((39,), 0.5))
     feats = torch.randn(n_frames, 39).cumsum(0) * 0.1
     whole = model.encode(feats)
-    stream = model.stream()
+    stream = StreamingEncoder(model)
     _, rf_right = model.encoder.receptive_field()
     rng = torch.Generator().manual_seed(n_frames)
     got, start = [], 0
@@ -179,7 +180,7 @@ def test_cached_streaming_with_odd_blocks_equals_whole_file(n_frames, right):
 def test_default_config_lookahead_is_documented():
     model = VQVAE(VQVAEConfig())
     assert model.encoder.receptive_field() == (227, 17)
-    assert model.stream().lookahead_ms == 140.0
+    assert StreamingEncoder(model).lookahead_ms == 140.0
 
 
 # ---------------------------------------------------------------------------------------------- codebook
@@ -340,7 +341,7 @@ def test_encoder_and_decoder_read_and_rebuild_only_their_input_dims():
     other = x.clone()
     other[..., :39] += 5.0  # a different MFCC part only
     assert torch.equal(model.encode(x), model.encode(other))
-    stream = model.stream()
+    stream = StreamingEncoder(model)
     assert torch.equal(torch.cat([stream.push(other[0]), stream.flush()]), model.encode(x[0]))
     torch.manual_seed(1)
     _, loss_a, _ = model(x, target=x)

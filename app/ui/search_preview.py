@@ -88,6 +88,27 @@ class PreviewPane(QWidget):
     def _build(self) -> None:
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
+        self._build_titles(col)
+        self.transport = TransportBar()
+        self.play_button = self.transport.play_button
+        self.play_button.clicked.connect(self.toggle_play)
+        self.transport.volume_changed.connect(self._volume_changed)
+        self.transport.loop_changed.connect(self._loop_changed)
+        col.addWidget(self.transport)
+        self._build_buttons(col)
+        part = self._build_waveform()
+        self._build_window_plot()
+        self.spectrogram = PreviewSpectrogram()
+        self.spectrogram.setXLink(self.waveform)
+        col.addWidget(self.waveform, 2)
+        col.addLayout(part)
+        col.addWidget(self.window_plot, 1)
+        col.addWidget(self.spectrogram, 3)
+        for plot in (self.waveform, self.spectrogram):
+            plot.setMinimumHeight(60)
+
+    def _build_titles(self, col: QVBoxLayout) -> None:
+        """The file's name and why it matched."""
         self.preview_title = QLabel("Select a result to see and hear it.")
         self.preview_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.preview_title.setWordWrap(True)  # a long file name wraps at its '_' and '-' (see `breakable`)
@@ -97,12 +118,9 @@ class PreviewPane(QWidget):
         self.why_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.why_label.setWordWrap(True)  # one line cut the channels' scores off at the right edge
         col.addWidget(self.why_label)
-        self.transport = TransportBar()
-        self.play_button = self.transport.play_button
-        self.play_button.clicked.connect(self.toggle_play)
-        self.transport.volume_changed.connect(self._volume_changed)
-        self.transport.loop_changed.connect(self._loop_changed)
-        col.addWidget(self.transport)
+
+    def _build_buttons(self, col: QVBoxLayout) -> None:
+        """Find similar, tags, favourite; below them the length box, reveal and copy."""
         row = QHBoxLayout()
         self.similar_button = QPushButton("Find similar")
         self.similar_button.setToolTip("Sounds in the library that sound like this one")
@@ -131,6 +149,9 @@ class PreviewPane(QWidget):
             files.addWidget(w)
         files.addStretch(1)
         col.addLayout(files)
+
+    def _build_waveform(self) -> QHBoxLayout:
+        """The waveform with its selected part, and the row that says and exports the part (returned)."""
         self.waveform = PreviewWaveform()
         self.waveform.clicked.connect(self.seek_to)
         self.waveform.setToolTip("Click to play from there; drag across it to select a part; the wheel zooms, "
@@ -150,6 +171,10 @@ class PreviewPane(QWidget):
         part.addWidget(self.selection_label, 1)
         part.addWidget(self.export_button)
         part.addWidget(self.drag_handle)
+        return part
+
+    def _build_window_plot(self) -> None:
+        """A long file's per-window match to the query, under the waveform and linked to it."""
         self.window_plot = pg.PlotWidget()
         self.window_plot.setMenuEnabled(False)
         self.window_plot.setMouseEnabled(x=False, y=False)
@@ -162,14 +187,6 @@ class PreviewPane(QWidget):
         self.window_curve = self.window_plot.plot(stepMode="center", fillLevel=None,
                                                   pen=pg.mkPen(MATCH_COLOUR, width=2))
         self.window_plot.setVisible(False)
-        self.spectrogram = PreviewSpectrogram()
-        self.spectrogram.setXLink(self.waveform)
-        col.addWidget(self.waveform, 2)
-        col.addLayout(part)
-        col.addWidget(self.window_plot, 1)
-        col.addWidget(self.spectrogram, 3)
-        for plot in (self.waveform, self.spectrogram):
-            plot.setMinimumHeight(60)
 
     # ------------------------------------------------------------------------------------------ drawing
 

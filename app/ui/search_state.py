@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from app.services.library.records import SearchFilters
 from app.services.search.fusion import NAMES_WEIGHT
 from app.services.search.request import RESULTS_K, SearchRequest
-from app.ui.events import Event
 from app.ui.search_text import channel_scores
+from app.ui.state_events import Event
 
 if TYPE_CHECKING:
     from app.services.library.records import FailedFile, Hit

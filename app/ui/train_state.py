@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.ui.events import Event
+from app.ui.state_events import Event
 from app.ui.train_text import finished_summary, format_eta
 
 if TYPE_CHECKING:

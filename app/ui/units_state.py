@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.services.search.recording import silence_problem
-from app.ui.events import Event
+from app.ui.state_events import Event
 
 if TYPE_CHECKING:
     from app.services.devices import DeviceStatus
-    from app.services.units.session import Resynthesis, UnitsSession, VoiceFit
+    from app.services.units.units_session import Resynthesis, UnitsSession, VoiceFit
 
 LIVE_SECONDS = 8.0  # the scrolling view shows this much recent audio
 AUTO_VOICE = "Auto"  # the voice combo's first item: the voice fitted to the speech (then "Auto: <voice>")

@@ -31,7 +31,7 @@ from app.services.devices import DeviceStatus, Player, Recorder, device_status
 from app.services.jobs import format_progress
 from app.services.registry import ModelEntry
 from app.services.units.levels import InputLevel
-from app.services.units.session import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
+from app.services.units.units_session import LiveStream, Resynthesis, UnitsSession, VoiceFit, load_session
 from app.ui.audio_files import open_audio_file
 from app.ui.tab_base import ModelTab
 from app.ui.units_controls import PlaybackBar, UnitsBar

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.services.words.word_space import SAMPLE_RATE, WordSet
-from app.ui.events import Event
+from app.ui.state_events import Event
 
 if TYPE_CHECKING:
     from app.services.devices import DeviceStatus

@@ -20,7 +20,7 @@ from PySide6.QtCore import Qt
 from app.services.devices import DeviceStatus, Player, Recorder
 from app.services.registry import ModelRegistry
 from app.services.units.levels import InputLevel
-from app.services.units.session import parse_units_text
+from app.services.units.units_session import parse_units_text
 from app.ui.unit_plots import METER_TEXT_WIDTH, LevelMeter, unit_colour
 from app.ui.units_tab import UnitsTab
 from core.audio import decode

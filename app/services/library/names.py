@@ -20,7 +20,19 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.services.search.vocabulary import number_word
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                "sixteen seventeen eighteen nineteen twenty").split()
+TENS = {30: "thirty", 40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: "eighty", 90: "ninety",
+        100: "hundred"}
+
+
+def number_word(token: str) -> str | None:
+    """'7' -> 'seven', '07' -> 'seven', '40' -> 'forty'; None for other tokens."""
+    if not token.isdigit():
+        return None
+    n = int(token)
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else TENS.get(n)
+
 
 UCS_FILE = Path(__file__).parent / "data" / "ucs_categories.csv"
 

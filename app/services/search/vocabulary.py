@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.services.library.names import NUMBER_WORDS, TENS, number_word
 from core.files import atomic_path
 
 # query words that say what kind of query it is ("someone says a number", "the sound of rain"), not what to find
@@ -42,10 +43,6 @@ someone somebody something sound sounds sounding noise noises sfx effect effects
 says say saying said is are was were be being been it its this that some like
 """.split())
 
-NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-                "sixteen seventeen eighteen nineteen twenty").split()
-TENS = {30: "thirty", 40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: "eighty", 90: "ninety",
-        100: "hundred"}
 _NUMBER_OF = {**{w: str(i) for i, w in enumerate(NUMBER_WORDS)}, **{w: str(n) for n, w in TENS.items()}}
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 LIGATURES = {"œ": "oe", "æ": "ae", "ß": "ss", "ĳ": "ij"}  # what typists write for them
@@ -56,14 +53,6 @@ MAX_ABBREVIATION = 4  # library words this short may abbreviate a longer query w
 MIN_COMPLETED = 3  # a word being typed this long is also looked for as the library words it begins
 MAX_COMPLETIONS = 8  # of those, the most frequent
 MAX_SCANNED = 5000  # library words read per completion (a short prefix of a 1M-file library)
-
-
-def number_word(token: str) -> str | None:
-    """'7' -> 'seven', '07' -> 'seven', '40' -> 'forty'; None for other tokens."""
-    if not token.isdigit():
-        return None
-    n = int(token)
-    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else TENS.get(n)
 
 
 def number_forms(word: str) -> list[str]:

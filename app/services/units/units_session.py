@@ -67,6 +67,7 @@ from core.audio import SOXR, decode, sanitize, save_wav, trim_span
 from core.files import atomic_path
 from core.frontend_builder import FRAMES_PER_UNIT
 from core.voices import fitting_voice, lsd_bins
+from models.vqvae_stream import StreamingEncoder
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
 FILE_BLOCK_SECONDS = 1.0  # files are fed through the same streaming path in blocks of this length
@@ -164,7 +165,7 @@ class UnitsSession:
 
     def reset(self) -> None:
         """Start a new utterance."""
-        self._stream = self.model.vqvae.stream()
+        self._stream = StreamingEncoder(self.model.vqvae)
         self._emb_stream = self.combined.embedding.stream() if self.combined is not None else None
         self._emb = torch.zeros(0, self.combined.embedding.dim if self.combined is not None else 0)  # (u, 96)
         self._emb_start = 0  # unit index of self._emb[0]
