@@ -11,7 +11,7 @@ How the constants were chosen, and what the earlier rules got wrong: docs/search
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,19 +76,6 @@ class Scores:
     sound_raw: float  # cosine
     heard: bool = True  # the file's audio is embedded (False: still indexing, its sound scores mean nothing yet)
     tagged: bool = False  # the user tagged it with every word of the query
-
-
-class HitList(list):
-    """Hits, best first, and what the search says about them as a whole: the query as corrected against the
-    library's words (None: nothing was), whether even the best hit is unrelated, and the query's length when
-    it was too long and only its first query.MAX_QUERY_CHARS characters were searched (None: all were)."""
-
-    def __init__(self, hits: Iterable = (), did_you_mean: str | None = None, no_good_match: bool = False,
-                 shortened_from: int | None = None) -> None:
-        super().__init__(hits)
-        self.did_you_mean = did_you_mean
-        self.no_good_match = no_good_match
-        self.shortened_from = shortened_from
 
 
 def match_features(best: Scores) -> np.ndarray:
