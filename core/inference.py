@@ -1,7 +1,7 @@
 """`load_for_inference(path)`: a checkpoint as the app runs it -- the model, its front end and its preprocessing.
 
 The model is rebuilt from the checkpoint alone (core/checkpoints.py); the front end from its `features` entry
-(core/frontend_builder.py); the preprocessing (resampler, silence trim) from its `training.preprocessing` entry, so
+(core/frontend_builder.py); the preprocessing (resampler, silence trim) from its `training["preprocessing"]` entry, so
 audio reaches the model exactly as it did in training. Services never read a trainer module to run a model.
 """
 
@@ -62,6 +62,6 @@ def frontend_for(kind: str, features: dict[str, Any]) -> torch.nn.Module | None:
 
 
 def trim_from_training(training: Any) -> TrimConfig:  # noqa: ANN401 - checkpoint JSON
-    """The trim settings a words checkpoint was trained with (`training.preprocessing.trim`), else defaults."""
+    """The trim settings a words checkpoint was trained with (`training["preprocessing"]["trim"]`), else defaults."""
     pre = training.get("preprocessing") if isinstance(training, dict) else None
     return TrimConfig.from_dict(pre.get("trim") if isinstance(pre, dict) else None)

@@ -1,15 +1,1 @@
 """Pure PyTorch models: one file per model, each with a @dataclass config."""
-
-from __future__ import annotations
-
-import dataclasses
-from collections.abc import Mapping
-from typing import Any
-
-
-def check_fields(config_cls: type, d: Mapping[str, Any]) -> None:
-    """Refuse the keys of a saved config that the dataclass `config_cls` does not have (a checkpoint written by
-    another version): a ValueError naming them, not a TypeError from the constructor."""
-    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(config_cls)})
-    if unknown:
-        raise ValueError(f"{config_cls.__name__}: unknown field(s) {', '.join(unknown)}")

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models import check_fields
+from models.configs import check_fields
 
 AISFX_WHEEL = "aisfx==0.1.2"
 CHECKPOINT_IN_WHEEL = "aisfx/models/checkpoint.pth"

@@ -26,8 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models import check_fields
 from models.aisfx import TIME_STRIDE, AisfxConfig, AisfxEncoder
+from models.configs import check_fields
 
 
 @dataclass

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models import check_fields
+from models.configs import check_fields
 from models.phonemes import PAD_ID, VOCAB_SIZE
 
 OBJECTIVES = ("obj0", "obj1", "obj2", "obj3")

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 import torchaudio
 from torchaudio.compliance import kaldi
 
-from models import check_fields
+from models.configs import check_fields
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -76,7 +76,7 @@ def _non_persistent(module: nn.Module) -> nn.Module:
 
 @dataclass
 class PasstMelConfig:
-    """PaSST preprocessing (kkoutini/PaSST `models/preprocess.py: AugmentMelSTFT`), evaluation mode.
+    """PaSST preprocessing (kkoutini/PaSST's `AugmentMelSTFT`, in its own `preprocess.py`), evaluation mode.
 
     The released PaSST checkpoints (and hear21passt / the CP-JKU DCASE2023 task 6b retrieval system) build
     `AugmentMelSTFT(n_mels=128, sr=32000, win_length=800, hopsize=320, n_fft=1024, fmin=0.0, fmax=None,

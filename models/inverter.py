@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchaudio
 
-from models import check_fields
+from models.configs import check_fields
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models import check_fields
+from models.configs import check_fields
 
 
 @dataclass

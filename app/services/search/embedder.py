@@ -54,7 +54,7 @@ def search_threads() -> int:
 def trunk_threads() -> int:
     """Threads for the aiSFX tower on the CPU: every core (RetrievalEmbedder runs that many batches at once, each
     ONNX Runtime session single-threaded). Indexing is nearly all tower, and those sessions never spin
-    (core/aisfx_runtime.session_from_bytes): the threads sleep between batches, so the GUI thread, which
+    (`core.aisfx_runtime.session_from_bytes`): the threads sleep between batches, so the GUI thread, which
     needs a few milliseconds at a time, still gets a core when it wakes (tests/gui/test_search_tab.py). Override
     with EARSHOT_TRUNK_THREADS."""
     env = os.environ.get("EARSHOT_TRUNK_THREADS", "")
@@ -122,7 +122,7 @@ class RetrievalEmbedder:
         self._lock = threading.Lock()  # one forward pass at a time (indexing and searching share the model)
 
     def set_backend(self, backend: str | None = None) -> str:
-        """Run the frozen aiSFX tower through `backend` (core/aisfx_runtime.accelerate; default "auto": int8,
+        """Run the frozen aiSFX tower through `backend` (`core.aisfx_runtime.accelerate`; default "auto": int8,
         then float ONNX Runtime, then torch) and return the one used. On the CPU its ONNX Runtime sessions run
         single-threaded, `trunk_threads()` batches at once: ~5 % faster than one batch at a time on every core
         (no hand-offs inside each small convolution). A torch tower (PaSST, the torch fallback) runs one batch at

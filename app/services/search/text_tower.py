@@ -1,18 +1,13 @@
 """A retrieval checkpoint's text tower in NumPy: the search command line's fast cold start.
 
-`earshot search` embeds a few queries and exits. Importing torch and transformers' BERT costs ~5 s of the
-~6 s such a call took on 2 cores, more than the search itself. The text tower is a BERT-style encoder (its
-first-token output, or the mean over tokens for a mean-pooled model) + a linear or 2-layer projection + L2
-normalisation; `TextTower` runs exactly that forward pass in
-NumPy float32 with the same tokenizer (`tokenizers`, the library behind transformers' fast tokenizers) and the
-same weights (the checkpoint's `text_encoder.model.*`, or the installed model's for a frozen encoder left
-out of the file). tests/test_text_tower.py checks it against the PyTorch model.
-
-Only what it reproduces exactly is taken: a BERT encoder (model_type "bert", absolute positions, exact GELU)
-with a `tokenizer.json` and `.safetensors` weights. For anything else `load_text_tower` returns None and the
-caller loads the PyTorch model.
+`earshot search` embeds a few queries and exits; importing torch and transformers' BERT cost ~5 s of the ~6 s
+such a call took on 2 cores. `TextTower` runs the same forward pass (a BERT-style encoder, first-token or mean
+pooling, a linear or 2-layer projection, L2 normalisation) in NumPy float32 with the same tokenizer and
+weights; tests/test_search_service.py and tests/test_retrieval_aisfx.py check it against the PyTorch model.
+Only what it reproduces exactly is taken (a BERT encoder with absolute positions, exact GELU, a
+`tokenizer.json` and `.safetensors` weights); for anything else `load_text_tower` returns None and the caller
+loads the PyTorch model.
 """
-
 from __future__ import annotations
 
 import json

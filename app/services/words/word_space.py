@@ -8,7 +8,7 @@ phoneme encoder. Both give unit vectors, so cosine similarity is a dot product.
 
 Decisions:
 - Silence is trimmed exactly as the model's trainer trimmed it: the `TrimConfig` stored in the checkpoint
-  (`training.preprocessing.trim`; the defaults, which words-default was trained with, when absent) applied
+  (`training["preprocessing"]["trim"]`; the defaults, which words-default was trained with, when absent) applied
   by the one trim of `core.audio` (25-ms windows, 10-ms hop). Input whose loudest window is below
   `silence_dbfs` counts as silent and is refused (`WordAudioError`).
 - A "word" longer than `MAX_WORD_SECONDS` after trimming is refused, not truncated: a truncated word would
