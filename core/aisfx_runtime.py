@@ -1,19 +1,11 @@
 """Fast inference for the frozen aiSFX tower: what the indexer runs (the network itself is models/aisfx.py).
 
-Measured on the 2-core CPU this project runs on (bench/bench_aisfx_backends.py, bench/bench_sfx.py `speed`):
-the conv trunk dominates (the front end is ~20x faster than it); ONNX Runtime's CPU kernels on a copy of the
-trunk with each BatchNorm folded into its convolution beat torch, and its int8 kernels double that again at a
-measured, small cost in quality. So:
-
-- `fold_batchnorm(net)`: the eval-mode trunk with BN folded into the convs (same numbers, fewer passes);
-- `OnnxTrunk`: that trunk exported to ONNX (in memory, dynamic batch and length) and run by onnxruntime as its
-  four conv blocks, one session each; the sessions are built on the first call (RetrievalEmbedder.warm_up makes
-  that part of loading the model). `padded` runs a clip shorter than a block only as far as its real frames
-  reach in each conv block (the rest is an all-zero input's output): the same map, less work;
-- `Int8Trunk`: the same, quantised (static QDQ, calibrated on the demo library, cached per weights);
-- `accelerate(encoder, backend, threads)`: sets `encoder.runner`, which the encoder uses only without autograd
-  (indexing, search); training never sees it. "auto" takes int8, falling back to the float ONNX trunk, then
-  to torch. EARSHOT_AISFX_BACKEND=int8|onnx|torch|auto overrides the default.
+The conv trunk dominates, and ONNX Runtime beats torch on it on the CPUs this runs on (int8 doubles that again
+at a measured, small cost in quality; bench/bench_aisfx_backends.py). `fold_batchnorm` folds BN into the convs;
+`OnnxTrunk` runs that trunk as four ONNX sessions (`padded`: a short clip only as far as its real frames reach);
+`Int8Trunk` is the same quantised; `accelerate(encoder, backend, threads)` sets the runner used without
+autograd ("auto": int8, then float ONNX, then torch; EARSHOT_AISFX_BACKEND overrides). The measurements and
+each runner in detail: docs/runtime.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """The one audio path of Earshot (no Qt): decode, mono, resample, sanitize, trim, stream in blocks.
 
-Every reader and writer of audio goes through here: the library indexer, the Search/Units/Words services,
-`earshot probe`, every trainer, corpus builder and benchmark; it is the only module that imports soundfile
-(tests/test_audio.py checks). One place means one behaviour: a file that `earshot probe`
-accepts is read the same way by training and by the app, and a words model trimmed in training is trimmed
-the same way in the Words tab.
-
-Decisions:
-- Decoding is libsndfile (soundfile). Every problem is a typed `AudioError` whose message names the file
-  and says what is wrong; it is a ValueError, so callers that already treat bad values as "skip and
-  report" do so for bad audio too. Non-regular files (FIFOs, devices, sockets) are refused from `stat`
-  alone, before anything opens them: opening a FIFO for reading blocks until a writer appears.
-- Resampling is libsoxr (`soxr`, "HQ": 20-bit, passband to ~91% of the lower Nyquist): its cost does not
-  depend on the rate ratio, where torchaudio's sinc kernel grows with the reduced ratio (seconds per file
-  at 11,127 -> 16,000 Hz). Output length is round(N * new / orig). Long files stream through
-  `soxr.ResampleStream`, which gives exactly the samples of the one-shot resampler.
-- The resampler is part of a speech model's preprocessing contract, like its trim settings: trainers record
-  `training["preprocessing"]["resampler"]` in their checkpoints and feature extraction uses the recorded one. A
-  checkpoint without the field (the shipped words/units defaults among them) is read as "torchaudio-sinc":
-  its MFCC front end learned the content that resampler's stop band leaves above the source's Nyquist
-  (docs/history.md, "Resampling").
-- Silence trimming is the energy trim the words model was trained with (25-ms windows, 10-ms hop,
-  `TrimConfig`); trainers and the Words tab both call `trim_silence`.
+Every reader and writer of audio goes through here (indexer, services, `earshot probe`, trainers, corpus
+builders, benchmarks), so a file is read the same way by training and by the app; it is the only module that
+imports soundfile (tests/test_audio.py checks). Decoding is libsndfile; every problem is a typed `AudioError`
+(a ValueError) that names the file. Resampling is libsoxr "HQ" (`resample`), streamed for long files; a speech
+checkpoint's recorded resampler is part of its preprocessing (`resampler_from_training`). `trim_silence` is
+the one energy trim (`TrimConfig`). `SUPPORTED_EXTENSIONS` is the one list of audio file extensions. The
+decisions and why: docs/runtime.md.
 """
 
 from __future__ import annotations

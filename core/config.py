@@ -1,27 +1,11 @@
 """Settings as dataclass fields: one definition gives the CLI flag, the Train tab's form row and the check.
 
 A config field declared with `setting(...)` carries its help text, range and choices in `field.metadata`;
-everything that shows or parses settings reads them from there, so nothing guesses from names or source text:
-
-- `settings_of(Config)` -> `SettingSpec` list: the schema of the Train tab's form and of `training_runs`;
-- `add_arguments(parser, Config)` -> one flag per setting (`--field-name`, or the field's `flag`); every flag
-  defaults to None ("not given"), so a preset or the dataclass default decides what was not given;
-- `config_from_args(Config, args, base=...)` -> the config, from the given flags over `base`;
-- `check_value` / `check_settings` -> specific messages for values out of range, of the wrong type or choice;
-- `number(int, low=1)` -> the same converting, range-checking argparse `type` for a hand-written flag, and
-  `bound_numbers(parser)` gives it to every plain `type=int`/`type=float` flag of a parser (a trainer's own).
-
-Every integer is also bounded to 64 bits (what SQLite stores) and every float must be finite, so no flag can
-pass an OverflowError, a NaN or an infinity to the code behind it.
-
-Only fields declared with `setting(...)` (and not `hidden`) are settings. A config whose values come from a
-preset chosen elsewhere (retrieval: `--preset cpu-small` sets the learning rate, epochs, ...) says so with the
-class variable `SETTINGS_FROM_PRESET = True`: its settings are then optional with no default in the schema
-("the preset's"), so a form left alone never overrides the preset with the dataclass defaults.
-
-Nested config dataclasses (a model's architecture, a front end, trimming) are NOT flattened into flags: they
-are chosen as a whole through the trainer's `preset` setting (retrieval also takes `--config` JSON merged over
-its preset). A model's shape is a recipe, not a dozen independent knobs, and a checkpoint stores it whole.
+`settings_of` gives the form's schema, `add_arguments` the flags (each defaulting to None, "not given"),
+`config_from_args` the config over a base, `check_value` / `check_settings` the messages, `number` and
+`bound_numbers` the same checks for hand-written flags. Every integer is bounded to 64 bits and every float
+must be finite. Nested configs (an architecture, a front end) are not flags: a model's shape is a recipe
+chosen whole through a preset. The rules in full (`SETTINGS_FROM_PRESET`, hidden fields): docs/training.md.
 """
 
 from __future__ import annotations

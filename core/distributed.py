@@ -1,22 +1,10 @@
 """Data-parallel training under `torchrun` (DistributedDataParallel), shared by the three trainers.
 
-The same trainer runs in one process or under `torchrun --nproc_per_node N [--nnodes M --rdzv-endpoint ...]`:
-
-- `setup` joins the process group that torchrun describes in the environment (RANK, WORLD_SIZE, LOCAL_RANK,
-  MASTER_ADDR/PORT): NCCL on CUDA, gloo otherwise; each process takes the GPU of its LOCAL_RANK. Without
-  torchrun it returns a single-process context and nothing else changes.
-- Every rank builds the same *global* batch from the same seed; `local_rows` keeps this rank's contiguous
-  share, exactly what `torch.utils.data.DistributedSampler(shuffle=False)` assigns when the batch divides
-  evenly, but without its padding by repeated items (a repeated clip would be its own negative).
-- `wrap` puts the model in DistributedDataParallel, which averages gradients across ranks.
-- Losses that compare items across the batch (contrastive, triplet) see the global batch through
-  `gather_rows`: all ranks' embeddings, with the gradient of this rank's rows scaled by N so that DDP's
-  average over ranks is the gradient of the global loss. N processes with a global batch B then follow the
-  same trajectory as one process with batch B (up to float rounding and random draws inside the model).
-- Only rank 0 writes checkpoints, resume states and logs (`is_main`); `agree` makes a per-rank decision
-  (a time limit) collective so that no rank waits for one that has stopped.
-
-Multi-node runs need a file system that all nodes share for --out and the caches (rank 0 writes, all read).
+The same trainer runs in one process or under `torchrun`: `setup` joins the process group torchrun describes
+(NCCL on CUDA, gloo otherwise) or returns a single-process context; `local_rows` keeps this rank's share of
+the one global batch every rank builds; `wrap` puts the model in DDP; `gather_rows` gives contrastive and
+triplet losses the global batch with gradients scaled so N processes follow one process's trajectory; only
+rank 0 writes (`is_main`), and `agree` makes a per-rank decision collective. Why each choice: docs/training.md.
 """
 
 from __future__ import annotations

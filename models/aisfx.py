@@ -1,28 +1,11 @@
-"""aiSFX: the sound-effects encoder of Ma & Lerch, "Representation Learning for the Automatic Indexing of Sound
-Effects Libraries" (ISMIR 2022), re-implemented in plain PyTorch.
+"""aiSFX: the sound-effects encoder of Ma & Lerch (ISMIR 2022), re-implemented in plain PyTorch.
 
-Model credit: the weights are the authors' `aisfx/models/checkpoint.pth` from the PyPI wheel `aisfx` 0.1.2
-(Copyright (c) 2022 A.B. Ma and A. Lerch, Creative Commons Attribution 4.0 International), trained across
-professional sound-effects libraries (Pro Sound Effects, Soundly, UCS-mixed, Sound Ideas series). This module
-is our own code; only the weights come from the wheel, read as data (never imported, never unpickled as code).
-
-Architecture (the DCASE cross-task baseline "Cnn_9layers" with max pooling, as the package builds it):
-four ConvBlocks (two 3x3 conv -> BN -> ReLU each, then 2x2 max pooling for the first three), 1 -> 64 -> 128 ->
-256 -> 512 channels; mean over frequency, max over time -> a 512-d embedding of a 100-frame (~2.3 s) block.
-A clip is cut into 100-frame blocks with hop 50 (the package's `blocking`, partial last block dropped, clips
-shorter than a block zero-padded to one); the clip embedding is [mean over blocks ; max over blocks] (1024-d).
-
-Two ways to compute it (`AisfxConfig.fully_convolutional`):
-- block-wise (the package's way): every block runs through the CNN on its own, so each frame is computed twice
-  at hop 50;
-- fully convolutional (default, ~2x less work, one large conv per layer): the CNN runs once over the whole clip
-  and each block's embedding is the max over its 12 steps of the shared (T/8)-step feature map. The only
-  difference is at block edges, where a block now sees its neighbours' frames instead of zero padding; clips
-  shorter than a block, embedded alone, give the same vector (tests/test_aisfx.py states the tolerance on real
-  clips).
-
-State-dict keys match the checkpoint's `embedding_net.*`; its per-dataset classifier heads (`fc.*`) are not
-part of the encoder and are dropped on load.
+The DCASE "Cnn_9layers" CNN (four ConvBlocks, 64 -> 512 channels; mean over frequency, max over time) gives
+a 512-d embedding per 100-frame (~2.3 s) block; a clip is [mean ; max] over blocks (1024-d). `AisfxEncoder`
+computes it block-wise (the package's way) or fully convolutionally (default, ~2x less work; differs only at
+block edges, tests/test_aisfx.py states the tolerance). The weights are the authors' checkpoint from the `aisfx`
+wheel (CC BY 4.0), read as data by `core.aisfx_weights.load_weights`, never unpickled as code; its classifier
+heads are dropped. Credit, blocking and the two computations in detail: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""A distilled aiSFX sound tower (issue 25): a narrow CNN on the SAME 44.1-kHz AisfxMel front end as the aiSFX
-trunk (models/aisfx.py), trained (training/student_train.py) to reproduce the teacher's (512, T/8) feature map,
-from which both compute block embeddings and clip vectors in the same way.
+"""A distilled aiSFX sound tower (issue 25): a narrow CNN on the teacher's 44.1-kHz `AisfxMel` front end.
 
-Why this shape: the teacher's pooling (max over each 100-frame block's 12 map steps, [mean ; max] over blocks),
-its 10-s library windows and the retrieval projection on top all read the trunk's feature map only. A student
-with the same time stride (8) and the same output (n, 512, T/8) slots into `AisfxEncoder` unchanged: every
-path that pools a teacher map pools the student's, and the teacher's projections sit on top of it.
-
-Architecture: four conv blocks like the teacher's (two 3x3 conv -> BN -> ReLU, 2x2 max pooling after the first
-three) but narrow (default 24 -> 48 -> 96 -> 192 channels against 64 -> 512), then a 1x1 conv to 512 channels
-at every frequency bin (+ BN, ReLU: the teacher's map is non-negative), then the mean over frequency. Plain 3x3
-convolutions, not depthwise ones: on the CPUs this runs on, dense convs do several times more MACs per second.
-The multiply-accumulates per second of audio of both are counted by bench/bench_student.py.
-
-`StudentConfig` is an `AisfxConfig` (same blocks, hop, window, [mean ; max] clip vector), so the retrieval model
-(`RetrievalConfig(audio_tower="aisfx-student")`) builds `AisfxStudent` where it would build `AisfxEncoder`.
+`AisfxStudent` (four narrow conv blocks, a 1x1 conv to 512 channels, mean over frequency) is trained by
+training/student_train.py to reproduce the teacher's (n, 512, T/8) feature map. Why this shape: everything on
+top of the trunk (block pooling, library windows, the retrieval projection) reads only that map, so a student
+with the same stride and output slots into `AisfxEncoder` unchanged. `StudentConfig` is an `AisfxConfig`, so
+`RetrievalConfig(audio_tower="aisfx-student")` builds it where it would build the teacher. Its cost is counted
+by bench/bench_student.py; the architecture's reasons: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Multi-view acoustic word embeddings with transformers (Rhodes & Bains; loss from He, Wang & Livescu 2017).
 
-Two encoders map into one D-dimensional space:
-- acoustic view: frames (B, T, input_dim) -> LayerNorm -> linear -> either + sinusoidal positions ->
-  transformer encoder (padding mask) (`acoustic_encoder="transformer"`, on MFCC+Δ+ΔΔ, 39-d), or a
-  bidirectional GRU (`"gru"`, on the pretrained speech_embedding frames of models/speech_embedding.py, 96-d
-  every 40 ms: a few dozen frames per word, where a recurrent encoder is cheap and needs no positions) ->
-  mean over valid frames;
-- phoneme view: ARPAbet ids (B, L) (models/phonemes.py) -> embedding -> + the same positions ->
-  transformer encoder (padding mask) -> mean over valid tokens, or the output at a learned `first`
-  token prepended at position 0 (a CLS vector; it is a model parameter, not a vocabulary entry).
-Both views return L2-normalised vectors, so cosine similarity is a dot product (and FAISS inner product).
-
-Loss: the multi-view margin (triplet) loss of He, Wang & Livescu (ICLR 2017), with their names.
-For an acoustic token x, its written word c+, other written words c-, other-word acoustic tokens x-,
-cosine distance d and margin m:
-    obj0 = max(0, m + d(x, c+) - d(x, c-))     acoustic anchor, written negatives
-    obj1 = max(0, m + d(c+, x) - d(c+, c-))    written anchor, written negatives
-    obj2 = max(0, m + d(c+, x) - d(c+, x-))    written anchor, acoustic negatives
-    obj3 = max(0, m + d(x, c+) - d(x, x-))     acoustic anchor, acoustic negatives
-He et al. found obj0 + obj2 best; that is the default (`objectives`). For each (x, c+) pair only the k
-most offending negatives in the batch (smallest negative distance) are kept and their hinges averaged,
-as in the Livescu group's agwe-recipe. Negatives are items of a different word: several tokens of the
-same word in a batch are never negatives of each other, and the written view embeds each distinct
-word once so a word is not counted twice as a negative.
+Two encoders map into one L2-normalised space (cosine = dot product): the acoustic view (frames -> a
+transformer on MFCC+Δ+ΔΔ, or a bidirectional GRU on the speech_embedding frames of models/speech_embedding.py
+-> mean over valid frames) and the phoneme view (ARPAbet ids from models/phonemes.py -> transformer -> mean, or
+a learned first token). The loss is the multi-view margin loss (default objectives obj0 + obj2, He et al.'s
+best), over the k most offending negatives in the batch; tokens of the same word are never each other's
+negatives. The four objectives written out and the negative mining: docs/models.md.
 """
 
 from __future__ import annotations

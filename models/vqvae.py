@@ -1,30 +1,12 @@
-"""Transformer VQ-VAE for unsupervised speech unit discovery.
+"""Transformer VQ-VAE for unsupervised speech unit discovery (Tjandra, Sakti & Nakamura, ZeroSpeech 2020).
 
-After Tjandra, Sakti & Nakamura, "Transformer VQ-VAE for unsupervised unit discovery and speech synthesis:
-ZeroSpeech 2020 challenge" (Interspeech 2020), with the regularisers of Chorowski et al. (2019):
-
-    feats (B, T, D) -> normalise -> Encoder: pre-norm Transformer layers at 10 ms, strided conv, layers at
-    20 ms, strided conv, layers at 40 ms -> z (B, T/4, C) -> EMACodebook (nearest code, straight-through,
-    EMA updates, dead-code restarts) -> time jitter (training only) -> Decoder: residual convs conditioned
-    on a speaker embedding, x2 upsampling twice -> reconstruction (B, T, D)
-
-Loss = reconstruction + commitment γ·‖z − sg(q)‖² + smoothing λ·Σ_t‖z_t − z_{t+1}‖² (per utterance, mean
-over the batch). The reconstruction loss is the masked MSE (or L1, `recon_loss="l1"`) between the decoder
-output and the *normalised* input features (`feat_mean`/`feat_std` buffers, set from training data with
-`set_feature_stats`), mean over real frames and feature dims; `forward` returns the reconstruction in the
-original feature scale.
-
-Streaming. Every attention layer sees only `attn_left` steps back and `attn_right` steps ahead (a banded
-mask at the layer's own rate) and positions carry only a learned relative bias, so each unit depends on a
-bounded span of input frames: frames 4u − left .. 4u + right, `Encoder.receptive_field()`. `StreamingEncoder`
-(models/vqvae_stream.py) runs each pushed block through the encoder once, with a per-layer cache of past
-keys/values (and the strided convs' one shared input), and emits a unit as soon as its last needed frame has
-arrived, which gives exactly the codes of a whole-file `encode`. With the defaults (2 layers per stage, 16 left
-/ 1 right) the look-ahead past a unit's own four frames is 14 frames (140 ms at a 10-ms hop), plus the front
-end's own delay (STFT half-window and the ±4-frame Δ/ΔΔ regression).
-
-The units checkpoint's model (VQ-VAE + codebook inverter + speakers) is models/units.py; its speech-embedding
-input is models/units_frontend.py.
+feats (B, T, D) -> normalise -> `Encoder` (Transformer layers at 10, 20 and 40 ms, strided convs between) ->
+z (B, T/4, C) -> `EMACodebook` (nearest code, straight-through, EMA updates, dead-code restarts) -> `Decoder`
+(residual convs conditioned on a speaker embedding) -> reconstruction. Loss = reconstruction + commitment +
+smoothing (Chorowski et al. 2019). Every attention layer sees a bounded band (`attn_left`, `attn_right`), so
+each unit depends on a bounded span of frames (`Encoder.receptive_field`) and models/vqvae_stream.py streams
+exactly the codes of a whole-file `encode`. The units checkpoint's whole model is models/units.py. The loss
+terms, the streaming look-ahead and its numbers: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """ABX discriminability and bitrate of discovered units, the ZeroSpeech way. numpy only.
 
-Distance between two items (T, D) feature sequences: frame-wise angular distance arccos(cos θ) / π (0 for
-the same direction, ½ for orthogonal, 1 for opposite; a zero vector is orthogonal to everything), aligned
-by DTW with steps (1, 0), (0, 1), (1, 1); the item distance is the accumulated cost of the best path divided
-by that path's length (ABXpy / ZeroSpeech `dtw`, ties broken towards the diagonal step).
-
-ABX on word items: A and X are tokens of the same word, B a token of another word. A triplet scores error
-1 if d(A, X) > d(B, X), 0 if d(A, X) < d(B, X) and ½ on a tie.
-  within: A, B and X all come from one speaker s (A ≠ X).
-  across: A and B from speaker s, X from another speaker s' (so A ≠ X always).
-Averaging order (as in the ZeroSpeech / Libri-light ABX evaluation):
-  1. cell = (word_A, word_B, context) with context = s (within) or the ordered pair (s, s') (across):
-     mean error over all triplets of the cell;
-  2. for each ordered word pair (word_A, word_B): mean over its contexts (speakers / speaker pairs)
-     that have at least one triplet;
-  3. mean over the ordered word pairs.
-`max_items` bounds the cost: each (speaker, word) group is randomly subsampled (seeded) to that many items.
+Item distance: frame-wise angular distance aligned by DTW, divided by the path length (ABXpy / ZeroSpeech
+`dtw`). ABX on word items: A and X are tokens of one word, B of another; a triplet scores 1 if d(A, X) >
+d(B, X), ½ on a tie; `within` one speaker or `across` speakers, averaged per cell, then per word pair, as the
+ZeroSpeech / Libri-light evaluation does. `max_items` bounds the cost by subsampling each (speaker, word) group.
+The distance and the averaging order written out: docs/speech-eval.md.
 """
 
 from __future__ import annotations

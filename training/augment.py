@@ -1,21 +1,11 @@
 """Augmentation that real microphones and rooms bring, for training speech models on clean recordings.
 
-Each effect is a small named function on a float32 mono wave (N,) at `sr`; `augment` applies them in the
-order sound travels (speaker -> room -> noise -> channel -> gain), each with its own probability, drawing
-every random choice from one `np.random.Generator`, so a seed gives the same output every time:
-
-    speed_perturb   resample so the utterance plays `factor` times faster (length / factor, pitch x factor;
-                    Ko et al. 2015, the Kaldi 0.9/1.0/1.1 recipe)
-    pitch_shift     shift pitch by semitones at constant length (resample + phase-vocoder stretch back)
-    reverberate     convolve with a synthetic room impulse response: a direct path plus exponentially
-                    decaying Gaussian noise whose energy falls 60 dB in `rt60` seconds
-    add_noise       mix a noise clip in at a requested signal-to-noise ratio (0-20 dB by default)
-    telephone       300-3400 Hz band, 8-kHz round trip with G.711 mu-law quantisation
-    change_gain     level change in dB
-    normalize_features  per-utterance mean/variance normalisation of a feature matrix (T, D) over time
-
-Resampling uses soxr; the rest is numpy (and torch's STFT for the phase vocoder). `AugmentConfig`
-(training/augment_settings.py, torch-free) holds the switches; its fields become trainer flags and form rows.
+Each effect is a small named function on a float32 mono wave (N,) at `sr` (`speed_perturb`, `pitch_shift`,
+`reverberate`, `add_noise`, `telephone`, `change_gain`; `normalize_features` for feature matrices); `augment`
+applies them in the order sound travels (speaker -> room -> noise -> channel -> gain), each with its own
+probability, drawing every choice from one `np.random.Generator`, so a seed gives the same output every time.
+`AugmentConfig` (training/augment_settings.py, torch-free) holds the switches. What each effect does:
+docs/corpora.md.
 """
 
 from __future__ import annotations

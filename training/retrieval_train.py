@@ -1,25 +1,12 @@
 """Training of the text-to-audio retrieval model (CP-JKU, DCASE2023 task 6b); its settings are in
 training/retrieval_settings.py, its evaluation (`earshot eval retrieval`) in training/retrieval_eval.py.
 
-Two paths through one loop:
-- `paper`: PaSST-S (official weights via --audio-weights) + a trainable text encoder, batch 64, Adam,
-  1 warm-up epoch, cosine 2e-5 -> 1e-7 over 15 epochs, then 5 fine-tuning epochs at 8e-6 with caption
-  swaps (p = 0.3); mixed precision on CUDA. Needs a GPU.
-- `cpu-small`: what the shipped default is trained with. A small PaSST learnt from scratch on log-mels that
-  are computed once, and a frozen MiniLM whose caption features are computed once; only the audio encoder
-  and both projections train.
-- `aisfx` / `aisfx-student`: only the projections train, on the clip features of a frozen aiSFX tower: the
-  published one, or a distilled student (training/student_train.py) read from --audio-weights; optionally
-  starting from another checkpoint's projections (--init-projections).
-
-Frozen parts are never recomputed: log-mels per clip (and PaSST features per clip when the audio encoder is
-frozen) and text-encoder outputs per caption are cached in memory and on disk (`--cache-dir`, by default a
-hidden folder beside --out), keyed by the audio files' content hashes and the configs that produced them
-(training/retrieval_features.py).
-
-The loop, schedules, AMP, DDP, resume state (`<out stem>.resume.safetensors`) and the result are
-training.trainer's; `RetrievalHooks` supplies data, steps and evaluation. The best model by validation mAP@10
-goes to --out.
+Presets pick one of three paths through one loop: `paper` (PaSST-S + a trainable text encoder, on a GPU),
+`cpu-small` (the shipped default's: a small PaSST on cached log-mels, a frozen MiniLM) and `aisfx` /
+`aisfx-student` (only the projections train, on a frozen aiSFX tower's clip features). Frozen parts are never
+recomputed: their outputs are cached by content hash and config (training/retrieval_features.py). The loop,
+schedules, AMP, DDP, resume state and result are `training.trainer`'s; `RetrievalHooks` supplies data, steps
+and evaluation; the best model by validation mAP@10 goes to --out. The presets in detail: docs/training.md.
 """
 
 from __future__ import annotations

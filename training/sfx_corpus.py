@@ -2,34 +2,12 @@
 
     python -m training.sfx_corpus OUT_DIR [--max-per-package 400] [--max-deb-mb 300] [--no-midi] [--no-tts]
 
-Three sources, every clip with its source package, license and a caption written by the rules below:
-
-1. Sound files (.ogg/.wav/.flac) shipped in Debian packages (games, educational software, sound themes, samples),
-   found with `apt-file search`, fetched with `apt-get download` (in batches), sound files and docs unpacked.
-   Caption rule (`caption_from_path`): the file stem plus its nearest non-generic folder name, split into words
-   (camelCase, `_`, `-`, `.`, letter/digit boundaries), lower-cased; numbers and take ids (`01`, `v2`, `take3`,
-   single letters) dropped; run-together names split into the fewest English words (`segment`: "youlose" ->
-   "you lose", words from BERT's uncased vocabulary); common sound-designer abbreviations expanded
-   (ABBREVIATIONS); repeated words dropped. The rule lives in training/sfx_captions.py.
-   Clips shorter than 0.1 s or longer than 30 s (music tracks, mostly) are skipped; at most `max_per_package`
-   clips per package (evenly spaced in path order), so no single package dominates.
-2. General MIDI instruments and drums rendered with `fluidsynth` from Debian's `fluid-soundfont-gm`: for each of
-   the 128 programs a low, middle and high note and a major chord; for each GM percussion key a soft and a loud
-   hit. Captions from the GM names: "a trumpet playing a low note", "a loud crash cymbal hit".
-3. Spoken words from TTS voices (`flite`: kal, awb, rms male, slt female; `espeak-ng`: en-us +m1..m3, +f1..f3),
-   captioned "a man says hello" / "a woman says hello". Sources 2 and 3: training/sfx_synthetic.py.
-
-Every clip is deduplicated by a hash of its decoded audio (mono, int16, native rate): the first occurrence wins,
-synthetic sources first, then packages from the smallest download up (then by name). The split is BY SOURCE
-PACKAGE (a deterministic hash of the package name), so `test` holds packages never trained on; `splits.json`
-records which. The synthetic sources (MIDI, TTS) are always `train`: the held-out packages measure real
-recorded sounds. These packages are reserved for evaluation and are refused
-everywhere (RESERVED_PREFIXES): tuxpaint-stamps*, ktuberling*, klettres*, asterisk-core-sounds-en*.
-
-Output: OUT_DIR/audio/<package>/<file> (the original file's bytes, or a 44.1-kHz wav for rendered clips),
-OUT_DIR/licenses/<package>.copyright, OUT_DIR/captions.csv
-(`path,caption,split,source_package,license,source_file,duration_s`), OUT_DIR/splits.json. The build is
-resumable: a finished package leaves OUT_DIR/.state/<package>.json and is not fetched again.
+Three sources, every clip with its source package, license and a caption: sound files shipped in Debian
+packages (captioned by `caption_from_path`, training/sfx_captions.py), General MIDI instruments and drums, and
+TTS words (training/sfx_synthetic.py). Clips are deduplicated by their decoded audio; the split is by source
+package, so `test` holds packages never trained on; `RESERVED_PREFIXES` are refused everywhere. Writes
+OUT_DIR/captions.csv, splits.json, audio/ and licenses/; resumable per package. The caption rule, the sources,
+dedup order and output columns: docs/corpora.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""The teacher-output cache for distilling the aiSFX tower (issue 25; the student is models/aisfx_student.py, its
-trainer training/student_train.py): each training sound's AisfxMel frames and the frozen aiSFX trunk's (512, T/8)
-feature map on exactly those frames, computed once and read at every step.
+"""The teacher-output cache for distilling the aiSFX tower (issue 25): each training sound's AisfxMel frames and
+the frozen aiSFX trunk's (512, T/8) feature map on exactly those frames, computed once and read at every step.
 
-    python -m training.student_data OUT_DIR [--corpus /work/data/sfx-corpus] [--sfx ../shared/data/sfx] \
-        [--augment 1] [--max-windows 3] [--max-hours H]
+    python -m training.student_data OUT_DIR [--corpus DIR] [--sfx ../shared/data/sfx] [--augment 1] ...
 
-Sources (a row of OUT_DIR/sources.json each, with its license):
-- the sfx caption corpus (training/sfx_corpus.py): clips of its `train`-split packages only (the `test` packages
-  measure the student on sources it never heard), minus any file that is also an sfx `val` clip (same package
-  and path inside it: the find-similar benchmark's queries);
-- shared/data/sfx: its `train` split only, minus clips of packages in the corpus's val or test split;
-- never a held-out package (`training.reserved.is_held_out`) nor a package of bench/data/search_libraries.
-Each sound gives up to `max_windows` 10-s windows (the search library's window length), each an entry.
-`augment` more entries per window: a random crop (1 s to the window) and/or a mix with another random training
-sound at -20..0 dB relative level (the front end peak-normalises, so a gain alone would change nothing; it acts
-through the mix). The teacher sees exactly the student's input: short windows are zero-padded to one 100-frame
-block, as the tower pads them at inference.
-Validation: the sfx `val` split (the clips find-similar is scored on), teacher targets alike, no augmentation.
-
-Output: OUT_DIR/{train,val}-NNN.safetensors: `mel` (sum T, 96) fp16, `map` (512, sum T/8) fp16, `index`
-(n, 4) int64 rows [frame start, frames, map start, source id]; OUT_DIR/sources.json; resumable per shard.
+The student is models/aisfx_student.py, its trainer training/student_train.py. Sources are the `train` splits of
+the sfx caption corpus (training/sfx_corpus.py) and shared/data/sfx, never a held-out package
+(`training.reserved.is_held_out`) nor one of the search benchmark's libraries; validation is the sfx `val`
+split. Writes OUT_DIR/{train,val}-NNN.safetensors and sources.json, resumable per shard. Sources, windows,
+augmentation and the shard layout: docs/corpora.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Distil the aiSFX sound tower of a retrieval model into a small student (issue 25; models/aisfx_student.py).
 
-    python -m training.student_train --cache /work/data/student/cache --out STUDENT.safetensors \
-        [--teacher resources/models/retrieval-default.safetensors] [--max-minutes 45] [--epochs 4] [--threads 1]
+    python -m training.student_train --cache DIR --out STUDENT.safetensors [--teacher CKPT] [--max-minutes 45]
 
-Data: the teacher-output cache of training/student_data.py (AisfxMel frames + the teacher trunk's (512, T/8)
-map on exactly those frames). The student reads the same frames and is trained to give:
-- the same feature map: masked MSE over the map's real steps, divided by the teacher map's mean square
-  (`map_weight`);
-- the same block embeddings (max over each 100-frame block's 12 steps, blocks every 50 frames, as inference
-  pools them): 1 - cosine, averaged over blocks (`block_weight`);
-- the same retrieval vector: the teacher's frozen audio projection of the [mean ; max] clip vector, 1 - cosine
-  (`proj_weight`) -- the vector the library stores.
-One Trainer loop (training/trainer.py): cosine learning rate, --max-minutes, a resume state, the val losses
-(the cache's val entries: sfx val clips) after every epoch. The checkpoint is the LAST model (no selection on
-val): a retrieval checkpoint whose audio tower is the student and whose projections and text tower are the
-teacher's, so `load_model` / `earshot --model` read it like any other retrieval model.
+It reads the teacher-output cache of training/student_data.py and trains the student to give the teacher's
+feature map, block embeddings and retrieval vector (`map_weight`, `block_weight`, `proj_weight`) on one
+Trainer loop (training/trainer.py). The checkpoint is the LAST model (no selection on val): a retrieval
+checkpoint whose audio tower is the student and whose projections and text tower are the teacher's, so it
+loads like any other retrieval model. The three losses in detail: docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Train and evaluate speech-unit models: Transformer VQ-VAE (stage 1) then codebook inverter (stage 2).
 
-    audio folders -> decode (any rate / channels -> 16 kHz mono) -> checks -> MFCC+Δ+ΔΔ, or MFCC+Δ+ΔΔ with the
-      frozen pretrained speech_embedding frame of each unit appended (`--frontend mfcc+speech_embedding`,
-      models.units_frontend.SpeechUnitsFrontend) -> held in memory, and on disk with `--cache-dir` (computed once)
-      stage 1: random crops -> VQVAE (reconstruction + commitment + smoothing, jitter) -> Adam
-      stage 2: frozen VQ-VAE units of whole utterances -> codebook vectors -> CodebookInverter -> linear
-               magnitude spectrogram target (LinearSpectrogram, same 10-ms hop) -> Adam
-    -> one `.safetensors` checkpoint of kind "units" (both parts + the speaker table)
-
-Data (`--data DIR`, several allowed): a folder with `words.csv` (`path,word,speaker[,split]`), FSDD's
-`metadata.csv` (same columns), or `utterances.csv` (`path,speaker[,split]`); else every audio file under
-the folder (recursive), speaker "unknown". Rows whose `split` is not `--split` are left out.
-
-The loop (stages, schedule, DDP, time budget), the resume state (`<out>.resume.safetensors`, continued at the
-saved stage and step) and the result are training.trainer's; `UnitsHooks` supplies the two stages. Reading,
-checking and featurising the audio, the feature cache and the training crops: training/units_data.py.
-
-Evaluation (`earshot eval units`): training.speech_eval.
-
-`python -m training.units_train synth OUT` writes varied synthetic speech with espeak-ng (labelled synthetic).
+Audio folders (`words.csv`, FSDD's `metadata.csv`, `utterances.csv`, or every audio file under the folder) ->
+16 kHz mono -> the checkpoint's front end (MFCC+Δ+ΔΔ, optionally with the speech_embedding frame of each unit)
+-> stage 1: random crops -> `VQVAE`; stage 2: frozen units -> `CodebookInverter` -> linear spectrogram -> one
+`.safetensors` checkpoint of kind "units". The loop, resume state and result are `training.trainer`'s;
+`UnitsHooks` supplies the two stages; reading, featurising and caching the audio is training/units_data.py;
+evaluation (`earshot eval units`) is `training.speech_eval`. The pipeline and data formats: docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Training and evaluation of multi-view acoustic word embeddings (models/awe.py) on spoken-word folders.
 
-Data (training/words_data.py): one or more folders with `words.csv` (`path,word,speaker[,split][,synthetic]
-[,phonemes]`); the FSDD `metadata.csv` has the same columns plus more and is accepted too. Each file is decoded
-to 16 kHz mono, trimmed of leading/trailing silence and turned into MFCC+Δ+ΔΔ frames once; features are cached
-in memory and on disk (`<out>.cache/`, one .npy per file keyed by a hash of its bytes and the feature settings).
-Bad input is reported and skipped: unreadable, empty or silent files, words missing from CMUdict (unless a
-`phonemes` column gives ARPAbet), rows without a path or word. Recordings longer than `max_frames` after
-trimming are truncated and counted.
-
-Training follows Rhodes & Bains: batch 256, Adam at 5e-4; when the dev AP has not improved for `patience`
-(4) epochs the learning rate is divided by 10 and the weights reset to the best ones; training stops when
-the learning rate falls below 1e-7 (or at `max_epochs` / `max_minutes`). Batches group tokens of similar
-length and hold several tokens per word, since the multi-view loss needs same-word positives and
-different-word negatives. Split: the `split` column (train / dev|val|valid / test...); a folder without a
-dev split gives a deterministic 10% of its training rows to dev.
-
-The loop, its schedule (warm-up, then divide-on-plateau), resume state (`<out>.resume.safetensors`) and
-result are training.trainer's; this module supplies the hooks (`WordsHooks`).
+Data (training/words_data.py): folders with `words.csv` or FSDD's `metadata.csv`, decoded to 16 kHz mono,
+trimmed, featurised once and cached; bad input is reported and skipped. Training follows Rhodes & Bains
+(batch 256, Adam at 5e-4, divide the rate by 10 on a dev-AP plateau and go back to the best weights, stop below
+1e-7), with batches that hold several tokens per word, since the loss needs same-word positives. The loop,
+schedule, resume state and result are `training.trainer`'s; this module supplies `WordsHooks`. Data, splits
+and the schedule in detail: docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Writing a file's user tags (and a description) into the file itself, on request, atomically and verified.
 
-Sound designers keep keywords in their files so they travel with the sounds. Where they go:
-- WAV: RIFF `LIST/INFO` IKEY (keywords, joined by '; ') and ICMT (description), plus the BWF `bext` description
-  when the file has a `bext` chunk and the description is ASCII (riff_writer.py; every other chunk copied byte
-  for byte);
-- FLAC, Ogg Vorbis, Ogg Opus: Vorbis comments KEYWORDS (one entry per keyword) and DESCRIPTION (mutagen);
-- MP3: ID3v2 `TXXX:KEYWORDS` (joined by '; ') and `COMM` (description, language 'eng'), the tag's version kept.
-Keywords are added to what the file already holds (a keyword present in any case is not added twice); nothing
-the file holds is removed. A description replaces the file's own.
-
-Every write: a copy is written beside the file under a name the library scan ignores
-(`.NAME.XXXXXXXX.earshot-tmp.EXT`: a dot-name; the extension is kept: `tags.read_tags` picks its readers by it),
-flushed to disk, checked (it decodes to exactly the original's samples; for WAV its `data` bytes are the same;
-`tags.read_tags` reads back what was written and no new problem), and only then moved over the original with
-`os.replace`. Any failure leaves the original untouched, removes the copy and says why in the file's
-`TagWrite`; a kill leaves at most a hidden copy, removed by the next write of that file.
+Sound designers keep keywords in their files so they travel with the sounds: WAV RIFF `LIST/INFO` IKEY/ICMT
+(+ the BWF `bext` description; riff_writer.py), Vorbis comments KEYWORDS/DESCRIPTION in FLAC and Ogg (mutagen),
+ID3v2 `TXXX:KEYWORDS` and `COMM` in MP3. Keywords are added to what the file holds, never removed; a
+description replaces the file's own. Every write goes to a hidden copy beside the file (a name the scan
+ignores), is flushed, checked (same samples; `read_tags` reads back what was written) and only then moved over
+the original with `os.replace`; any failure leaves the original untouched and says why in the file's `TagWrite`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """A FAISS inner-product index over int64 ids that picks exact or approximate search by size.
 
-Three tiers, chosen by the number of vectors N (vectors are expected L2-normalised, so inner product = cosine):
-- N <= `exact_limit` (50k): exact, `IndexIDMap2` over `IndexFlatIP`.
-- N <= `ivf_limit` (300k): an HNSW graph (`IndexIDMap2` over `IndexHNSWFlat`, METRIC_INNER_PRODUCT), sub-linear
-  search with recall@10 close to 1 at the efSearch used here.
-- beyond: IVF-Flat (`IndexIVFFlat`, METRIC_INNER_PRODUCT) with nlist ~ 4*sqrt(N) lists, trained (spherical
-  k-means) on a seeded random sample; `nprobe` lists are scanned per query. It stores ids itself (no IDMap) and
-  keeps a hash-table direct map, so ids can be removed and reconstructed in place.
-A growing index is rebuilt into the next tier when it passes a limit (and an IVF index is retrained when it
-outgrows its lists); a shrinking one moves down when compacted.
-
-The index is a cache: the SQLite catalog is the source of truth and rebuilds it whenever it is missing,
-damaged or out of date. Files are written atomically (temp file + fsync + os.replace) through Python's own
-file I/O (`faiss.serialize_index`), so odd path names work and a crash never leaves half an index behind.
-Files of all three kinds carry their own parameters (HNSW M, IVF nlist/nprobe), so a file loads as written.
+Three tiers by the number of vectors N (L2-normalised, so inner product = cosine): exact (`IndexFlatIP`) up to
+`exact_limit` (50k), an HNSW graph up to `ivf_limit` (300k), then IVF-Flat with ~4*sqrt(N) lists, trained on a
+seeded sample, with a direct map so ids can be removed in place. A growing index is rebuilt into the next tier
+when it passes a limit; a shrinking one moves down when compacted. The index is a cache: the SQLite catalog is
+the source of truth and rebuilds it when it is missing, damaged or out of date. Files are written atomically
+through Python's own file I/O (`faiss.serialize_index`) and carry their own parameters, so a file loads as
+written.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """Search query syntax, as in Soundminer and Sononym: `-word` excludes, `"exact phrase"`, `word*` prefix, plain words.
 
-Plain words and prefixes rank (a file matching more of them comes first); a quoted phrase and an exclusion are
-conditions: every result's name, folder or tags hold each phrase and none of the excluded words, in every mode.
-
-`parse(text) -> Query` never fails: whatever the user types becomes words, phrases, prefixes and exclusions.
-`Query.fts_match()` is an FTS5 MATCH expression in which every word is a double-quoted string (quotes inside
-doubled), so no input can be an FTS5 syntax error or an FTS5 operator (`NEAR`, `AND`, `column:`, `^`); the
-positive parts are OR-ed and BM25 ranks files that match more of them (and rarer ones) higher.
-`Query.free_text` is what the sound and sentence encoders read: the positive words in the order typed.
-Plain words are read as people mean them (app/services/search/vocabulary.py): intent words ("a", "the",
-"someone", "sound of") never match on their own, numbers match as digits and words, and, given the library's
-`Vocabulary`, compounds are split and joined and typos corrected.
+Plain words and prefixes rank; a quoted phrase and an exclusion are conditions, in every mode. `parse(text) ->
+Query` never fails. `Query.fts_match()` quotes every word, so no input is an FTS5 syntax error or operator
+(`NEAR`, `column:`); `Query.free_text` is what the encoders read. Plain words are then read as people mean them
+(app/services/search/vocabulary.py; docs/search-fusion.md).
 
     >>> q = parse('creak -metal "wooden door" foot*')
-    >>> q.fts_match()
-    '"creak" OR "wooden door" OR "foot"*'
-    >>> q.fts_exclude()
-    '"metal"'
-    >>> q.fts_require()
-    '"wooden door"'
-    >>> q.free_text
-    'creak wooden door foot'
+    >>> q.fts_match(), q.fts_exclude(), q.fts_require(), q.free_text
+    ('"creak" OR "wooden door" OR "foot"*', '"metal"', '"wooden door"', 'creak wooden door foot')
 """
 
 from __future__ import annotations

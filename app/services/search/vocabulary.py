@@ -1,24 +1,12 @@
 """Reading a query's words as people mean them, against the words of the library it searches.
 
-What a keyword search of names misses, and what this module adds to each query word before it reaches FTS5:
-- intent words ("a", "the", "someone", "sound of", "says", "is") never match on their own: they say what kind of
-  query it is, not what to find (the sentence and sound encoders still read them);
-- numbers are numbers and words: "seven" also looks for "7", "7" for "seven";
-- compounds: a word the library does not have is also looked for as the library words it is made of
-  ("gunshot" -> "gun", "shot"; "footsteps" -> "foot", "step"), and adjacent query words as the library word
-  they make together ("black cat" -> "blackcat");
-- ligatures: "coeur" also looks for the library's "cœur", and "cœur" for "coeur";
-- typos: a word neither the library nor English knows is corrected to the most frequent library word one edit
-  away ("explsion" -> "explosion"): the query gets a "did you mean"; else it is also looked for as the start of
-  a word ("stadi" -> "stadium"). Shorter words are left as typed: sound words MiniLM does not know ("whir",
-  "atmo", "zing") each have a library word one edit away ("whip", "atom", "ding");
-- abbreviations: a short library word that begins a word the library lacks stands for it ("res" for
-  "residential").
-
-The library's words (`Vocabulary`) are counted once per generation of its names, folders and tags (the
-catalog's `counters.words`) and kept beside the catalog (`vocabulary.json`): counting them is linear in the
-library (4 s at 1M files), reading them back is not. Looking a query up costs a few set look-ups per word,
-whatever the library's size.
+Before a query word reaches FTS5: intent words ("a", "the", "sound of") never match on their own; numbers match
+as digits and words; compounds are split and joined ("gunshot" -> "gun", "shot"; "black cat" -> "blackcat");
+ligatures both ways ("coeur"/"cœur"); typos are corrected to the most frequent library word one edit away
+("did you mean"), else read as a prefix; a short library word stands for the longer one it begins. The
+library's words (`Vocabulary`) are counted once per generation of its names and kept beside the catalog
+(`vocabulary.json`), since counting is linear in the library and a look-up is a few set look-ups per word. Each
+rule with its limits and examples: docs/search-fusion.md, "Query words as people mean them".
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Training runs: each one a separate process with its own folder, so a crash or OOM cannot take the GUI down.
 
-A run lives in `<user data dir>/runs/<name>/`:
-
-    run.json            kind, name, data, settings, device, argv, created, status, pid, attempts
-    events.jsonl        JSON lines from `earshot train KIND --events` (progress, result|error|cancelled;
-                        core/events.py), plus one {"event": "started"} line per launch written here
-    metrics.csv         the numeric progress values in long form (time, step, name, value)
-    log.txt             the trainer's stdout and stderr
-    model.safetensors   the checkpoint (the trainer's `--out`), its resume state and caches beside it
-
-`start_run` checks the settings against the schema of the kind (core/kinds.py names its config
-dataclasses; their `setting(...)` fields give each setting's type, range, choices and flag: core/config.py)
-and launches `python -m app train KIND ... --events <run>/events.jsonl` in its own process group. `Run.poll()` reads new
-events; `cancel()` sends SIGINT (the trainer closes its job and keeps its last good checkpoint), then SIGTERM
-after a timeout; a process that vanished without a result, error or cancel event is `interrupted`, and
-`resume()` relaunches it with `--resume` into the same folder. `register_model` copies a finished checkpoint
-and a model card into the user models folder atomically. No Qt here.
+A run lives in `<user data dir>/runs/<name>/`: `run.json` (kind, settings, argv, status, pid), `events.jsonl`
+(core/events.py, from `earshot train KIND --events`), `metrics.csv`, `log.txt` and the checkpoint
+`model.safetensors` with its resume state. `start_run` checks the settings against the kind's schema
+(core/kinds.py, core/config.py) and launches the trainer in its own process group; `Run.poll()` reads new
+events; `cancel()` sends SIGINT (the trainer keeps its last good checkpoint), then SIGTERM; a run that vanished
+without a last event is `interrupted` and `resume()` relaunches it; `register_model` copies a finished
+checkpoint and a model card into the user models folder atomically. No Qt here.
 """
 
 from __future__ import annotations

@@ -1,51 +1,13 @@
 """Units service (no Qt): live unit discovery on microphone audio, file encoding, resynthesis, exports.
 
-`UnitsSession` wraps a loaded `models.vqvae.UnitsModel` and its checkpoint's front end:
-
-    audio blocks (16 kHz) -> feed() -> MFCC+Δ+ΔΔ frames, exactly as whole-file processing gives them
-                                    (+ the speech_embedding frame of each unit for a model trained on the
-                                    `mfcc+speech_embedding` front end: SpeechEmbeddingStream, left context cached)
-                                    -> StreamingEncoder -> unit ids (one per 40 ms), bounded look-ahead
-                                    -> log-magnitude spectrogram frames for display (same framing)
-    finish() -> the last frames and units;  resynthesize_job(speaker) -> inverter + Griffin-Lim
-    fit_voice() -> the table voice that fits the first second of speech (the default resynthesis voice)
-
-Exactness. A centred STFT frame t reads samples t·hop ± n_fft/2, and Δ/ΔΔ read ±`context` frames around it,
-so frame t is final once sample (t + context)·hop + n_fft/2 has arrived. Each `feed` recomputes the front end
-over a short hop-aligned window that starts early enough that every frame it emits is untouched by the
-window's edge padding; near the start of the recording the window starts at sample 0 (the file's own edge,
-so the padding is the one whole-file processing sees) and `finish` ends the last window at the file's end.
-Hence the streamed features (and so the units) equal those of the whole recording.
-
-The speech_embedding frame of unit u (models.vqvae.SpeechUnitsFrontend) is complete once sample (u + 1)·640
-has arrived, before the Δ/ΔΔ context of the unit's last MFCC frame: it never holds a frame back. `finish`
-pushes the zeros that whole-file processing pads the last unit's hop with.
-
-Look-ahead: features wait (context·hop + n_fft/2) samples (56 ms for the 10-ms MFCC), units add the
-encoder's `StreamingEncoder.lookahead_ms`; `UnitsSession.lookahead_ms` is the sum.
-
-Resampling: files at other rates are resampled with the checkpoint's resampler
-(`training.preprocessing.resampler`; torchaudio's for checkpoints that predate the field, soxr for new ones),
-so a model sees the features it was trained on. The live recorder opens the device at `sample_rate` itself.
-
-Input robustness: NaN/inf samples become 0 (counted in `nonfinite`), samples at full scale are counted in
-`clipped`; silence is ordinary input; fewer samples than one STFT frame needs gives no frames and no units.
-
-Resynthesis voice: a new speaker has no speaker embedding, so the inverter speaks with a table voice. The
-default is the one that fits (`core.voices.fitting_voice`, the evaluation's rule for unseen speakers) the
-first VOICE_FIT_SECONDS of speech (from where the one silence trim, `core.audio.trim_span`, finds it to
-start), fitted once that much is encoded (`LiveStream` does it live, off the GUI thread) or at the end of a
-shorter utterance; `resynthesize_job(speaker)` with an explicit voice overrides it.
-
-Resynthesis loudness: beside the units the session keeps the input's level per unit (the loudness stream,
-`core/loudness.py`: 6-dB steps, counted in the evaluation's bit/s), and the resynthesis follows it unless
-`follow_loudness` is off (the units alone: what they carry by themselves).
-
-Units text export (`export_units_text`): one line of space-separated `START:ID` tokens, START = the unit's
-start time in seconds with 3 decimals (unit u starts at u · 0.04 s and lasts 0.04 s), ID = the codebook index,
-e.g. `0.000:17 0.040:17 0.080:3`, terminated by a newline (an empty line when there are no units). The same
-units as a Praat TextGrid (`export_textgrid`, `app/services/units/textgrid.py`): built from those tokens, so its
-boundaries are theirs; a "words" tier when `words` are known. Both files are written atomically.
+`UnitsSession` wraps a loaded `models.units.UnitsModel` and its checkpoint's front end: `feed` turns 16 kHz
+audio blocks into front-end frames, unit ids (one per 40 ms, through `models.vqvae_stream.StreamingEncoder`) and
+display spectrogram frames, exactly as whole-file processing gives them, with a bounded look-ahead
+(`lookahead_ms`); `finish` ends the utterance; `fit_voice` picks the table voice that fits the speaker
+(`core.voices.fitting_voice`); `resynthesize_job` runs the inverter and Griffin-Lim, following the input's
+loudness stream (core/loudness.py); `export_units_text` and `export_textgrid` (app/services/units/textgrid.py)
+write the units. `LiveStream` feeds a session off the GUI thread. Why streaming is exact, the look-ahead, the
+voice and the export format: docs/units.md.
 """
 
 from __future__ import annotations
