@@ -1,10 +1,4 @@
-"""Feature front ends: waveform -> features, with torchaudio.
-
-Each front end is a `@dataclass` config plus an `nn.Module`. All accept an unbatched (N,) or batched (B, N)
-float waveform at the config's sample rate, expose `num_frames(num_samples)` (ints or integer tensors, so
-models can build padding masks for variable-length batches) and a `dim` property (feature size).
-All derived tensors (windows, filter banks, DCT matrices) are non-persistent buffers: a front end has an empty
-state_dict, so embedding one in a model never changes its checkpoint.
+"""Feature front ends: waveform -> features, with torchaudio; each a `@dataclass` config plus an `nn.Module`.
 
     PasstMel           32 kHz, PaSST/CP-JKU `AugmentMelSTFT` (eval mode) -> (B, 128, frames)
     AisfxMel           44.1 kHz, aiSFX (Ma & Lerch, ISMIR 2022) mel     -> (B, T, 96)
@@ -12,8 +6,9 @@ state_dict, so embedding one in a model never changes its checkpoint.
     LogMel             16 kHz, 80-bin log-mel                         -> (B, T, 80)
     LinearSpectrogram  16 kHz, linear magnitude, Griffin-Lim inverse  -> (B, T, 257)
 
-The three 16 kHz front ends share framing (25 ms window, 10 ms hop, n_fft 512, center=True with reflect
-padding), so frame t of MFCC, LogMel and LinearSpectrogram covers the same audio.
+All take (N,) or (B, N) audio and expose `num_frames` and `dim`; their buffers are non-persistent, so a front
+end never changes a checkpoint. The 16 kHz ones share one framing (`models.framing`: 25-ms window, 10-ms hop),
+so frame t of each covers the same audio.
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ import torch.nn.functional as F
 import torchaudio
 from torchaudio.compliance import kaldi
 
+from models import framing
 from models.configs import check_fields
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -222,12 +218,12 @@ class MFCCConfig:
     baselines); deltas use the standard regression over +-2 frames (win_length 5).
     """
 
-    sample_rate: int = 16000
+    sample_rate: int = framing.SAMPLE_RATE
     n_mfcc: int = 13
     n_mels: int = 40
-    n_fft: int = 512
-    win_length: int = 400  # 25 ms
-    hop_length: int = 160  # 10 ms
+    n_fft: int = framing.N_FFT
+    win_length: int = framing.WIN_LENGTH  # 25 ms
+    hop_length: int = framing.HOP_LENGTH  # 10 ms
     f_min: float = 0.0
     f_max: float | None = None  # None -> sample_rate / 2
     deltas: bool = True  # append delta and delta-delta (39-d) instead of the 13 static coefficients
@@ -309,11 +305,11 @@ def cmvn(feats: torch.Tensor, num_frames: torch.Tensor | None = None, variance: 
 class LogMelConfig:
     """80-bin log-mel at 16 kHz with the MFCC framing (HTK mel scale, power spectrum, log(x + 1e-6))."""
 
-    sample_rate: int = 16000
+    sample_rate: int = framing.SAMPLE_RATE
     n_mels: int = 80
-    n_fft: int = 512
-    win_length: int = 400
-    hop_length: int = 160
+    n_fft: int = framing.N_FFT
+    win_length: int = framing.WIN_LENGTH
+    hop_length: int = framing.HOP_LENGTH
     f_min: float = 0.0
     f_max: float | None = None
     log_offset: float = 1e-6
@@ -349,10 +345,10 @@ class LogMel(nn.Module):
 class LinearSpecConfig:
     """Linear magnitude spectrogram at 16 kHz, framed like MFCC (so frames align with MFCC frames)."""
 
-    sample_rate: int = 16000
-    n_fft: int = 512
-    win_length: int = 400
-    hop_length: int = 160
+    sample_rate: int = framing.SAMPLE_RATE
+    n_fft: int = framing.N_FFT
+    win_length: int = framing.WIN_LENGTH
+    hop_length: int = framing.HOP_LENGTH
     griffin_lim_momentum: float = 0.99
 
 

@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchaudio
 
+from models import framing
 from models.configs import check_fields
 
 T = TypeVar("T")
@@ -45,10 +46,10 @@ class InverterConfig:
     d_ff: int = 1024
     dropout: float = 0.1
     n_speakers: int = 1
-    sample_rate: int = 16000
-    n_fft: int = 512
-    win_length: int = 400
-    hop_length: int = 160
+    sample_rate: int = framing.SAMPLE_RATE
+    n_fft: int = framing.N_FFT
+    win_length: int = framing.WIN_LENGTH
+    hop_length: int = framing.HOP_LENGTH
     log_floor: float = 1e-4  # magnitudes below this are clipped before the log in the loss
 
     def __post_init__(self) -> None:

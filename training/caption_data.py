@@ -30,7 +30,9 @@ import torch.nn.functional as F
 
 from core import audio as audio_path
 
-AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg")
+# a caption row may name a file without its extension: these are tried, in this order (the formats caption data
+# sets ship in; all of them in core.audio.SUPPORTED_EXTENSIONS, tests/test_caption_data.py checks)
+STEM_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg")
 _CAPTION_COLUMN = re.compile(r"caption(_\d+)?$")
 
 
@@ -121,7 +123,7 @@ def read_audiocaps(csv_path: str | Path, split: str | None = None) -> tuple[list
                     by_clip[yid].captions.append(caption)
                 continue
             stems = [yid, f"Y{yid}", f"{yid}_{start}", cap_id]
-            path = _first_existing([d / f"{s}{e}" for d in folders for s in stems if s for e in AUDIO_EXTENSIONS])
+            path = _first_existing([d / f"{s}{e}" for d in folders for s in stems if s for e in STEM_SUFFIXES])
             if path is None or not caption:
                 missing += 1
                 continue
@@ -143,7 +145,7 @@ def read_wavcaps(json_path: str | Path, audio_dir: str | Path | None = None) -> 
             continue
         path = audio_dir / name
         if not path.suffix:
-            path = _first_existing([audio_dir / f"{name}{e}" for e in AUDIO_EXTENSIONS]) or path
+            path = _first_existing([audio_dir / f"{name}{e}" for e in STEM_SUFFIXES]) or path
         items.append(CaptionItem(path, [caption], None))
     return items
 

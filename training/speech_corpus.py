@@ -3,42 +3,11 @@ recordings, and espeak-ng, every utterance labelled (real or synthetic, speaker,
 
     python -m training.speech_corpus OUT_DIR [--words N] [--sentences N] [--heldout-package PKG] ...
 
-OUT_DIR gets 16-kHz mono 16-bit wavs and two tables (paths relative to OUT_DIR):
-- `utterances.csv` (`path,speaker,real,language,source,license,text,split`): everything, for the units model;
-- `words.csv` (`path,word,speaker,split,synthetic,phonemes`): the isolated English words (or short phrases),
-  the format training/words_train.py reads (`synthetic` is 1 for every TTS token; `phonemes` is filled for
-  the tokens of a source that names its texts, empty for a file stem looked up in CMUdict);
-- `summary.json`: counts and hours overall, real vs synthetic, per source (with its license) and per split.
-
-Sources (`REAL_SOURCES`, `TTS_VOICES`):
-- real: telephony prompt sets recorded by people (asterisk-core-sounds-{es,fr,it,ru}-wav, asterisk-prompt-es-co,
-  asterisk-prompt-fr-armelle, asterisk-prompt-it-menardi-wav) and the hedgewars game's voice packs recorded
-  by actors (short English lines, one voice per folder; those that are one CMUdict word also go to
-  words.csv), and, for evaluation only, the kajongg game's four English voices reading the same 42 tile
-  names and calls ("bamboo three", "pung"; `KAJONGG_TEXTS`), spoken letters (GENtle's Voxeo prompts, qABCs'
-  English alphabet, Scid's a-h; `LETTER_TEXTS`) and spoken numbers (cannonsmash's umpire, Scid's 1-8;
-  `NUMBER_TEXTS`), each file labelled by its name. Files are listed with `dpkg -L`, so only files
-  a package owns are read; tones, beeps, grunts and silences are left out by name. No transcripts ship with
-  them, so `text` holds the file's name (kajongg: its words).
-- synthetic, built from human recordings: flite's awb, rms, slt (CMU ARCTIC clustergen) and kal16 (diphone),
-  festival's kal_diphone, ked_diphone and cmu_us_slt_arctic_hts; the speaker id names the recorded person
-  (flite slt and festival slt-hts are both ARCTIC's slt, so they share `slt`).
-- synthetic, formant: espeak-ng voices, as training/espeak_corpus.py makes them.
-Words are CMUdict words (`espeak_corpus.candidate_words`), sentences come from the license texts in
-/usr/share/common-licenses (real English prose that every Debian system has).
-
-Splits: the real packages in `heldout_packages` and speakers in `heldout_speakers` are `heldout` (never
-trained on: evaluation on real voices no model heard; by default the French prompt voice Armelle and three
-hedgewars English voices); kajongg is always `heldout-kajongg` (a second held-out set of real English
-speakers, reading clean words), the letters `heldout-letters` and the numbers `heldout-numbers` (a package of
-`reserved.SPEECH_EVAL_PACKAGES` gets no other split); `--only-split heldout-letters` builds one of these sets
-alone (no TTS), with the same rows as the whole corpus; TTS words are split into train/dev by word; other
-utterances get a deterministic `dev_fraction` dev share. Reserved packages (`training/reserved.py`) are refused
-wherever they come in. Deterministic given the seed, and resumable: files already on disk are kept. A source
-package that is not installed gives nothing (`missing_packages` in the summary); install them all first:
-`apt-get install --no-install-recommends asterisk-core-sounds-{es,fr,it,ru}-wav asterisk-prompt-es-co
-asterisk-prompt-fr-armelle asterisk-prompt-it-menardi-wav hedgewars-data kajongg gentle qabcs-data scid-data
-csmash-data flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts espeak-ng`.
+OUT_DIR gets 16-kHz mono wavs, `utterances.csv` (everything, for the units model), `words.csv` (isolated
+English words, the format training/words_train.py reads) and `summary.json`. Sources are `REAL_SOURCES` and
+`TTS_VOICES`; held-out packages and speakers (`heldout`, `heldout-kajongg`, `heldout-letters`,
+`heldout-numbers`) are never trained on, and reserved packages (training/reserved.py) are refused. Deterministic
+given the seed and resumable. The sources, columns, splits and the packages to install: docs/corpora.md.
 """
 
 from __future__ import annotations
@@ -61,13 +30,13 @@ import numpy as np
 
 from core import audio as audio_path
 from core.files import atomic_path
+from models.framing import SAMPLE_RATE
 from training import espeak_corpus
 from training.reserved import check_not_reserved as check_package
 from training.reserved import is_speech_eval
 
 Job = Generator[dict[str, Any], None, Any]
 
-SAMPLE_RATE = 16000
 # reserved for evaluation by the project: never read, whatever the caller asks
 AUDIO_SUFFIXES = (".wav", ".gsm", ".flac", ".ogg")
 # prompt-set files that are not speech, by path (Asterisk ships silence/1.wav .. silence/10.wav)

@@ -1,25 +1,12 @@
 """Evaluation of speech units and acoustic word embeddings: `earshot eval units|words` (their arguments and
 per-speaker table: training/speech_eval_cli.py).
 
-Both read the same data folders: FSDD (`metadata.csv`), a words folder (`words.csv`: path,word,speaker[,split]
-[,synthetic]) or the speech corpus (`training.speech_corpus`: `words.csv` for word tokens plus
-`utterances.csv`: path,speaker[,real][,split] for whole utterances); `--split` keeps the rows of one split
-(`all`: every row; a table without a split column is evaluated whole), `--speaker` / `--exclude-speaker`
-choose speakers (FSDD speaker theo alone: `--split all --speaker theo`).
-
-Units (on the checkpoint's own front end, with its resampler):
-  - word-level ABX (training.abx) within and across speakers on the codebook vectors of the units (or
-    one-hot units), and the SAME ABX on raw MFCC+Δ+ΔΔ (the default front end) as the baseline;
-  - bitrate (N/D)·H and units per second over every utterance (word tokens and utterances.csv rows);
-  - resynthesis log-spectral distance (inverter magnitude vs recording, 0-4 kHz), seen and unseen voices, and
-    per voice the correlation of the two energy envelopes (a resynthesis smeared in time scores near 0).
-Words:
-  - same-different AP over all token pairs (cosine), cross-view AP (tokens vs the set's written words), and
-    the MFCC+DTW baseline AP on the same pairs (training.metrics, per-utterance normalised MFCCs).
-Per speaker (JSON `per_speaker`, a table in the text output): units: ABX within (the speaker's own cells)
-and across (X from the speaker, A and B from another), both for units and MFCCs, bitrate, LSD; words: AP
-over the pairs that involve one of the speaker's tokens (for all three scores), cross-view AP of the
-speaker's tokens. A score that cannot be formed (too few tokens or speakers) is null, and `notes` says why.
+Both read FSDD, a words folder or the speech corpus (training/speech_corpus.py), one split and chosen speakers.
+Units, on the checkpoint's own front end and resampler: word-level ABX (`training.abx`) within and across
+speakers against the same ABX on raw MFCC+Δ+ΔΔ, bitrate, resynthesis log-spectral distance. Words: same-different
+AP, cross-view AP and the MFCC+DTW baseline on the same pairs (`training.metrics`). Every score also per
+speaker; a score that cannot be formed is null and `notes` says why. What each number means and where every
+model stands: docs/speech-eval.md.
 """
 
 from __future__ import annotations
@@ -122,7 +109,6 @@ def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
 
     Word tokens come from words.csv or metadata.csv; utterances from utterances.csv (rows whose file is also
     a word token are not repeated); a folder without tables gives every audio file as an utterance."""
-    from training.units_data import AUDIO_EXTENSIONS
 
     words: list[EvalClip] = []
     utterances: list[EvalClip] = []
@@ -134,7 +120,8 @@ def list_eval_clips(data_dirs: Sequence[str | os.PathLike[str]], sel: Selection
         word_table = next((root / n for n in WORD_TABLES if (root / n).is_file()), None)
         utt_table = root / UTTERANCE_TABLE if (root / UTTERANCE_TABLE).is_file() else None
         if word_table is None and utt_table is None:
-            found = sorted(p for p in root.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file())
+            found = sorted(p for p in root.rglob("*")
+                           if p.suffix.lower() in audio_path.SUPPORTED_EXTENSIONS and p.is_file())
             utterances += [EvalClip(p, "unknown") for p in found if sel.keeps("unknown", None)]
             continue
         if word_table is not None:

@@ -19,6 +19,7 @@ from torch import nn
 
 from core import audio as audio_path
 from core.frontend_builder import units_frontend_dict
+from models.framing import SAMPLE_RATE
 from models.frontends import MFCC, LinearSpectrogram
 from models.speech_embedding import WINDOW_SAMPLES
 from models.units_frontend import SpeechUnitsFrontend
@@ -26,8 +27,6 @@ from models.vqvae import STRIDE
 from training.augment import AugmentConfig, augment_channel, augment_source, noise_bank
 from training.reserved import is_held_out
 
-SAMPLE_RATE = 16000
-AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".opus"}
 CSV_NAMES = ("words.csv", "metadata.csv", "utterances.csv")  # evaluation: word labels first (ABX)
 TRAIN_CSV_NAMES = ("utterances.csv", "words.csv", "metadata.csv")  # training: every utterance of a corpus
 CROP_MARGIN = 8  # frames of audio kept each side of an augmented crop: covers the STFT window and Δ/ΔΔ context
@@ -127,7 +126,8 @@ def list_clips(
             raise FileNotFoundError(f"{root}: no such data folder")
         table = next((root / n for n in tables if (root / n).is_file()), None)
         if table is None:
-            found = sorted(p for p in root.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file())
+            found = sorted(p for p in root.rglob("*")
+                           if p.suffix.lower() in audio_path.SUPPORTED_EXTENSIONS and p.is_file())
             clips.extend(Clip(p, "unknown") for p in found)
             continue
         with open(table, newline="", encoding="utf-8") as f:

@@ -27,7 +27,6 @@ from core import kinds
 Job = Generator[dict[str, Any], None, Any]
 
 KINDS = kinds.NAMES  # each kind's checker below is named in core/kinds.py (its `validator`)
-AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".opus"}
 WORDS_TABLES = ("words.csv", "metadata.csv")
 UNITS_TABLES = ("words.csv", "metadata.csv", "utterances.csv")  # the units trainer's order
 DEV_SPLITS = ("dev", "val", "valid", "validation")
@@ -159,7 +158,7 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def _find_audio(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file()
+    return sorted(p for p in root.rglob("*") if p.suffix.lower() in audio_path.SUPPORTED_EXTENSIONS and p.is_file()
                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
@@ -306,8 +305,8 @@ def check_units(root: Path, report: DataReport, max_checked: int) -> Job:
         paths = _find_audio(root)
         c["rows"] = len(paths)  # no speakers counted: the trainer reads them all as one, "unknown"
         if not paths:
-            report.problems.append(f"{root.name}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))}) "
-                                   "and no utterances.csv")
+            shown = ", ".join(sorted(audio_path.SUPPORTED_EXTENSIONS))
+            report.problems.append(f"{root.name}: no audio files ({shown}) and no utterances.csv")
             return report
         report.warnings.append("no utterances.csv: every file is one unknown speaker (add path,speaker rows for "
                                "voice swaps)")

@@ -26,6 +26,7 @@ import torch
 from core import audio as audio_path
 from core.audio import TrimConfig
 from core.frontend_builder import words_frontend_dict
+from models.framing import SAMPLE_RATE
 from models.phonemes import (
     DIGIT_WORDS,
     WordNotInDictionaryError,
@@ -38,7 +39,6 @@ from training.reserved import is_reserved
 
 Job = Generator[dict[str, Any], None, Any]
 
-SAMPLE_RATE = 16000
 DEV_SPLITS = ("dev", "val", "valid", "validation")
 _EXAMPLES = 5  # names listed per problem in reports
 

@@ -1,24 +1,12 @@
 """Words service (no Qt): spoken and written words embedded into one space by a multi-view AWE model.
 
-A `WordSpace` holds a loaded words model and the front end stored in its checkpoint. Spoken words are
-resampled to the front end's rate (16 kHz), trimmed of leading/trailing silence, turned into frames (the
-pretrained speech_embedding's 96-d every 40 ms, or MFCC+Δ+ΔΔ for older models) and embedded by the acoustic
-encoder; written words go through CMUdict (or typed ARPAbet) to the
-phoneme encoder. Both give unit vectors, so cosine similarity is a dot product.
-
-Decisions:
-- Silence is trimmed exactly as the model's trainer trimmed it: the `TrimConfig` stored in the checkpoint
-  (`training["preprocessing"]["trim"]`; the defaults, which words-default was trained with, when absent) applied
-  by the one trim of `core.audio` (25-ms windows, 10-ms hop). Input whose loudest window is below
-  `silence_dbfs` counts as silent and is refused (`WordAudioError`).
-- A "word" longer than `MAX_WORD_SECONDS` after trimming is refused, not truncated: a truncated word would
-  embed as a different word without saying so. Longer recordings belong in the spoken-term search.
-- Spoken-term search slides windows of three lengths around the query's duration (a spoken query's trimmed
-  length, or an estimate from a written query's phoneme count) over the recording, centred on a grid of
-  `hop_s`; the score at a time is the best cosine over the window lengths centred there.
-
-torch is imported lazily so that the GUI can import this module without paying for torch at start-up.
-Slow work is also offered as jobs (generators yielding progress, see `app.services.jobs`).
+A `WordSpace` holds a loaded words model and its checkpoint's front end. Spoken words are resampled to 16 kHz,
+trimmed exactly as the model's trainer trimmed them (the checkpoint's `TrimConfig`, by the one trim of
+`core.audio`), turned into frames and embedded by the acoustic encoder; written words go through CMUdict (or
+typed ARPAbet) to the phoneme encoder; cosine similarity is a dot product. Silent input and a "word" longer
+than `MAX_WORD_SECONDS` are refused (`WordAudioError`), not truncated: a cut word would embed as another word
+without saying so. Spoken-term search slides windows of three lengths around the query's duration
+(`WINDOW_FACTORS`). torch is imported lazily, so the GUI imports this module without paying for torch.
 """
 
 from __future__ import annotations
@@ -35,6 +23,7 @@ from app.services.jobs import Job, drain
 from core import audio as audio_path
 from core.audio import SOXR, AudioError, TrimConfig, decode, frame_energy_db, resample, to_mono, trim_span
 from core.display import display_name
+from models.framing import SAMPLE_RATE
 
 if TYPE_CHECKING:
     import torch
@@ -42,7 +31,6 @@ if TYPE_CHECKING:
     from app.services.registry import ModelEntry, ModelRegistry
     from core.inference import Inference
 
-SAMPLE_RATE = 16000
 MAX_WORD_SECONDS = 3.0  # longest spoken word accepted after trimming
 MAX_FILE_SECONDS = 60.0  # a file longer than this is not a word; refused before decoding
 MAX_SEARCH_SECONDS = 600.0  # longest recording the spoken-term search takes
