@@ -34,7 +34,7 @@ bench: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m bench
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check app core models training tests bench
+	$(VENV)/bin/ruff check app core models training tests bench tools
 
 system-deps:
 	@missing=""; \

@@ -397,7 +397,7 @@ def test_decode_raw_reads_headerless_gsm(tmp_path):
 
 # ---------------------------------------------------------------------------------------- one audio path
 
-AUDIO_IMPORTERS_SCANNED = ("app", "core", "models", "training", "bench")
+AUDIO_IMPORTERS_SCANNED = ("app", "core", "models", "training", "bench", "tools")
 
 
 def soundfile_importers(root: Path) -> set[str]:

@@ -15,7 +15,7 @@ DOCS = ("docs/ARCHITECTURE.md", "docs/training.md", "README.md")
 # where module docstrings send their details (issue 37): they cite fewer files, but only ones that exist
 DETAIL_DOCS = ("docs/library.md", "docs/models.md", "docs/corpora.md", "docs/runtime.md", "docs/units.md",
                "docs/speech-eval.md", "docs/search-fusion.md")
-TOP_LEVEL = ("app/", "core/", "models/", "training/", "tests/", "bench/", "docs/", "resources/")  # the repository's own
+TOP_LEVEL = ("app/", "core/", "models/", "training/", "tests/", "bench/", "docs/", "resources/", "tools/")  # ours
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)  # command examples: paths there are the user's, not ours
 INLINE = re.compile(r"`([^`\s]+)`")
 LINK = re.compile(r"\]\(([^)\s#]+)\)")

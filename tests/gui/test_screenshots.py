@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from app.ui import screenshots
 from app.ui.main_window import demo_library
+from tools import screenshots
 
 
 def snapshot(folder: Path) -> dict[str, int]:

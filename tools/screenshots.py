@@ -1,4 +1,4 @@
-"""Grab each tab of the real window offscreen, at work, for the README: `python -m app.ui.screenshots OUTDIR`.
+"""Grab each tab of the real window offscreen, at work, for the README: `python -m tools.screenshots OUTDIR`.
 
 The window runs with the shipped default models and is driven through the tabs' public methods, the way the
 GUI tests drive them:
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 FSDD = REPO.parent / "shared" / "data" / "fsdd"  # the Free Spoken Digit Dataset next to the repository
 SEARCH_QUERY = "bubbles in water"  # its best match in the demo library is the right sound
 UNITS_SPEAKER = "jackson"
@@ -475,7 +475,7 @@ def _grab(out_dir: Path, size: tuple[int, int], step_seconds: float, fsdd: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.ui.screenshots", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.screenshots", description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="resources/screenshots", type=Path)
     parser.add_argument("--size", default="1100x700", help="window size, WIDTHxHEIGHT (default 1100x700)")
     parser.add_argument("--step-seconds", type=float, default=STEP_SECONDS, help="time limit of each step")
