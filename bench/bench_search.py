@@ -239,7 +239,7 @@ PEAK = ("import atexit, sys\n"
         "atexit.register(lambda: print('VmHWM', open('/proc/self/status').read().split('VmHWM:')[1].split()[0],"
         " file=sys.stderr))\n")
 # `earshot search ...` as the console script runs it
-CLI = PEAK + "import sys\nfrom app.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+CLI = PEAK + "import sys\nfrom app.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
 # the replaced path: load the whole model (torch + transformers) to embed one text query
 TORCH_SEARCH = PEAK + """
 import sys

@@ -9,7 +9,7 @@ The writer and the reader of the format live together here:
 
 The run service adds {"event": "started", "attempt": n} before each launch. Written to a file, the numeric
 progress values also go to `metrics.csv` beside it in long form (`time,step,name,value`: one row per value),
-for spreadsheets and pandas. No Qt, no torch: used by app/cli.py and app/services/training/runs.py alike.
+for spreadsheets and pandas. No Qt, no torch: used by app/cli/kind_common.py and app/services/training/runs.py alike.
 """
 
 from __future__ import annotations

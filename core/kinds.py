@@ -52,7 +52,13 @@ class Kind:
         if self.trainer_override:  # a replacement trainer evaluates too
             module = self.trainer_module()
             return module.add_eval_arguments, module.evaluate
-        return _resolve(self.evaluator[0]), _resolve(self.evaluator[1])
+        return self.eval_arguments(), _resolve(self.evaluator[1])
+
+    def eval_arguments(self) -> Callable[..., Any]:
+        """add_eval_arguments(parser) alone: torch-free for the table's kinds (`earshot eval KIND --help`)."""
+        if self.trainer_override:
+            return self.trainer_module().add_eval_arguments
+        return _resolve(self.evaluator[0])
 
     def settings_classes(self) -> list[type]:
         """The config dataclasses that declare this kind's settings (torch-free; a replacement trainer's module)."""

@@ -69,6 +69,13 @@ def test_widgets_never_call_torch_faiss_or_sounddevice(path: Path) -> None:
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: go through services and workers"
 
 
+@pytest.mark.parametrize("path", python_files("app") + python_files("core") + python_files("models")
+                         + python_files("training"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_product_never_imports_the_tools(path: Path) -> None:
+    """tools/ (the README screenshots) is not installed with the product: nothing there may be needed by it."""
+    assert "tools" not in imported_modules(path), f"{path.relative_to(ROOT)} imports tools/"
+
+
 def test_the_checker_catches_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from PySide6.QtCore import QObject\nimport app.workers\nfrom . import sibling\n")
@@ -167,7 +174,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycles_among_app_core_models_training() -> None:
     graph = import_graph()
     assert "app.services.training.runs" in graph["app.ui.train_tab"]  # the graph sees `from pkg import module`
-    assert "app.ui.main_window" in graph["app.cli"]  # and imports inside functions (they run when called)
+    assert "app.ui.main_window" in graph["app.cli.gui_command"]  # and imports inside functions (they run when called)
     assert "app.services.library" in graph["app.services.library.library"]  # and the package __init__ above
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app.cli import main
+from app.cli.main import main
 
 
 def test_help_lists_subcommands() -> None:
@@ -74,7 +74,7 @@ class FakeTask:
 
 
 def test_train_events_stream_progress_then_result(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("app.cli._task_module", lambda kind: FakeTask)
+    monkeypatch.setattr("app.cli.train_command._task_module", lambda kind: FakeTask)
     events = tmp_path / "events.jsonl"
     assert main(["train", "words", "--steps", "4", "--events", str(events)]) == 0
     lines = [json.loads(line) for line in events.read_text().splitlines()]
@@ -89,7 +89,7 @@ def test_train_events_stream_progress_then_result(tmp_path: Path, monkeypatch) -
 
 
 def test_train_error_is_an_event_and_a_message(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setattr("app.cli._task_module", lambda kind: FakeTask)
+    monkeypatch.setattr("app.cli.train_command._task_module", lambda kind: FakeTask)
     events = tmp_path / "events.jsonl"
     assert main(["train", "words", "--fail", "--events", str(events)]) == 2
     last = json.loads(events.read_text().splitlines()[-1])
@@ -107,7 +107,7 @@ def test_an_ignored_sigint_is_taken_back_so_cancel_works(tmp_path: Path) -> None
 
     script = (
         "import signal, sys, time\n"
-        "from app.cli import listen_for_interrupt\n"
+        "from app.cli.main import listen_for_interrupt\n"
         "listen_for_interrupt()\n"
         "print('ready', flush=True)\n"
         "try:\n"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 
 
 @pytest.mark.parametrize(("typed", "hint"), [("serach", "did you mean 'search'?"), ("indx", "did you mean 'index'?"),
@@ -47,7 +47,7 @@ def test_similar_and_sound_search_on_a_library_without_sounds_for_the_model_exit
     """Issue 25 sweep: they said "no sounds indexed" and then "no results" with exit 0."""
     import shutil
 
-    from app.cli import main
+    from app.cli.main import main
     from tests.test_library import make_library, write_retrieval_checkpoint
 
     root = make_library(tmp_path / "lib")
@@ -169,7 +169,7 @@ def test_an_empty_path_is_a_usage_error_not_the_working_folder(command: list[str
 def test_index_of_a_folder_without_audio_says_so(tmp_path, capsys) -> None:
     """A sweep: `earshot index` of a folder with no sound files printed "0 files: 0 embedded ..." and nothing
     more, which reads like success on the wrong folder."""
-    from app.cli import main
+    from app.cli.main import main
     from tests.test_library import make_library, write_retrieval_checkpoint
 
     model = write_retrieval_checkpoint(tmp_path / "a.safetensors")
@@ -187,7 +187,7 @@ def test_index_of_a_library_another_process_indexes_is_refused_before_any_model_
                                                                                        monkeypatch) -> None:
     """A second `earshot index` of a library being indexed loaded the model (~2 s) and only then was refused."""
     import app.services.search.embedder as embedder
-    from app.cli import main
+    from app.cli.main import main
     from app.services.library.storage import INDEX_LOCK_NAME, process_lock
     from tests.test_library import make_library
 

@@ -80,7 +80,7 @@ def test_unknown_and_missing_kinds_are_messages(tmp_path: Path) -> None:
 
 
 def test_cli_lists_kinds_from_the_table(capsys) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])

@@ -1138,7 +1138,7 @@ def write_retrieval_checkpoint(path: Path, nan: bool = False) -> str:
 
 
 def test_cli_index_refuses_a_nan_model_and_rehashes_on_request(tmp_path, capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     root = make_library(tmp_path / "lib")
     good = write_retrieval_checkpoint(tmp_path / "good.safetensors")

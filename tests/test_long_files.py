@@ -57,9 +57,9 @@ def test_the_cli_can_embed_every_window(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(indexer, "windows_of", spy)
     root = tmp_path / "lib"
     write(root / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))
-    from app import cli_library
-    from app.cli import main
-    assert cli_library.LONG_FILE_WINDOWS == embedding.LONG_FILE_WINDOWS
+    from app.cli import index_command
+    from app.cli.main import main
+    assert index_command.LONG_FILE_WINDOWS == embedding.LONG_FILE_WINDOWS
     assert main(["index", str(root), "--model", write_retrieval_checkpoint(tmp_path / "m.safetensors"),
                  "--all-windows", "--json"]) == 0
     write(tmp_path / "lib2" / "long.wav", np.concatenate([tone(f, 0.5) for f in FREQS]))

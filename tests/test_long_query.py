@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.services.search.answer import SearchAnswer
 from app.services.search.query import MAX_QUERY_CHARS, parse
 from app.services.search.search_jobs import Results

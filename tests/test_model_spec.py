@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from app.cli import main
+from app.cli.main import main
 from core.checkpoints import write_safetensors
 from tests.test_search_service import indexed_one_tone
 

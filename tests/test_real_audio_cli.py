@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from real_audio_stack import PulseStack, running_stack
 
-from app import cli
+from app.cli.main import main
 from app.services import devices
 from app.services.library.library import Library
 from core.audio import decode, trim_silence
@@ -80,12 +80,12 @@ def test_similar_record_without_a_microphone_says_so(monkeypatch, tmp_path: Path
     monkeypatch.setattr(devices, "device_status", lambda: none)
     Library.open(tmp_path).close()  # an (empty) indexed library: a folder never indexed is refused before recording
     before = sorted(tmp_path.rglob("*"))
-    assert cli.main(["similar", "--record", "2", "--library", str(tmp_path)]) == 2
+    assert main(["similar", "--record", "2", "--library", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "similar --record: no audio input device (microphone) found" in err and "Traceback" not in err
     assert sorted(tmp_path.rglob("*")) == before  # nothing written
     (tmp_path / "never").mkdir()
-    assert cli.main(["similar", "--record", "2", "--library", str(tmp_path / "never")]) == 2
+    assert main(["similar", "--record", "2", "--library", str(tmp_path / "never")]) == 2
     assert "has not been indexed yet" in capsys.readouterr().err
 
 
@@ -96,5 +96,5 @@ def test_similar_record_without_a_microphone_says_so(monkeypatch, tmp_path: Path
     ([], "give an audio file, or --record SECONDS to record one"),
 ])
 def test_similar_record_arguments_are_checked(args: list[str], message: str, tmp_path: Path, capsys) -> None:
-    assert cli.main(["similar", *args, "--library", str(tmp_path)]) == 2
+    assert main(["similar", *args, "--library", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from tests.test_reliability import counts, damage, tagged60  # noqa: F401 - tagged60 is a fixture
 
 MIRROR = "user-tags.json"

@@ -278,7 +278,7 @@ def test_preset_aisfx_student_fits_projections_on_a_frozen_student_tower(sfx: Pa
     import argparse
     import json
 
-    from app.cli import main
+    from app.cli.main import main
     from app.services.jobs import drain
     from core.checkpoints import load_model, save_checkpoint
     from models.aisfx_student import AisfxStudent, StudentConfig
@@ -335,7 +335,7 @@ def test_preset_aisfx_student_fits_projections_on_a_frozen_student_tower(sfx: Pa
 
 
 def test_preset_aisfx_without_the_weights_says_how_to_get_them(sfx: Path, tmp_path: Path, monkeypatch, capsys):
-    from app.cli import main
+    from app.cli.main import main
     from core import aisfx_weights
 
     monkeypatch.setattr(aisfx_weights, "find_checkpoint", lambda: None)
@@ -383,7 +383,7 @@ def test_eval_scores_an_aisfx_checkpoint_on_a_caption_corpus(sfx: Path, tmp_path
 
     from safetensors.torch import save_file
 
-    from app.cli import main
+    from app.cli.main import main
     from core.checkpoints import save_checkpoint
 
     torch.manual_seed(0)

@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from app.cli import main
+from app.cli.main import main
 from app.services.jobs import drain
 from app.services.library.embedding import embed_file
 from app.services.library.library import Library
@@ -353,7 +353,7 @@ def test_search_command_does_not_import_torch(tmp_path: Path) -> None:
     assert main(["index", str(root), "--model", ckpt, "--json"]) == 0
     script = (
         "import json, sys\n"
-        "from app.cli import main\n"
+        "from app.cli.main import main\n"
         f"rc = main(['search', 'a chirping bird', '--library', {str(root)!r}, '--model', {ckpt!r}, '--json'])\n"
         "heavy = sorted(m for m in ('torch', 'transformers', 'PySide6', 'training.retrieval_train') "
         "if m in sys.modules)\n"
@@ -377,7 +377,7 @@ def test_similar_on_a_library_file_loads_no_model(tmp_path: Path) -> None:
     shutil.copy(next(root.rglob("*.wav")), outside)
     script = (
         "import json, sys\n"
-        "from app.cli import main\n"
+        "from app.cli.main import main\n"
         "inside, outside, lib, ckpt = sys.argv[1:]\n"
         "rc = main(['similar', inside, '--library', lib, '--model', ckpt, '--json', '-k', '3'])\n"
         "light = 'torch' not in sys.modules\n"
@@ -708,7 +708,7 @@ def test_a_quoted_phrase_is_required_in_every_mode(fusion_session: SearchSession
 
 
 def test_a_phrase_no_file_holds_says_why_nothing_came_back(tmp_path: Path, capsys) -> None:
-    from app.cli import main
+    from app.cli.main import main
     from app.services.search.answer import SearchAnswer
     from app.services.search.query import parse
     from app.services.search.search_jobs import Results

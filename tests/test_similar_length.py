@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.services.jobs import drain
 from app.services.library.library import Library
 from app.services.library.records import SearchFilters

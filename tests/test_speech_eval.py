@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.cli import main
+from app.cli.main import main
 from core.checkpoints import save_checkpoint
 from models.awe import MultiViewAWE
 from models.frontends import MFCC, frontend_to_dict

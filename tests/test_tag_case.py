@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.services.library import tag_case
 from app.services.library.library import Library
 from app.services.library.tag_mirror import MIRROR_NAME

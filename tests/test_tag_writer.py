@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app.cli import main
+from app.cli.main import main
 from app.services.jobs import drain
 from app.services.library import riff_writer
 from app.services.library import tag_writer as W

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from tests.test_cli import tagged_library
 
 HEADER = "path,tags,favourite\n"

@@ -47,7 +47,7 @@ def test_settings_map_to_the_trainers_flags() -> None:
     assert "--no-cache" in tail and tail[tail.index("--events") + 1] == "/r/e.jsonl"
     assert tail[tail.index("--device") + 1] == "cpu"
     # the parser accepts what we built
-    from app.cli import build_parser
+    from app.cli.main import build_parser
 
     args = build_parser(argv[3:]).parse_args(argv[3:])
     assert args.max_epochs == 2 and args.cache is False and args.preset == "tiny"
@@ -62,7 +62,7 @@ def test_retrieval_settings_left_alone_keep_the_preset() -> None:
     assert specs["preset"].default == "cpu-small" and specs["lr"].default is None and specs["lr"].optional
     argv = tr.build_argv("retrieval", "/d", "/o", {"preset": "cpu-small", "lr": None, "epochs": 3}, "cpu")
     assert "--lr" not in argv and argv[argv.index("--epochs") + 1] == "3"
-    from app.cli import build_parser
+    from app.cli.main import build_parser
     from training.retrieval_train import PRESETS, build_config
 
     config = build_config(build_parser(argv[3:]).parse_args(argv[3:]))
@@ -71,7 +71,7 @@ def test_retrieval_settings_left_alone_keep_the_preset() -> None:
 
 
 def test_units_flags_reach_the_config() -> None:
-    from app.cli import build_parser
+    from app.cli.main import build_parser
     from training.units_train import build_config
 
     argv = ["train", "units", "--data", "/d", "--out", "/o.safetensors", "--preset", "tiny", "--vq-steps", "7",
@@ -81,7 +81,7 @@ def test_units_flags_reach_the_config() -> None:
 
 
 def test_a_bad_flag_is_a_message_naming_the_range(capsys) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["train", "words", "--data", "/d", "--out", "/o", "--batch-size", "1"])

@@ -222,7 +222,7 @@ def test_batches_group_words_and_lengths() -> None:
 
 @pytest.mark.slow
 def test_cli_train_and_eval(subset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     out = tmp_path / "cli.safetensors"
     rc = main(["train", "words", "--data", str(subset), "--out", str(out), "--preset", "tiny", "--epochs", "1",
