@@ -126,9 +126,5 @@ def require_rows(n: int, ctx: DistContext, what: str) -> None:
                          f"raise the batch size or use fewer processes")
 
 
-def unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
-
 def select(items: Sequence, rows: range) -> list:
     return [items[i] for i in rows]

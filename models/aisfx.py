@@ -10,7 +10,6 @@ heads are dropped. Credit, blocking and the two computations in detail: docs/mod
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -221,10 +220,6 @@ class AisfxEncoder(nn.Module):
             return self.runner(frames) if counts is None or padded is None else padded(frames, counts)
         return self.embedding_net.feature_map(frames)
 
-    def embed_blocks(self, feats: torch.Tensor) -> torch.Tensor:
-        """(T, 96) frames of one clip -> (n, 512): one embedding per block, as the package's inference returns."""
-        return self.embedding_net(self.blocks(feats, feats.shape[0]))
-
 
 # ---------------------------------------------------------------------------------------------- weights
 # Reading the weight files (the wheel's pickle-based .pth, or .safetensors) lives in core/aisfx_weights.py:
@@ -251,8 +246,3 @@ def load_encoder_state(encoder: AisfxEncoder, state: dict[str, torch.Tensor], so
 def config_from_dict(d: dict[str, Any]) -> AisfxConfig:
     check_fields(AisfxConfig, d)
     return AisfxConfig(**d)
-
-
-def num_blocks(num_frames: int, config: AisfxConfig | None = None) -> int:
-    c = config or AisfxConfig()
-    return 1 if num_frames <= c.block_frames else math.floor((num_frames - c.block_frames) / c.block_hop) + 1

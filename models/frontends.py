@@ -39,11 +39,6 @@ def frame_mask(num_frames: torch.Tensor, max_frames: int) -> torch.Tensor:
     return torch.arange(max_frames, device=num_frames.device)[None, :] < num_frames[:, None]
 
 
-def lengths_to_frames(lengths: torch.Tensor, frontend: nn.Module) -> torch.Tensor:
-    """(B,) waveform lengths in samples -> (B,) frame counts for `frontend` (any module with num_frames)."""
-    return frontend.num_frames(lengths.long())
-
-
 def _as_batch(wave: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, bool]:
     """(N,) or (B, N) -> (B, N) in the front end's dtype, and whether the input was unbatched."""
     if wave.dim() not in (1, 2):

@@ -328,10 +328,6 @@ class MarkedSlider(QSlider):
         hint = super().sizeHint()
         return QSize(max(hint.width(), self.preferred_width), hint.height())
 
-    def set_marked(self, value: int) -> None:
-        self.marked = value
-        self.update()
-
     def mouseDoubleClickEvent(self, event: object) -> None:  # noqa: N802 (Qt API)
         self.setValue(self.marked)
 

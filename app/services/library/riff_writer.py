@@ -155,11 +155,6 @@ def write_riff_copy(src_path: str | os.PathLike[str], dst: BinaryIO, values: dic
         dst.seek(end)
 
 
-def has_chunk(path: str | os.PathLike[str], cid: bytes) -> bool:
-    with open(path, "rb") as fh:
-        return any(c.cid == cid for c in read_chunks(fh))
-
-
 def chunk_digest(path: str | os.PathLike[str], cid: bytes = b"data") -> str:
     """SHA-256 of the bodies of every top-level chunk `cid` (the audio bytes, for `data`)."""
     h = hashlib.sha256()
