@@ -67,7 +67,7 @@ def _non_persistent(module: nn.Module) -> nn.Module:
 
 @dataclass
 class PasstMelConfig:
-    """PaSST preprocessing (kkoutini/PaSST's `AugmentMelSTFT`, in its own `preprocess.py`), evaluation mode.
+    """PaSST preprocessing (`AugmentMelSTFT` of github.com/kkoutini/PaSST/models/preprocess.py), evaluation mode.
 
     The released PaSST checkpoints (and hear21passt / the CP-JKU DCASE2023 task 6b retrieval system) build
     `AugmentMelSTFT(n_mels=128, sr=32000, win_length=800, hopsize=320, n_fft=1024, fmin=0.0, fmax=None,
@@ -134,7 +134,7 @@ class PasstMel(nn.Module):
 
 @dataclass
 class AisfxMelConfig:
-    """The aiSFX front end (github.com/alison-ma/aisfx, `spectrogram_librosa.py` + `spectrogram_normalize`).
+    """The aiSFX front end (the aisfx package's aisfx/spectrogram/spectrogram_librosa.py + `spectrogram_normalize`).
 
     Peak-normalised audio at 44.1 kHz, 2048-sample Hann frames every 1024 samples (centred, zero padding, as
     librosa >= 0.9 pads), power spectrum, 96 HTK mel bands over 0-22050 Hz with each filter normalised to unit

@@ -65,7 +65,7 @@ def test_the_architecture_map_stays_short() -> None:
 PRODUCT = ("app", "core", "models", "training")
 CITABLE = (*PRODUCT, "tests", "bench", "docs", "resources", "tools")
 DOC_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(CITABLE)})/[\w./*-]*\w)")  # app/x.py, tests/test_y.py:12
-BARE_FILE = re.compile(r"(?<![\w./-])([a-z_]\w*\.py)\b")  # records.py: beside the module, else in the repository
+BARE_FILE = re.compile(r"(?<![\w./*>-])([a-z_]\w*\.py)\b")  # records.py: beside the module, else in the repository
 DOTTED = re.compile(rf"(?<![\w./-])((?:{'|'.join((*PRODUCT, 'tests', 'bench'))})(?:\.[A-Za-z_]\w*)+)")
 
 
@@ -133,7 +133,7 @@ def stale_citations(path: Path, root: Path = ROOT) -> list[str]:
             if not (any(root.glob(bare)) if "*" in bare else (root / bare).exists()):
                 missing.append(f"{line}: {cited}")
         for name in BARE_FILE.findall(text):
-            if not (path.parent / name).exists() and not any(root.glob(f"**/{name}")):
+            if not (path.parent / name).exists() and not any(any((root / top).glob(f"**/{name}")) for top in CITABLE):
                 missing.append(f"{line}: {name}")
         missing += [f"{line}: {name}" for name in DOTTED.findall(text) if not resolves(name, root)]
     return missing

@@ -1,9 +1,9 @@
 """The library's text channel: what names, folders, embedded tags and the user's own tags say about each file.
 
-Per file (catalog v3, see catalog.py): a `texts` row derived from its path and tags (names.py, tags.py), an FTS5
-row (`text_fts`, rowid = file id) for keyword search with BM25, and a MiniLM sentence vector of the same words
-stored like any model's vectors under the model id `text:<encoder>` (so the text vectors get the same FAISS
-tiers, repair and checksums as the sound vectors). The user's tags and favourites live in their own tables and
+Per file (catalog v3, see catalog.py): a `texts` row derived from its path and tags (names.py,
+embedded_tags.py), an FTS5 row (`text_fts`, rowid = file id) for keyword search with BM25, and a MiniLM sentence
+vector of the same words stored like any model's vectors under the model id `text:<encoder>` (so the text
+vectors get the same FAISS tiers, repair and checksums as the sound vectors). The user's tags and favourites live in their own tables and
 survive re-indexing, renames and moves (they belong to the file row; user_tags.py).
 
 Keeping it current: a `texts` row remembers the path, mtime and derivation version it came from; the indexer's
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from app.services.library.storage import Catalog
     from app.services.library.vectors import VectorStore
 
-TEXT_VERSION = 4  # bump when names.py/tags.py derive differently: every row is re-derived (no audio re-read)
+TEXT_VERSION = 4  # bump when names.py/embedded_tags.py derive differently: every row is re-derived (no audio re-read)
 TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 
 
