@@ -3,8 +3,8 @@
 Per file (catalog v3, see catalog.py): a `texts` row derived from its path and tags (names.py,
 embedded_tags.py), an FTS5 row (`text_fts`, rowid = file id) for keyword search with BM25, and a MiniLM sentence
 vector of the same words stored like any model's vectors under the model id `text:<encoder>` (so the text
-vectors get the same FAISS tiers, repair and checksums as the sound vectors). The user's tags and favourites live in their own tables and
-survive re-indexing, renames and moves (they belong to the file row; user_tags.py).
+vectors get the same FAISS tiers, repair and checksums as the sound vectors). The user's tags and favourites
+live in their own tables and survive re-indexing, renames and moves (they belong to the file row; user_tags.py).
 
 Keeping it current: a `texts` row remembers the path, mtime and derivation version it came from; the indexer's
 text pass re-derives rows whose file was renamed, moved or changed (no audio is read for that), and re-embeds a
