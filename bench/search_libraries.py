@@ -38,7 +38,9 @@ from pathlib import Path, PurePosixPath
 DATA_DIR = Path(__file__).resolve().parent / "data" / "search_libraries"
 CACHE_ENV = "EARSHOT_SEARCH_LIBRARIES_CACHE"
 DEFAULT_CACHE = Path("~/.cache/earshot/search-libraries")
-AUDIO_EXTENSIONS = (".ogg", ".oga", ".wav", ".flac", ".mp3", ".au")
+# the files each held-out library is made of: part of the benchmark, frozen with its queries (not
+# core.audio.SUPPORTED_EXTENSIONS, which may grow: a new format would change the libraries and their numbers)
+LIBRARY_SUFFIXES = (".ogg", ".oga", ".wav", ".flac", ".mp3", ".au")
 MIXED_FOLDER = "Recordings"
 QUERY_KINDS = ("plain", "plural", "paraphrase", "intent", "compound", "typo", "spelling", "number", "prefix",
                "abbreviation", "category")
@@ -128,7 +130,7 @@ def library_problems(lib: Library, queries: Sequence[Query], min_queries: int = 
     if len(set(paths)) != len(paths):
         problems.append(f"{lib.name}: duplicate file paths")
     for f in lib.files:
-        if not safe_relpath(f.path) or not f.path.lower().endswith(AUDIO_EXTENSIONS):
+        if not safe_relpath(f.path) or not f.path.lower().endswith(LIBRARY_SUFFIXES):
             problems.append(f"{lib.name}: bad file path {f.path!r}")
         if len(f.sha256) != 64 or any(c not in "0123456789abcdef" for c in f.sha256):
             problems.append(f"{lib.name}: bad sha256 for {f.path}")
@@ -199,7 +201,7 @@ def extract_root(deb: Path, root: str, dest: Path) -> list[str]:
             for member in tar:
                 name = member.name.removeprefix("./")
                 rel = name[len(prefix):] if name.startswith(prefix) else ""
-                if not member.isfile() or not rel.lower().endswith(AUDIO_EXTENSIONS) or not safe_relpath(rel):
+                if not member.isfile() or not rel.lower().endswith(LIBRARY_SUFFIXES) or not safe_relpath(rel):
                     continue
                 target = dest / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -221,7 +223,7 @@ def sha256_of(path: Path) -> str:
 
 def audio_files(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                  if p.is_file() and p.name.lower().endswith(AUDIO_EXTENSIONS))
+                  if p.is_file() and p.name.lower().endswith(LIBRARY_SUFFIXES))
 
 
 def verify(lib: Library, folder: Path, paths: dict[str, str] | None = None) -> None:
