@@ -939,7 +939,7 @@ class Counting:
 
 def test_a_text_query_gathers_once_and_reads_the_library_a_bounded_number_of_times(fusion_session: SearchSession,
                                                                                     monkeypatch) -> None:
-    """How much is indexed (one library call), the candidates of every channel (one `gather`, its keyword ranking
+    """How much is indexed (in memory), the candidates of every channel (one `gather`, its keyword ranking
     overlapping the query encoding) and the hits of the best (one `explained_hits`), whatever the mode, filters,
     exclusions or weight; the parts are read a bounded number of times (it used to be dozens: keyword files,
     counts and search, allowed files, the nearest files and the scores of each channel, hits, fields, tags)."""
@@ -960,8 +960,9 @@ def test_a_text_query_gathers_once_and_reads_the_library_a_bounded_number_of_tim
             want = [h.rel_path for h in s.search(text, 3, **kwargs)]
             assert want, text
             calls[:] = [c for c in calls if c != "library.guard"]  # a context that reads nothing (damage -> a message)
+            assert calls[:2] == ["library.vectors.counts", "library.files.id_bound"], f"{text!r}: {calls}"
             assert [c for c in calls if not c.startswith("library.") or c.count(".") == 1] == \
-                ["library.counts", "gather", "explained_hits"], f"{text!r}: {calls}"
+                ["gather", "explained_hits"], f"{text!r}: {calls}"
             assert len(calls) <= 14, f"{text!r}: {calls}"
     finally:
         s.library = library

@@ -15,7 +15,6 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from app.services.library import catalog, clean_close
@@ -173,12 +172,6 @@ class Library:
         self.close()
 
     # -------------------------------------------------------------------------------------------- reading
-
-    def counts(self, model_ids: Sequence[str]) -> list[int]:
-        """How many vectors each model's index holds (in memory) and, last, an upper bound on the files catalogued
-        (ids are never reused): while indexing runs, names are searchable before their files have any vector."""
-        with self.lock:
-            return [*self.vectors.counts(model_ids), self.files.id_bound()]
 
     def stats(self) -> LibraryStats:
         with self.lock:

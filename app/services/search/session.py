@@ -142,7 +142,7 @@ class SearchSession:
             return answer
         enc = self.text_encoder
         models = [self.embedder.model_id] + ([enc.model_id] if enc is not None else [])
-        *indexed, files = self.library.counts(models)  # runs on every keystroke: in memory, and one indexed lookup
+        *indexed, files = self._counts(models)
         # searchable while indexing runs: names as soon as the first pass has them, sounds as they are embedded
         k = min(check_k(k), max(*indexed, files) if w > 0 else indexed[0])
         names = w > 0 and enc is not None and indexed[-1] > 0
@@ -171,6 +171,14 @@ class SearchSession:
         answer.hits = self._hits(ranked, k, found.query.sound, shown, sound_only=w == 0)
         answer.no_good_match = not ranked or fusion.no_good_match(ranked[0][1], w)
         return answer
+
+    def _counts(self, model_ids: Sequence[str]) -> list[int]:
+        """How many vectors each model's index holds and, last, an upper bound on the files catalogued (ids are
+        never reused): while indexing runs, names are searchable before their files have any vector. Runs on
+        every keystroke: in memory, and one indexed lookup, under the catalog's lock."""
+        lib = self.library
+        with lib.lock:
+            return [*lib.vectors.counts(model_ids), lib.files.id_bound()]
 
     def _vocabulary(self, stored: int) -> Vocabulary:
         """The library's words (and the sentence encoder's English ones), read again when its names, folders or
