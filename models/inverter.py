@@ -1,18 +1,11 @@
 """Codebook inverter: VQ-VAE codebook vectors -> linear magnitude spectrogram -> Griffin-Lim waveform.
 
-After Tjandra et al., "Transformer VQ-VAE for unsupervised unit discovery and speech synthesis: ZeroSpeech
-2020 challenge" (Interspeech 2020): the unit sequence (one codebook vector per 40 ms) is repeated r = 4 times
-to the 10-ms frame rate, passed through multi-scale 1-D convolution blocks and a small Transformer with
-sinusoidal positions, and projected to a linear magnitude spectrogram that Griffin-Lim turns into audio.
-A learned speaker embedding is added to the input, so resynthesis can speak with another voice.
-
-The spectrogram framing matches `models.frontends.LinearSpectrogram` (16 kHz, n_fft 512, 25-ms window,
-10-ms hop, 257 bins), so its output is the training target.
-
-Loss: the network predicts log-magnitudes; the loss is the mean squared error between the prediction and
-log(max(target, log_floor)) over the non-padding frames (L2 on log-compressed magnitudes, which weights
-quiet and loud bins alike; the plain-magnitude L2 would be dominated by a few loud low-frequency bins).
-`forward` returns the linear magnitude exp(prediction).
+After Tjandra et al. (ZeroSpeech 2020): the units (one codebook vector per 40 ms) are repeated to the 10-ms
+frame rate, passed through multi-scale 1-D convolutions and a small Transformer, with a learned speaker
+embedding added so resynthesis can speak with another voice, and projected to the spectrogram of
+`models.frontends.LinearSpectrogram` (the shared 16 kHz framing, `models.framing`), its training target. The
+loss is L2 on log-magnitudes (`log_magnitude_loss`), which weights quiet and loud bins alike. Why, and the
+layers in detail: docs/models.md.
 """
 
 from __future__ import annotations

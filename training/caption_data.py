@@ -1,18 +1,10 @@
 """Caption data sets for text-to-audio retrieval: readers for four layouts, audio decoding, crops, padding,
 batches of (clip, caption) pairs and caption-swap augmentation.
 
-Every reader returns `CaptionItem`s (audio path, list of captions, split):
-
-- caption folder (Earshot's own, e.g. `shared/data/sfx`): `captions.csv` with `path,caption` and optionally
-  `caption_2`, `caption_3`, ... and `split`; other columns are ignored; paths are relative to the folder.
-- Clotho v2: `clotho_captions_{split}.csv` (`file_name,caption_1..caption_5`), audio in `{split}/`.
-- AudioCaps: `{split}.csv` (`audiocap_id,youtube_id,start_time,caption`; one caption per row). Rows are
-  grouped by youtube_id (a clip's five val/test captions share it). The audio file is the first that exists of
-  `{youtube_id}.{ext}`, `Y{youtube_id}.{ext}`, `{youtube_id}_{start_time}.{ext}`, `{audiocap_id}.{ext}` in
-  `{split}/`, `audio/{split}/`, `audio/` or the CSV's folder (ext: wav, flac, mp3, ogg). Rows without
-  audio are skipped and counted.
-- WavCaps: a JSON file `{"data": [{"id" or "audio": ..., "caption": ...}, ...]}`; the audio is
-  `{audio dir}/{id}` (with an extension added when missing); the audio dir defaults to the JSON's folder.
+Every reader returns `CaptionItem`s (audio path, list of captions, split): Earshot's own caption folder
+(`captions.csv`, e.g. shared/data/sfx), Clotho v2, AudioCaps (rows grouped by clip; the audio found by
+several names, `STEM_SUFFIXES`) and WavCaps JSON. The layouts, their columns and how each finds its audio:
+docs/corpora.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Embedded tags as search text: title, artist, album, comment, description, keywords, genre.
 
-Read with mutagen (ID3 in MP3/WAV/AIFF, Vorbis comments in Ogg/FLAC/Opus, MP4 atoms) plus the RIFF chunks
-mutagen does not read: WAV `LIST/INFO` (INAM, ICMT, IKEY, ...), the BWF `bext` description and the `iXML`
-NOTE/DESCRIPTION fields that sound-effects libraries (UCS metadata) fill in. Vorbis comments of FLAC and Ogg
-files are read from their bytes here (mutagen would replace undecodable bytes without a word), and an ID3 tag's
-text frames are checked here too (mutagen drops a frame that does not decode).
-
-The sentence encoder reads only the `describing` part (title, description, keywords, comments, ...: what the sound
-is); who made it and tool or licence lines (`credits`) stay keywords.
-
-Tags are a bonus, never a reason to fail: `read_tags` returns the text it could read and a `problem` string
-(invalid UTF-8, an oversized tag block, a tag library error) that the catalog records and `Library.tag_problems`
-lists, while the file is indexed by its name and sound as usual. Sizes are bounded: a chunk over
-`MAX_CHUNK_BYTES` is skipped unread, every field is cut at `MAX_FIELD_CHARS`, the whole text at `MAX_TEXT_CHARS`.
+`read_tags` reads them with mutagen plus the RIFF chunks mutagen does not read (WAV `LIST/INFO`, BWF `bext`,
+`iXML`, which sound-effects libraries fill in), and checks the bytes mutagen would silently replace or drop.
+The sentence encoder reads only the `describing` part; `credits` stay keywords. Tags are a bonus, never a reason
+to fail: the text it could read comes with a `problem` string the catalog records, and every size is bounded
+(`MAX_CHUNK_BYTES`, `MAX_FIELD_CHARS`, `MAX_TEXT_CHARS`). What is read from where: docs/library.md.
 """
 
 from __future__ import annotations
