@@ -224,10 +224,6 @@ class WordsTab(ModelTab):
     def remove_selected(self) -> None:
         self.words_state.remove_selected()
 
-    @Slot()
-    def clear_items(self) -> None:
-        self.words_state.clear()
-
     # ------------------------------------------------------------------------------------------ recording
 
     @Slot()

@@ -264,7 +264,7 @@ def test_empty_views_show_hints_until_words_are_added(qtbot, tab: WordsTab) -> N
     assert tab.compare.map_plot.getAxis("bottom")._tickLevels is None  # automatic ticks again
     assert tab.compare.matrix_image.image.shape == (1, 1)
     with qtbot.waitSignal(tab.items_changed, timeout=5_000):
-        tab.clear_items()
+        tab.collection.clear_button.click()  # what the user clicks: the pane's button clears the state
     assert empty_state()
 
 
