@@ -966,3 +966,41 @@ def test_a_text_query_gathers_once_and_reads_the_library_a_bounded_number_of_tim
             assert len(calls) <= 14, f"{text!r}: {calls}"
     finally:
         s.library = library
+
+
+class CountingTokens:
+    """Stands in for the query parser's tokenizer: every `parse` runs it once, whoever calls it."""
+
+    def __init__(self, real: object, calls: list[str]) -> None:
+        self.real, self.calls = real, calls
+
+    def finditer(self, text: str) -> object:
+        self.calls.append(text)
+        return self.real.finditer(text)
+
+
+def test_search_similar_and_browse_parse_once_and_answer_alike(fusion_session: SearchSession, tmp_path: Path,
+                                                                 monkeypatch, capsys) -> None:
+    """One parse per text query, in the service and from the command line (it used to be four to five: the CLI's
+    check, the service, the corrected query, the highlight, the 'no results' note); find similar and browse have
+    no text to parse. All three return a SearchAnswer."""
+    from app.cli.main import main
+    from app.services.search import query as query_module
+    from app.services.search.answer import SearchAnswer
+    from app.services.search.browse import browse
+
+    s = fusion_session
+    calls: list[str] = []
+    monkeypatch.setattr(query_module, "_TOKEN", CountingTokens(query_module._TOKEN, calls))
+    typo = s.search("thundr clap", 3)  # a typo: the corrected query is derived, not parsed again
+    assert isinstance(typo, SearchAnswer) and typo.did_you_mean == "thunder clap" and calls == ["thundr clap"]
+    calls.clear()
+    similar = s.similar("weather/thunder_clap.wav", 3, names_weight=0.3)
+    page = browse(s.library, s.embedder.model_id, limit=3)
+    assert isinstance(similar, SearchAnswer) and isinstance(page, SearchAnswer) and calls == []
+    assert (similar.kind, page.kind, typo.kind) == ("similar", "browse", "text") and similar.hits and page.hits
+    root, model = indexed_one_tone(tmp_path, "door-creak.wav")
+    capsys.readouterr()
+    calls.clear()
+    assert main(["search", '"wooden door" creak', "--library", str(root), "--model", str(model)]) == 0
+    assert calls == ['"wooden door" creak'] and "no results" in capsys.readouterr().out
