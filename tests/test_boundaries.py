@@ -342,3 +342,13 @@ def test_the_settings_the_app_reads_are_torch_free(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"
 
+
+
+@pytest.mark.parametrize("modules", ["app.ui.search_state, app.ui.search_text, app.services.search.search_jobs",
+                                     "app.ui.units_state", "app.ui.words_state", "app.ui.train_state"])
+def test_the_tab_states_import_no_qt_and_no_torch(modules: str) -> None:
+    """Model/view: each tab's state (and the Search tab's texts and jobs) runs and is tested without Qt or torch."""
+    code = (f"import sys, {modules}\n"
+            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,8 +3,6 @@ tags and favourites, and what the list says; plus the proof that it (and the tab
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from app.services.search.fusion import NAMES_WEIGHT
 from app.services.search.search_jobs import Results
 from app.ui.search_state import BALANCE_STEPS, HISTORY_LIMIT, RESULTS_K, SearchState, balance_position
 from app.ui.search_text import no_results_message, results_header, why_html
+from tests.heard import Heard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,34 +27,12 @@ def results(*names: str, query: str = "door", mode: str = "text") -> Results:
     return Results(SearchAnswer(mode, [hit(n, i + 1) for i, n in enumerate(names)]), query, indexed=10)
 
 
-class Heard:
-    """Every event a state emits, in order, with what it carried."""
-
-    def __init__(self, state: SearchState) -> None:
-        self.events: list[tuple] = []
-        for name in ("search", "results", "hits", "selection", "preview", "catalog", "library"):
-            getattr(state.events, name).connect(lambda *args, name=name: self.events.append((name, *args)))
-
-    def names(self) -> list[str]:
-        return [e[0] for e in self.events]
-
-    def clear(self) -> None:
-        self.events.clear()
-
-
 @pytest.fixture
 def state() -> SearchState:
     s = SearchState()
     s.set_library(Path("/lib"))
     s.set_ready(True)
     return s
-
-
-def test_the_state_and_the_tabs_texts_import_no_qt_and_no_torch() -> None:
-    code = ("import sys, app.ui.search_state, app.ui.search_text, app.services.search.search_jobs\n"
-            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_typing_asks_for_a_debounced_search_enter_and_find_similar_for_one_now(state: SearchState) -> None:

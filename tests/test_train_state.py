@@ -4,14 +4,13 @@ job progress in the status line; plus the proof that it imports no Qt or torch."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from app.ui.train_state import TrainState
+from tests.heard import Heard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,18 +45,6 @@ class FakeRun:
         return {"metrics.ap": 0.5, "wall_time_s": 40.0}
 
 
-class Heard:
-    """Every event a state emits, in order, with what it carried."""
-
-    def __init__(self, state: TrainState) -> None:
-        self.events: list[tuple] = []
-        for name in ("buttons", "report", "run", "curves", "progress", "status", "message"):
-            getattr(state.events, name).connect(lambda *args, name=name: self.events.append((name, *args)))
-
-    def names(self) -> list[str]:
-        return [e[0] for e in self.events]
-
-
 def ok_report(ok: bool = True) -> SimpleNamespace:
     return SimpleNamespace(ok=ok)
 
@@ -71,13 +58,6 @@ def state() -> TrainState:
     key = s.check_folder("/data")
     s.validated(key, ok_report())
     return s
-
-
-def test_the_state_imports_no_qt_and_no_torch() -> None:
-    code = ("import sys, app.ui.train_state, app.ui.train_text\n"
-            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_start_waits_for_the_settings_and_a_usable_checked_folder() -> None:

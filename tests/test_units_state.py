@@ -4,8 +4,6 @@ imports no Qt or torch."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.ui.units_state import AUTO_VOICE, LIVE_SECONDS, UnitsState
+from tests.heard import Heard
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = 16000
@@ -34,18 +33,6 @@ def devices(input_ok: bool = True, output_ok: bool = True) -> SimpleNamespace:
     return SimpleNamespace(input_ok=input_ok, output_ok=output_ok)
 
 
-class Heard:
-    """Every event a state emits, in order, with what it carried."""
-
-    def __init__(self, state: UnitsState) -> None:
-        self.events: list[tuple] = []
-        for name in ("phase", "message", "model", "cleared", "live", "review", "resynthesis", "voice_fit"):
-            getattr(state.events, name).connect(lambda *args, name=name: self.events.append((name, *args)))
-
-    def names(self) -> list[str]:
-        return [e[0] for e in self.events]
-
-
 @pytest.fixture
 def state() -> UnitsState:
     s = UnitsState()
@@ -54,13 +41,6 @@ def state() -> UnitsState:
     s.model_loaded("tiny", session())
     s.jobs_done()
     return s
-
-
-def test_the_state_imports_no_qt_and_no_torch() -> None:
-    code = ("import sys, app.ui.units_state\n"
-            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_a_model_loads_only_when_idle_and_says_what_it_is() -> None:

@@ -4,8 +4,6 @@ imports no Qt or torch."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +12,7 @@ import pytest
 
 from app.services.words.word_space import SAMPLE_RATE, LoadResult, TermHit, TermSearchResult, WordItem
 from app.ui.words_state import MAX_RECORD_SECONDS, SPEECH_SECONDS, Take, WordsState
+from tests.heard import Heard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,18 +27,6 @@ def space(name: str = "tiny") -> SimpleNamespace:
     return SimpleNamespace(name=name, dim=2, resampler="soxr")
 
 
-class Heard:
-    """Every event a state emits, in order, with what it carried."""
-
-    def __init__(self, state: WordsState) -> None:
-        self.events: list[tuple] = []
-        for name in ("ready", "devices", "items", "selection", "recording", "result", "message"):
-            getattr(state.events, name).connect(lambda *args, name=name: self.events.append((name, *args)))
-
-    def names(self) -> list[str]:
-        return [e[0] for e in self.events]
-
-
 @pytest.fixture
 def state() -> WordsState:
     s = WordsState()
@@ -47,13 +34,6 @@ def state() -> WordsState:
     s.loading("cpu")
     s.space_loaded(space())
     return s
-
-
-def test_the_state_imports_no_qt_and_no_torch() -> None:
-    code = ("import sys, app.ui.words_state\n"
-            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_a_model_is_ready_once_loaded_and_hands_back_the_collection_to_embed_again(state: WordsState) -> None:
