@@ -49,12 +49,3 @@ def test_app_services_has_feature_packages_and_no_loose_feature_modules() -> Non
     packages = {p.name for p in services.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.name for p in services.glob("*.py")}
     assert packages == SERVICE_PACKAGES and modules <= SERVICE_MODULES, (packages, modules - SERVICE_MODULES)
-
-
-def test_package_inits_are_one_line() -> None:
-    """A package `__init__` says what the package is, in one line, and re-exports nothing (the map lives in
-    docs/ARCHITECTURE.md; a second copy drifts)."""
-    long = [str(p.relative_to(ROOT)) for folder in PRODUCT for p in (ROOT / folder).rglob("__init__.py")
-            if len([line for line in p.read_text(encoding="utf-8").splitlines()
-                    if line.strip() and not line.startswith("__version__")]) > 1]  # the package's version
-    assert long == []
