@@ -232,7 +232,7 @@ def test_what_the_list_says() -> None:
     found = results("a.wav", "b.wav")
     assert results_header(found, "both") == "2 results for “door”"
     assert results_header(results("a.wav", query="x.wav", mode="similar"), "both") == \
-        "1 result for sounds like x.wav by sound and name"
+        "1 result for sounds like x.wav by sound and name in the whole library"
     assert results_header(None, "both").startswith("Type a description")
     empty = Results(SearchAnswer("text"), "door", indexed=0)
     assert no_results_message(empty, indexing=True, favourites_only=False) == \

@@ -90,3 +90,27 @@ def test_the_search_state_asks_for_similar_lengths_unless_told_otherwise():
     assert state.start_search().any_length
     state.set_similar_any_length(False)
     assert asked == [True, True] and not state.start_search().any_length
+
+
+def test_find_similar_searches_the_whole_library_unless_asked_for_the_folder_browsed():
+    """Issue 38.4: find similar from a result silently kept the folder last browsed ("25 results (filtered)", all
+    from that folder; the exact copy elsewhere in the library missing). Now it searches the whole library (other
+    filters kept) unless "Only this folder" is ticked, and the header says which."""
+    from app.services.search.answer import SearchAnswer
+    from app.services.search.search_jobs import Results
+    from app.ui.search_text import results_header
+
+    state = SearchState()
+    state.set_filters(SearchFilters(folder="sound/weapons", formats=("ogg",)))
+    state.find_similar(Path("sound/weapons/gun.ogg"))
+    whole = state.start_search()
+    assert whole.filters.folder is None and whole.filters.formats == ("ogg",)
+    asked: list[bool] = []
+    state.events.search.connect(asked.append)
+    state.set_similar_in_folder(True)
+    assert asked == [True] and state.start_search().filters.folder == "sound/weapons"
+    hits = SearchAnswer("similar", [object()])  # type: ignore[list-item]
+    assert results_header(Results(hits, "gun.ogg", 5), "sound") == "1 result for sounds like gun.ogg in the whole " \
+        "library"
+    assert results_header(Results(hits, "gun.ogg", 5, True, "sound/weapons"), "sound") == \
+        "1 result for sounds like gun.ogg in sound/weapons (filtered)"

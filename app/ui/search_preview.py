@@ -130,6 +130,12 @@ class PreviewPane(QWidget):
             "Find similar: only sounds from a quarter to four times as long as this one, so that music and "
             "ambiences do not crowd out the one-shots like a one-shot (untick for any length)")
         self.similar_length_box.toggled.connect(lambda on: self.state.set_similar_any_length(not on))
+        self.similar_folder_box = QCheckBox("Only this folder")
+        self.similar_folder_box.setChecked(self.state.similar_in_folder)
+        self.similar_folder_box.setToolTip(
+            "Find similar: only in the folder browsed (the folder filter); unticked, the whole library, where a "
+            "copy of the sound under another name may be")
+        self.similar_folder_box.toggled.connect(self.state.set_similar_in_folder)
         self.reveal_button = QPushButton("Reveal in folder")
         self.reveal_button.setToolTip("Open the folder holding this file in the file manager")
         self.reveal_button.clicked.connect(self.reveal_selected)
@@ -145,7 +151,7 @@ class PreviewPane(QWidget):
         row.addStretch(1)
         col.addLayout(row)
         files = QHBoxLayout()  # a second row: the pane stays narrow enough to leave the names their width
-        for w in (self.similar_length_box, self.reveal_button, self.copy_button):
+        for w in (self.similar_length_box, self.similar_folder_box, self.reveal_button, self.copy_button):
             files.addWidget(w)
         files.addStretch(1)
         col.addLayout(files)

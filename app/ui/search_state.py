@@ -77,6 +77,7 @@ class SearchState:
         self.similar_to: Path | None = None
         self.similar_names_weight: float | None = None  # None: find similar by sound alone
         self.similar_any_length = False  # find similar: lengths far from the target's too (music for a one-shot)
+        self.similar_in_folder = False  # find similar: only in the folder browsed (else the whole library)
         self.default_balance = balance_position(NAMES_WEIGHT)
         self.balance = self.default_balance
         self.filters = SearchFilters()
@@ -174,6 +175,18 @@ class SearchState:
             self.k = RESULTS_K
             self.events.search.emit(True)
 
+    def set_similar_in_folder(self, on: bool) -> None:
+        """Find similar in the folder browsed only (on) or in the whole library (off, the default: the copy of a
+        sound in another folder is what a sound designer looks for); a similar list shown is searched again."""
+        self.similar_in_folder = bool(on)
+        if self.mode == "similar" and self.similar_to is not None:
+            self.k = RESULTS_K
+            self.events.search.emit(True)
+
+    def similar_filters(self) -> SearchFilters:
+        """The filters a find similar runs with: the folder browsed only when asked for (`similar_in_folder`)."""
+        return self.filters if self.similar_in_folder else replace(self.filters, folder=None)
+
     def ranking(self) -> tuple[str, float | None]:
         """(mode, names_weight) the balance asks for."""
         return balance(self.balance, self.default_balance)
@@ -192,7 +205,7 @@ class SearchState:
         if self.mode == "similar" and self.similar_to is not None:
             weight = self.similar_names_weight
             return SearchRequest(self._request, "similar", "", self.similar_to, "both" if weight else "sound",
-                                 weight, self.filters, self.k, any_length=self.similar_any_length)
+                                 weight, self.similar_filters(), self.k, any_length=self.similar_any_length)
         text = self.query.strip()
         if not text:
             return SearchRequest(self._request, "browse", "", None, "names", None, self.filters, self.k,

@@ -90,6 +90,8 @@ def results_header(results: Results | None, shown_mode: str, folder: str | None 
     what = quoted(results.query) if results.mode == "text" else f"sounds like {results.query}"
     if results.mode == "similar" and shown_mode == "both":
         what += " by sound and name"
+    if results.mode == "similar":  # the whole library unless asked: say which, the folder browsed may differ
+        what += f" in {results.folder}" if results.folder else " in the whole library"
     n = len(results.hits)
     text = f"{n} result{'' if n == 1 else 's'} for {what}" + (" (filtered)" if results.filtered else "")
     if results.answer.no_good_match:

@@ -33,6 +33,7 @@ class Results:
     query: str  # the text, or the display name of the file for "similar"
     indexed: int  # files searchable when it ran (0: nothing indexed yet)
     filtered: bool = False
+    folder: str | None = None  # the folder the search was limited to (None: the whole library)
     hits: list[Hit] = field(init=False)  # the answer's hits as shown: sorted by a column, pages appended
 
     def __post_init__(self) -> None:
@@ -58,7 +59,7 @@ def request_job(session: SearchSession, request: SearchRequest) -> Job[Results]:
         yield {"message": f"finding sounds like {name}"}
         answer = session.similar(request.target, request.k, request.filters, names_weight=request.names_weight,
                                  any_length=request.any_length)
-        return Results(answer, name, session.indexed_count(), filtered)
+        return Results(answer, name, session.indexed_count(), filtered, request.filters.folder)
     yield {"message": f"searching for “{request.query}”"}
     answer = session.search(request.query, request.k, request.filters, mode=request.ranking,
                             names_weight=request.names_weight, prefix_last=True)  # the word being typed: a prefix
