@@ -45,6 +45,20 @@ def test_name_words(stem: str, words: list[str]):
     assert N.name_words(stem) == words
 
 
+@pytest.mark.parametrize("folder, stem, words", [
+    # issue 38, class 4: a recorder's session folder was read as content ("ZOOM" for "camera shutter", "field
+    # day" for "rain"); its files, its folders and "My Recordings" say nothing, like hash names
+    ("My Recordings/ZOOM H5 2024-05-18 field day", "REC_0001", []),
+    ("TASCAM DR-40", "DR0000_0001", []), ("Recordings/230518", "230518_001", []), ("Bounces", "Audio 01", ["bounces"]),
+    ("Foley/Take 3", "Take 3", ["foley"]),
+    # what only looks like it keeps its words: an effect called zoom, a field-recording folder, a dated pack
+    ("Vehicles", "car_zoom_by", ["car", "zoom", "by", "vehicles"]),
+    ("Field Recordings/forest", "birds_dawn", ["birds", "dawn", "field", "recordings", "forest"]),
+])
+def test_names_a_recorder_gave_say_nothing(folder: str, stem: str, words: list[str]):
+    assert N.name_words(stem) + N.folder_words(folder) == words
+
+
 def test_folder_words_and_ucs_table():
     assert N.folder_words("Animals/Birds") == ["animals", "birds"]
     assert N.folder_words("Library/DOORWood") == ["library", "doors", "wood", "door"]

@@ -43,6 +43,26 @@ _HEX = re.compile(r"[0-9a-f]{8,}")
 _TAKE = re.compile(r"(v|take|tk|t|var|version)?(\d{1,2}|0\d+)")  # take/version numbers: 01, 3, v2, take12, 007
 
 
+# What recorders, phones and DAWs name their files and session folders by (device, date, take): such names say
+# nothing of the sound, like hash names, so they are silent (issue 38: "ZOOM" matched "camera", "field day" "rain")
+_RECORDED_FILE = re.compile(r"(zoom|rec|dr|tascam|ste|audio|take|memo|new recording|recording)"
+                            r"[ _-]?\d+([ _-]\d+)*|\d{6}[ _-]\d{3,4}|\d{8}[ _-]?\d{4,6}", re.I)
+_DATE = re.compile(r"(?<!\d)(\d{4}[-_.]?\d{2}[-_.]?\d{2}|\d{2}[-_.]\d{2}[-_.]\d{4})(?!\d)")
+_DEVICE = re.compile(r"\b(zoom[ _-]?[hf]\d+n?|h[1-6]n|tascam|dr[ _-]?\d{2,3}|mixpre|olympus[ _-]?ls|pcm[ _-]?"
+                     r"[a-z]?\d+)\b", re.I)
+_RECORDER_FOLDERS = {"my recordings", "recordings", "voice memos", "voice recorder", "recorder", "audio recordings"}
+
+
+def recorder_named(part: str, folder: bool = False) -> bool:
+    """A file stem (or, `folder`, a folder name) that a recorder, phone or DAW gave: `REC_0001`, `ZOOM0003`,
+    `230518_001`, `Audio 01`; folders holding a date or a recorder model, or called "My Recordings"."""
+    text = part.strip()
+    if _RECORDED_FILE.fullmatch(text):
+        return True
+    return folder and (bool(_DATE.search(text)) or bool(_DEVICE.search(text))
+                       or " ".join(split_words(text)) in _RECORDER_FOLDERS)
+
+
 @dataclass(frozen=True)
 class UcsEntry:
     cat_id: str
@@ -101,7 +121,10 @@ def meaningless(word: str) -> bool:
 
 
 def name_words(stem: str) -> list[str]:
-    """Words of a file name without its extension, UCS CatID expanded, meaningless tokens dropped."""
+    """Words of a file name without its extension, UCS CatID expanded, meaningless tokens dropped; none for a
+    name a recorder gave."""
+    if recorder_named(stem):
+        return []
     words = []
     first = re.split(r"[_\s.-]", stem, maxsplit=1)[0]
     entry = ucs_entry(first)
@@ -118,10 +141,11 @@ def name_words(stem: str) -> list[str]:
 
 
 def folder_words(rel_folder: str) -> list[str]:
-    """Words of the folders a file is in (every level), CatID folders expanded."""
+    """Words of the folders a file is in (every level), CatID folders expanded; a recorder's session folder
+    ("ZOOM H5 2024-05-18 field day", "My Recordings") says nothing."""
     words = []
     for part in rel_folder.split("/"):
-        if not part:
+        if not part or recorder_named(part, folder=True):
             continue
         entry = ucs_entry(part)
         if entry is not None:
