@@ -265,7 +265,8 @@ def test_rename_rederives_the_name_without_reembedding_audio(tmp_path: Path):
         (root / "sfx" / "glass_break_01.wav").rename(root / "sfx" / "thunder_clap_01.wav")
         report = drain(session.index_job())
         assert report.moved == ["sfx/thunder_clap_01.wav"] and report.embedded == [] and emb.windows == windows
-        assert report.texts == 1 and enc.texts[sentences:] == ["thunder clap. sfx sound effects"]  # only the renamed file
+        # only the renamed file's sentence is embedded again
+        assert report.texts == 1 and enc.texts[sentences:] == ["thunder clap. sfx sound effects"]
         assert [h.rel_path for h in session.search("thunder", 5, mode="names")] == ["sfx/thunder_clap_01.wav"]
         assert session.search("glass", 5, mode="names").hits == []
     finally:
