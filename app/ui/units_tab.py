@@ -112,10 +112,6 @@ class UnitsTab(ModelTab):
         return self.units_state.audio_status
 
     @property
-    def voice_override(self) -> int | None:
-        return self.units_state.voice_override
-
-    @property
     def live_redraws(self) -> int:
         """Redraws of the live view (tests read this)."""
         return self.live_pane.redraws

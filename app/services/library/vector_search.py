@@ -130,10 +130,7 @@ class VectorSearch:
     @staticmethod
     def query_vector(query: np.ndarray, model_id: str) -> np.ndarray:
         """A query as a unit vector (D,); NaN/inf: the model is broken."""
-        q = np.asarray(query, dtype=np.float32).reshape(-1)  # (D,)
-        if not np.isfinite(q).all():
-            raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
-        return normalise(q)
+        return normalise(refuse_broken(query, model_id))
 
     # ---------------------------------------------------------------------------------------------- inside
 
@@ -199,3 +196,11 @@ class VectorSearch:
                 args.append(int(value))
         if filters.favourites_only:
             where.append("EXISTS(SELECT 1 FROM favourites fav WHERE fav.file_id = f.id)")
+
+
+def refuse_broken(query: np.ndarray, model_id: str) -> np.ndarray:
+    """A model's query vector as float32 (D,); a BrokenModelError when it holds NaN/inf (the model is broken)."""
+    q = np.asarray(query, dtype=np.float32).reshape(-1)  # (D,)
+    if not np.isfinite(q).all():
+        raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
+    return q

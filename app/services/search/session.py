@@ -24,7 +24,6 @@ from app.services.library.embedding import window_starts
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import (
-    BrokenModelError,
     FailedFile,
     Hit,
     IndexReport,
@@ -33,6 +32,7 @@ from app.services.library.records import (
     SearchFilters,
 )
 from app.services.library.text_channel import sentence
+from app.services.library.vector_search import refuse_broken
 from app.services.search import fusion
 from app.services.search.answer import SearchAnswer
 from app.services.search.candidates import CandidateRequest, QueryVectors, explained_hits, gather
@@ -162,8 +162,8 @@ class SearchSession:
             common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
             filters=filters, sound_only=w == 0)
         found = gather(self.library, request, encode)
-        if w == 0:  # sound only: the sound channel's order and cosines, as they are
-            ranked = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
+        if w == 0:
+            ranked = sound_ranking(found.sound, k)
         else:
             ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged)
             if mode == "names":
@@ -216,8 +216,8 @@ class SearchSession:
             vectors = QueryVectors(self.embedder.embed_text([text])[0] if sound else None,
                                    enc.embed_text([text])[0] if enc is not None else None)
         for model_id, v in ((self.embedder.model_id, vectors.sound), (enc.model_id if enc else "", vectors.text)):
-            if v is not None and not np.isfinite(v).all():  # also with nothing indexed: never "no results"
-                raise BrokenModelError(f"model {model_id!r} produced NaN/inf for the query: it is broken")
+            if v is not None:  # checked here too: with nothing indexed, a broken model must not say "no results"
+                refuse_broken(v, model_id)
         return vectors
 
     @guarded
@@ -234,9 +234,10 @@ class SearchSession:
         if k == 0:
             return answer
         lib = self.library
+        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
         if not any_length:
-            filters = similar_lengths(filters, self._duration_of(path_or_file_id))
-        sound_q, fid = lib.search.file_vector(path_or_file_id, self.embedder)  # (D,)
+            filters = similar_lengths(filters, self._duration_of(path_or_file_id, fid))
+        sound_q, fid = lib.search.file_vector(path_or_file_id if fid is None else fid, self.embedder)  # (D,)
         enc = self.text_encoder if names_weight else None
         text_q = self._file_sentence_vector(path_or_file_id, fid) if enc is not None else None
         request = CandidateRequest(
@@ -247,16 +248,15 @@ class SearchSession:
         if names_weight:
             ranked = fused_ranking({}, found.semantic, found.sound, fusion_weight("both", names_weight))
         else:
-            ranked = [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(found.sound.items())[:k]]
+            ranked = sound_ranking(found.sound, k)
         answer.hits = self._hits(ranked, k, sound_q, None, sound_only=not names_weight)
         return answer
 
-    def _duration_of(self, path_or_file_id: str | os.PathLike[str] | int) -> float | None:
-        """The length of the sound to find similar ones to: the catalog's, or the header of a file outside."""
-        lib = self.library
-        fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
+    def _duration_of(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None) -> float | None:
+        """The length of the sound to find similar ones to: the catalog's (file `fid`), or the header of a file
+        outside (fid None)."""
         if fid is not None:
-            return lib.files.duration_of(fid)
+            return self.library.files.duration_of(fid)
         try:
             return audio_info(path_or_file_id).duration
         except (AudioError, OSError):
@@ -377,6 +377,11 @@ class SearchSession:
     def folders(self) -> list[str]:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
         return self.library.files.folders()
+
+
+def sound_ranking(sound: dict[int, float], k: int) -> list[tuple[int, Scores]]:
+    """The sound channel's best k as a ranking, its order and cosines as they are (no fusion)."""
+    return [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(sound.items())[:k]]
 
 
 def check_k(k: int) -> int:
