@@ -5,10 +5,11 @@ the text channel brought up to date (names, folders, embedded tags -> keywords a
 name search answers before any sound is embedded. Pass 2: the audio. Only new and changed files are read.
 Worker threads hash, decode and (when the embedder has `prepare_windows`) run its front end ahead of the model
 through a bounded queue, so that work overlaps the model's runs, and tell the job what they found in typed messages
-(Known, Windows, Done, Error, Gone, Changed, Fatal); the job (a generator) embeds in batches and commits each file
-in its own transaction through `library.files.record`. Files that fail (corrupt, empty, header only) are recorded
-with status 'error' and skipped until they change; files that could not be read at all (no hash) are retried every
-run.
+(Known, Windows, Done, Error, Gone, Away, Changed, Fatal); the job (a generator) embeds in batches and commits each
+file in its own transaction through `library.files.record`. Files that fail (corrupt, empty, header only) are
+recorded with status 'error' and skipped until they change; files that could not be read at all (no hash) are
+retried every run. A file whose folder goes away while the run reads it (made unreadable, unmounted, renamed) is
+never failed nor removed: every catalogued file under that folder is kept, hidden, as when the scan finds it away.
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ class Gone:
 
 
 @dataclass(frozen=True)
+class Away:
+    """The file's folder went away meanwhile (scan.away_folder): the file is kept, hidden, not read."""
+
+    task: int
+    folder: str  # relative to the library root, '' = the root
+    why: str
+
+
+@dataclass(frozen=True)
 class Changed:
     """The file changed while it was read: read it again."""
 
@@ -110,7 +120,7 @@ class Fatal:
     error: Exception
 
 
-Message = Known | Windows | Done | Error | Gone | Changed | Fatal
+Message = Known | Windows | Done | Error | Gone | Away | Changed | Fatal
 
 
 @dataclass
@@ -136,9 +146,11 @@ class _Reader:
     """Runs in the thread pool: hash a file, then decode it into batches of windows onto the queue."""
 
     def __init__(self, embedder: Embedder, known: frozenset[str], batch: int, out: queue.Queue,
-                 stop: threading.Event, max_windows: int = 0) -> None:
+                 stop: threading.Event, max_windows: int = 0, root: str = "",
+                 devices: dict[str, int] | None = None) -> None:
         self.embedder, self.known, self.batch, self.out, self.stop = embedder, known, batch, out, stop
         self.max_windows = max_windows  # a long file's windows embedded (0: all; embedding.spread_windows)
+        self.root, self.devices = root, devices or {}  # the library folder; the scan's devices (scan.away_folder)
 
     def put(self, msg: Message) -> bool:
         while not self.stop.is_set():
@@ -173,10 +185,11 @@ class _Reader:
                 self.put(Changed(idx))
                 return
             self.put(Done(idx, digest, info, st0))
-        except FileNotFoundError:
-            self.put(Gone(idx))
         except Exception as e:
-            if not os.path.lexists(path):
+            away = scan.away_folder(self.root, task.file.rel, self.devices) if self.root else None
+            if away is not None:  # its folder's fault, not the file's: neither failed nor gone
+                self.put(Away(idx, *away))
+            elif isinstance(e, FileNotFoundError) or not os.path.lexists(path):
                 self.put(Gone(idx))
             elif st0 is not None and self._changed(path, st0):
                 self.put(Changed(idx))
@@ -224,6 +237,10 @@ class _IndexRun:
         self.reader: _Reader | None = None
         self.tasks: list[_Task] = []
         self.seen: set[bytes] = set()  # relative paths present in the folder
+        self.hidden: set[int] = set()  # files under folders the scan found away (kept, hidden)
+        self.went_away: dict[str, str] = {}  # relative folders that went away while the run read them -> why
+        self.reported: set[str] = set()  # those of them the report names already
+        self.devices: dict[str, int] = {}  # the scan's root and mount points -> their devices
         self.scanned: dict[bytes, int] = {}  # their mtimes when scanned
         self.state: dict[int, _Pending] = {}  # files being embedded
         # (task, windows (w, S) or the embedder's prepared windows, coverage (w,))
@@ -248,20 +265,21 @@ class _IndexRun:
         rows = lib.files.rows(self.model_id)
         self.seen = {f.key for f in found.files}
         self.scanned = {f.key: f.mtime_ns for f in found.files}
+        self.devices = found.devices
         # rows under folders that are away (a network share briefly down, a drive not mounted) are kept, hidden,
         # not re-read
         away: list[CatalogRow] = []
         for rel, why in self.away_folders(found).items():
             key = os.fsencode(rel)
-            under = [w for k, w in rows.items() if k not in self.seen and (
-                not key or k == key or k.startswith(key + b"/"))]
+            under = [w for k, w in rows.items() if k not in self.seen and _under(k, key)]
             if under and why:
                 r.scan_errors.append(f"{display_name(lib.root / rel)}: {why}: {len(under)} catalogued files kept, "
                                      "hidden until it is back")
             away += under
         self.seen |= {w.path for w in away}
-        lib.files.set_unavailable([w.id for w in away])
-        r.unavailable = len({w.id for w in away})
+        self.hidden = {w.id for w in away}
+        lib.files.set_unavailable(sorted(self.hidden))
+        r.unavailable = len(self.hidden)
         for f in found.files:
             row = rows.get(f.key)
             if row is None:
@@ -354,7 +372,8 @@ class _IndexRun:
         yield self.progress("scanning folder")
         known = self.plan()
         yield from self.names_pass()
-        self.reader = reader = _Reader(self.embedder, known, self.batch_size, self.out, self.stop, self.max_windows)
+        self.reader = reader = _Reader(self.embedder, known, self.batch_size, self.out, self.stop, self.max_windows,
+                                       os.path.abspath(self.lib.root), self.devices)
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="earshot-index")
         # in an order that mixes the library's folders (a fixed shuffle by path): the rate measured on the first
         # files is that of the whole library, not of the folder of long tracks that the scan lists first
@@ -380,27 +399,52 @@ class _IndexRun:
             if time.monotonic() - last_save > self.checkpoint_seconds:
                 self.lib.vectors.save(self.model_id)
                 last_save = time.monotonic()
-        # what vanished and was not found elsewhere leaves the catalog and the index
+        # what vanished and was not found elsewhere leaves the catalog and the index; what went away stays
         rows = self.lib.files.rows(self.model_id)
+        self.hide_away(rows)
         self.report.removed += self.lib.files.delete([w.id for k, w in rows.items() if k not in self.seen])
         self.lib.vectors.save(self.model_id)
         if self.report.moved or self.report.removed:
             self.lib.user_tags.mirror()  # the tags of moved and removed files: their paths in the mirror
         self.phase = "done"
         yield from self.text_pass()  # files that moved, or changed while pass 2 read them
+        self.hide_away(self.lib.files.rows(self.model_id))  # a folder that went away while their tags were read
         if self.model_id in self.lib.vectors.model_errors():
             self.lib.vectors.set_model_error(self.model_id, None)  # it works now
         self.report.elapsed_s = time.monotonic() - self.t0
         yield {**self.progress("done"), "step": len(self.tasks)}
         return self.report
 
+    def hide_away(self, rows: dict[bytes, CatalogRow]) -> None:
+        """Every catalogued file under a folder that went away during the run is kept, hidden (with those the scan
+        found away), and the report says which folder and how many; none of them is removed."""
+        folders = {f: why for f, why in self.went_away.items() if f not in self.reported
+                   and not any(o != f and _under(os.fsencode(f), os.fsencode(o)) for o in self.went_away)}
+        self.reported |= set(self.went_away)
+        for folder, why in sorted(folders.items()):
+            under = [w for k, w in rows.items() if _under(k, os.fsencode(folder))]
+            self.seen |= {w.path for w in under}
+            self.hidden |= {w.id for w in under}
+            self.report.scan_errors.append(f"{display_name(self.lib.root / folder)}: {why}: {len(under)} catalogued "
+                                           "files kept, hidden until it is back")
+        if folders:
+            self.lib.files.set_unavailable(sorted(self.hidden))
+            self.report.unavailable = len(self.hidden)
+
+    def is_away(self, key: bytes) -> bool:
+        return any(_under(key, os.fsencode(f)) for f in self.went_away)
+
     def text_pass(self) -> Iterator[Progress]:
         """Derive the text of new, renamed and changed files (names, folders, tags: no audio is read) and embed
-        the sentences that changed; upgraded catalogs get all their text here."""
+        the sentences that changed; upgraded catalogs get all their text here. Files whose folder is away keep
+        their text until it is back (a tag read that fails there is the folder's, not the file's)."""
         lib, r = self.lib, self.report
-        stale = lib.text.stale()
+        stale = [s for s in lib.text.stale() if s[0] not in self.hidden and not self.is_away(s[1])]
         for n, (fid, key, mtime_ns) in enumerate(stale):
             text = derive_text(lib.root, key)
+            if text.problem and (away := scan.away_folder(os.path.abspath(lib.root), os.fsdecode(key), self.devices)):
+                self.went_away.setdefault(*away)
+                continue
             if self.phase == "names":  # derived from the file as scanned, which pass 2 records: not stale then
                 mtime_ns = self.scanned.get(key, mtime_ns)
             if lib.text.store(fid, key, mtime_ns, text):
@@ -483,6 +527,8 @@ class _IndexRun:
                 self.store_error(t, digest, message, stat)
             case Gone():
                 self.seen.discard(t.file.key)
+            case Away(folder=folder, why=why):
+                self.went_away.setdefault(folder, why)
         self.outstanding -= 1
         self.finished(i)
         return True
@@ -585,6 +631,11 @@ class _IndexRun:
         meta = {"duration": None, "sample_rate": None, "channels": None, "status": "error", "error": message}
         self.lib.files.record(self.model_id, t.file, size, mtime_ns, digest, self.seen, meta=meta)
         self.report.failed.append(FailedFile(t.file.rel, message))
+
+
+def _under(key: bytes, folder: bytes) -> bool:
+    """Is relative path `key` the folder or inside it ('' = the root)?"""
+    return not folder or key == folder or key.startswith(folder + b"/")
 
 
 def header_of(path: str) -> AudioInfo | None:

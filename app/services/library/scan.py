@@ -37,6 +37,7 @@ class ScanResult:
     mounts: list[str] = field(default_factory=list)  # relative folders on another device than their parent's
     empty: list[str] = field(default_factory=list)  # relative folders with nothing in them at all ('' = root)
     dangling: list[str] = field(default_factory=list)  # relative symlinks whose target is gone
+    devices: dict[str, int] = field(default_factory=dict)  # the root ('') and each mount point -> its st_dev
 
 
 WRITE_COPY = ".earshot-tmp."  # tag_writer.py's temporary copies: .NAME.XXXXXXXX.earshot-tmp.EXT
@@ -59,6 +60,7 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
     files: list[ScannedFile] = []
     out = ScanResult(files, [])
     st = os.stat(root_s)
+    out.devices[""] = st.st_dev
     root_real = os.path.realpath(root_s)
     seen_dirs = {(st.st_dev, st.st_ino)}
     seen_files: set[tuple[int, int]] = set()
@@ -101,6 +103,7 @@ def scan_folder(root: PathLike, include_hidden: bool = False) -> ScanResult:
                     subdirs.append((entry.path, entry_rel, st.st_dev))
                     if st.st_dev != device:
                         out.mounts.append(entry_rel)
+                        out.devices[entry_rel] = st.st_dev
             elif entry.is_file() and os.path.splitext(name)[1].lower() in SUPPORTED_EXTENSIONS:
                 if st.st_ino and ident in seen_files:
                     continue
@@ -123,6 +126,36 @@ def _entry_error(path: str, e: OSError) -> str:
         shown = shown if len(shown) <= 160 else f"{shown[:60]}…{shown[-90:]}"
         return f"{shown}: path is {len(os.fsencode(path))} bytes, longer than the system allows ({limit}); skipped"
     return f"{display_name(path)}: cannot look at it ({e.strerror or e}); skipped"
+
+
+def away_folder(root: str, rel: str, devices: dict[str, int]) -> tuple[str, str] | None:
+    """Why library file `rel` cannot be read when the fault is its folder's, not its own: (the relative folder
+    that went away, why), or None when its folder can be listed (the file is gone, or the file itself is bad).
+
+    A folder is away when it cannot be listed (made unreadable, renamed or deleted, a share that dropped) or when
+    it is the root or a mount point of the scan (`devices`) on another device now (unmounted: the mount point is
+    still there, empty). The highest such folder is named, so a report says what went away, not each subfolder.
+    """
+    parts = rel.split("/")[:-1]
+    for depth in range(len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        path = os.path.join(root, folder)
+        try:
+            with os.scandir(path) as it:
+                next(it, None)
+            if folder in devices and os.stat(path).st_dev != devices[folder]:
+                return folder, "was unmounted during the run"
+        except FileNotFoundError:
+            return folder, "disappeared during the run"
+        except OSError as e:
+            return folder, f"became unreadable during the run ({(e.strerror or str(e)).lower()})"
+    try:
+        os.lstat(os.path.join(root, rel))  # a folder that can be listed but not looked into (no x bit)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return "/".join(parts), f"became unreadable during the run ({(e.strerror or str(e)).lower()})"
+    return None
 
 
 def stat_file(path: PathLike) -> os.stat_result:
