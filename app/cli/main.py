@@ -58,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"earshot: error: {problem}", file=sys.stderr)
         return 2
+    if argv and argv[0] == search_command.NAME:  # a query may start with '-'
+        argv = [argv[0], *search_command.query_first(argv[1:], subparser(parser, argv[0]))]
     args = parser.parse_args(argv)
     handler: Handler = getattr(args, "handler", gui_command.run)
     if not hasattr(args, "library"):
@@ -95,6 +97,10 @@ def stdout_is_a_pipe() -> bool:
 
 def subcommands(parser: argparse.ArgumentParser) -> list[str]:
     return [name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices]
+
+
+def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
 
 
 def unknown_command(argv: Sequence[str], commands: Sequence[str]) -> str | None:

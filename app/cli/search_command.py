@@ -15,12 +15,15 @@ from app.cli.common import print_events, text_path_arg
 from app.services.search.query import MAX_QUERY_CHARS, Query, parse  # stdlib only: `earshot --help` stays fast
 from core.display import printable
 
+NAME = "search"
+
 
 def add_parser(sub: Any, argv: Sequence[str]) -> None:  # noqa: ANN401 - argparse internals
-    p = sc.new_parser(sub, "search", "find sounds in a library by a description")
+    p = sc.new_parser(sub, NAME, "find sounds in a library by a description")
     p.add_argument("text", nargs="?", default=None,
-                   help="a description, e.g. 'a door creaks open'; '-' (or none, with standard input "
-                        "piped) reads one query per line from standard input")
+                   help="a description, e.g. 'a door creaks open' or '-metal door' (a leading '-' excludes a "
+                        "word); '-' alone (or none, with standard input piped) reads one query per line from "
+                        "standard input")
     p.add_argument("--queries", metavar="FILE", type=text_path_arg, default=None,
                    help="answer many queries in one call: one per line of FILE ('-': standard input); "
                         "prints JSON lines, one object per query")
@@ -30,6 +33,29 @@ def add_parser(sub: Any, argv: Sequence[str]) -> None:  # noqa: ANN401 - argpars
                         "both fused (default)")
     sc.add_filter_arguments(p)
     p.set_defaults(handler=run)
+
+
+def query_first(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """`earshot search "-keeper haunted"`: a query that starts with '-' (an exclusion first) is the query, where
+    argparse would read it as `-k eeper haunted` or `-h`. argv (after 'search') with each such argument moved
+    behind '--': a token that starts with one '-' and is neither an option of `parser` (or `-k5`, an option's
+    value attached) nor the value of the option before it. With a '--' already there, argv is left as typed."""
+    if "--" in argv:
+        return argv
+    takes_value = {o: a.nargs != 0 for a in parser._actions for o in a.option_strings}
+    kept, queries, value_next = [], [], False
+    for token in argv:
+        if value_next or token == "-" or not token.startswith("-") or token.startswith("--"):
+            value_next = not value_next and takes_value.get(token, False)
+            kept.append(token)
+        elif token in takes_value:
+            value_next = takes_value[token]
+            kept.append(token)
+        elif takes_value.get(token[:2]) and token[2:].lstrip("=").isdigit():  # -k5, -k=5
+            kept.append(token)
+        else:
+            queries.append(token)
+    return [*kept, "--", *queries] if queries else argv
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +109,8 @@ def _queries(args: argparse.Namespace) -> list[tuple[int, str]] | None:
     except UnicodeDecodeError as e:
         where = "standard input" if source == "-" else source
         raise ValueError(f"{where}: queries must be UTF-8 text (byte {e.start} is not)") from None
-    queries = [(i, q.strip()) for i, q in enumerate(text.splitlines(), start=1) if q.strip()]
+    # lines end at '\n' only ('\r\n' too): U+2028 or a form feed inside a query must not shift later line numbers
+    queries = [(i, q.strip()) for i, q in enumerate(text.split("\n"), start=1) if q.strip()]
     if not queries:
         raise ValueError(f"{'standard input' if source == '-' else source}: no queries (one per line)")
     return queries
