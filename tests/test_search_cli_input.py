@@ -1,5 +1,6 @@
-"""Issue 42 item 4: what `earshot search` reads as the query. A query that starts with '-' (an exclusion first)
-was read as the -k or -h option; `--queries` split lines at U+2028 and form feeds, so every later `line` was off."""
+"""Issue 42 items 4 and 5: what `earshot search` reads as the query. One that starts with '-' (an exclusion first)
+was read as the -k or -h option; `--queries` split lines at U+2028 and form feeds, so every later `line` was off;
+a fullwidth query matched no names."""
 
 from __future__ import annotations
 
@@ -52,3 +53,13 @@ def test_many_queries_are_split_at_newlines_only(library: list[str], tmp_path: P
     answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(a["line"], a["query"]) for a in answers] == [
         (1, "dog\u2028bark"), (2, "door\x0ccreak"), (4, "keeper\x0b\x85haunted"), (5, "door")]
+
+
+def test_a_fullwidth_query_is_read_as_the_words_it_shows(library: list[str], capsys) -> None:
+    """Issue 42 item 5: ｈａｕｎｔｅｄ (typed with an East Asian input method) matched no names; NFKC, as names."""
+    from app.services.search.query import parse
+
+    q = parse("ｈａｕｎｔｅｄ －ｋｅｅｐｅｒ ＂ｄｏｇ ｂａｒｋ＂")
+    assert (q.words, q.excluded, q.phrases) == (["haunted"], ["keeper"], ["dog bark"])
+    assert main(["search", "ｈａｕｎｔｅｄ", *library]) == 0
+    assert sorted(found(capsys)) == ["dog_bark.wav", "door_creak.wav"]

@@ -13,6 +13,7 @@ Query` never fails. `Query.fts_match()` quotes every word, so no input is an FTS
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 
 from app.services.search.vocabulary import INTENT_WORDS, Vocabulary, alternatives
@@ -132,9 +133,11 @@ def quote(text: str) -> str:
 def parse(text: str) -> Query:
     """Split a query into words, "phrases", prefix* and -exclusions. Tokens without a letter or digit (a lone
     '-', '*' or quote, punctuation) are dropped; a stray quote opens a phrase to the end; control characters
-    are spaces; over MAX_QUERY_CHARS, only the first are read (`shortened_from` says so)."""
+    are spaces; over MAX_QUERY_CHARS, only the first are read (`shortened_from` says so). The text is NFKC-
+    normalised first, as names are read: fullwidth ｈａｕｎｔｅｄ (an East Asian keyboard's) finds "haunted", and
+    a fullwidth '－' or '＂' is the syntax it looks like."""
     text = text or ""
-    q = Query(_NOT_TEXT.sub(" ", text[:MAX_QUERY_CHARS]),
+    q = Query(unicodedata.normalize("NFKC", _NOT_TEXT.sub(" ", text[:MAX_QUERY_CHARS])),
               shortened_from=len(text) if len(text) > MAX_QUERY_CHARS else None)
     text = q.raw
     for m in _TOKEN.finditer(text):
