@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from core.checkpoints import read_header
 from models.aisfx import (
     CHECKPOINT_IN_WHEEL,
     HOW_TO_GET_WEIGHTS,
@@ -70,6 +71,7 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str
         raise AisfxWeightsError(f"{path}: no such file. {HOW_TO_GET_WEIGHTS}")
     if path.suffix == ".safetensors":
         try:
+            read_header(path)  # bounded checks first (a huge or hostile header costs nothing): the reader is not ours
             return load_file(str(path)), {}
         except Exception as e:  # safetensors raises its own error types for damaged headers
             raise AisfxWeightsError(f"{path}: not a readable .safetensors file ({e})") from None

@@ -45,7 +45,15 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
 
 EARSHOT_VERSION = "0.1.0"
 KINDS = kinds.NAMES  # the checkpoint `kind` values: core/kinds.py, which also says how to rebuild each
-_MAX_HEADER = 100 * 1024 * 1024  # a safetensors header larger than this is not a checkpoint of ours
+# a safetensors header larger than this is refused from its 8-byte length, before a byte of it is read: the
+# shipped checkpoints' headers are 7-19 kB and MiniLM's 11 kB, so 4 MiB is 200x what a real one needs, and parsing
+# it costs tens of MB (a 95 MB header under the old 100 MB cap cost 11 GB and up to 53 s in every command)
+MAX_HEADER_BYTES = 4 << 20
+# bits per element of every dtype safetensors 0.8 reads (its list); any other name is damage or a newer format
+DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+              "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+              "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64}
+_U64 = 1 << 64  # safetensors sizes and offsets are unsigned 64-bit
 MAX_JSON_DEPTH = 64  # our headers nest 3 deep and configs a few more; deeper is damage or an attack
 
 T = TypeVar("T")
@@ -222,9 +230,9 @@ def loads_json(text: str, where: str) -> Any:  # noqa: ANN401 - any JSON value
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse and validate the safetensors header without reading the weights.
 
-    Catches the usual damage: an empty, unreadable or foreign file, a header that is not JSON or nests too
-    deeply, a `__metadata__` that is not an object of strings, and a file cut short (the last tensor must end
-    inside the file).
+    Catches the usual damage: an empty, unreadable or foreign file, a header over `MAX_HEADER_BYTES` (refused
+    before it is read), a header that is not JSON or nests too deeply, a `__metadata__` that is not an object of
+    strings, and every tensor entry safetensors would refuse (`_check_tensors`: a file cut short among them).
     """
     path = Path(path)
     if path.is_dir():
@@ -238,7 +246,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             if len(head) < 8:
                 raise CheckpointError(f"{path.name}: not a checkpoint (file is {size} bytes, too short)")
             (n,) = struct.unpack("<Q", head)
-            if n < 2 or n > _MAX_HEADER or n + 8 > size:
+            if n < 2 or n > MAX_HEADER_BYTES or n + 8 > size:
                 raise CheckpointError(f"{path.name}: not a safetensors checkpoint ({_unfit_header(head, n, size)})")
             raw = f.read(n)
     except OSError as e:
@@ -253,19 +261,59 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     meta = header.get("__metadata__")
     if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
         raise CheckpointError(f"{path.name}: damaged checkpoint header (__metadata__ is not an object of strings)")
-    end = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            end = max(end, int(info["data_offsets"][1]))
-        except (KeyError, TypeError, IndexError, ValueError) as e:
-            raise CheckpointError(f"{path.name}: damaged entry for tensor {name!r}") from e
-    if 8 + n + end > size:
-        raise CheckpointError(
-            f"{path.name}: truncated checkpoint ({size} bytes on disk, {8 + n + end} expected)"
-        )
+    _check_tensors(path.name, header, n, size)
     return header
+
+
+def _check_tensors(name: str, header: dict[str, Any], n: int, size: int) -> None:
+    """Every tensor entry as safetensors itself checks it, so that its reader never raises on a file this passed:
+    a known dtype, a shape of sizes and two offsets that are unsigned 64-bit integers, bytes that match the
+    shape, and tensors that tile the bytes after the `n`-byte header of a `size`-byte file exactly (no gap,
+    overlap or stray tail)."""
+    spans = []
+    for tensor, info in header.items():
+        if tensor != "__metadata__":
+            spans.append((*_tensor_span(name, tensor, info), tensor))
+    end = 0
+    for start, stop, tensor in sorted(spans):
+        if start != end:
+            raise CheckpointError(f"{name}: damaged entry for tensor {tensor!r} (its bytes start at {start}, "
+                                  f"after a tensor ending at {end})")
+        end = stop
+    if 8 + n + end > size:
+        raise CheckpointError(f"{name}: truncated checkpoint ({size} bytes on disk, {8 + n + end} expected)")
+    if 8 + n + end < size:
+        raise CheckpointError(f"{name}: damaged checkpoint ({size - 8 - n - end} stray bytes after the last tensor)")
+
+
+def _tensor_span(name: str, tensor: str, info: Any) -> tuple[int, int]:  # noqa: ANN401 - JSON
+    """[start, end) of one tensor's bytes after the header; CheckpointError naming what is wrong with its entry."""
+    def bad(why: str) -> CheckpointError:
+        return CheckpointError(f"{name}: damaged entry for tensor {tensor!r} ({why})")
+
+    if not isinstance(info, dict):
+        raise bad("not a JSON object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if dtype not in DTYPE_BITS:
+        raise bad(f"unknown dtype {str(dtype)[:20]!r}")
+    if not isinstance(shape, list) or not all(_is_u64(d) for d in shape):
+        raise bad("its shape is not a list of sizes")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_u64(o) for o in offsets):
+        raise bad("its data_offsets are not two byte offsets")
+    elements = 1
+    for d in shape:  # stops at the first size past 64 bits: a hostile shape costs no big-number product
+        elements *= d
+        if elements * DTYPE_BITS[dtype] >= _U64:
+            raise bad("its shape overflows: more bytes than a 64-bit size holds")
+    start, end = offsets
+    bits = elements * DTYPE_BITS[dtype]
+    if bits % 8 or end < start or end - start != bits // 8:
+        raise bad(f"shape {shape[:8]} of {dtype} is not its {end - start} bytes")
+    return start, end
+
+
+def _is_u64(x: Any) -> bool:  # noqa: ANN401 - JSON
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < _U64
 
 
 def _unfit_header(head: bytes, n: int, size: int) -> str:
@@ -281,6 +329,8 @@ def _unfit_header(head: bytes, n: int, size: int) -> str:
         text = ""
     if text and all(c.isprintable() or c.isspace() for c in text):
         return "it is a text file"
+    if n > MAX_HEADER_BYTES and n + 8 <= size:
+        return f"a {n / 1e6:.1f} MB header, more than the {MAX_HEADER_BYTES >> 20} MiB a checkpoint needs; not read"
     return f"header length {n} does not fit a {size}-byte file; damaged?"
 
 

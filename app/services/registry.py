@@ -2,11 +2,13 @@
 
 Default checkpoints ship in `resources/models/`; the user's own (trained in the Train tab or copied
 there) live in `<user data dir>/models/`. Listing reads only the safetensors headers, so it is cheap;
-a damaged file is listed as a problem with its message instead of breaking the list.
+a damaged file (every entry safetensors would refuse: core/checkpoints.py) or a folder that cannot be read is
+listed as a problem with its message instead of breaking the list, and never becomes a default.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
@@ -70,9 +72,16 @@ class ModelRegistry:
         entries: dict[str, ModelEntry] = {}
         problems = []
         for folder, source in self.folders:
-            if not folder.is_dir():
+            try:  # listed here, not by glob: glob says nothing of a folder it cannot read
+                names = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # no models folder yet: nothing to say
+            except OSError as e:
+                whose = "your" if source == "user" else "the shipped"
+                problems.append(RegistryProblem(folder, f"{whose} models folder {folder} cannot be read "
+                                                        f"({e.strerror or e}); its models are not listed"))
                 continue
-            for path in sorted(folder.glob("*.safetensors")):
+            for path in (folder / n for n in names):
                 try:
                     meta = read_metadata(path)
                 except (CheckpointError, OSError) as e:  # one bad file is listed, never breaks the others

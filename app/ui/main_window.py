@@ -237,7 +237,8 @@ class MainWindow(QMainWindow):
         env = self.environment
         models, problems = (env.models, env.model_problems) if env else ([], [])
         loaded = self.registry.loaded()
-        self.models_label.setText(f"Models: {len(models)} installed, {len(loaded) or 'none'} loaded")
+        said = f", {len(problems)} problem{'s' * (len(problems) > 1)}" if problems else ""  # details: the tooltip
+        self.models_label.setText(f"Models: {len(models)} installed, {len(loaded) or 'none'} loaded{said}")
         self.models_label.setToolTip("\n".join([f"loaded: {', '.join(loaded) or 'none'}",
                                                  *(f"{e.name} ({e.kind}, {e.source})" for e in models),
                                                  *(f"problem: {p.message}" for p in problems)]))

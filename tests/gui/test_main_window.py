@@ -234,3 +234,26 @@ def test_a_tab_status_reaches_the_status_bar_only_from_a_tab_behind_with_its_nam
     assert window.statusBar().currentMessage() == ""  # the Search tab shows its own line
     window.units_tab.status("units-default: 128 units")
     assert window.statusBar().currentMessage() == "Units: units-default: 128 units"
+
+
+def test_the_status_bar_says_a_models_folder_cannot_be_read(qtbot, tmp_path: Path, monkeypatch) -> None:
+    """Issue 42 item 3: an unreadable user models folder made the user's models vanish without a word."""
+    import os
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    listdir = os.listdir
+
+    def denied(path: object = ".") -> list[str]:
+        if Path(str(path)) == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listdir(path)
+
+    monkeypatch.setattr("app.services.registry.os.listdir", denied)
+    win = MainWindow(registry=ModelRegistry(folders=[(folder, "user")]))
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.environment is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: win._probe is not None and not win._probe.is_running(), timeout=10_000)
+    assert win.models_label.text() == "Models: 0 installed, none loaded, 1 problem"
+    assert f"problem: your models folder {folder} cannot be read (Permission denied)" in win.models_label.toolTip()

@@ -238,7 +238,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> TextTower | None:
     """The text tower of a retrieval checkpoint, or None when it is not a BERT this module reproduces."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError
 
     from core.checkpoints import CheckpointError, read_metadata
 
@@ -250,17 +250,15 @@ def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> T
     if source is None:
         return None
     tok_dir, weights_file, settings = source
-    with safe_open(str(path), framework="np") as f:
-        keys = set(f.keys())
-        proj2 = None
-        if {"text_proj.0.weight", "text_proj.0.bias", "text_proj.2.weight", "text_proj.2.bias"} <= keys:
-            proj_w, proj_b = f.get_tensor("text_proj.0.weight"), f.get_tensor("text_proj.0.bias")
-            proj2 = (f.get_tensor("text_proj.2.weight"), f.get_tensor("text_proj.2.bias"))
-        elif {"text_proj.weight", "text_proj.bias"} <= keys:
-            proj_w, proj_b = f.get_tensor("text_proj.weight"), f.get_tensor("text_proj.bias")
-        else:
-            return None
-        weights = {k[len(PREFIX):]: f.get_tensor(k) for k in keys if k.startswith(PREFIX)}
+    try:
+        read = _read_tower_tensors(path)
+    except TypeError:  # a dtype NumPy has no type for (bfloat16, float8): the PyTorch loader reads it
+        return None
+    except (SafetensorError, OSError, ValueError) as e:  # read_metadata checked the header: damage found later
+        raise CheckpointError(f"{Path(path).name}: cannot read the text tower's weights ({e})") from None
+    if read is None:
+        return None
+    weights, proj_w, proj_b, proj2 = read
     source = None
     if not weights:  # frozen encoder left out of the file: the installed model's weights
         if weights_file is None:
@@ -275,6 +273,26 @@ def load_text_tower(path: str | os.PathLike[str], name: str, model_id: str) -> T
                       proj_b.astype(np.float32), settings, name, model_id, proj2)
     tower.source = source
     return tower
+
+
+def _read_tower_tensors(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
+                                                             tuple[np.ndarray, np.ndarray] | None] | None:
+    """(encoder tensors by BERT name, projection weight and bias, the 2-layer projection's second layer) of a
+    retrieval checkpoint, or None when it has no text projection this module knows."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as f:
+        keys = set(f.keys())
+        proj2 = None
+        if {"text_proj.0.weight", "text_proj.0.bias", "text_proj.2.weight", "text_proj.2.bias"} <= keys:
+            proj_w, proj_b = f.get_tensor("text_proj.0.weight"), f.get_tensor("text_proj.0.bias")
+            proj2 = (f.get_tensor("text_proj.2.weight"), f.get_tensor("text_proj.2.bias"))
+        elif {"text_proj.weight", "text_proj.bias"} <= keys:
+            proj_w, proj_b = f.get_tensor("text_proj.weight"), f.get_tensor("text_proj.bias")
+        else:
+            return None
+        weights = {k[len(PREFIX):]: f.get_tensor(k) for k in keys if k.startswith(PREFIX)}
+    return weights, proj_w, proj_b, proj2
 
 
 def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSettings] | None:
@@ -310,10 +328,18 @@ def _encoder_source(text_cfg: dict[str, Any]) -> tuple[Path, Path | None, BertSe
 
 def _read_encoder(path: Path) -> dict[str, np.ndarray]:
     """A Hugging Face BERT's tensors by BertModel names (a leading 'bert.' dropped, pooler and buffers kept out)."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
+    from core.checkpoints import CheckpointError, read_header
+
+    read_header(path)  # the bounded checks first: a damaged file is a CheckpointError that names it
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, TypeError) as e:
+        raise CheckpointError(f"{path.name}: cannot read the text encoder's weights ({e})") from None
     out = {}
-    for k, v in load_file(str(path)).items():
+    for k, v in tensors.items():
         k = k.removeprefix("bert.")
         if k.startswith(("embeddings.", "encoder.")) and not k.endswith("position_ids"):
             out[k] = v
