@@ -34,7 +34,7 @@ def add_parser(sub: Any, argv: Sequence[str]) -> None:  # noqa: ANN401 - argpars
 
 def run(args: argparse.Namespace) -> int:
     from app.services.jobs import run_in_terminal
-    from app.services.library.library import busy_refusal
+    from app.services.library.library import index_refusal
     from app.services.library.records import LibraryError
     from app.services.search.embedder import load_embedder
     from app.services.search.search_jobs import summarize
@@ -43,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
     if ddp.launched_by_torchrun():  # one shard of the files per process, merged by rank 0
         return _sharded_index(args)
-    busy = busy_refusal(args.folder)
-    if busy:  # refused at once, not after loading the model
-        raise ValueError(busy)
+    refused = index_refusal(args.folder)
+    if refused:  # at once, not after loading the model (seconds, hundreds of MB)
+        raise ValueError(refused)
     embedder = load_embedder(args.model)
     try:
         session = SearchSession.open(args.folder, embedder)

@@ -63,10 +63,12 @@ class FileTable:
 
     def key(self, path: PathLike) -> bytes:
         """The catalog's key of a path relative to the root, absolute inside it, or relative to the working folder
-        and inside the root (`LIB/x.wav` typed next to `--library LIB`): '/'-separated bytes."""
+        and inside the root (`LIB/x.wav` typed next to `--library LIB`, also once x.wav is deleted: the catalog
+        still knows it): '/'-separated bytes."""
         p = os.fspath(path)
         root = os.fspath(self.catalog.root)
-        if not os.path.isabs(p) and not os.path.lexists(os.path.join(root, p)) and os.path.lexists(p):
+        if not os.path.isabs(p) and not os.path.lexists(os.path.join(root, p)) and (
+                os.path.lexists(p) or _inside(os.path.abspath(p), os.path.abspath(root))):
             p = os.path.abspath(p)
         if os.path.isabs(p):
             p = os.path.relpath(p, root)
@@ -280,3 +282,8 @@ class FileTable:
     def _row_at(self, key: bytes, model_id: str) -> CatalogRow | None:
         r = self.catalog.db.execute(_ROW + " WHERE path = ?", (model_id, key)).fetchone()
         return CatalogRow(*r[:6], bool(r[6])) if r else None
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Is absolute `path` inside absolute `folder` (by name: the file need not exist)?"""
+    return os.path.commonpath([path, folder]) == folder and path != folder

@@ -22,7 +22,7 @@ from app.services.library.catalog import CATALOG_NAME
 from app.services.library.file_table import FileTable
 from app.services.library.records import DiskFullError, LibraryError, LibraryStats, PathLike
 from app.services.library.salvage import REREAD, SalvageReport, salvage
-from app.services.library.storage import INDEX_LOCK_NAME, Catalog, busy_message, lock_held
+from app.services.library.storage import INDEX_LOCK_NAME, Catalog, busy_message, lock_held, read_only_message
 from app.services.library.tag_mirror import MIRROR_NAME
 from app.services.library.text_channel import TextChannel, is_text_model
 from app.services.library.user_tags import UserTags
@@ -32,10 +32,10 @@ from app.services.library.vectors import VectorStore
 from core.display import display_name
 
 
-def busy_refusal(root: Path | str) -> str | None:
-    """Why an indexing job of the library at `root` would be refused now (another process indexes it), or None.
-    Asked before a model is loaded for such a job (the job still takes the lock; a folder that cannot be opened
-    says so there)."""
+def index_refusal(root: Path | str) -> str | None:
+    """Why an indexing job of the library at `root` would be refused now (a read-only catalog, another process
+    indexing it), or None. Asked before a model is loaded for such a job (the job still checks and takes the lock;
+    a folder that cannot be opened says so there)."""
     root = Path(os.path.abspath(root))
     try:
         if not root.is_dir():
@@ -43,7 +43,9 @@ def busy_refusal(root: Path | str) -> str | None:
         catalog_dir, read_only = catalog.locate(root)
     except (LibraryError, OSError):
         return None
-    return busy_message(display_name(root)) if not read_only and lock_held(catalog_dir / INDEX_LOCK_NAME) else None
+    if read_only:
+        return f"cannot index: {read_only_message(catalog_dir)}"
+    return busy_message(display_name(root)) if lock_held(catalog_dir / INDEX_LOCK_NAME) else None
 
 
 class Library:

@@ -49,8 +49,7 @@ class Catalog:
 
     @property
     def read_only_message(self) -> str:
-        return (f"{display_name(self.catalog_dir)} is read-only (no write access): searching only; indexing and "
-                "tagging need write access to it")
+        return read_only_message(self.catalog_dir)
 
     def close(self) -> None:
         with self.lock:
@@ -113,6 +112,11 @@ class Catalog:
         """Another process is indexing this catalog now: its index files are behind the catalog until that job's
         next checkpoint, and they are that job's to write."""
         return not self._indexing and not self.read_only and lock_held(self.catalog_dir / INDEX_LOCK_NAME)
+
+
+def read_only_message(catalog_dir: Path) -> str:
+    return (f"{display_name(catalog_dir)} is read-only (no write access): searching only; indexing and tagging "
+            "need write access to it")
 
 
 @contextlib.contextmanager
