@@ -55,7 +55,11 @@ def _add_write_parser(tag_sub: Any) -> None:  # noqa: ANN401 - argparse internal
     t.add_argument("--library", type=path_arg, required=True)
     t.add_argument("--description", metavar="TEXT", help="also write this description into the FILES named "
                    "(WAV: ICMT and the bext description; FLAC/Ogg: DESCRIPTION; MP3: COMM)")
-    t.add_argument("--dry-run", action="store_true", help="only list what would be written")
+    t.add_argument("--dry-run", action="store_true",
+                   help="only list what would be written: each copy is made and checked as for the write, then "
+                        "removed (nothing replaced)")
+    t.add_argument("--follow-links", action="store_true",
+                   help="also write a file the library only links to, outside the library (the report names it)")
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(handler=_write)
 
@@ -151,16 +155,19 @@ def _write(args: argparse.Namespace) -> int:
             if unknown:
                 raise ValueError(f"not in the library (index it first?): {', '.join(unknown)}")
             report = drain(write_library_tags(lib, [i for i in ids if i is not None] if args.files else None,
-                                              dry_run=args.dry_run, description=args.description))
+                                              dry_run=args.dry_run, description=args.description,
+                                              follow_links=args.follow_links))
+            print_events(lib)  # copies of killed runs removed
     except LibraryError as e:
         raise ValueError(str(e)) from None
     if args.json:
-        print(json.dumps([{"path": printable(r.path), "status": r.status, "reason": r.reason, "fields": r.fields}
-                          for r in report], indent=2))
+        print(json.dumps([{"path": printable(r.path), "status": r.status, "reason": r.reason, "fields": r.fields,
+                           "real_path": printable(r.real) if r.real else None} for r in report], indent=2))
     else:
         for r in report:
             said = r.reason or "; ".join(f"{k}={v!r}" for k, v in r.fields.items())
-            print(f"{r.status:11}  {printable(r.path)}  {said}")
+            real = f" -> {printable(r.real)}" if r.real and r.status != REFUSED else ""
+            print(f"{r.status:11}  {printable(r.path)}{real}  {said}")
         counts = {s: sum(r.status == s for r in report) for s in dict.fromkeys(r.status for r in report)}
         print(", ".join(f"{n} {s}" for s, n in counts.items()) or "no files with tags")
         if any(r.status == WRITTEN for r in report):

@@ -6,6 +6,8 @@ ID3v2 `TXXX:KEYWORDS` and `COMM` in MP3. Keywords are added to what the file hol
 description replaces the file's own. Every write goes to a hidden copy beside the file (a name the scan
 ignores), is flushed, checked (same samples; `read_tags` reads back what was written) and only then moved over
 the original with `os.replace`; any failure leaves the original untouched and says why in the file's `TagWrite`.
+A dry run makes and checks the copy too, and replaces nothing. A library's file that is a link to a file outside
+it is written only when asked (`follow_links`); copies left by a killed run are removed by the next one.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from app.services.library import riff_writer
 from app.services.library.embedded_tags import read_tags
 from core.audio import AudioError, audio_info, decode
 from core.display import display_name
-from core.files import hash_file
+from core.files import LEFTOVER_AGE_S, hash_file, in_flight, remove_leftovers
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
@@ -49,6 +51,7 @@ class TagWrite:
     status: str
     reason: str = ""  # why it was refused, or why nothing changed
     fields: dict[str, str] = field(default_factory=dict)  # container field -> the value written (or to be)
+    real: str = ""  # the file written (or to be) when `path` is a link to it
 
 
 class TagWriteError(Exception):
@@ -259,14 +262,28 @@ def _verify(original: str, copy: str, kind: str, keywords: Sequence[str], descri
 
 
 def _remove_stale_copies(folder: str, name: str) -> None:
-    """Copies of this file left by a write that was killed (never another file's, never a user's file)."""
+    """Copies of this file left by a write that was killed, however recently (never another file's, a user's file,
+    or a copy that a live run is writing: core.files.in_flight)."""
     prefix, suffix = _temp_affixes(name)
-    with suppress(OSError):
-        for entry in os.listdir(folder):
-            if entry.startswith(prefix) and entry.endswith(suffix) and _STALE.fullmatch(
-                    entry[len(prefix):-len(suffix)]):
-                with suppress(OSError):
-                    os.unlink(os.path.join(folder, entry))
+
+    def stale(entry: str) -> float | None:
+        ours = entry.startswith(prefix) and entry.endswith(suffix)
+        return 0.0 if ours and _STALE.fullmatch(entry[len(prefix):-len(suffix)]) else None
+
+    remove_leftovers(folder, stale)
+
+
+def remove_leftover_copies(library: Library) -> list[str]:
+    """Hidden copies that killed runs left in the library's folders (a write's copy can be as big as the sound),
+    removed unless a live run is writing them; returns their paths relative to the library."""
+    def copy(entry: str) -> float | None:
+        return LEFTOVER_AGE_S if entry.startswith(".") and TMP_SUFFIX in entry else None
+
+    removed = []
+    for folder in ["", *library.files.folders()]:
+        removed += [f"{folder}/{p.name}" if folder else p.name
+                    for p in remove_leftovers(os.path.join(library.root, folder), copy)]
+    return removed
 
 
 def _temp_affixes(name: str) -> tuple[str, str]:
@@ -307,18 +324,22 @@ def replace_checked(tmp: str, target: str, st: os.stat_result) -> None:
 
 
 def _atomic_write(target: str, st: os.stat_result, kind: str, plan: dict[str, list[str]],
-                  keywords: Sequence[str], description: str | None) -> None:
+                  keywords: Sequence[str], description: str | None, replace: bool = True) -> None:
     folder, name = os.path.split(target)
     _remove_stale_copies(folder, name)
     prefix, suffix = _temp_affixes(name)
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
     try:
-        _write_copy(target, fd, kind, plan, tmp)
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        with suppress(OSError):
-            os.chown(tmp, st.st_uid, st.st_gid)
-        _verify(target, tmp, kind, keywords, description)
-        replace_checked(tmp, target, st)
+        with in_flight(tmp):  # another run's clean-up leaves it alone
+            _write_copy(target, fd, kind, plan, tmp)
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            with suppress(OSError):
+                os.chown(tmp, st.st_uid, st.st_gid)
+            _verify(target, tmp, kind, keywords, description)
+            if not replace:  # a dry run: checked as a write is, nothing replaced
+                os.unlink(tmp)
+                return
+            replace_checked(tmp, target, st)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
@@ -346,10 +367,8 @@ def write_tags(path: str | os.PathLike[str], keywords: Sequence[str], descriptio
         fields = {k: "; ".join(v) for k, v in plan.items()}
         if not plan:
             return TagWrite(shown, UNCHANGED, "the file already holds these tags")
-        if dry_run:
-            return TagWrite(shown, WOULD_WRITE, "", fields)
-        _atomic_write(target, st, kind, plan, keywords, description)
-        return TagWrite(shown, WRITTEN, "", fields)
+        _atomic_write(target, st, kind, plan, keywords, description, replace=not dry_run)
+        return TagWrite(shown, WOULD_WRITE if dry_run else WRITTEN, "", fields)
     except FileNotFoundError:
         return TagWrite(shown, REFUSED, "file not found")
     except PermissionError as e:
@@ -366,11 +385,18 @@ def write_tags(path: str | os.PathLike[str], keywords: Sequence[str], descriptio
 
 
 def write_library_tags(library: Library, file_ids: Sequence[int] | None = None, *, dry_run: bool = False,
-                       description: str | None = None) -> Job[list[TagWrite]]:
+                       description: str | None = None, follow_links: bool = False) -> Job[list[TagWrite]]:
     """Write each file's user tags (from the catalog) into the file: every tagged file, or `file_ids` (with
     `description`, when given, as each one's description). A job: yields progress, returns one `TagWrite` per
     file. A file changed since it was indexed is refused; a written file is read again (and its embedded tags
-    with it) by the next index run."""
+    with it) by the next index run. A link to a file outside the library is refused unless `follow_links`; a
+    followed link's report names the real file. Copies left by killed runs go first (a library event says so)."""
+    left = remove_leftover_copies(library)
+    if left:
+        library.events.append(f"removed {len(left)} hidden {'copy' if len(left) == 1 else 'copies'} left by an "
+                              f"interrupted tag write: {', '.join(display_name(p) for p in left[:5])}"
+                              f"{' ...' if len(left) > 5 else ''}")
+    root = os.path.realpath(library.root)
     rows = {r.id: r for r in library.files.rows("").values()}
     ids = sorted(library.user_tags.of_files(list(rows))) if file_ids is None else list(dict.fromkeys(file_ids))
     tags = library.user_tags.of_files([i for i in ids if i in rows])
@@ -386,8 +412,14 @@ def write_library_tags(library: Library, file_ids: Sequence[int] | None = None, 
             out.append(TagWrite(rel, UNCHANGED, "no tags to write"))
             continue
         path = os.path.join(library.root, rel)
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, root]) != root and not follow_links:
+            out.append(TagWrite(rel, REFUSED, f"a link to {display_name(real)}, outside the library: written only "
+                                              "when asked to follow links (--follow-links)", real=real))
+            continue
         done = write_tags(path, tags.get(row.id, []), description, expect=(row.size, row.mtime_ns),
                           dry_run=dry_run, name=rel)
+        done.real = real if real != os.path.join(root, rel) else ""  # a link followed
         if done.status == WRITTEN:  # the same audio (verified): not embedded again by the next index run
             with suppress(OSError):  # unreadable right after the write: the next index reads it anew
                 library.files.rewritten_same_audio(row.id, hash_file(path))
