@@ -6,6 +6,7 @@ PCM read and written in integer types, so a WAV, AIFF or FLAC part is bit-exact 
 container, RF64 or AU, becomes a WAV of the same samples). Lossy or odd sources (Ogg, MP3, ...) become 24-bit
 WAV: a DAW takes it, and nothing is encoded lossily twice. The file is written beside its final name and checked
 (frames, rate, channels, samples) before it takes that name; an existing file is never replaced ("name 2.wav").
+What a killed export left in the folder (its hidden part) is removed by the next export there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import errno
 import itertools
 import math
 import os
+import re
 import secrets
 import shutil
 import time
@@ -25,7 +27,7 @@ import numpy as np
 
 from core.audio import AudioError, AudioInfo, can_write, read_frames, read_written, write_frames
 from core.display import display_name
-from core.files import atomic_path
+from core.files import LEFTOVER_AGE_S, atomic_path, remove_leftovers
 
 KEPT_FORMATS = {"WAV": ".wav", "WAVEX": ".wav", "AIFF": ".aiff", "FLAC": ".flac", "W64": ".w64", "CAF": ".caf"}
 EXACT_SUBTYPES = {"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"}  # re-written bit for bit
@@ -34,6 +36,12 @@ MIN_EXCERPT_S = 0.01  # a shorter selection is a click, not a part
 DRAG_KEEP_S = 24 * 3600  # dragged parts are temporary files: those older than this are removed
 # a name's bytes: most file systems allow 255, less free_names's " 99" and some room
 NAME_BYTES = 255 - 14 - 6
+STAGED_PREFIX = ".earshot-part-"
+# what a killed export leaves: the staged part being written (`..earshot-part-HEX.wav.HEX.tmp`, atomic_path's,
+# marked in flight while written) or, killed between its two renames, the staged part itself
+_WRITING = re.compile(r"\.\.earshot-part-[0-9a-f]{12}\.\w+\.[0-9a-f]{8}\.tmp")
+_STAGED = re.compile(r"\.earshot-part-[0-9a-f]{12}\.\w+")
+STAGED_KEEP_S = 600.0  # a staged part lives for a rename's time: one this old is a killed export's
 
 
 class ExcerptError(AudioError):
@@ -84,7 +92,8 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     fmt, subtype, suffix = excerpt_format(info)
     name = excerpt_name(source, first / info.sample_rate, (first + len(data)) / info.sample_rate, suffix)
     target = folder / name  # the name asked for: what errors name
-    staged = folder / f".earshot-part-{secrets.token_hex(6)}{suffix}"  # written and checked under a hidden name
+    remove_leftovers(folder, _leftover_age)
+    staged = folder / f"{STAGED_PREFIX}{secrets.token_hex(6)}{suffix}"  # written and checked under a hidden name
     try:
         with atomic_path(staged, fsync=fsync) as tmp:
             try:
@@ -101,6 +110,13 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
     finally:
         with contextlib.suppress(FileNotFoundError):
             staged.unlink()
+
+
+def _leftover_age(name: str) -> float | None:
+    """How old a killed export's leftover named `name` must be to go (None: not one; core.files.remove_leftovers)."""
+    if _WRITING.fullmatch(name):
+        return LEFTOVER_AGE_S
+    return STAGED_KEEP_S if _STAGED.fullmatch(name) else None
 
 
 def claim_free_name(staged: Path, folder: Path, name: str) -> Path:
