@@ -11,14 +11,17 @@ decisions and why: docs/runtime.md.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import math
 import os
+import shutil
 import stat
 import struct
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -360,21 +363,99 @@ def _read_span(path: PathLike, info: AudioInfo, first: int, count: int, dtype: s
 # the sample type that holds a subtype's values exactly (libsndfile scales PCM to the full int range)
 EXACT_DTYPE = {"PCM_S8": "int16", "PCM_U8": "int16", "PCM_16": "int16", "PCM_24": "int32", "PCM_32": "int32",
                "DOUBLE": "float64"}
+# frames per block where a file is streamed (exports, probe, the tag writer's checks): 64k frames of 8 channels
+# in float64 are 4 MB, whatever the length of the file or part
+BLOCK_FRAMES = 1 << 16
+
+
+def frame_span(path: PathLike, start_s: float, end_s: float) -> tuple[AudioInfo, int, int]:
+    """(header, first frame, frame count) of the part from `start_s` to `end_s` (seconds, cut to the file) of a
+    checked file; raises like `decode`."""
+    info = _checked_info(path)
+    first = min(round(max(0.0, start_s) * info.sample_rate), info.frames)
+    count = min(max(0, round(end_s * info.sample_rate) - first), info.frames - first)
+    return info, first, count
+
+
+def frame_blocks(path: PathLike, first: int = 0, count: int | None = None, dtype: str = "float32",
+                 block_frames: int = BLOCK_FRAMES) -> Iterator[np.ndarray]:
+    """Frames [first, first + count) (count None: to the end the header says) as stored, in consecutive (n, C)
+    blocks of `dtype`, read one block at a time: memory stays near one block whatever the file's length. Raises
+    like `decode`; a file that ends early is a TruncatedAudioError once its last block is read."""
+    info = _checked_info(path)
+    name = display_name(path)
+    count = info.frames - first if count is None else count
+    got = 0
+    try:
+        with sf.SoundFile(_sf_path(path)) as f:
+            if first:
+                f.seek(first)
+            while got < count:
+                block = f.read(frames=min(block_frames, count - got), dtype=dtype, always_2d=True)  # (n, C)
+                if len(block) == 0:
+                    break
+                got += len(block)
+                yield block
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
+    _check_read_length(name, info, count, got)
+
+
+def stream_blocks(path: PathLike, dtype: str = "float32", block_frames: int = BLOCK_FRAMES) -> Iterator[np.ndarray]:
+    """Every frame of the file's stream to its real end, in (n, C) blocks of `dtype` (full ones but the last). Where
+    the header's length is an estimate (an MP3 without a Xing/Info header: libsndfile's estimate from the size of
+    the file, which a longer tag changes), libsndfile stops at the estimate on a seekable file, so the file is fed
+    to it through a pipe; it reads a pipe to the end."""
+    info = _checked_info(path)
+    if info.format not in _ESTIMATED_LENGTH_FORMATS:
+        yield from frame_blocks(path, dtype=dtype, block_frames=block_frames)
+        return
+    name = display_name(path)
+    with _piped(path) as fd:
+        try:
+            with sf.SoundFile(fd, closefd=False) as f:
+                if f.seekable():  # the length came from a Xing/Info header: exact, read as any file
+                    f.close()
+                    yield from frame_blocks(path, dtype=dtype, block_frames=block_frames)
+                    return
+                while True:
+                    block = np.empty((block_frames, f.channels), dtype)
+                    n = 0
+                    while n < block_frames and (got := len(f.read(out=block[n:]))):  # a pipe may read short
+                        n += got
+                    if n:
+                        yield block[:n]
+                    if n < block_frames:
+                        return
+        except (sf.LibsndfileError, RuntimeError) as e:
+            raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
+
+
+@contextlib.contextmanager
+def _piped(path: PathLike) -> Iterator[int]:
+    """The read end of a pipe that a thread fills with the file's bytes; closed (the thread ended) on exit."""
+    r, w = os.pipe()
+
+    def feed() -> None:
+        with contextlib.suppress(OSError), os.fdopen(w, "wb") as dst:  # OSError: the reader stopped early (EPIPE)
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 16)
+
+    thread = threading.Thread(target=feed, name="audio-pipe", daemon=True)
+    thread.start()
+    try:
+        yield r
+    finally:
+        os.close(r)  # a writer blocked on a full pipe gets EPIPE and ends
+        thread.join()
 
 
 def read_frames(path: PathLike, start_s: float, end_s: float) -> tuple[np.ndarray, AudioInfo, int]:
     """The frames from `start_s` to `end_s` (seconds, cut to the file) as stored, (N, C), in the type that holds
     its subtype's values exactly (`EXACT_DTYPE`; float32 for the rest: Vorbis, MP3, FLOAT), with the header and
     the first frame's index. Raises like `decode`."""
-    info = _checked_info(path)
-    first = min(round(max(0.0, start_s) * info.sample_rate), info.frames)
-    count = min(max(0, round(end_s * info.sample_rate) - first), info.frames - first)
+    info, first, count = frame_span(path, start_s, end_s)
     return _read_span(path, info, first, count, EXACT_DTYPE.get(info.subtype, "float32")), info, first
-
-
-def can_write(fmt: str, subtype: str) -> bool:
-    """libsndfile writes this format (e.g. "WAV") with this subtype (e.g. "PCM_24")."""
-    return bool(sf.check_format(fmt, subtype))
 
 
 def write_frames(path: PathLike, data: np.ndarray, sample_rate: int, fmt: str, subtype: str) -> None:
@@ -390,6 +471,40 @@ def read_written(path: PathLike, dtype: str) -> tuple[np.ndarray, int]:
     """A file just written, read back whole: ((N, C) samples as `dtype`, sample rate)."""
     data, rate = sf.read(_sf_path(path), dtype=dtype, always_2d=True)
     return data, int(rate)
+
+
+def can_write(fmt: str, subtype: str) -> bool:
+    """libsndfile writes this format (e.g. "WAV") with this subtype (e.g. "PCM_24")."""
+    return bool(sf.check_format(fmt, subtype))
+
+
+@contextlib.contextmanager
+def frame_writer(path: PathLike, sample_rate: int, channels: int, fmt: str, subtype: str
+                 ) -> Iterator[Callable[[np.ndarray], None]]:
+    """A function that appends (n, C) blocks to a new file at `path`, as they are (integers as PCM of their width,
+    floats scaled to [-1, 1]): a part is written block by block, never held whole. OSError (EIO, libsndfile's
+    reason) when libsndfile fails: it says only "System error." for a full disk."""
+    def failed(e: sf.LibsndfileError) -> OSError:
+        return OSError(errno.EIO, e.error_string, os.fsdecode(path))
+
+    try:
+        f = sf.SoundFile(_sf_path(path), "w", sample_rate, channels, subtype, format=fmt)
+    except sf.LibsndfileError as e:
+        raise failed(e) from None
+
+    def write(block: np.ndarray) -> None:
+        try:
+            f.write(block)
+        except sf.LibsndfileError as e:
+            raise failed(e) from None
+
+    try:
+        yield write
+    finally:
+        try:
+            f.close()
+        except sf.LibsndfileError as e:
+            raise failed(e) from None
 
 
 def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data",
@@ -461,6 +576,26 @@ def stream_resampled(path: PathLike, info: AudioInfo, sample_rate: int, chunk_se
         if len(out):
             yield out
     yield stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)  # the filter's tail
+
+
+@dataclass
+class Measured:
+    """What `decode` says of a file, without its samples (`measure`)."""
+
+    duration: float  # seconds, at `sample_rate`
+    sample_rate: int
+    source_rate: int
+    channels: int
+
+
+def measure(path: PathLike, sample_rate: int | None = None) -> Measured:
+    """Decode the whole file (mono, resampled to `sample_rate` when given) as `decode` does, but block by block,
+    keeping only its length: a 6-hour take costs one block of memory, not 12 GB (`earshot probe`). Raises like
+    `decode`, with no length limit."""
+    info = _checked_info(path)
+    rate = sample_rate or info.sample_rate
+    n = sum(len(piece) for piece in stream_resampled(path, info, rate))
+    return Measured(n / rate, rate, info.sample_rate, info.channels)
 
 
 def iter_blocks(
