@@ -66,12 +66,6 @@ def best_names_possible(queries: list[dict]) -> dict[str, float]:
                     else K + 1 for q in queries])
 
 
-def baseline_ranks(model: names_baseline.MiniLM, files: list[str], queries: list[dict]) -> list[int]:
-    sim = names_baseline.scores(model, files, [q["query"] for q in queries])  # (Q, F)
-    return [first_relevant_ranks([files[i] for i in np.argsort(-row, kind="stable")], set(q["relevant"]))
-            for row, q in zip(sim, queries, strict=True)]
-
-
 @contextlib.contextmanager
 def indexed_session(folder: Path, model: str | None = None) -> Iterator[Any]:  # a SearchSession
     """The folder indexed with the default retrieval model, or `model` (a name or a path), incrementally (once per
@@ -88,14 +82,26 @@ def indexed_session(folder: Path, model: str | None = None) -> Iterator[Any]:  #
         session.close()
 
 
-def earshot_ranks(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str],
-                  model: str | None = None) -> dict[str, list[int]]:
-    """Rank every query in each of Earshot's modes (the sound channel: `model`, default the shipped one)."""
+def earshot_orders(folder: Path, files: list[str], queries: list[dict], modes: Sequence[str],
+                   model: str | None = None) -> dict[str, list[list[str]]]:
+    """Each query's ranked files in each of Earshot's modes (the sound channel: `model`, default the shipped one)."""
     if not modes:
         return {}
     with indexed_session(folder, model) as session:
-        return {mode: [first_relevant_ranks([h.rel_path for h in session.search(q["query"], k=len(files), mode=mode)],
-                                            set(q["relevant"])) for q in queries] for mode in modes}
+        return {mode: [[h.rel_path for h in session.search(q["query"], k=len(files), mode=mode)] for q in queries]
+                for mode in modes}
+
+
+def renamed(path: str) -> bool:
+    return path.startswith(search_libraries.MIXED_FOLDER + "/")
+
+
+def renamed_ranks(orders: Sequence[Sequence[str]], queries: list[dict]) -> list[int]:
+    """Issue 38's renamed-files measure of a mixed copy: for each query with a relevant renamed file, the rank of
+    the first one among the renamed files only (their order in the ranking, scored against the renamed relevant
+    ones): how well a system finds the files whose names say nothing."""
+    return [first_relevant_ranks([f for f in order if renamed(f)], {f for f in q["relevant"] if renamed(f)})
+            for order, q in zip(orders, queries, strict=True) if any(renamed(f) for f in q["relevant"])]
 
 
 def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str], retrieval: str | None = None
@@ -103,12 +109,21 @@ def score_folder(folder: Path, model: names_baseline.MiniLM, modes: Sequence[str
     doc = json.loads((folder / "relevance.json").read_text())
     queries = doc["queries"]
     files = names_baseline.library_files(folder)
-    table = {"baseline": metrics(baseline_ranks(model, files, queries)), "random": random_metrics(files, queries)}
-    for mode, ranks in earshot_ranks(folder, files, queries, modes, retrieval).items():
-        table[mode] = metrics(ranks)
+    sim = names_baseline.scores(model, files, [q["query"] for q in queries])  # (Q, F)
+    orders = {"baseline": [[files[i] for i in np.argsort(-row, kind="stable")] for row in sim],
+              **earshot_orders(folder, files, queries, modes, retrieval)}
+    table = {mode: metrics([first_relevant_ranks(o, set(q["relevant"])) for o, q in zip(ranked, queries,
+                                                                                         strict=True)])
+             for mode, ranked in orders.items()}
+    table["random"] = random_metrics(files, queries)
+    out = {"files": len(files), "queries": len(queries), "rankings": table}
     if doc["mixed"]:
         table["best_names_possible"] = best_names_possible(queries)
-    return {"files": len(files), "queries": len(queries), "rankings": table}
+        out["renamed_files"] = {mode: metrics(renamed_ranks(ranked, queries)) for mode, ranked in orders.items()}
+        out["renamed_files"]["random"] = random_metrics([f for f in files if renamed(f)], [
+            {"relevant": [f for f in q["relevant"] if renamed(f)]} for q in queries
+            if any(renamed(f) for f in q["relevant"])])
+    return out
 
 
 def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names", "sound", "both"),
@@ -150,10 +165,13 @@ def leave_one_library_out(data: Mapping[str, Mapping[str, Any]], table: Mapping[
 
 def table_lines(out: dict[str, dict]) -> list[str]:
     names = ["baseline", "names", "sound", "both", "best_names_possible", "random"]
-    lines = [f"{'library':22} " + " ".join(f"{n[:10]:>10}" for n in names) + "   (mAP@10)"]
+    lines = [f"{'library':22} " + " ".join(f"{n[:10]:>10}" for n in names) + "   (mAP@10; renamed files: sound, "
+             "both)"]
     for lib, r in out.items():
         cells = [f"{r['rankings'][n]['mAP@10']:10.3f}" if n in r["rankings"] else f"{'':>10}" for n in names]
-        lines.append(f"{lib:22} " + " ".join(cells))
+        extra = r.get("renamed_files", {})
+        tail = "   " + " ".join(f"{extra[m]['mAP@10']:.3f}" for m in ("sound", "both") if m in extra)
+        lines.append(f"{lib:22} " + " ".join(cells) + (tail if extra else ""))
     return lines
 
 

@@ -61,14 +61,17 @@ def test_numbers_are_numbers_and_words(session: SearchSession) -> None:
 def test_compounds_split_and_join(session: SearchSession) -> None:
     hits = top(session, "gunshot", 3)
     assert hits[0] == "weapons/gun_shot.wav" and set(hits[1:]) == {"weapons/gun.wav", "weapons/shot.wav"}
-    assert {"weapons/gun.wav", "weapons/shot.wav", "weapons/gun_shot.wav"} <= keyword_hits(session, "gunshot")
+    # a split compound counts as a keyword only where every part is (issue 38: "waterfall" is not "fall"); the
+    # parts alone still rank next by meaning
+    assert keyword_hits(session, "gunshot") == {"weapons/gun_shot.wav"}
     assert top(session, "black cat", 1) == ["animals/blackcat.wav"]
     assert "animals/blackcat.wav" in keyword_hits(session, "black cat")
 
 
 def test_plurals_and_compound_stems(session: SearchSession) -> None:
-    assert top(session, "footsteps", 1) == ["foley/step.wav"]
-    assert "foley/step.wav" in keyword_hits(session, "footsteps")
+    assert top(session, "footsteps", 1) == ["foley/step.wav"]  # by meaning: "step" is only a part of the word
+    assert "foley/step.wav" not in keyword_hits(session, "footsteps")
+    assert "fx/explosions_big.wav" in keyword_hits(session, "explosion")
 
 
 def test_typos_are_corrected_against_the_library(session: SearchSession) -> None:

@@ -46,7 +46,8 @@ _TAKE = re.compile(r"(v|take|tk|t|var|version)?(\d{1,2}|0\d+)")  # take/version 
 # What recorders, phones and DAWs name their files and session folders by (device, date, take): such names say
 # nothing of the sound, like hash names, so they are silent (issue 38: "ZOOM" matched "camera", "field day" "rain")
 _RECORDED_FILE = re.compile(r"(zoom|rec|dr|tascam|ste|audio|take|memo|new recording|recording)"
-                            r"[ _-]?\d+([ _-]\d+)*|\d{6}[ _-]\d{3,4}|\d{8}[ _-]?\d{4,6}", re.I)
+                            r"([ _-]?\d+([ _-]\d+)*|[ _-](?=[0-9a-f]*\d)[0-9a-f]{4,})"  # REC_0001, REC_1A2B3C4D
+                            r"|\d{6}[ _-]\d{3,4}|\d{8}[ _-]?\d{4,6}", re.I)
 _DATE = re.compile(r"(?<!\d)(\d{4}[-_.]?\d{2}[-_.]?\d{2}|\d{2}[-_.]\d{2}[-_.]\d{4})(?!\d)")
 _DEVICE = re.compile(r"\b(zoom[ _-]?[hf]\d+n?|h[1-6]n|tascam|dr[ _-]?\d{2,3}|mixpre|olympus[ _-]?ls|pcm[ _-]?"
                      r"[a-z]?\d+)\b", re.I)

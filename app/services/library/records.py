@@ -113,11 +113,13 @@ class MatchInfo:
     spans: dict[str, list[Span]] = field(default_factory=dict)  # field -> spans in that field's text below
     fields: dict[str, str] = field(default_factory=dict)  # name, folder, tags, user_tags: the text the spans index
     name_score: float = 0.0  # text channel: keyword (BM25) and semantic (MiniLM) combined, 0..1
-    keyword_score: float = 0.0  # BM25 relative to the query's best match, 0..1
+    keyword_score: float = 0.0  # how strongly the file holds the query's words, 0..1 (search/keywords.py)
     semantic_score: float = 0.0  # cosine of the query and the file's text, raw
     sound_score: float = 0.0  # cosine of the query and the file's audio, raw
     sound_norm: float = 0.0  # the sound score as fused, 0..1
     heard: bool = True  # the file's audio is embedded; False while indexing has not reached it (no sound score)
+    found_by: str = ""  # "name", "sound" or "like" (it sounds like the named match at like_path)
+    like_path: str = ""  # relative path of the named match it sounds like
 
 
 @dataclass

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from app.services.library.storage import Catalog
     from app.services.library.vectors import VectorStore
 
-TEXT_VERSION = 6  # bump when names.py/embedded_tags.py derive differently: every row is re-derived (no audio re-read)
+TEXT_VERSION = 7  # bump when names.py/embedded_tags.py derive differently: every row is re-derived (no audio re-read)
 TEXT_BATCH = 128  # sentences embedded and stored between progress reports (a cancel waits for at most one chunk)
 
 
@@ -297,6 +297,31 @@ class TextChannel:
         with self.catalog.lock:
             rows = dict(self.catalog.db.execute("SELECT name, value FROM counters WHERE name IN ('words', 'catalog')"))
         return f"{rows.get('catalog', 0)}:{rows['words']}"
+
+    def keyword_fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str, str, str]]:
+        """file id -> its keyword row as indexed (name words and the name as written, folder words, embedded tag
+        text, user tags): what a query's words are checked against, word by word (search/keywords.py). Files
+        without a row (nothing said of them yet) are left out."""
+        out = {}
+        reader, guard = self._reader_and_lock()
+        with guard:
+            for part, marks in id_chunks(file_ids):
+                for fid, *cols in reader.execute(
+                        f"SELECT rowid, name, folder, tags, user_tags FROM text_fts WHERE rowid IN ({marks})", part):
+                    out[int(fid)] = tuple(c or "" for c in cols)
+        return out  # type: ignore[return-value]
+
+    def silent_files(self, file_ids: Sequence[int]) -> set[int]:
+        """The files among `file_ids` whose name, folders and tags give no words (a recorder's or a hash name,
+        nothing tagged): only their sound can say what they are."""
+        out: set[int] = set()
+        reader, guard = self._reader_and_lock()
+        with guard:
+            for part, marks in id_chunks(file_ids):
+                out.update(r[0] for r in reader.execute(
+                    f"SELECT t.file_id FROM texts t WHERE t.file_id IN ({marks}) AND t.name = '' AND t.folder = ''"
+                    " AND t.tags = '' AND NOT EXISTS (SELECT 1 FROM user_tags u WHERE u.file_id = t.file_id)", part))
+        return out
 
     def fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """file id -> (path, embedded tag text) for the why-matched display."""

@@ -65,6 +65,8 @@ class Candidates:
     sound: dict[int, float]  # cosine of the audio vector (sound only: best first)
     query: QueryVectors  # the vectors they were scored with
     tagged: set[int] = field(default_factory=set)  # keyword candidates the user tagged with every query word
+    skip: list[int] = field(default_factory=list)  # files never returned (excluded words, the file itself)
+    within: set[int] | None = None  # only these files may come back (they hold the query's phrases)
 
     def ids(self) -> list[int]:
         return list(dict.fromkeys([*self.keyword, *self.semantic, *self.sound]))
@@ -99,7 +101,7 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
         semantic = dict(search.nearest_files(query.text, request.text_model, request.n, filters, skip, required))
     if query.sound is not None:
         sound = dict(search.nearest_files(query.sound, request.sound_model, request.n, filters, skip, required))
-    out = Candidates(keyword, semantic, sound, query, tagged & keyword.keys())
+    out = Candidates(keyword, semantic, sound, query, tagged & keyword.keys(), skip, required)
     if required is not None:
         _score_required(library, out, required, request)
     if query.sound is not None:
@@ -107,6 +109,24 @@ def gather(library: Library, request: CandidateRequest, encode: Callable[[], Que
     if query.text is not None and request.text_model is not None:
         fill(library, out.semantic, out.ids(), request.text_model, query.text)
     return out
+
+
+def sound_neighbours(library: Library, out: Candidates, request: CandidateRequest, vectors: Sequence[np.ndarray]
+                     ) -> list[int]:
+    """The files nearest each of `vectors` in the sound space, under the request's filters and conditions, added
+    to the candidates with their sound cosine to the query (and their names' cosine): the files that sound like
+    the best matches, found wherever they are in the library. Returns the files new to the candidates."""
+    known = set(out.ids())
+    found: list[int] = []
+    for v in vectors:
+        found += [f for f, _ in library.search.nearest_files(v, request.sound_model, request.n, request.filters,
+                                                             out.skip, out.within) if f not in known]
+    new = list(dict.fromkeys(found))
+    if new and out.query.sound is not None:
+        fill(library, out.sound, new, request.sound_model, out.query.sound)
+    if new and out.query.text is not None and request.text_model is not None:
+        fill(library, out.semantic, new, request.text_model, out.query.text)
+    return new
 
 
 def _score_required(library: Library, out: Candidates, required: set[int], request: CandidateRequest) -> None:

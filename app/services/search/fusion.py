@@ -2,9 +2,10 @@
 
 The rule: over the union of the channels' candidates,
     fused = w * names + (1 - w) * sound cosine
-    names = KEYWORD_SHARE * BM25 relative to the query's best keyword match
+    names = KEYWORD_SHARE * how strongly the file holds the query's words (keywords.py, 0..1)
             + (1 - KEYWORD_SHARE) * the MiniLM cosine mapped from [SEM_FLOOR, SEM_CEIL] to [0, 1],
             or USER_TAGGED for a file the user tagged with every word of the query
+The cosine orders the files; the keywords are a bounded boost that breaks near-ties (issue 38).
 How the constants were chosen, and what the earlier rules got wrong: docs/search-fusion.md. The benchmarks
 (bench/search_quality.py, bench/fused_latency.py) replay and cross-validate rules with this module.
 """
@@ -17,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 SEARCH_MODES = ("names", "sound", "both")
-NAMES_WEIGHT = 0.7  # the names' share of the fused score (the GUI slider and --names-weight override it)
-KEYWORD_SHARE = 0.2  # BM25's share of the names score; the rest is the semantic (MiniLM) similarity
-SEM_FLOOR, SEM_CEIL = 0.2, 0.6  # MiniLM cosines below the floor say nothing; at the ceiling the names agree fully
+NAMES_WEIGHT = 0.8  # the names' share of the fused score (the GUI slider and --names-weight override it)
+KEYWORD_SHARE = 0.2  # the keywords' share of the names score (a bounded boost); the rest is the MiniLM cosine
+SEM_FLOOR, SEM_CEIL = 0.2, 1.0  # MiniLM cosines below the floor say nothing; graded up to 1 (meaning orders)
 FUSION = "sum"  # "sum" (the rule above), or "rrf": reciprocal-rank fusion, kept to compare
 SOUND_SCALE = "cosine"  # the sum's sound score: "cosine" (raw) or "minmax" (rescaled over the candidates)
 RRF_K = 5.0  # reciprocal-rank fusion's constant: small, so the top ranks of each channel count most
@@ -28,6 +29,12 @@ COMMON_SHARE, COMMON_MIN = 0.005, 2000  # a keyword matching more files than bot
 CONFIDENCE_W = np.array([2.0, 3.0, -0.86])  # the confidence's logistic weights (match_features), and
 NO_MATCH = 0.63  # the threshold below which the best hit is "no good match": both fitted by bench/no_match.py on
 # the development libraries; each library's precision and recall, held out, in docs/search-fusion.md
+SILENT_GAIN = 0.0  # a silent file's names score, standing in for names that say nothing: this x its min-max sound
+# a silent file next to the best named matches (sounds_like.py): how much sounding like them counts beside its own
+# sound, from which cosine, and how high the best silent file may come (x the best match's score)
+LIKE_FLOOR, LIKE_SHARE, LIKE_SCALE = 0.0, 0.7, 1.0
+LIKE_FROM = 3  # the best named matches that vouch for the silent files sounding like them
+DUPLICATE, LIKE_TOP = 0.95, 0.99  # a silent file this alike (cosine) is a copy: LIKE_TOP x its match's score
 USER_TAGGED = 1.0  # the names score of a file the user tagged with every query word: their own word for it
 NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
 # the floor are mostly noise)
@@ -62,6 +69,10 @@ class FusionRule:
     kind: str = FUSION  # "sum" | "rrf"
     sound_scale: str = SOUND_SCALE  # "cosine" | "minmax" (the sum's sound score)
     rrf_k: float = RRF_K
+    silent_gain: float = SILENT_GAIN
+    like_floor: float = LIKE_FLOOR
+    like_share: float = LIKE_SHARE
+    like_scale: float = LIKE_SCALE
 
 
 @dataclass
@@ -70,12 +81,14 @@ class Scores:
 
     fused: float  # the rule's score (sum: w * names + (1 - w) * sound cosine; can be below 0)
     name: float  # 0..1
-    keyword: float  # 0..1, BM25 / the best BM25 of the query
+    keyword: float  # 0..1, how strongly the file holds the query's words (keywords.py)
     semantic_raw: float  # cosine (0 when the file has no text vector)
     sound: float  # 0..1, min-max over the candidates
     sound_raw: float  # cosine
     heard: bool = True  # the file's audio is embedded (False: still indexing, its sound scores mean nothing yet)
     tagged: bool = False  # the user tagged it with every word of the query
+    silent: bool = False  # its name, folder and tags say nothing (a recorder's name): ranked by its sound
+    like: int | None = None  # lifted for sounding like this named match (a file id)
 
 
 def match_features(best: Scores) -> np.ndarray:
@@ -98,13 +111,15 @@ def no_good_match(best: Scores, w: float) -> bool:
 
 
 def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],
-                  w: float, rule: FusionRule | None = None, tagged: Collection[int] = ()
-                  ) -> list[tuple[int, Scores]]:
+                  w: float, rule: FusionRule | None = None, tagged: Collection[int] = (),
+                  silent: Collection[int] = ()) -> list[tuple[int, Scores]]:
     """(file id, scores) of the union of the channels' candidates, best first, fused by `rule` (default: the
     shipped one) with the names' weight w; ties broken by the sound cosine, then the file id. Each mapping is
-    file id -> raw score (BM25; sentence cosine; sound cosine); a file missing from one has no score there.
+    file id -> raw score (keyword strength 0..1; sentence cosine; sound cosine); a file missing from one has no
+    score there.
     `tagged`: files the user tagged with every query word: their names score is USER_TAGGED (a keyword in a tag
-    list weighs little in BM25, and the sentence of several tags may be far from the one word asked)."""
+    list weighs little in BM25, and the sentence of several tags may be far from the one word asked).
+    `silent`: files whose names say nothing; their names score is what their sound says (SILENT_GAIN)."""
     ids = list(dict.fromkeys([*keyword, *semantic, *sound]))
     if not ids:
         return []
@@ -112,18 +127,22 @@ def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], s
     kw = np.array([keyword.get(f, 0.0) for f in ids])
     sem = np.array([semantic.get(f, 0.0) for f in ids])
     own = np.array([f in tagged for f in ids], dtype=bool)
-    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule(), own)
+    mute = np.array([f in silent for f in ids], dtype=bool)
+    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule(), own, mute)
     have = np.isfinite(snd)
     raw = np.where(have, snd, -np.inf)
     order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
     return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
-                            float(snd[i]) if have[i] else 0.0, bool(have[i]), bool(own[i]))) for i in order]
+                            float(snd[i]) if have[i] else 0.0, bool(have[i]), bool(own[i]), bool(mute[i])))
+            for i in order]
 
 
 def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule,
-                tagged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The fusion of N candidates' raw scores, vectorised: BM25 (N,) (0: no keyword match), sentence cosine (N,)
-    (0: no text vector), sound cosine (N,) (NaN: none), tagged by the user with every query word (N,) bool.
+                tagged: np.ndarray | None = None, silent: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fusion of N candidates' raw scores, vectorised: keyword strength (N,) (0: no keyword match), sentence
+    cosine (N,) (0: no text vector), sound cosine (N,) (NaN: none), tagged by the user with every query word (N,),
+    silent names (N,) bool (their names score: rule.silent_gain x the min-max sound).
     Returns fused, names (0..1), keyword (0..1) and min-max sound (0..1, what the result list draws) scores,
     (N,)."""
     have = np.isfinite(snd)
@@ -132,9 +151,11 @@ def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule
         lo, hi = snd[have].min(), snd[have].max()
         snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
     name = names_score(kw, sem, rule)
+    if silent is not None:
+        name = np.where(silent, rule.silent_gain * snd_norm, name)
     if tagged is not None:
         name = np.where(tagged, np.maximum(name, USER_TAGGED), name)
-    kw_norm = relative_keyword(kw)
+    kw_norm = np.clip(kw, 0.0, 1.0)
     if rule.kind == "rrf":
         k = rule.rrf_k
         fused = np.where(name > 0, w / (k + ranks(name)), 0.0) \
@@ -147,17 +168,11 @@ def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule
     return w * name + (1 - w) * sound, name, kw_norm, snd_norm
 
 
-def relative_keyword(kw: np.ndarray) -> np.ndarray:
-    """BM25 (N,) relative to the query's best keyword match, 0..1 (all 0 without a match)."""
-    best = float(kw.max(initial=0.0))
-    return kw / best if best > 0 else np.zeros(len(kw))
-
-
 def names_score(kw: np.ndarray, sem: np.ndarray, rule: FusionRule) -> np.ndarray:
-    """What the names and tags say about N candidates, 0..1 (N,): relative BM25 and the MiniLM cosine mapped from
-    [floor, ceil] (absolute: names that say nothing score 0, however the other candidates score)."""
+    """What the names and tags say about N candidates, 0..1 (N,): the keyword strength (0..1) and the MiniLM
+    cosine mapped from [floor, ceil] (absolute: names that say nothing score 0, however the others score)."""
     sem_map = np.clip((sem - rule.sem_floor) / (rule.sem_ceil - rule.sem_floor), 0.0, 1.0)
-    return rule.keyword_share * relative_keyword(kw) + (1 - rule.keyword_share) * sem_map
+    return rule.keyword_share * np.clip(kw, 0.0, 1.0) + (1 - rule.keyword_share) * sem_map
 
 
 def ranks(x: np.ndarray) -> np.ndarray:

@@ -33,9 +33,16 @@ from app.services.library.records import (
 )
 from app.services.library.text_channel import sentence
 from app.services.library.vector_search import refuse_broken
-from app.services.search import fusion
+from app.services.search import fusion, keywords, sounds_like
 from app.services.search.answer import SearchAnswer
-from app.services.search.candidates import CandidateRequest, QueryVectors, explained_hits, gather
+from app.services.search.candidates import (
+    CandidateRequest,
+    Candidates,
+    QueryVectors,
+    explained_hits,
+    gather,
+    sound_neighbours,
+)
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.query import Query, parse
@@ -162,15 +169,39 @@ class SearchSession:
             common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
             filters=filters, sound_only=w == 0)
         found = gather(self.library, request, encode)
+        if found.keyword:  # FTS5's wide net, read again word by word: only the query's own words count
+            found.keyword = keywords.strengths(keywords.query_readings(query, vocab, prefix_last),
+                                               self.library.text.keyword_fields(list(found.keyword)),
+                                               vocab.frequency if vocab is not None else lambda _w: 1, max(indexed))
         if w == 0:
             ranked = sound_ranking(found.sound, k)
         else:
-            ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged)
+            ranked = self._fused(found, request, w)
             if mode == "names":
                 ranked = [r for r in ranked if r[1].keyword > 0 or r[1].name > NAMES_MIN]
         answer.hits = self._hits(ranked, k, found.query.sound, shown, sound_only=w == 0)
         answer.no_good_match = not ranked or fusion.no_good_match(ranked[0][1], w)
         return answer
+
+    def _fused(self, found: Candidates, request: CandidateRequest, w: float) -> list[tuple[int, Scores]]:
+        """The candidates fused; with sound in the mix, files whose names say nothing are scored by their sound
+        and lifted beside the best named matches they sound like (sounds_like.py), found anywhere in the library
+        near those matches."""
+        lib = self.library
+        silent = lib.text.silent_files(found.ids()) if w < 1 else set()
+        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged, silent=silent)
+        if w == 1 or found.query.sound is None:
+            return ranked
+        model = self.embedder.model_id
+        top = lib.vectors.of_files(model, [f for f, _ in sounds_like.vouchers(ranked)])
+        new = sound_neighbours(lib, found, request, list(top.values()))
+        if new:
+            silent |= lib.text.silent_files(new)
+            ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged,
+                                   silent=silent)
+        vectors = {**top, **lib.vectors.of_files(model, [f for f, sc in ranked if sc.silent])}
+        return sounds_like.lift(ranked, {f: v / max(float(np.linalg.norm(v)), 1e-12) for f, v in vectors.items()},
+                                fusion.FusionRule())
 
     def _counts(self, model_ids: Sequence[str]) -> list[int]:
         """How many vectors each model's index holds and, last, an upper bound on the files catalogued (ids are
@@ -278,11 +309,18 @@ class SearchSession:
             if not sound_only:
                 m.name_score, m.keyword_score, m.semantic_score, m.sound_norm = sc.name, sc.keyword, \
                     sc.semantic_raw, sc.sound
+            m.found_by = found_by(sc, sound_only)
+            if sc.like is not None:
+                m.like_path = hits[sc.like].rel_path if sc.like in hits else self._rel_path(sc.like)
             if query is not None:
                 m.spans, m.matched_terms = highlight(m.fields, query)
             h.match = m
             out.append(h)
         return out
+
+    def _rel_path(self, file_id: int) -> str:
+        row = self.library.files.row_of(file_id)
+        return row[0] if row else ""
 
     def _file_sentence_vector(self, path_or_file_id: str | os.PathLike[str] | int, fid: int | None
                               ) -> np.ndarray | None:
@@ -382,6 +420,14 @@ class SearchSession:
 def sound_ranking(sound: dict[int, float], k: int) -> list[tuple[int, Scores]]:
     """The sound channel's best k as a ranking, its order and cosines as they are (no fusion)."""
     return [(f, Scores(s, 0.0, 0.0, 0.0, 0.0, s)) for f, s in list(sound.items())[:k]]
+
+
+def found_by(sc: Scores, sound_only: bool) -> str:
+    """How a result was found: "name" (its names or tags), "sound" (its sound alone) or "like" (it sounds like
+    a named match)."""
+    if sc.like is not None:
+        return "like"
+    return "sound" if sound_only or sc.silent or sc.name <= 0 else "name"
 
 
 def check_k(k: int) -> int:
