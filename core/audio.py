@@ -450,29 +450,6 @@ def _piped(path: PathLike) -> Iterator[int]:
         thread.join()
 
 
-def read_frames(path: PathLike, start_s: float, end_s: float) -> tuple[np.ndarray, AudioInfo, int]:
-    """The frames from `start_s` to `end_s` (seconds, cut to the file) as stored, (N, C), in the type that holds
-    its subtype's values exactly (`EXACT_DTYPE`; float32 for the rest: Vorbis, MP3, FLOAT), with the header and
-    the first frame's index. Raises like `decode`."""
-    info, first, count = frame_span(path, start_s, end_s)
-    return _read_span(path, info, first, count, EXACT_DTYPE.get(info.subtype, "float32")), info, first
-
-
-def write_frames(path: PathLike, data: np.ndarray, sample_rate: int, fmt: str, subtype: str) -> None:
-    """Write (N, C) samples as they are (integers as PCM of their width, floats scaled to [-1, 1]). OSError (EIO,
-    libsndfile's reason) when libsndfile fails: it says only "System error." for a full disk."""
-    try:
-        sf.write(_sf_path(path), data, sample_rate, subtype=subtype, format=fmt)
-    except sf.LibsndfileError as e:
-        raise OSError(errno.EIO, e.error_string, os.fsdecode(path)) from None
-
-
-def read_written(path: PathLike, dtype: str) -> tuple[np.ndarray, int]:
-    """A file just written, read back whole: ((N, C) samples as `dtype`, sample rate)."""
-    data, rate = sf.read(_sf_path(path), dtype=dtype, always_2d=True)
-    return data, int(rate)
-
-
 def can_write(fmt: str, subtype: str) -> bool:
     """libsndfile writes this format (e.g. "WAV") with this subtype (e.g. "PCM_24")."""
     return bool(sf.check_format(fmt, subtype))

@@ -4,9 +4,11 @@ name, never replacing a file."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -71,8 +73,14 @@ def test_a_part_that_does_not_read_back_is_not_left_behind(tmp_path: Path, stere
     sf.write(src, stereo, SR, subtype="PCM_16")
     out = tmp_path / "out"
     out.mkdir()
-    real = excerpt.write_frames
-    monkeypatch.setattr(excerpt, "write_frames", lambda f, data, *a: real(f, data[:-1], *a))  # a frame short
+    real = excerpt.frame_writer
+
+    @contextlib.contextmanager
+    def short(*args: object) -> Iterator[Callable[[np.ndarray], None]]:
+        with real(*args) as write:
+            yield lambda block: write(block[:-1])  # a frame short
+
+    monkeypatch.setattr(excerpt, "frame_writer", short)
     with pytest.raises(ExcerptError, match="does not read back"):
         write_excerpt(src, 0.0, 1.0, out)
     assert list(out.iterdir()) == []
@@ -141,9 +149,9 @@ def test_a_full_disk_is_said_and_names_the_file_asked_for(tmp_path: Path, stereo
     out.mkdir()
 
     def full(*_a: object, **_kw: object) -> None:
-        raise sf.LibsndfileError(2, "System error.")  # what sf.write raises on ENOSPC
+        raise sf.LibsndfileError(2, "System error.")  # what libsndfile's write raises on ENOSPC
 
-    monkeypatch.setattr(core_audio.sf, "write", full)
+    monkeypatch.setattr(core_audio.sf.SoundFile, "write", full)
     monkeypatch.setattr(excerpt.shutil, "disk_usage", lambda _p: SimpleNamespace(free=4096))
     with pytest.raises(OSError, match=r"not enough free space.*a \(0.00-1.00 s\)\.wav") as e:
         write_excerpt(src, 0.0, 1.0, out)

@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from app.cli.main import main
-from core.audio import decode, measure
+from app.services.search import excerpt
+from app.services.search.excerpt import write_excerpt
+from core import audio
+from core.audio import BLOCK_FRAMES, decode, measure
 
 SR = 48000
 MB = 1 << 20
@@ -69,3 +73,46 @@ def test_measure_says_what_decode_says(tmp_path: Path) -> None:
         d, m = decode(path, sample_rate=rate), measure(path, sample_rate=rate)
         assert (round(m.duration, 3), m.sample_rate, m.source_rate, m.channels) == (
             round(d.duration, 3), d.sample_rate, d.source_rate, d.channels)
+def test_exporting_a_long_six_channel_part_stays_near_one_block(tmp_path: Path) -> None:
+    """A 10-minute part of a 6-channel file: the part was read whole, written whole and read back whole
+    (6.0 GB peak for a 6-channel Ogg, from float64 copies). Here PCM, bit-exact: 10 minutes of 6 channels are
+    345 MB of int16 samples."""
+    src = sparse_wav(tmp_path / "surround.wav", 12 * 60, 6)
+    out, peak = peak_bytes(lambda: write_excerpt(src, 60.0, 660.0, tmp_path, fsync=False))
+    info = sf.info(out)
+    assert (out.name, info.channels, info.frames, info.subtype) == ("surround (60.00-660.00 s).wav", 6, 600 * SR,
+                                                                   "PCM_16")
+    assert peak < 24 * MB, f"{peak / MB:.0f} MB"
+
+
+@pytest.mark.skipif("OGG" not in sf.available_formats(), reason="libsndfile without Ogg")
+def test_a_lossy_six_channel_part_is_converted_block_by_block(tmp_path: Path) -> None:
+    """The lossy path (Vorbis to 24-bit WAV) made float64 copies of the whole part to check it: here 40 s of 6
+    channels (92 MB in float64, each copy) stay under a few blocks."""
+    rng = np.random.default_rng(0)
+    src = tmp_path / "rain.ogg"
+    with sf.SoundFile(src, "w", SR, 6, "VORBIS", format="OGG") as f:
+        for _ in range(40):
+            f.write((rng.standard_normal((SR, 6)) * 0.1).astype(np.float32))
+    out, peak = peak_bytes(lambda: write_excerpt(src, 0.0, 40.0, tmp_path, fsync=False))
+    info = sf.info(out)
+    assert (info.channels, info.frames, info.subtype) == (6, 40 * SR, "PCM_24")
+    assert peak < 3 * BLOCK_FRAMES * 6 * 8 + 8 * MB, f"{peak / MB:.0f} MB"
+    decoded = sf.read(src, dtype="float32")[0]
+    assert np.abs(sf.read(out, dtype="float32")[0] - decoded.clip(-1, 1)).max() < 1e-6
+
+
+def test_a_part_is_read_and_checked_in_blocks(tmp_path: Path, monkeypatch) -> None:
+    """The source is read in blocks of BLOCK_FRAMES, once to write and once to check, never whole."""
+    src = sparse_wav(tmp_path / "a.wav", 10.0, 2)
+    sizes: list[int] = []
+    blocks = audio.frame_blocks
+
+    def counted(*args: Any, **kwargs: Any):  # noqa: ANN202 - a generator
+        for block in blocks(*args, **kwargs):
+            sizes.append(len(block))
+            yield block
+
+    monkeypatch.setattr(excerpt, "frame_blocks", counted)
+    write_excerpt(src, 1.0, 9.0, tmp_path, fsync=False)
+    assert max(sizes) == BLOCK_FRAMES and sum(sizes) == 3 * 8 * SR  # source twice, the written part once

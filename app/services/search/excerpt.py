@@ -4,8 +4,10 @@ exports, after selecting the part of a long ambience or take they want.
 The samples are the file's own, not the preview's (mono, maybe an excerpt): every channel at the file's rate,
 PCM read and written in integer types, so a WAV, AIFF or FLAC part is bit-exact (PCM or float in another
 container, RF64 or AU, becomes a WAV of the same samples). Lossy or odd sources (Ogg, MP3, ...) become 24-bit
-WAV: a DAW takes it, and nothing is encoded lossily twice. The file is written beside its final name and checked
-(frames, rate, channels, samples) before it takes that name; an existing file is never replaced ("name 2.wav").
+WAV: a DAW takes it, and nothing is encoded lossily twice. The part streams through in blocks (core.audio's
+frame_blocks, frame_writer): memory stays near one block whatever its length and channels. The file is written
+beside its final name and checked (frames, rate, channels, samples) before it takes that name; an existing file is
+never replaced ("name 2.wav").
 What a killed export left in the folder (its hidden part) is removed by the next export there.
 """
 
@@ -21,11 +23,21 @@ import secrets
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from core.audio import AudioError, AudioInfo, can_write, read_frames, read_written, write_frames
+from core.audio import (
+    EXACT_DTYPE,
+    AudioError,
+    AudioInfo,
+    audio_info,
+    can_write,
+    frame_blocks,
+    frame_span,
+    frame_writer,
+)
 from core.display import display_name
 from core.files import LEFTOVER_AGE_S, atomic_path, remove_leftovers
 
@@ -86,30 +98,59 @@ def write_excerpt(source: Path, start_s: float, end_s: float, folder: Path, fsyn
                            f"({start_s}, {end_s})")
     if not end_s - start_s >= MIN_EXCERPT_S:
         raise ExcerptError(f"select at least {MIN_EXCERPT_S * 1000:.0f} ms of {display_name(source.name)} to save")
-    data, info, first = read_frames(source, start_s, end_s)  # (N, C)
-    if len(data) == 0:
+    info, first, count = frame_span(source, start_s, end_s)
+    if count == 0:
         raise ExcerptError(f"{display_name(source.name)} has no audio between {start_s:.2f} and {end_s:.2f} s")
     fmt, subtype, suffix = excerpt_format(info)
-    name = excerpt_name(source, first / info.sample_rate, (first + len(data)) / info.sample_rate, suffix)
-    target = folder / name  # the name asked for: what errors name
+    sr = info.sample_rate
+    target = folder / excerpt_name(source, first / sr, (first + count) / sr, suffix)  # asked for: what errors name
     remove_leftovers(folder, _leftover_age)
     staged = folder / f"{STAGED_PREFIX}{secrets.token_hex(6)}{suffix}"  # written and checked under a hidden name
+    part = Part(source, info, first, count, EXACT_DTYPE.get(info.subtype, "float32"), exact=subtype == info.subtype)
     try:
         with atomic_path(staged, fsync=fsync) as tmp:
-            try:
-                write_frames(tmp, data, info.sample_rate, fmt, subtype)
-            except OSError as e:  # libsndfile says "System error." for a full disk: say which
-                raise _write_error(target, data, e) from None
-            _check_written(tmp, target, data, info.sample_rate, exact=subtype == info.subtype)
+            written = _write_part(part, tmp, target, fmt, subtype)
+            _check_written(tmp, target, part, written)
     except OSError as e:  # a folder that cannot be written: named by the file asked for, not the hidden one
         if e.filename is not None and os.fspath(e.filename) != os.fspath(target):
             raise OSError(e.errno, e.strerror, str(target)) from None
         raise
-    try:
-        return claim_free_name(staged, folder, name)
+    try:  # named by the frames it holds (an MP3's header may promise a few more than it has)
+        return claim_free_name(staged, folder, excerpt_name(source, first / sr, (first + written) / sr, suffix))
     finally:
         with contextlib.suppress(FileNotFoundError):
             staged.unlink()
+
+
+@dataclass(frozen=True)
+class Part:
+    """The frames of a source to export: [first, first + count), read as `dtype` (its own samples exactly when
+    `exact`, else float32 for a 24-bit WAV)."""
+
+    source: Path
+    info: AudioInfo
+    first: int
+    count: int
+    dtype: str
+    exact: bool
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        return frame_blocks(self.source, self.first, self.count, self.dtype)
+
+
+def _write_part(part: Part, tmp: Path, target: Path, fmt: str, subtype: str) -> int:
+    """Write the part to `tmp` block by block; the frames written."""
+    written = 0
+    try:
+        with frame_writer(tmp, part.info.sample_rate, part.info.channels, fmt, subtype) as write:
+            for block in part.blocks():  # (n, C)
+                write(block)
+                written += len(block)
+    except OSError as e:  # libsndfile says "System error." for a full disk: say which
+        raise _write_error(target, part.count * part.info.channels * np.dtype(part.dtype).itemsize, e) from None
+    if written == 0:
+        raise ExcerptError(f"{display_name(part.source.name)} has no audio in the part selected")
+    return written
 
 
 def _leftover_age(name: str) -> float | None:
@@ -136,23 +177,32 @@ def claim_free_name(staged: Path, folder: Path, name: str) -> Path:
     raise AssertionError("unreachable: free_names never ends")
 
 
-def _write_error(target: Path, data: np.ndarray, e: OSError) -> OSError:
-    """The error of a failed write, named by the file asked for: a full disk as such."""
-    if shutil.disk_usage(target.parent).free < data.nbytes:
-        return OSError(errno.ENOSPC, f"not enough free space for {data.nbytes / 1e6:.1f} MB", str(target))
+def _write_error(target: Path, nbytes: int, e: OSError) -> OSError:
+    """The error of a failed write of about `nbytes`, named by the file asked for: a full disk as such."""
+    if shutil.disk_usage(target.parent).free < nbytes:
+        return OSError(errno.ENOSPC, f"not enough free space for {nbytes / 1e6:.1f} MB", str(target))
     return OSError(e.errno or errno.EIO, f"cannot write the part ({e.strerror})", str(target))
 
 
-def _check_written(path: Path, target: Path, data: np.ndarray, sample_rate: int, exact: bool) -> None:
-    """`path` holds what was written: its frames, rate and channels, and the samples themselves (exactly, NaN
-    included, where the source's samples were kept; to 24-bit precision in the WAV that a lossy source becomes)."""
-    back, rate = read_written(path, str(data.dtype) if exact else "float64")
-    wrote = data if exact else np.clip(_as_float(data), -1, 1)
-    ok = rate == sample_rate and back.shape == wrote.shape and (
-        np.array_equal(back, wrote, equal_nan=data.dtype.kind == "f") if exact
-        else bool(np.abs(back - wrote).max() <= 2 ** -22))
-    if not ok:
-        raise ExcerptError(f"{display_name(target.name)}: the file written does not read back as the part selected")
+def _check_written(path: Path, target: Path, part: Part, written: int) -> None:
+    """`path` holds the part: its frames, rate and channels, and the samples themselves (exactly, NaN included,
+    where the source's samples were kept; to 24-bit precision in the WAV that a lossy source becomes), compared
+    block by block with the source read again."""
+    wrong = ExcerptError(f"{display_name(target.name)}: the file written does not read back as the part selected")
+    back = audio_info(path)
+    if (back.sample_rate, back.channels, back.frames) != (part.info.sample_rate, part.info.channels, written):
+        raise wrong
+    source = part.blocks()
+    for got in frame_blocks(path, dtype=part.dtype if part.exact else "float64"):
+        want = next(source, None)
+        if want is None or len(want) != len(got) or not _same(got, want, part.exact):
+            raise wrong
+
+
+def _same(got: np.ndarray, want: np.ndarray, exact: bool) -> bool:
+    if exact:
+        return bool(np.array_equal(got, want, equal_nan=want.dtype.kind == "f"))
+    return bool(np.abs(got - np.clip(_as_float(want), -1, 1)).max(initial=0.0) <= 2 ** -22)
 
 
 def _as_float(data: np.ndarray) -> np.ndarray:
