@@ -200,14 +200,16 @@ class PreviewPane(QWidget):
     def draw(self) -> None:
         """The state's previewed result: none, loading (the last sound stays drawn meanwhile), or its audio."""
         hit, preview = self.state.preview_hit, self.state.preview
-        if hit is None:
+        if hit is None or self.state.preview_error:  # nothing, or a sound that cannot be shown: no other's drawn
             self.player.stop()
             self._drawn = None
             self.waveform.clear_preview()
             self.spectrogram.clear_preview()
             self.window_plot.setVisible(False)
-            self.preview_title.setText("Select a result to see and hear it.")
-            self.why_label.setText("")
+            self.preview_title.setText("Select a result to see and hear it." if hit is None else
+                                       f"{breakable(display_name(hit.path.name))} · cannot be previewed: "
+                                       f"{self.state.preview_error.removeprefix(display_name(hit.path) + ': ')}")
+            self.why_label.setText("" if hit is None else why_html(hit, self.state.channels()))
         else:
             self.why_label.setText(why_html(hit, self.state.channels()))
             if preview is None:

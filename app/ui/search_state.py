@@ -98,6 +98,7 @@ class SearchState:
         self.same_list = False  # the results shown are the last list again (sorted, more rows, searched again)
         self.preview_hit: Hit | None = None
         self.preview: Preview | None = None
+        self.preview_error = ""  # why the previewed result's audio could not be loaded (its file gone, damaged)
         self.failed: list[FailedFile] = []
         self.folders: list[str] = []
         self.known_tags: list[str] = []  # the library's user tags: the tag editor's completions
@@ -397,6 +398,7 @@ class SearchState:
         """Point the preview at the selected result. Returns a request id when its audio has to be loaded (another
         file), None when there is nothing to load (nothing selected, or the same file with new scores)."""
         hit, request = self.selected_hit(), None
+        self.preview_error = ""
         if hit is None:
             self.preview_hit = self.preview = None
         elif self.preview is not None and self.preview_hit is not None and hit.path == self.preview_hit.path:
@@ -413,6 +415,15 @@ class SearchState:
         if request != self._preview_request or self.preview_hit is None:
             return False
         self.preview = preview
+        self.events.preview.emit()
+        return True
+
+    def preview_failed(self, request: int, message: str) -> bool:
+        """Preview `request` could not be loaded (its file is gone, say): the preview says why and shows no sound;
+        False (and nothing changes) when another result was selected since."""
+        if request != self._preview_request or self.preview_hit is None:
+            return False
+        self.preview, self.preview_error = None, message or "cannot be read"
         self.events.preview.emit()
         return True
 

@@ -480,11 +480,16 @@ class SearchTab(ModelTab):
         request, hit = self.state.preview_selected(), self.state.preview_hit
         if request is not None and hit is not None:
             self._run(None, lambda: preview_job(hit.path, hit.best_window_start_s), "preview",
-                      lambda p: self._preview_ready(request, p))
+                      lambda p: self._preview_ready(request, p), on_error=lambda e: self._preview_failed(request, e))
 
     def _preview_ready(self, request: int, preview: Preview) -> None:
         if self.state.set_preview(request, preview):
             self.preview_shown.emit(preview)
+
+    def _preview_failed(self, request: int, message: str) -> None:
+        """A result whose file is gone (or unreadable) said "loading…" for good over the previous sound."""
+        if self.state.preview_failed(request, message):
+            self.error(message)
 
     def set_audio_status(self, status: DeviceStatus) -> None:
         """Playback needs an output device, Record an input device."""
@@ -527,14 +532,15 @@ class SearchTab(ModelTab):
     # --------------------------------------------------------------------------------------- running jobs
 
     def _run(self, session: SearchSession | None, factory: Callable[[], Job[Any]], name: str,
-             on_result: Callable[[Any], None], on_progress: Callable[[dict], None] | None = None) -> JobRunner:
+             on_result: Callable[[Any], None], on_progress: Callable[[dict], None] | None = None,
+             on_error: Callable[[str], None] | None = None) -> JobRunner:
         """`run_job` for work on `session` (None: none): retiring the session cancels the job, drops its answer."""
 
         def deliver(result: Any) -> None:  # noqa: ANN401
             if session is None or session is self.session:  # answers for a retired session are dropped
                 on_result(result)
 
-        runner = self.run_job(factory, name, deliver, on_progress=on_progress)
+        runner = self.run_job(factory, name, deliver, on_error=on_error, on_progress=on_progress)
         if session is not None:
             self._job_sessions[runner] = session
         return runner

@@ -454,3 +454,25 @@ def test_show_more_of_a_list_adds_rows_and_leaves_the_shown_ones(qtbot) -> None:
     assert table.rowCount() == 120 and table.item(0, ResultsTable.NAME) is not first
     table.set_hits(renamed[:120])  # the same list shown again: filled again (a hit may have been changed)
     assert table.rowCount() == 120
+
+
+def test_back_to_a_result_whose_file_is_gone_says_so_and_shows_no_other_sound(qtbot, tab: SearchTab) -> None:
+    """Issue 42 item 7: going Back to a result whose file was deleted left its name "· loading…" for good over the
+    previous sound's waveform and spectrogram."""
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("bell"), "text")
+    gone = tab.state.hits[0]
+    with qtbot.waitSignal(tab.preview_shown, timeout=20_000):
+        tab.table.selectRow(0)
+    wait_results(qtbot, tab, lambda: tab.query_edit.setText("bazooka"), "text")
+    other = next(r for r, h in enumerate(tab.state.hits) if h.path != gone.path)
+    with qtbot.waitSignal(tab.preview_shown, timeout=20_000):
+        tab.table.selectRow(other)
+    assert tab.preview_pane.waveform._preview is not None
+    gone.path.unlink()
+    wait_results(qtbot, tab, tab.back_button.click)
+    assert tab.state.preview_hit is not None and tab.state.preview_hit.path == gone.path
+    title = tab.preview_pane.preview_title
+    qtbot.waitUntil(lambda: "cannot be previewed" in title.text(), timeout=20_000)
+    assert title.text().endswith("cannot be previewed: file not found") and "loading" not in title.text()
+    assert tab.preview_pane.waveform._preview is None and tab.preview_pane._drawn is None
+    assert not tab.preview_pane.play_button.isEnabled()
