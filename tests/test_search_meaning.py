@@ -131,3 +131,32 @@ def test_a_recorder_name_with_a_hex_id_is_silent() -> None:
 
     assert name_words("REC_1A413A29") == [] and name_words("REC_0001") == []
     assert name_words("rec_face") == ["rec", "face"]  # letters only: a name, not an id
+
+
+def test_ucs_synonyms_are_read_on_both_sides(animals: SearchSession) -> None:
+    """UCS's synonyms (21 languages): a raven is a crow, a "corbeau" too; a general word stands for nothing."""
+    from app.services.search.thesaurus import load
+
+    th = load()
+    assert "crow" in th.of("raven") and "raven" in th.of("crow") and "crow" in th.of("corbeau")
+    assert th.of("metal") == {} and th.of("ambience") == {}  # in many subcategories: too general
+    hit = next(h for h in animals.search("raven", 5, mode="names") if h.rel_path == "animals/crow.wav")
+    assert 0 < hit.match.keyword_score < 1  # a synonym counts, less than the word itself
+    animals.synonyms = False
+    try:
+        assert all(h.match.keyword_score == 0 for h in animals.search("raven", 5, mode="names"))
+    finally:
+        animals.synonyms = True
+
+
+def test_the_users_synonyms_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, animals: SearchSession) -> None:
+    from app.services.search.thesaurus import load, user_groups
+
+    own = tmp_path / "synonyms.txt"
+    assert user_groups(own) == []  # no file: no groups, no error
+    own.write_text("# my words\nmoggy, kitty\nbad line\nkaboom, explosion two words, bang\n", encoding="utf-8")
+    assert user_groups(own) == [["moggy", "kitty"], ["kaboom", "bang"]]
+    assert load(own).of("moggy") == {"kitty": 1.0}
+    monkeypatch.setenv("EARSHOT_SYNONYMS", str(own))
+    hit = animals.search("moggy", 1, mode="names")[0]
+    assert hit.rel_path == "pets/kitty.wav" and hit.match.keyword_score == 1.0

@@ -36,8 +36,8 @@ LIKE_FLOOR, LIKE_SHARE, LIKE_SCALE = 0.0, 0.7, 1.0
 LIKE_FROM = 3  # the best named matches that vouch for the silent files sounding like them
 DUPLICATE, LIKE_TOP = 0.95, 0.99  # a silent file this alike (cosine) is a copy: LIKE_TOP x its match's score
 USER_TAGGED = 1.0  # the names score of a file the user tagged with every query word: their own word for it
-NAMES_MIN = 0.1  # names mode lists files with a keyword match or a names score above this (cosines just above
-# the floor are mostly noise)
+NAMES_MIN = 0.0  # names mode lists files with a keyword match or a names score above this (a cosine above the
+# floor: graded from it)
 
 
 def check_mode(mode: str) -> str:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from app.services.library.names import split_words
 
 if TYPE_CHECKING:
     from app.services.search.query import Query
+    from app.services.search.thesaurus import Thesaurus
     from app.services.search.vocabulary import Vocabulary
 
 NAME, FOLDER, TAGS, USER_TAGS = range(4)  # the columns of TextChannel.keyword_fields, in order
@@ -43,6 +44,7 @@ class WordReading:
     forms: frozenset[str]  # inflection keys; any one of them found in a file counts
     prefixes: tuple[str, ...] = ()  # the word cut short or being typed: a file word beginning so counts
     parts: tuple[str, ...] = ()  # the compound's parts (keys): count only when the file holds every one
+    synonyms: Mapping[str, float] = field(default_factory=dict)  # thesaurus.py: key -> how much it counts
 
 
 def singular(word: str) -> str:
@@ -71,13 +73,17 @@ def inflection_key(word: str) -> str:
     return w[:-1] if len(w) > 3 and w.endswith("e") else w
 
 
-def query_readings(query: Query, vocab: Vocabulary | None, prefix_last: bool = False) -> list[WordReading]:
-    """The readings of a query's plain words (as the FTS5 parts read them), its phrases' words and its
-    prefixes."""
+def query_readings(query: Query, vocab: Vocabulary | None, prefix_last: bool = False,
+                   thesaurus: Thesaurus | None = None) -> list[WordReading]:
+    """The readings of a query's plain words (as the FTS5 parts read them, with their synonyms in `thesaurus`),
+    its phrases' words and its prefixes."""
     last = query.typed_last(prefix_last)
     groups, fixes = query.read(vocab, last)
     split_of = vocab.split if vocab is not None else (lambda _w: None)
     out = readings(groups, lambda w: split_of(fixes.get(w, w)), last)
+    if thesaurus is not None:
+        out = [replace(r, synonyms={k: v for k, v in thesaurus.of(fixes.get(r.word, r.word)).items()
+                                    if k not in r.forms}) for r in out]
     phrase_words = {inflection_key(w) for p in query.phrases for w in split_words(p)}
     out += [WordReading(w, frozenset({w})) for w in sorted(phrase_words)]
     return out + [WordReading(p, frozenset(), (p.lower(),)) for p in query.prefixes]
@@ -105,18 +111,21 @@ def field_words(text: str) -> set[str]:
     return {*words, *(a + b for a, b in zip(words, words[1:], strict=False))}
 
 
-def found_in(reading: WordReading, words: set[str]) -> str | None:
-    """The file word by which `words` holds the reading, or None."""
+def found_in(reading: WordReading, words: set[str]) -> tuple[str, float] | None:
+    """The file word by which `words` holds the reading and how much it counts (1: the word itself; less: a
+    synonym), or None."""
     for form in reading.forms:
         if form in words:
-            return form
+            return form, 1.0
     for prefix in reading.prefixes:
         hit = next((w for w in words if w.startswith(prefix)), None)
         if hit is not None:
-            return hit
+            return hit, 1.0
     if reading.parts and all(p in words for p in reading.parts):
-        return max(reading.parts, key=len)
-    return None
+        return max(reading.parts, key=len), 1.0
+    best = max(((w, reading.synonyms[w]) for w in words & reading.synonyms.keys()), key=lambda x: x[1],
+               default=None)
+    return best
 
 
 def specificity(df: int, files: int) -> float:
@@ -136,9 +145,9 @@ def strength(reading: WordReading, fields: Sequence[set[str]], frequency: Callab
             continue
         hit = found_in(reading, words)
         if hit is not None:
-            weight = FIELD_WEIGHTS[i]
+            weight = FIELD_WEIGHTS[i] * hit[1]
             if i in SHARED_FIELDS:
-                weight *= specificity(frequency(hit), files)
+                weight *= specificity(frequency(hit[0]), files)
             best = max(best, weight)
     return best
 

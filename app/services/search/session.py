@@ -48,6 +48,8 @@ from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode
 from app.services.search.query import Query, parse
 from app.services.search.tag_editor import TagEditor
 from app.services.search.text_tower import TextTower as TextTowerType
+from app.services.search.thesaurus import Thesaurus
+from app.services.search.thesaurus import load as load_thesaurus
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from core.audio import AudioError, audio_info
 
@@ -96,6 +98,7 @@ class SearchSession:
         self._vocab: tuple[str, float, Vocabulary, int] | None = None  # (words generation, when read, the words,
         # texts stored then)
         self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
+        self.synonyms = True  # read query and name words through thesaurus.py (UCS and the user's file)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -169,9 +172,9 @@ class SearchSession:
             common_cap=max(fusion.COMMON_MIN, int(fusion.COMMON_SHARE * max(indexed))),
             filters=filters, sound_only=w == 0)
         found = gather(self.library, request, encode)
-        if found.keyword:  # FTS5's wide net, read again word by word: only the query's own words count
-            found.keyword = keywords.strengths(keywords.query_readings(query, vocab, prefix_last),
-                                               self.library.text.keyword_fields(list(found.keyword)),
+        if w > 0:  # every candidate's words read against the query's (FTS5 cast the net), synonyms too
+            readings = keywords.query_readings(query, vocab, prefix_last, self.thesaurus)
+            found.keyword = keywords.strengths(readings, self.library.text.keyword_fields(found.ids()),
                                                vocab.frequency if vocab is not None else lambda _w: 1, max(indexed))
         if w == 0:
             ranked = sound_ranking(found.sound, k)
@@ -361,6 +364,11 @@ class SearchSession:
     @guarded
     def all_tags(self) -> list[str]:
         return self.library.user_tags.all()
+
+    @property
+    def thesaurus(self) -> Thesaurus | None:
+        """UCS's synonyms and the user's own (thesaurus.py), when `synonyms` is on."""
+        return load_thesaurus() if self.synonyms else None
 
     @property
     def text_encoder(self) -> SentenceEncoder | None:
