@@ -160,3 +160,20 @@ def test_the_users_synonyms_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("EARSHOT_SYNONYMS", str(own))
     hit = animals.search("moggy", 1, mode="names")[0]
     assert hit.rel_path == "pets/kitty.wav" and hit.match.keyword_score == 1.0
+
+
+def test_each_result_says_how_it_was_found(recorder: SearchSession) -> None:
+    """By name, by sound, or by sounding like a named match: the Search tab's why line, its grey rows, the
+    CLI's --json."""
+    from app.services.search.search_jobs import hit_dict
+    from app.ui.results_table import sound_only_match
+    from app.ui.search_text import why_html
+
+    res = recorder.search("explosion", 9)
+    named, copy = res[0], next(h for h in res if h.rel_path == "Recordings/REC_0001.wav")
+    assert "matched" in why_html(named) and "sounds like fx/explosion.wav" in why_html(copy)
+    assert not sound_only_match(copy, ("names", "sound"))  # vouched for by its match: not greyed
+    plain = [h for h in res if h.rel_path.startswith("Recordings/") and h.match.found_by == "sound"]
+    assert all("its name says nothing" in why_html(h) for h in plain)
+    assert hit_dict(copy)["match"]["found_by"] == "like" and hit_dict(copy)["match"]["like_path"] == \
+        "fx/explosion.wav" and hit_dict(named)["match"]["found_by"] == "name"

@@ -194,6 +194,8 @@ def _print_table(args: argparse.Namespace, answer: SearchAnswer) -> None:
         print(f"{'score':>7}  {'duration':>8}  path")
     for h in hits:
         why = f"  [{', '.join(h.match.matched_terms)}]" if h.match is not None and h.match.matched_terms else ""
+        if h.match is not None and h.match.found_by == "like":
+            why = f"  [sounds like {printable(h.match.like_path)}]"
         tags = f"  #{' #'.join(h.user_tags)}" if h.user_tags else ""
         print(f"{h.score:7.3f}  {h.duration:7.1f}s  {'*' if h.favourite else ''}{printable(h.path)}{why}{tags}")
 

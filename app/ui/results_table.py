@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.library.records import Hit
-from app.services.search.fusion import NAMES_MIN
+from app.services.search.fusion import LOOSE_NAMES
 from app.ui.durations import format_duration
 from app.ui.elide import elide_folder, elide_name, pieces_html, shared_words
 from app.ui.search_state import SCORE_SORTS, SearchRequest, SearchState
@@ -126,7 +126,7 @@ def sound_only_match(hit: Hit, channels: Sequence[str]) -> bool:
     put it there (drawn greyed: on real libraries the sound channel alone is a weak guess)."""
     m = hit.match
     return "names" in channels and "sound" in channels and m is not None and not m.matched_terms \
-        and m.name_score <= NAMES_MIN
+        and m.name_score <= LOOSE_NAMES and m.found_by != "like"  # a sound-alike of a named match is vouched for
 
 
 class ResultsTable(QTableWidget):

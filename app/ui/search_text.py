@@ -261,13 +261,16 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
                                         ("user_tags", "tags"))
              if spans.get(field)]
     parts = []
-    if terms:
+    if hit.match is not None and hit.match.found_by == "like":
+        parts.append(f"its name says nothing; it sounds like {html.escape(display_name(hit.match.like_path))}")
+    elif terms:
         words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
         parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))
     elif names and names >= CLOSE_NAMES:  # no word in common, but the sentence encoder finds the name close
         parts.append("no word matched; its name means something close")
     elif sound is not None:
-        parts.append("matched by its sound")
+        parts.append("its name says nothing; matched by its sound" if hit.match is not None
+                     and hit.match.found_by == "sound" and names is not None and names <= 0 else "matched by its sound")
     elif names:
         parts.append("no word matched; its name is only loosely related")
     if names is not None:

@@ -154,6 +154,7 @@ def hit_dict(hit: Hit) -> dict[str, Any]:
         out["match"] = {"matched_terms": m.matched_terms, "name_score": round(m.name_score, 5),
                         "keyword_score": round(m.keyword_score, 5), "semantic_score": round(m.semantic_score, 5),
                         "sound_score": round(m.sound_score, 5) if m.heard else None,  # None: not indexed yet
+                        "found_by": m.found_by, "like_path": display_name(m.like_path) if m.like_path else None,
                         "fields": {k: display_name(v) for k, v in m.fields.items()},
                         "spans": {k: [list(sp) for sp in v] for k, v in m.spans.items()}}
     return out
