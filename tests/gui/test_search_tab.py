@@ -20,8 +20,8 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
 from app.services.devices import DeviceStatus, Player
 from app.services.library.records import Hit, MatchInfo
-from app.services.search.fusion import LOOSE_NAMES
 from app.services.registry import ModelRegistry
+from app.services.search.fusion import LOOSE_NAMES
 from app.ui.results_table import PATH_ROLE, ResultsTable
 from app.ui.search_state import BALANCE_STEPS, balance, balance_position
 from app.ui.search_tab import SearchTab
