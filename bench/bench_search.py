@@ -42,10 +42,13 @@ What is measured, exactly (the JSON says the same in `notes`):
 - Indexing throughput: the demo library (`resources/demo`) and 200 clips of the sfx corpus copied to a
   temporary folder and indexed from scratch with `SearchSession.index_job` (decode + resample + PaSST + FAISS +
   SQLite), with the default retrieval model when installed (else a tiny random one; the JSON says which).
+- The model: the shipped retrieval model, whatever the user's default is, unless `--model M` (bench/pinned.py);
+  the processes timed are given it with `--model`. `model` in the JSON: its name, file and how it was chosen.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -66,9 +69,10 @@ import torch
 
 from app.services.jobs import drain
 from app.services.library.vector_index import IndexConfig, VectorIndex
-from app.services.search.embedder import RetrievalEmbedder, resolve_model, search_threads
+from app.services.search.embedder import RetrievalEmbedder, search_threads
 from app.services.search.search_jobs import summarize
 from app.services.search.session import SearchSession
+from bench import pinned
 from bench.results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,11 +110,14 @@ def percentiles(ms: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(np.percentile(ms, 50)), 3), "p95_ms": round(float(np.percentile(ms, 95)), 3)}
 
 
-def load_model() -> tuple[RetrievalEmbedder, str]:
+def load_model(spec: str | None = None) -> tuple[RetrievalEmbedder, dict[str, Any]]:
+    """The model measured (the shipped one unless `spec`) and what the JSON says of it (pinned.model_fields)."""
     try:
-        name, path = resolve_model(None)
-        return RetrievalEmbedder.from_checkpoint(path, name=name), f"{name} ({path.name})"
+        name, path, chosen = pinned.retrieval(spec)
+        return RetrievalEmbedder.from_checkpoint(path, name=name), pinned.model_fields(name, path, chosen)
     except LookupError:
+        if spec is not None:
+            raise
         from models.frontends import PasstMel
         from models.passt import passt_tiny
         from models.retrieval import RetrievalConfig, RetrievalModel
@@ -118,7 +125,8 @@ def load_model() -> tuple[RetrievalEmbedder, str]:
 
         torch.manual_seed(0)
         model = RetrievalModel(RetrievalConfig(audio=passt_tiny(), text=text_tiny(), embed_dim=1024)).eval()
-        return RetrievalEmbedder(model, PasstMel(), name="tiny-random"), "tiny random model (no default installed)"
+        return RetrievalEmbedder(model, PasstMel(), name="tiny-random"), {
+            "model": {"name": "tiny-random", "file": None, "path": None, "chosen": "no shipped model installed"}}
 
 
 def query_texts(n: int, tag: str) -> list[str]:
@@ -246,7 +254,7 @@ import sys
 from app.services.search.embedder import load_embedder
 from app.services.search.search_jobs import hit_dict
 from app.services.search.session import SearchSession
-session = SearchSession.open(sys.argv[1], load_embedder(None))
+session = SearchSession.open(sys.argv[1], load_embedder(sys.argv[3]))
 print([hit_dict(h)["path"] for h in session.search(sys.argv[2], 10)])
 """
 
@@ -270,9 +278,9 @@ def timed_runs(code: str, args: list[str], runs: int = COLD_RUNS, stdin: str | N
             "load_avg_1min": round(os.getloadavg()[0], 2)}
 
 
-def bench_cold_start(embedder: RetrievalEmbedder, runs: int = COLD_RUNS) -> dict[str, Any]:
+def bench_cold_start(embedder: RetrievalEmbedder, model: str, runs: int = COLD_RUNS) -> dict[str, Any]:
     """`earshot search` in a fresh process: the NumPy text tower path, the PyTorch path it replaced, and
-    40 queries in one call."""
+    40 queries in one call; each process is given `model` (a checkpoint path), the one `embedder` is."""
     out: dict[str, Any] = {"runs": runs, "library": "resources/demo (indexed first)"}
     with tempfile.TemporaryDirectory(prefix="earshot-cold-") as tmp:
         lib = Path(tmp) / "demo"
@@ -282,12 +290,11 @@ def bench_cold_start(embedder: RetrievalEmbedder, runs: int = COLD_RUNS) -> dict
             drain(session.index_job())
         finally:
             session.close()
-        out["search_one_query"] = timed_runs(CLI, ["search", "a door creaks open", "--library", str(lib), "--json"],
-                                             runs)
+        pin = ["--library", str(lib), "--model", model]
+        out["search_one_query"] = timed_runs(CLI, ["search", "a door creaks open", *pin, "--json"], runs)
         queries = "\n".join(query_texts(40, "cold")) + "\n"
-        out["search_40_queries_one_call"] = timed_runs(CLI, ["search", "--queries", "-", "--library", str(lib)],
-                                                       runs, stdin=queries)
-        out["torch_path_one_query"] = timed_runs(TORCH_SEARCH, [str(lib), "a door creaks open"], runs)
+        out["search_40_queries_one_call"] = timed_runs(CLI, ["search", "--queries", "-", *pin], runs, stdin=queries)
+        out["torch_path_one_query"] = timed_runs(TORCH_SEARCH, [str(lib), "a door creaks open", model], runs)
     out["target_s"] = 2.5
     return out
 
@@ -519,21 +526,21 @@ def bench_hybrid(embedder: RetrievalEmbedder, sizes: tuple[int, ...] = HYBRID_SI
     return out
 
 
-def run() -> dict[str, Any]:
+def run(model: str | None = None) -> dict[str, Any]:
     threads = search_threads()
     torch.set_num_threads(threads)
     faiss.omp_set_num_threads(threads)
-    embedder, which = load_model()
+    embedder, said = load_model(model)
     rng = np.random.default_rng(0)
     result: dict[str, Any] = {
-        "model": which,
+        **said,
         "dim": embedder.dim,
         "threads": threads,
         "cpu_count": os.cpu_count(),
         "targets": {"p95_ms_at_100k": 25, "p95_ms_at_1M": 60, "recall_at_10": 0.95, "indexing_x_realtime": 100,
                     "hybrid_p95_ms_at_100k": 30, "hybrid_p95_ms_at_1M": 50},
     }
-    result["cold_start"] = bench_cold_start(embedder)
+    result["cold_start"] = bench_cold_start(embedder, said["model"]["path"])
     result["indexing"] = bench_indexing(embedder)
     result["latency"] = bench_indexes(embedder, embedder.dim, rng)
     result["hybrid_latency"] = bench_hybrid(embedder)
@@ -542,14 +549,22 @@ def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if "--cold-start" in sys.argv[1:]:  # only the cold-start part (seconds, not the 1M-vector index build)
-        print(json.dumps(bench_cold_start(load_model()[0]), indent=2))
-    elif "--hybrid" in sys.argv[1:]:  # only names + sound search latency: `--hybrid [SIZE ...]`
+    p = argparse.ArgumentParser(prog="python -m bench.bench_search")
+    p.add_argument("--cold-start", action="store_true", help="only the cold-start part (seconds, not the 1M build)")
+    p.add_argument("--hybrid", nargs="*", type=lambda a: int(float(a)), default=None, metavar="SIZE",
+                   help="only names + sound search latency, at these library sizes")
+    p.add_argument("--model", default=None, help="the retrieval model (default: the shipped one)")
+    args = p.parse_args()
+    if args.cold_start:
+        embedder, said = load_model(args.model)
+        print(json.dumps({**said, **bench_cold_start(embedder, said["model"]["path"])}, indent=2))
+    elif args.hybrid is not None:
         threads = search_threads()
         torch.set_num_threads(threads)
         faiss.omp_set_num_threads(threads)
-        sizes = tuple(int(float(a)) for a in sys.argv[sys.argv.index("--hybrid") + 1:]) or HYBRID_SIZES
-        result = {"hybrid_latency": bench_hybrid(load_model()[0], sizes), "threads": threads}
+        embedder, said = load_model(args.model)
+        result = {**said, "hybrid_latency": bench_hybrid(embedder, tuple(args.hybrid) or HYBRID_SIZES),
+                  "threads": threads}
         write_result("bench_search_hybrid", result)
     else:
-        print(json.dumps(run(), indent=2))
+        print(json.dumps(run(args.model), indent=2))

@@ -5,7 +5,9 @@ library (resources/demo, 36 files). Cold: the first run, with Earshot's cache fo
 at a new folder: the int8 graph and its calibration are made again), so it pays every one-time cost; warm: the
 median of the next WARM_RUNS runs. `index` is timed on a new copy of the library each time (cold: empty cache;
 warm: the cache built), the other commands on the library indexed once. Wall seconds and the peak RSS of the
-process (wait4's ru_maxrss). The OS page cache is not dropped: "cold" is Earshot's cold, not the disk's.
+process (wait4's ru_maxrss). The OS page cache is not dropped: "cold" is Earshot's cold, not the disk's. The
+processes see no user models (XDG_DATA_HOME is a new folder too: bench/pinned.py), so each command's default
+is the shipped model, as for a new user; `model` in the JSON names it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import pinned
 from bench.machine import cpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +57,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="earshot-bench-startup-") as tmp:
         tmp_path = Path(tmp)
-        env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "QT_QPA_PLATFORM": "offscreen"}
+        env = pinned.without_user_models({**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                                          "QT_QPA_PLATFORM": "offscreen"}, tmp_path / "data")
         copies = iter(range(1000))
 
         def fresh_library() -> Path:
@@ -80,7 +84,7 @@ def run() -> dict[str, Any]:
         }
         for name, args in commands.items():
             results[name] = summary([timed(args, env) for _ in range(1 + WARM_RUNS)])
-    return {"cpu": cpu(), "commands": results,
+    return {"cpu": cpu(), **pinned.model_fields(*pinned.shipped(), pinned.SHIPPED), "commands": results,
             "notes": "cold: first run with Earshot's cache folder empty; warm: median of the next runs; "
                      "wall seconds and peak RSS per process; the OS page cache is not dropped"}
 

@@ -1,6 +1,7 @@
-"""Fused-search latency on a synthetic library of N files: `python -m bench.fused_latency N FOLDER`, or
-`python -m bench fused_latency` (also in `make bench`: 100k and 1M files, libraries cached under
-$XDG_CACHE_HOME/earshot/bench-fused-latency, JSON in bench/out/fused_latency.json).
+"""Fused-search latency on a synthetic library of N files: `python -m bench.fused_latency N FOLDER [--model M]`,
+or `python -m bench fused_latency` (also in `make bench`: 100k and 1M files, libraries cached under
+$XDG_CACHE_HOME/earshot/bench-fused-latency, JSON in bench/out/fused_latency.json). The model is the shipped
+default unless `--model` names another (bench/pinned.py); the JSON says which.
 
 Builds (once) a catalog of N files straight into SQLite -- three caption words per name under a UCS-category folder,
 their FTS rows, clustered unit vectors for the default model's sound space and the MiniLM text space (2,000 centres)
@@ -16,6 +17,7 @@ to itself: on a shared, loaded box the wall clock also counts waiting for a core
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -29,6 +31,7 @@ from app.services.library import catalog as C
 from app.services.library.library import Library
 from app.services.search.embedder import cap_threads, default_text_encoder, load_query_embedder
 from app.services.search.session import SearchSession
+from bench import pinned
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 20_000
@@ -102,13 +105,16 @@ def percentiles(ms: list[float], cpu: list[float]) -> dict[str, float]:
             "cpu_p95_ms": round(float(np.percentile(cpu, 95)), 1), "n": len(ms)}
 
 
-def main(n_files: int, root: Path) -> dict[str, Any]:
-    tower, enc = load_query_embedder(None), default_text_encoder()
-    out: dict[str, Any] = {"N": n_files}
+def main(n_files: int, root: Path, model: str | None = None) -> dict[str, Any]:
+    name, path, chosen = pinned.retrieval(model)
+    tower, enc = load_query_embedder(str(path)), default_text_encoder()
+    out: dict[str, Any] = {"N": n_files, **pinned.model_fields(name, path, chosen)}
     if not (root / ".earshot" / "catalog.sqlite").exists():
         t = time.perf_counter()
         build(root, n_files, tower, enc)
         out["build_s"] = round(time.perf_counter() - t, 1)
+    elif not _has_model(root, tower.model_id):  # built for another model: its sound vectors are not this one's
+        raise SystemExit(f"{root} was built for another model than {name}: give another folder")
     cap_threads(1)
     t = time.perf_counter()
     session = SearchSession(Library.open(root), tower, text_encoder=enc)
@@ -142,6 +148,11 @@ def main(n_files: int, root: Path) -> dict[str, Any]:
     return out
 
 
+def _has_model(root: Path, model_id: str) -> bool:
+    with Library.open(root) as lib:
+        return lib.db.execute("SELECT 1 FROM models WHERE model_id = ?", (model_id,)).fetchone() is not None
+
+
 SIZES = (100_000, 1_000_000)
 
 
@@ -152,4 +163,10 @@ def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]), Path(sys.argv[2]))))
+    p = argparse.ArgumentParser(prog="python -m bench.fused_latency", description=__doc__.split("\n")[0])
+    p.add_argument("n_files", type=int)
+    p.add_argument("folder", type=Path, help="the synthetic library (built there on the first run)")
+    p.add_argument("--model", default=None, help="the retrieval model (a registry name or a .safetensors path); "
+                   "default: the shipped one, whatever the user's default is")
+    args = p.parse_args()
+    print(json.dumps(main(args.n_files, args.folder, args.model)))

@@ -1,8 +1,9 @@
 """Index a folder from scratch in a process of its own and print what it cost as JSON: the first indexing of a
 process (imports, model loading, the graph cache), its peak RSS, wall and CPU seconds. Used by bench_indexing's
 real-library-shaped set; `python -m bench.index_process FOLDER [--fresh] [--max-windows N] [--backend B]
-[--zero-tower]` (the ONNX trunk's output replaced by zeros of its shape: what indexing costs without the sound
-tower, the floor no smaller tower can go below)."""
+[--zero-tower] [--model M]` (the ONNX trunk's output replaced by zeros of its shape: what indexing costs without
+the sound tower, the floor no smaller tower can go below). The model: the shipped one unless `--model` (the JSON
+says which; bench/pinned.py)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh", action="store_true", help="delete FOLDER/.earshot first (else a folder indexed "
                    "before is refused: re-indexing it would measure nothing)")
     p.add_argument("--zero-tower", action="store_true", help="replace the ONNX trunk's output by zeros (a floor)")
+    p.add_argument("--model", default=None, help="the retrieval model (default: the shipped one)")
     args = p.parse_args(argv)
     if args.zero_tower:
         zero_tower()
@@ -65,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from app.services.search.embedder import load_embedder
     from app.services.search.search_jobs import summarize
     from app.services.search.session import SearchSession
+    from bench import pinned
 
-    embedder = load_embedder()
+    name, path, chosen = pinned.retrieval(args.model)
+    embedder = load_embedder(str(path))
     if args.backend:
         embedder.set_backend(args.backend)
     embedder.warm_up()
@@ -79,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         session.close()
     wall = time.perf_counter() - t0
     out = {k: s[k] for k in ("files", "embedded", "failed", "windows", "audio_seconds", "elapsed_s", "x_realtime")}
-    out.update({"backend": embedder.backend, "load_s": round(loaded, 2), "process_wall_s": round(wall, 2),
+    out.update({**pinned.model_fields(name, path, chosen), "backend": embedder.backend, "load_s": round(loaded, 2),
+                "process_wall_s": round(wall, 2),
                 "cpu_s": round(time.process_time() - cpu0, 2),
                 "peak_rss_mb": peak_rss_mb()})
     print(json.dumps(out))

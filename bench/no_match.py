@@ -26,12 +26,13 @@ def records(folder: Path) -> list[dict]:
     from app.services.search import fusion
     from app.services.search.embedder import load_embedder
     from app.services.search.session import SearchSession
+    from bench import pinned
 
     queries = json.loads((folder / "relevance.json").read_text())["queries"]
     files = names_baseline.library_files(folder)
     from app.services.jobs import drain
 
-    session = SearchSession.open(folder, load_embedder())
+    session = SearchSession.open(folder, load_embedder(str(pinned.shipped()[1])))  # not the user's default
     try:
         drain(session.index_job())  # incremental: indexed by bench.library_quality already
         out = []

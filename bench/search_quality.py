@@ -18,7 +18,7 @@ What is measured, exactly (the JSON says the same in `notes`):
   case-insensitive; every query has at least one relevant clip (checked at run time; counts in the JSON).
   NB: the captions were derived from the source file names, so names-only search has an easy time on words that
   are in the names; the paraphrase and category queries are where it does not.
-- Each library is indexed with the default retrieval model into a cache folder
+- Each library is indexed with the shipped retrieval model (or `--model`; bench/pinned.py) into a cache folder
   ($XDG_CACHE_HOME/earshot/bench-search-quality; built once, then indexing is incremental), and every query ranks
   the whole library (k = all files) in each mode the search service offers: `sound` (audio embedding only),
   `names` (the text channel: names, folders, tags) and `both` (fused). Before the service had modes, only
@@ -409,7 +409,8 @@ def first_relevant_rr(sim: np.ndarray, rel: np.ndarray) -> np.ndarray:
 
 
 def run(weights: list[float] | None = None, sfx: Path = SFX, model: str | None = None) -> dict[str, Any]:
-    from app.services.search.embedder import cap_threads, load_embedder, resolve_model
+    from app.services.search.embedder import cap_threads, load_embedder
+    from bench import pinned
 
     cap_threads()
     clips = load_clips(sfx)
@@ -418,10 +419,10 @@ def run(weights: list[float] | None = None, sfx: Path = SFX, model: str | None =
     empty = [q for (q, _), r in zip(queries, rel, strict=True) if not r.any()]
     if empty:
         raise SystemExit(f"queries without a relevant clip in the library: {empty}")
-    name, path = resolve_model(model)
-    embedder = load_embedder(model)
+    name, path, chosen = pinned.retrieval(model)  # the shipped model unless --model: not the user's default
+    embedder = load_embedder(str(path))
     result: dict[str, Any] = {
-        "model": f"{name} ({path.name})",
+        **pinned.model_fields(name, path, chosen),
         "library": {"clips": len(clips), "splits": list(SPLITS), "cache": str(cache_dir()),
                     "examples": [c.named for c in clips[:: max(1, len(clips) // 8)]]},
         "queries": len(queries),
@@ -466,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep", type=str, default="", help="names_weight values to score fused search at, e.g. "
                    "0,0.25,0.5,0.75,1 (once the service takes names_weight)")
     p.add_argument("--model", default=None, help="the retrieval model whose sound channel to use (a registry name "
-                   "such as retrieval-passt-small, or a .safetensors path); default: the default model")
+                   "such as retrieval-passt-small, or a .safetensors path); default: the shipped one, whatever the "
+                   "user's default")
     args = p.parse_args(argv)
     if args.counts:
         clips, queries = load_clips(), load_queries()
