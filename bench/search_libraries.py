@@ -15,6 +15,13 @@ the rules in `RELEVANCE.md` before any system ran on the library.
 - With `--mixed`, OUT/NAME-mixed/ is the same library with a seeded half of its files renamed the way recorders
   name them (`Recordings/REC_1A2B3C4D.ogg`); `mapping.json` maps original -> new path and its `relevance.json`
   follows the renamed files.
+- A library.json may carry `renamed` (original path -> a recorder-style path inside a recorder-named sub-folder,
+  e.g. `ZOOM H5 2024-05-18 field day/ZOOM0001.wav`), chosen by `recorder_renaming` under its stated
+  `renamed_rule` before any system ran: the builder moves those files there after checking them, and every
+  `relevance.json` names them at their new paths. queries.csv always names ORIGINAL paths (those of `files`).
+- A library.json with `soundfont` (a .sf2 file under the root) is made of that SoundFont's samples: each file
+  names its `sample` (the index in the SF2's sample headers) and is written as a 16-bit PCM mono .wav of exactly
+  that sample's points at its rate, so its sha256 is fixed by the package.
 
 This module builds data only: it imports no Earshot code and runs no search, baseline or model.
 """
@@ -28,6 +35,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -54,6 +62,7 @@ class LibraryFile:
     path: str  # relative to the library root, as in the package
     sha256: str
     bytes: int
+    sample: int | None = None  # a soundfont library's file: the SF2 sample header it is written from
 
 
 @dataclass(frozen=True)
@@ -64,10 +73,21 @@ class Library:
     licence: str
     root: str  # the folder inside the package (no leading slash)
     files: tuple[LibraryFile, ...]
+    # original path -> recorder-style path in a recorder-named sub-folder, applied when the library is built
+    renamed: tuple[tuple[str, str], ...] = ()
+    soundfont: str | None = None  # a .sf2 under the root whose samples are the library's files
 
     @property
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
+
+    @property
+    def renaming(self) -> dict[str, str]:
+        return dict(self.renamed)
+
+    def final_path(self, path: str) -> str:
+        """Where a library file lies once built (its recorder-style path when `renamed` moves it)."""
+        return self.renaming.get(path, path)
 
 
 @dataclass(frozen=True)
@@ -99,8 +119,18 @@ def library_names(data_dir: Path = DATA_DIR) -> list[str]:
 
 def load_library(name: str, data_dir: Path = DATA_DIR) -> Library:
     doc = json.loads((data_dir / name / "library.json").read_text())
-    files = tuple(LibraryFile(f["path"], f["sha256"], int(f["bytes"])) for f in doc["files"])
-    return Library(doc["name"], doc["package"], doc["version"], doc["licence"], doc["root"], files)
+    files = tuple(LibraryFile(f["path"], f["sha256"], int(f["bytes"]), f.get("sample")) for f in doc["files"])
+    renamed = tuple(sorted((doc.get("renamed") or {}).items()))
+    return Library(doc["name"], doc["package"], doc["version"], doc["licence"], doc["root"], files, renamed,
+                   doc.get("soundfont"))
+
+
+def recorder_renaming(paths: Iterable[str], count: int, folder: str, stem: str, first: int, seed: str
+                      ) -> dict[str, str]:
+    """Original path -> `folder/<stem % number>.<ext>` for `count` files drawn by random.Random(seed) from the
+    sorted paths, numbered from `first` in the order drawn (what a recorder writes: ZOOM0001.wav, ZOOM0002.wav)."""
+    chosen = random.Random(seed).sample(sorted(paths), count)
+    return {p: f"{folder}/{stem % (first + i)}{PurePosixPath(p).suffix}" for i, p in enumerate(chosen)}
 
 
 def load_queries(name: str, data_dir: Path = DATA_DIR) -> list[Query]:
@@ -136,6 +166,8 @@ def library_problems(lib: Library, queries: Sequence[Query], min_queries: int = 
             problems.append(f"{lib.name}: bad sha256 for {f.path}")
     if not safe_relpath(lib.root):
         problems.append(f"{lib.name}: bad root {lib.root!r}")
+    problems += renaming_problems(lib)
+    problems += soundfont_problems(lib)
     if len(queries) < min_queries:
         problems.append(f"{lib.name}: {len(queries)} queries, fewer than {min_queries}")
     known = set(paths)
@@ -148,12 +180,155 @@ def library_problems(lib: Library, queries: Sequence[Query], min_queries: int = 
             problems.append(f"{lib.name}: query {q.id} ({q.query!r}) has no relevant file")
         if len(set(q.relevant)) != len(q.relevant):
             problems.append(f"{lib.name}: query {q.id} lists a relevant file twice")
-        problems += [f"{lib.name}: query {q.id} names {p!r}, not in library.json" for p in q.relevant if p not in known]
+        renamed_to = {new: old for old, new in lib.renamed}
+        problems += [f"{lib.name}: query {q.id} names {p!r}, not in library.json"
+                     + (f" (queries.csv names original paths: {renamed_to[p]!r})" if p in renamed_to else "")
+                     for p in q.relevant if p not in known]
         if q.kind not in QUERY_KINDS:
             problems.append(f"{lib.name}: query {q.id} has unknown kind {q.kind!r}")
         if not q.query.strip() or not q.basis.strip():
             problems.append(f"{lib.name}: query {q.id} lacks its text or its basis")
     return problems
+
+
+def renamed_rule_problems(name: str, data_dir: Path = DATA_DIR) -> list[str]:
+    """A library.json whose `renamed` is stated by a `renamed_rule` ({count, folder, stem, first, seed}: the
+    arguments of recorder_renaming) must carry exactly what the rule gives; `renamed` without a rule is refused."""
+    doc = json.loads((data_dir / name / "library.json").read_text())
+    rule, renamed = doc.get("renamed_rule"), doc.get("renamed") or {}
+    if not renamed:
+        return [f"{name}: renamed_rule without renamed"] if rule else []
+    if not isinstance(rule, dict):
+        return [f"{name}: renamed has no renamed_rule saying how it was chosen"]
+    try:
+        expected = recorder_renaming([f["path"] for f in doc["files"]], rule["count"], rule["folder"], rule["stem"],
+                                     rule["first"], rule["seed"])
+    except (KeyError, TypeError, ValueError) as e:
+        return [f"{name}: bad renamed_rule ({e})"]
+    return [] if expected == renamed else [f"{name}: renamed is not what its renamed_rule gives"]
+
+
+def renaming_problems(lib: Library) -> list[str]:
+    """What is wrong with a library's `renamed`: each original is a library file, each new path a plain relative
+    path with the original's suffix inside a sub-folder, no two alike, none the path of a file that stays."""
+    problems = []
+    olds = [old for old, _ in lib.renamed]
+    news = [new for _, new in lib.renamed]
+    known = set(lib.paths)
+    for old, new in lib.renamed:
+        if old not in known:
+            problems.append(f"{lib.name}: renamed {old!r} is not in library.json")
+        if not safe_relpath(new) or len(PurePosixPath(new).parts) < 2:
+            problems.append(f"{lib.name}: renamed {old!r} -> {new!r} is not a path inside a sub-folder")
+        if PurePosixPath(new).suffix.lower() != PurePosixPath(old).suffix.lower():
+            problems.append(f"{lib.name}: renamed {old!r} -> {new!r} changes the file's suffix")
+    if len(set(news)) != len(news) or len(set(olds)) != len(olds):
+        problems.append(f"{lib.name}: renamed maps two files to one path")
+    clash = sorted(set(news) & (known - set(olds)))
+    if clash:
+        problems.append(f"{lib.name}: renamed paths {clash[:3]} are paths of files that keep their names")
+    return problems
+
+
+def soundfont_problems(lib: Library) -> list[str]:
+    """A soundfont library's files are .wav, each from its own sample; other libraries name no samples."""
+    samples = [f.sample for f in lib.files]
+    if lib.soundfont is None:
+        return [f"{lib.name}: {f.path} names a sample but the library has no soundfont"
+                for f in lib.files if f.sample is not None]
+    problems = []
+    if not safe_relpath(lib.soundfont) or not lib.soundfont.lower().endswith(".sf2"):
+        problems.append(f"{lib.name}: bad soundfont {lib.soundfont!r}")
+    for f in lib.files:
+        if not isinstance(f.sample, int) or f.sample < 0:
+            problems.append(f"{lib.name}: {f.path} has no sample index")
+        if not f.path.lower().endswith(".wav"):
+            problems.append(f"{lib.name}: {f.path}: a soundfont library's files are .wav")
+    if len(set(samples)) != len(samples):
+        problems.append(f"{lib.name}: two files are written from the same sample")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------- soundfonts
+
+
+def _riff_chunks(data: bytes, start: int, end: int) -> Iterable[tuple[bytes, int, int]]:
+    while start + 8 <= end:
+        cid, size = data[start:start + 4], struct.unpack_from("<I", data, start + 4)[0]
+        yield cid, start + 8, size
+        start += 8 + size + (size & 1)
+
+
+@dataclass(frozen=True)
+class SoundFontSample:
+    name: str
+    start: int  # in sample points, into the smpl chunk
+    end: int
+    rate: int
+
+
+def soundfont_samples(data: bytes) -> tuple[list[SoundFontSample], bytes]:
+    """An SF2 file's sample headers (the terminal EOS record left out) and its 16-bit sample data."""
+    if data[:4] != b"RIFF" or data[8:12] != b"sfbk":
+        raise ValueError("not a SoundFont 2 file")
+    smpl, shdr = b"", b""
+    for cid, off, size in _riff_chunks(data, 12, len(data)):
+        if cid != b"LIST":
+            continue
+        for sub, sub_off, sub_size in _riff_chunks(data, off + 4, off + size):
+            if data[off:off + 4] == b"sdta" and sub == b"smpl":
+                smpl = data[sub_off:sub_off + sub_size]
+            elif data[off:off + 4] == b"pdta" and sub == b"shdr":
+                shdr = data[sub_off:sub_off + sub_size]
+    headers = []
+    for i in range(0, len(shdr) - 46 + 1, 46):
+        name, start, end, _, _, rate = struct.unpack_from("<20sIIIII", shdr, i)
+        headers.append(SoundFontSample(name.split(b"\0")[0].decode("latin-1"), start, end, rate))
+    return headers[:-1], smpl
+
+
+def sample_wav(sample: SoundFontSample, smpl: bytes) -> bytes:
+    """The sample's points as a 16-bit PCM mono RIFF/WAVE file (fmt and data chunks only: fixed bytes)."""
+    pcm = smpl[2 * sample.start:2 * sample.end]
+    if sample.end < sample.start or len(pcm) != 2 * (sample.end - sample.start):
+        raise ValueError(f"sample {sample.name!r} lies outside the sample data")
+    fmt = struct.pack("<HHIIHH", 1, 1, sample.rate, 2 * sample.rate, 2, 16)
+    return (b"RIFF" + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(pcm)) + b"WAVE" + b"fmt "
+            + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(pcm)) + pcm)
+
+
+def read_member(deb: Path, member: str) -> bytes:
+    """One file's bytes out of a .deb, streamed (the package is never unpacked whole)."""
+    wanted = member.strip("/")
+    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        with tarfile.open(fileobj=proc.stdout, mode="r|*") as tar:
+            for m in tar:
+                if m.isfile() and m.name.removeprefix("./") == wanted:
+                    with tar.extractfile(m) as src:  # type: ignore[union-attr]
+                        data = src.read()
+                    proc.stdout.read()  # drain, so dpkg-deb ends cleanly
+                    break
+            else:
+                data = None
+    if proc.returncode != 0:
+        raise RuntimeError(f"dpkg-deb --fsys-tarfile {deb} failed ({proc.returncode})")
+    if data is None:
+        raise ValueError(f"{deb.name} has no {wanted}")
+    return data
+
+
+def write_soundfont_samples(lib: Library, deb: Path, dest: Path) -> list[str]:
+    """The library's files written from the SoundFont's samples (each file's `sample`) into `dest`."""
+    assert lib.soundfont is not None
+    headers, smpl = soundfont_samples(read_member(deb, f"{lib.root.strip('/')}/{lib.soundfont}"))
+    for f in lib.files:
+        if f.sample is None or not 0 <= f.sample < len(headers):
+            raise ValueError(f"{lib.name}: {f.path}: no sample {f.sample} in {lib.soundfont}")
+        target = dest / f.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(sample_wav(headers[f.sample], smpl))
+    return sorted(lib.paths)
 
 
 # ---------------------------------------------------------------------------------------------- the .deb
@@ -243,14 +418,33 @@ def verify(lib: Library, folder: Path, paths: dict[str, str] | None = None) -> N
 
 
 def materialise(lib: Library, out: Path, cache: Path) -> Path:
-    """OUT/NAME with the library's files at their original relative paths, verified; returns that folder."""
+    """OUT/NAME with the library's files at their original relative paths (a soundfont library: written from its
+    samples), verified; then the `renamed` files moved to their recorder-style paths and verified there against
+    the same sha256. Returns that folder."""
     folder = out / lib.name
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    extract_root(fetch_deb(lib, cache), lib.root, folder)
+    deb = fetch_deb(lib, cache)
+    if lib.soundfont is not None:
+        write_soundfont_samples(lib, deb, folder)
+    else:
+        extract_root(deb, lib.root, folder)
     verify(lib, folder)
+    if lib.renamed:
+        apply_renaming(lib, folder)
+        verify(lib, folder, lib.renaming)
     return folder
+
+
+def apply_renaming(lib: Library, folder: Path) -> None:
+    """Move each `renamed` file to its recorder-style path; folders left empty go."""
+    for old, new in lib.renamed:
+        (folder / new).parent.mkdir(parents=True, exist_ok=True)
+        (folder / old).rename(folder / new)
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
 
 
 # ---------------------------------------------------------------------------------------------- mixed copy
@@ -280,8 +474,14 @@ def mixed_plan(lib: Library, seed: int = 0) -> dict[str, str]:
 
 
 def mixed_relevance(queries: Iterable[Query], plan: dict[str, str]) -> list[Query]:
-    """The queries with their relevant files under their names in the mixed copy."""
+    """The queries with their relevant files under their names in the mixed copy (or any copy: `plan` maps an
+    original path to where the file lies; a path it lacks stays)."""
     return [Query(q.id, q.query, q.kind, tuple(plan.get(p, p) for p in q.relevant), q.basis) for q in queries]
+
+
+def built_paths(lib: Library, plan: dict[str, str] | None = None) -> dict[str, str]:
+    """Original path -> where the file lies in the built library (`plan`: the mixed copy's renaming on top)."""
+    return {p: (plan or {}).get(p, lib.final_path(p)) for p in lib.paths}
 
 
 def make_mixed(lib: Library, source: Path, out: Path, seed: int = 0) -> tuple[Path, dict[str, str]]:
@@ -290,13 +490,16 @@ def make_mixed(lib: Library, source: Path, out: Path, seed: int = 0) -> tuple[Pa
     folder = out / f"{lib.name}-mixed"
     if folder.exists():
         shutil.rmtree(folder)
+    where = built_paths(lib, plan)
     for path in lib.paths:
-        target = folder / plan.get(path, path)
+        target = folder / where[path]
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / path, target)
-    verify(lib, folder, plan)
-    (folder / "mapping.json").write_text(json.dumps({"library": lib.name, "seed": seed, "renamed": plan},
-                                                    indent=1) + "\n")
+        shutil.copy2(source / lib.final_path(path), target)
+    verify(lib, folder, where)
+    doc: dict = {"library": lib.name, "seed": seed, "renamed": plan}
+    if lib.renamed:  # the library's own recorder sub-folder, where the mixed copy left those files
+        doc["recorder_subfolder"] = {old: new for old, new in lib.renamed if old not in plan}
+    (folder / "mapping.json").write_text(json.dumps(doc, indent=1) + "\n")
     return folder, plan
 
 
@@ -313,16 +516,16 @@ def write_relevance(lib: Library, queries: Sequence[Query], folder: Path, mixed:
 
 def build(name: str, out: Path, cache: Path, mixed: bool, seed: int) -> dict:
     lib, queries = load_library(name), load_queries(name)
-    problems = library_problems(lib, queries)
+    problems = library_problems(lib, queries) + renamed_rule_problems(name)
     if problems:
         raise ValueError("; ".join(problems))
     folder = materialise(lib, out, cache)
-    write_relevance(lib, queries, folder, mixed=False)
+    write_relevance(lib, mixed_relevance(queries, built_paths(lib)), folder, mixed=False)
     summary = {"library": name, "package": f"{lib.package} {lib.version}", "files": len(lib.files),
                "queries": len(queries), "folder": str(folder)}
     if mixed:
         mixed_folder, plan = make_mixed(lib, folder, out, seed)
-        write_relevance(lib, mixed_relevance(queries, plan), mixed_folder, mixed=True)
+        write_relevance(lib, mixed_relevance(queries, built_paths(lib, plan)), mixed_folder, mixed=True)
         summary |= {"mixed_folder": str(mixed_folder), "renamed": len(plan)}
     return summary
 
@@ -338,7 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     names = args.library or library_names()
     if args.check:
-        problems = [m for n in names for m in library_problems(load_library(n), load_queries(n))]
+        problems = [m for n in names
+                    for m in library_problems(load_library(n), load_queries(n)) + renamed_rule_problems(n)]
         print("\n".join(problems) or f"ok: {len(names)} libraries")
         return 1 if problems else 0
     if args.out is None:
