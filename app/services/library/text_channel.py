@@ -323,6 +323,14 @@ class TextChannel:
                     " AND t.tags = '' AND NOT EXISTS (SELECT 1 FROM user_tags u WHERE u.file_id = t.file_id)", part))
         return out
 
+    def has_silent_files(self) -> bool:
+        """Whether any file's name, folders and tags give no words (one scan of the texts: callers keep the
+        answer per words_generation)."""
+        reader, guard = self._reader_and_lock()
+        with guard:
+            return reader.execute("SELECT EXISTS(SELECT 1 FROM texts WHERE name = '' AND folder = '' AND tags = '')"
+                                  ).fetchone()[0] == 1
+
     def fields(self, file_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """file id -> (path, embedded tag text) for the why-matched display."""
         out = {}

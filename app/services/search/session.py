@@ -99,6 +99,7 @@ class SearchSession:
         # texts stored then)
         self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
         self.synonyms = True  # read query and name words through thesaurus.py (UCS and the user's file)
+        self._silent: tuple[str, bool] | None = None  # (words generation, whether some file's names are silent)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -191,9 +192,10 @@ class SearchSession:
         and lifted beside the best named matches they sound like (sounds_like.py), found anywhere in the library
         near those matches."""
         lib = self.library
-        silent = lib.text.silent_files(found.ids()) if w < 1 else set()
+        any_silent = w < 1 and found.query.sound is not None and self._any_silent()
+        silent = lib.text.silent_files(found.ids()) if any_silent else set()
         ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged, silent=silent)
-        if w == 1 or found.query.sound is None:
+        if not any_silent:
             return ranked
         model = self.embedder.model_id
         top = lib.vectors.of_files(model, [f for f, _ in sounds_like.vouchers(ranked)])
@@ -205,6 +207,13 @@ class SearchSession:
         vectors = {**top, **lib.vectors.of_files(model, [f for f, sc in ranked if sc.silent])}
         return sounds_like.lift(ranked, {f: v / max(float(np.linalg.norm(v)), 1e-12) for f, v in vectors.items()},
                                 fusion.FusionRule())
+
+    def _any_silent(self) -> bool:
+        """Whether the library has files whose names say nothing, read again when its texts change."""
+        generation = self.library.text.words_generation()
+        if self._silent is None or self._silent[0] != generation:
+            self._silent = (generation, self.library.text.has_silent_files())
+        return self._silent[1]
 
     def _counts(self, model_ids: Sequence[str]) -> list[int]:
         """How many vectors each model's index holds and, last, an upper bound on the files catalogued (ids are
