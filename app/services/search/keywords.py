@@ -9,9 +9,8 @@ of its parts. A word that merely shares a stem or a substring is not a match: "w
 `crow.ogg`) is the sentence cosine's call: keywords are a bounded boost beside it (fusion.names_score).
 
 Where a word is found weighs too: the file's own name and the user's tags fully, its tags and folders less,
-and a folder or tag word shared by many files less again, by how specific it is (a `cats/` folder says little
-of which file is the meow).
-
+and a folder or tag word shared by many files less again, by how specific it is (`cats/` lifts no tiger); a
+synonym (thesaurus.py) by its weight.
     query_readings(query, vocabulary) -> [WordReading]    one per content word of the query
     strengths(readings, rows, frequency, files) -> {file id: 0..1}
 """
