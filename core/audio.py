@@ -295,6 +295,12 @@ def _checked_info(path: PathLike) -> AudioInfo:
     return info
 
 
+def length_is_estimate(info: AudioInfo) -> bool:
+    """The header's frame count is libsndfile's estimate (an MP3 without a Xing/Info header: from its size), not
+    a count: `stream_blocks` decodes such a file to its real end."""
+    return info.format in _ESTIMATED_LENGTH_FORMATS
+
+
 def _check_read_length(name: str, info: AudioInfo, expected: int, got: int) -> None:
     tolerance = 0
     if info.format in _ESTIMATED_LENGTH_FORMATS:
@@ -413,22 +419,32 @@ def stream_blocks(path: PathLike, dtype: str = "float32", block_frames: int = BL
     name = display_name(path)
     with _piped(path) as fd:
         try:
-            with sf.SoundFile(fd, closefd=False) as f:
-                if f.seekable():  # the length came from a Xing/Info header: exact, read as any file
-                    f.close()
-                    yield from frame_blocks(path, dtype=dtype, block_frames=block_frames)
-                    return
-                while True:
-                    block = np.empty((block_frames, f.channels), dtype)
-                    n = 0
-                    while n < block_frames and (got := len(f.read(out=block[n:]))):  # a pipe may read short
-                        n += got
-                    if n:
-                        yield block[:n]
-                    if n < block_frames:
-                        return
+            f = sf.SoundFile(fd, closefd=False)
+        except (sf.LibsndfileError, RuntimeError):
+            f = None  # no stream start found in a pipe (bytes before the first frame): read as the header says
+        if f is None or f.seekable():  # seekable: the length came from a Xing/Info header, exact
+            if f is not None:
+                f.close()
+            yield from frame_blocks(path, dtype=dtype, block_frames=block_frames)
+            return
+        try:
+            with f:
+                yield from _pipe_blocks(f, dtype, block_frames)
         except (sf.LibsndfileError, RuntimeError) as e:
             raise UnreadableAudioError(f"{name}: corrupt or unreadable audio data ({_sf_reason(e)})") from None
+
+
+def _pipe_blocks(f: sf.SoundFile, dtype: str, block_frames: int) -> Iterator[np.ndarray]:
+    """Full (block_frames, C) blocks of a stream read from a pipe, then the rest."""
+    while True:
+        block = np.empty((block_frames, f.channels), dtype)
+        n = 0
+        while n < block_frames and (got := len(f.read(out=block[n:]))):  # a pipe may read short
+            n += got
+        if n:
+            yield block[:n]
+        if n < block_frames:
+            return
 
 
 @contextlib.contextmanager

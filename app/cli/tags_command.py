@@ -54,7 +54,9 @@ def _add_write_parser(tag_sub: Any) -> None:  # noqa: ANN401 - argparse internal
     t.add_argument("files", nargs="*", type=path_arg, help="files in the library (default: every file with tags)")
     t.add_argument("--library", type=path_arg, required=True)
     t.add_argument("--description", metavar="TEXT", help="also write this description into the FILES named "
-                   "(WAV: ICMT and the bext description; FLAC/Ogg: DESCRIPTION; MP3: COMM)")
+                   "(WAV: ICMT and the bext description; FLAC/Ogg: DESCRIPTION; MP3: COMM); an empty one is refused")
+    t.add_argument("--clear", action="store_true", help="erase the description of the FILES named instead (only "
+                   "when asked: an empty --description, an unset variable, is refused)")
     t.add_argument("--dry-run", action="store_true",
                    help="only list what would be written: each copy is made and checked as for the write, then "
                         "removed (nothing replaced)")
@@ -137,6 +139,21 @@ def _export_to_file(editor: Any, output: str) -> int:  # noqa: ANN401 - a TagEdi
                          "(a file of that name is left as it was)") from None
 
 
+def _check_description(args: argparse.Namespace) -> None:
+    """--description and --clear name the files they apply to; an empty description is refused unless --clear
+    (`--description "$UNSET"` erased every file's own)."""
+    if args.description is not None and not args.description.strip():
+        if not args.clear:
+            raise ValueError("--description is empty: that would erase the files' own descriptions; to erase them, "
+                             "pass --clear instead")
+        args.description = None
+    if args.clear and args.description is not None:
+        raise ValueError("--clear erases the descriptions, --description writes one: give one of them")
+    if (args.description is not None or args.clear) and not args.files:
+        raise ValueError(f"{'--clear' if args.clear else '--description'} needs the files to describe (it is not "
+                         "applied to every tagged file)")
+
+
 def _write(args: argparse.Namespace) -> int:
     """`tags write`: the tags into the files (app/services/library/tag_writer.py), each verified before it replaces
     the original; exit code 1 when a file was refused."""
@@ -146,8 +163,7 @@ def _write(args: argparse.Namespace) -> int:
     from app.services.library.tag_writer import REFUSED, WRITTEN, write_library_tags
 
     require_catalog(args.library)
-    if args.description is not None and not args.files:
-        raise ValueError("--description needs the files to describe (it is not written into every tagged file)")
+    _check_description(args)
     try:
         with Library.open(args.library) as lib:
             ids = [lib.files.id_of(p) for p in args.files]
@@ -156,7 +172,7 @@ def _write(args: argparse.Namespace) -> int:
                 raise ValueError(f"not in the library (index it first?): {', '.join(unknown)}")
             report = drain(write_library_tags(lib, [i for i in ids if i is not None] if args.files else None,
                                               dry_run=args.dry_run, description=args.description,
-                                              follow_links=args.follow_links))
+                                              clear=args.clear, follow_links=args.follow_links))
             print_events(lib)  # copies of killed runs removed
     except LibraryError as e:
         raise ValueError(str(e)) from None

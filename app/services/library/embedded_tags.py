@@ -127,7 +127,7 @@ def read_tags(path: str | os.PathLike[str]) -> TagText:
             with open(path, "rb") as fh:
                 head = fh.read(10)
                 if head[:3] == b"ID3" and len(head) == 10:  # MP3 (and some FLAC) files begin with their ID3 tag
-                    size = _syncsafe(head[6:10])
+                    size = syncsafe(head[6:10])
                     if size <= MAX_CHUNK_BYTES:
                         _id3_undecodable(head + fh.read(size), out)
         except (OSError, ValueError, struct.error):
@@ -163,7 +163,7 @@ def _read_mutagen(path: str | os.PathLike[str], out: TagText) -> None:
             if key in tags:
                 out.add(meaning, [str(v) for v in tags[key]])
     elif hasattr(tags, "items"):  # Vorbis comments (Ogg, FLAC, Opus), APEv2
-        raw = _vorbis_comment_bytes(path, type(f).__name__)
+        raw = vorbis_comment_bytes(path, type(f).__name__)
         if raw is not None:
             _vorbis_fields(raw, out)
             return
@@ -231,7 +231,7 @@ def _ixml(data: bytes, out: TagText) -> None:
 MAX_OGG_PAGES = 64  # the comment header is in the first pages; a stream that never completes it is damaged
 
 
-def _vorbis_comment_bytes(path: str | os.PathLike[str], container: str) -> bytes | None:
+def vorbis_comment_bytes(path: str | os.PathLike[str], container: str) -> bytes | None:
     """The Vorbis comment block of a FLAC, Ogg Vorbis or Ogg Opus file (framing removed), or None when the
     container is another one or the block cannot be found (mutagen's decoded values are used then)."""
     try:
@@ -249,7 +249,7 @@ def _vorbis_comment_bytes(path: str | os.PathLike[str], container: str) -> bytes
 def _flac_comment(path: str | os.PathLike[str]) -> bytes | None:
     with open(path, "rb") as fh:
         head = fh.read(10)
-        start = 10 + _syncsafe(head[6:10]) if head[:3] == b"ID3" and len(head) == 10 else 0
+        start = 10 + syncsafe(head[6:10]) if head[:3] == b"ID3" and len(head) == 10 else 0
         fh.seek(start)
         if fh.read(4) != b"fLaC":
             return None
@@ -306,22 +306,22 @@ ID3_V22 = {"TT1": "TIT1", "TT2": "TIT2", "TT3": "TIT3", "TP1": "TPE1", "TAL": "T
            "TCO": "TCON", "ULT": "USLT", "TXX": "TXXX"}
 
 
-def _syncsafe(b: bytes) -> int:
+def syncsafe(b: bytes) -> int:
     return (b[0] & 0x7F) << 21 | (b[1] & 0x7F) << 14 | (b[2] & 0x7F) << 7 | (b[3] & 0x7F)
 
 
-def _id3_frames(tag: bytes) -> list[tuple[str, bytes]]:
+def id3_frames(tag: bytes) -> list[tuple[str, bytes]]:
     """(frame id, body) of an ID3v2.2/2.3/2.4 tag's frames; compressed and encrypted frames are left out."""
     if tag[:3] != b"ID3" or len(tag) < 10:
         return []
     major, flags = tag[3], tag[5]
-    data = tag[10:10 + _syncsafe(tag[6:10])]
+    data = tag[10:10 + syncsafe(tag[6:10])]
     if major < 4 and flags & 0x80:  # whole-tag unsynchronisation (v2.2, v2.3)
         data = data.replace(b"\xff\x00", b"\xff")
     pos = 0
     if flags & 0x40 and major >= 3:  # an extended header
         n = struct.unpack_from(">I", data, 0)[0]
-        pos = _syncsafe(data[:4]) if major == 4 else 4 + n
+        pos = syncsafe(data[:4]) if major == 4 else 4 + n
     frames = []
     head = 6 if major == 2 else 10
     while pos + head <= len(data) and data[pos:pos + 1] not in (b"\x00", b""):
@@ -330,7 +330,7 @@ def _id3_frames(tag: bytes) -> list[tuple[str, bytes]]:
             fid = ID3_V22.get(fid, fid)
         else:
             fid = data[pos:pos + 4].decode("latin-1")
-            n = _syncsafe(data[pos + 4:pos + 8]) if major == 4 else struct.unpack_from(">I", data, pos + 4)[0]
+            n = syncsafe(data[pos + 4:pos + 8]) if major == 4 else struct.unpack_from(">I", data, pos + 4)[0]
             fflags = struct.unpack_from(">H", data, pos + 8)[0]
         body = data[pos + head:pos + head + n]
         pos += head + n
@@ -350,7 +350,7 @@ def _id3_frames(tag: bytes) -> list[tuple[str, bytes]]:
 def _id3_undecodable(tag: bytes, out: TagText) -> None:
     """Name the text frames of an ID3 tag that do not decode in their declared encoding (mutagen drops those
     frames), reading UTF-8 ones as Latin-1 as the RIFF chunks are."""
-    for fid, body in _id3_frames(tag):
+    for fid, body in id3_frames(tag):
         if not body or (fid not in ID3_FRAMES and fid != "TXXX"):
             continue
         encoding, text = body[0], body[1:]

@@ -98,19 +98,20 @@ def _pack(cid: bytes, body: bytes) -> bytes:
     return cid + struct.pack("<I", len(body)) + body + (b"\x00" if len(body) & 1 else b"")
 
 
-def new_info_body(entries: list[tuple[bytes, bytes]], values: dict[bytes, str]) -> bytes:
-    """The INFO list with `values` (UTF-8, NUL-terminated) in place of their entries, the rest byte for byte;
-    new entries go at the end."""
+def new_info_body(entries: list[tuple[bytes, bytes]], values: dict[bytes, str | None]) -> bytes:
+    """The INFO list with `values` (UTF-8, NUL-terminated) in place of their entries (None: the entries go), the
+    rest byte for byte; new entries go at the end."""
     done: set[bytes] = set()
     parts = [b"INFO"]
     for cid, raw in entries:
         if cid in values:
-            if cid in done:
-                continue  # a duplicate of an entry already replaced
-            raw = values[cid].encode("utf-8") + b"\x00"
+            if cid in done or values[cid] is None:
+                continue  # a duplicate of an entry already replaced, or one to remove
+            raw = str(values[cid]).encode("utf-8") + b"\x00"
             done.add(cid)
         parts.append(_pack(cid, raw))
-    parts += [_pack(cid, text.encode("utf-8") + b"\x00") for cid, text in values.items() if cid not in done]
+    parts += [_pack(cid, text.encode("utf-8") + b"\x00") for cid, text in values.items()
+              if cid not in done and text is not None]
     return b"".join(parts)
 
 
@@ -124,10 +125,10 @@ def _copy(src: BinaryIO, dst: BinaryIO, start: int, n: int) -> None:
         n -= len(block)
 
 
-def write_riff_copy(src_path: str | os.PathLike[str], dst: BinaryIO, values: dict[bytes, str],
+def write_riff_copy(src_path: str | os.PathLike[str], dst: BinaryIO, values: dict[bytes, str | None],
                     bext_description: str | None = None) -> None:
-    """Write `src_path` to `dst` with its INFO entries set to `values` (the first INFO list replaced in place,
-    or a new one appended) and, when given and the file has a `bext` chunk, its 256-byte description set.
+    """Write `src_path` to `dst` with its INFO entries set to `values` (None: removed; the first INFO list replaced
+    in place, or a new one appended) and, when given and the file has a `bext` chunk, its 256-byte description set.
     Every other chunk is copied byte for byte; the RIFF size is fixed up."""
     with open(src_path, "rb") as src:
         chunks = read_chunks(src)

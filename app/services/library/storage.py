@@ -22,6 +22,7 @@ from app.services.library.records import DiskFullError, LibraryError
 from core.display import display_name
 
 INDEX_LOCK_NAME = "index.lock"  # held (flock) by the indexing job of any process
+TAG_WRITE_LOCK_NAME = "tag-write.lock"  # held (flock) by the tag writing job of any process
 LOCK_TRIES = 5  # 0.2 s: past another job's probe of the lock, not past another job
 
 
@@ -108,6 +109,17 @@ class Catalog:
         finally:
             self._indexing = False
 
+    @contextlib.contextmanager
+    def tag_writing(self) -> Iterator[None]:
+        """Held by the one job writing tags into the library's files at a time, in this process or any other: two
+        at once would clean up each other's copies and replace a file the other is writing; a second one gets a
+        LibraryError."""
+        name = display_name(self.root)
+        with process_lock(self.catalog_dir / TAG_WRITE_LOCK_NAME, name,
+                          f"{name}'s tags are already being written into its files (by another Earshot window or "
+                          "command); try again when it has finished"):
+            yield
+
     def indexed_elsewhere(self) -> bool:
         """Another process is indexing this catalog now: its index files are behind the catalog until that job's
         next checkpoint, and they are that job's to write."""
@@ -120,11 +132,12 @@ def read_only_message(catalog_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def process_lock(path: Path, name: str) -> Iterator[None]:
+def process_lock(path: Path, name: str, busy: str | None = None) -> Iterator[None]:
     """An exclusive advisory lock on `path` for as long as the block runs; LibraryError if another open file holds
-    it (another process indexing the library: both would read and embed every file). The kernel drops it when the
-    process dies, so a killed run never leaves the library locked. Without flock (Windows) or when the lock file
-    cannot be made, nothing is locked: the catalog stays consistent, only the work may be done twice."""
+    it (the message `busy`, by default another process indexing the library: both would read and embed every
+    file). The kernel drops it when the process dies, so a killed run never leaves the library locked. Without
+    flock (Windows) or when the lock file cannot be made, nothing is locked: the catalog stays consistent, only the
+    work may be done twice."""
     try:
         import fcntl
     except ImportError:
@@ -142,7 +155,7 @@ def process_lock(path: Path, name: str) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if attempt == LOCK_TRIES - 1:
-                    raise LibraryError(busy_message(name)) from None
+                    raise LibraryError(busy or busy_message(name)) from None
                 time.sleep(0.05)
         yield
     finally:
