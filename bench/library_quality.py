@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from bench import names_baseline, search_libraries
+from bench import names_baseline, pinned, search_libraries
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "earshot" / "bench-library-quality"
 K = 10
@@ -74,7 +74,7 @@ def indexed_session(folder: Path, model: str | None = None) -> Iterator[Any]:  #
     from app.services.search.embedder import load_embedder
     from app.services.search.session import SearchSession
 
-    session = SearchSession.open(folder, load_embedder(model))
+    session = SearchSession.open(folder, load_embedder(str(pinned.retrieval(model)[1])))  # never the user's pick
     try:
         drain(session.index_job())
         yield session
@@ -135,7 +135,7 @@ def run(libraries: Sequence[str] | None = None, modes: Sequence[str] = ("names",
                                        seed=0)
         out[name] = score_folder(Path(built["folder"]), model, modes, retrieval)
         out[f"{name}-mixed"] = score_folder(Path(built["mixed_folder"]), model, modes, retrieval)
-    return {"libraries": out, "table": table_lines(out),
+    return {"libraries": out, "table": table_lines(out), **pinned.model_fields(*pinned.retrieval(retrieval)),
             "notes": "unseen packages (no model trained or tuned on them); queries and relevance committed "
                      "before any system ran (bench/data/search_libraries)"}
 

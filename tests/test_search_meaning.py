@@ -177,3 +177,16 @@ def test_each_result_says_how_it_was_found(recorder: SearchSession) -> None:
     assert all("its name says nothing" in why_html(h) for h in plain)
     assert hit_dict(copy)["match"]["found_by"] == "like" and hit_dict(copy)["match"]["like_path"] == \
         "fx/explosion.wav" and hit_dict(named)["match"]["found_by"] == "name"
+
+
+def test_the_quick_look_at_a_row_never_misses_a_word_it_holds() -> None:
+    """strengths() splits only the rows its one pattern finds: each way a word may be held is still found."""
+    from app.services.search.keywords import strengths
+
+    rows = {1: ("flies", "", "", ""), 2: ("foot step foot_step", "", "", ""), 3: ("DoorCreak", "", "", ""),
+            4: ("", "Slamming Doors", "", ""), 5: ("", "", "", "kaboom"), 6: ("rain", "", "", "")}
+    readings = [WordReading("fly", frozenset({"fly"})), WordReading("footsteps", frozenset({"footstep"})),
+                WordReading("door", frozenset({"door"}), synonyms={"kaboom": 0.5}),
+                WordReading("slam", frozenset({"slam"}))]
+    got = strengths(readings, rows, lambda _w: 1, 10)
+    assert all(got[f] > 0 for f in (1, 2, 3, 4, 5)) and got[6] == 0.0

@@ -17,7 +17,9 @@ synonym (thesaurus.py) by its weight.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -26,13 +28,13 @@ from app.services.library.names import split_words
 
 if TYPE_CHECKING:
     from app.services.search.query import Query
-    from app.services.search.thesaurus import Thesaurus
     from app.services.search.vocabulary import Vocabulary
 
 NAME, FOLDER, TAGS, USER_TAGS = range(4)  # the columns of TextChannel.keyword_fields, in order
 FIELD_WEIGHTS = (1.0, 0.5, 0.6, 1.0)  # a word in the name says most; a folder word is shared by its neighbours
 SHARED_FIELDS = (FOLDER, TAGS)  # fields whose words many files share: weighed by how specific the word is
 MIN_SPECIFIC = 0.1  # a folder word every file holds still says a little
+_SEPARATORS = re.compile(r"[\W_]+")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ def singular(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def inflection_key(word: str) -> str:
     """One key for a word's inflections, and only theirs: plural, -ing and -ed ("bubbles", "bubbling" and
     "bubble" -> "bubbl"; "slamming" -> "slam"; "creaked" -> "creak"). Unlike a stemmer it never cuts other
@@ -73,15 +76,15 @@ def inflection_key(word: str) -> str:
 
 
 def query_readings(query: Query, vocab: Vocabulary | None, prefix_last: bool = False,
-                   thesaurus: Thesaurus | None = None) -> list[WordReading]:
-    """The readings of a query's plain words (as the FTS5 parts read them, with their synonyms in `thesaurus`),
-    its phrases' words and its prefixes."""
+                   synonyms_of: Callable[[str], Mapping[str, float]] | None = None) -> list[WordReading]:
+    """The readings of a query's plain words (as the FTS5 parts read them, with their synonyms: key -> weight,
+    thesaurus.Thesaurus.of), its phrases' words and its prefixes."""
     last = query.typed_last(prefix_last)
     groups, fixes = query.read(vocab, last)
     split_of = vocab.split if vocab is not None else (lambda _w: None)
     out = readings(groups, lambda w: split_of(fixes.get(w, w)), last)
-    if thesaurus is not None:
-        out = [replace(r, synonyms={k: v for k, v in thesaurus.of(fixes.get(r.word, r.word)).items()
+    if synonyms_of is not None:
+        out = [replace(r, synonyms={k: v for k, v in synonyms_of(fixes.get(r.word, r.word)).items()
                                     if k not in r.forms}) for r in out]
     phrase_words = {inflection_key(w) for p in query.phrases for w in split_words(p)}
     out += [WordReading(w, frozenset({w})) for w in sorted(phrase_words)]
@@ -104,13 +107,14 @@ def readings(groups: Sequence[Sequence[str]], split_of: Callable[[str], Sequence
     return out
 
 
-def field_words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=1 << 14)  # folder and tag texts repeat across files and queries
+def field_words(text: str) -> frozenset[str]:
     """A field's words as inflection keys, with each pair of neighbours joined ("foot step" holds "footstep")."""
     words = [inflection_key(w) for w in split_words(text)]
-    return {*words, *(a + b for a, b in zip(words, words[1:], strict=False))}
+    return frozenset((*words, *(a + b for a, b in zip(words, words[1:], strict=False))))
 
 
-def found_in(reading: WordReading, words: set[str]) -> tuple[str, float] | None:
+def found_in(reading: WordReading, words: frozenset[str]) -> tuple[str, float] | None:
     """The file word by which `words` holds the reading and how much it counts (1: the word itself; less: a
     synonym), or None."""
     for form in reading.forms:
@@ -134,7 +138,7 @@ def specificity(df: int, files: int) -> float:
     return max(MIN_SPECIFIC, 1.0 - math.log(df) / math.log(files))
 
 
-def strength(reading: WordReading, fields: Sequence[set[str]], frequency: Callable[[str], int], files: int
+def strength(reading: WordReading, fields: Sequence[frozenset[str]], frequency: Callable[[str], int], files: int
              ) -> float:
     """How strongly one file's fields hold one query word, 0..1: its best field's weight, shared fields
     weighed by the word's specificity."""
@@ -154,11 +158,24 @@ def strength(reading: WordReading, fields: Sequence[set[str]], frequency: Callab
 def strengths(reading_list: Sequence[WordReading], rows: Mapping[int, Sequence[str]],
               frequency: Callable[[str], int], files: int) -> dict[int, float]:
     """file id -> the mean strength of the query's words in that file's keyword row (TextChannel.keyword_fields),
-    0..1; every file of `rows` is listed (0: it holds none of them)."""
+    0..1; every file of `rows` is listed (0: it holds none of them). A row none of whose text could hold a
+    reading (`needles`, one regular expression search) is not split into words: most candidates are not."""
+    out = {fid: 0.0 for fid in rows}
     if not reading_list:
-        return {fid: 0.0 for fid in rows}
-    out = {}
+        return out
+    could = needles(reading_list)
     for fid, row in rows.items():
-        fields = [field_words(text) for text in row]
-        out[fid] = sum(strength(r, fields, frequency, files) for r in reading_list) / len(reading_list)
+        text = " ".join(row).lower()
+        if could is None or could.search(text) or could.search(_SEPARATORS.sub("", text)):  # "foot_step"
+            fields = [field_words(text) if text else frozenset() for text in row]
+            out[fid] = sum(strength(r, fields, frequency, files) for r in reading_list) / len(reading_list)
     return out
+
+
+def needles(reading_list: Sequence[WordReading]) -> re.Pattern[str] | None:
+    """A pattern found in the lower-cased text of every row that holds one of the readings (each key, cut
+    before the letters an inflection may change: "fly" is in "flies" as "fl"); None when the readings have
+    no key to look for."""
+    keys = {k for r in reading_list for k in (*r.forms, *r.prefixes, *r.parts, *r.synonyms)}
+    cut = sorted({k[:-1] if len(k) > 2 and k[-1] in "ye" else k for k in keys if k}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, cut))) if cut else None

@@ -174,7 +174,8 @@ class SearchSession:
             filters=filters, sound_only=w == 0)
         found = gather(self.library, request, encode)
         if w > 0:  # every candidate's words read against the query's (FTS5 cast the net), synonyms too
-            readings = keywords.query_readings(query, vocab, prefix_last, self.thesaurus)
+            thesaurus = self.thesaurus
+            readings = keywords.query_readings(query, vocab, prefix_last, thesaurus.of if thesaurus else None)
             found.keyword = keywords.strengths(readings, self.library.text.keyword_fields(found.ids()),
                                                vocab.frequency if vocab is not None else lambda _w: 1, max(indexed))
         if w == 0:
