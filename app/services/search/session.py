@@ -100,6 +100,7 @@ class SearchSession:
         self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
         self.synonyms = True  # read query and name words through thesaurus.py (UCS and the user's file)
         self._silent: tuple[str, bool] | None = None  # (words generation, whether some file's names are silent)
+        self._library_keys: tuple[Vocabulary, frozenset[str]] | None = None  # the inflection keys of its words
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -174,8 +175,7 @@ class SearchSession:
             filters=filters, sound_only=w == 0)
         found = gather(self.library, request, encode)
         if w > 0:  # every candidate's words read against the query's (FTS5 cast the net), synonyms too
-            thesaurus = self.thesaurus
-            readings = keywords.query_readings(query, vocab, prefix_last, thesaurus.of if thesaurus else None)
+            readings = keywords.query_readings(query, vocab, prefix_last, self._synonyms_of(vocab))
             found.keyword = keywords.strengths(readings, self.library.text.keyword_fields(found.ids()),
                                                vocab.frequency if vocab is not None else lambda _w: 1, max(indexed))
         if w == 0:
@@ -208,6 +208,20 @@ class SearchSession:
         vectors = {**top, **lib.vectors.of_files(model, [f for f, sc in ranked if sc.silent])}
         return sounds_like.lift(ranked, {f: v / max(float(np.linalg.norm(v)), 1e-12) for f, v in vectors.items()},
                                 fusion.FusionRule())
+
+    def _synonyms_of(self, vocab: Vocabulary | None) -> Callable[[str], dict[str, float]] | None:
+        """A word's synonyms that the library's names, folders or user tags use (one it never uses there can match
+        no name: checking hundreds of them cost a search several milliseconds; one only in embedded tags is
+        not read); None without synonyms."""
+        thesaurus = self.thesaurus
+        if thesaurus is None:
+            return None
+        if vocab is None:
+            return thesaurus.of
+        if self._library_keys is None or self._library_keys[0] is not vocab:
+            self._library_keys = (vocab, frozenset(keywords.inflection_key(w) for w in vocab.counts))
+        used = self._library_keys[1]
+        return lambda word: {k: v for k, v in thesaurus.of(word).items() if k in used}
 
     def _any_silent(self) -> bool:
         """Whether the library has files whose names say nothing, read again when its texts change."""
