@@ -240,3 +240,20 @@ def test_unpack_takes_sound_files_and_docs_only(tmp_path):
     assert (root / "usr/share/doc/fake-sounds/copyright").read_text() == DEP5
     assert not (root / "usr/share/games/fake/level.dat").exists()
     assert not any(debs.iterdir())
+
+
+def test_the_search_libraries_packages_never_enter_a_corpus() -> None:
+    """Every package a search library is made of (bench/data/search_libraries) is refused by the corpus builders:
+    flightgear-data-base and torcs-data were unseen only because of the corpus's 300 MB download limit."""
+    import json
+    from pathlib import Path
+
+    from training.reserved import SEARCH_BENCH_PACKAGES
+    from training.student_data import excluded_package
+
+    data = Path(__file__).resolve().parents[1] / "bench" / "data" / "search_libraries"
+    packages = {json.loads(p.read_text())["package"] for p in data.glob("*/library.json")}
+    assert packages and packages == set(SEARCH_BENCH_PACKAGES)  # a new library adds its package here
+    listing = "".join(f"{p}: /usr/share/{p}/a.wav\n" for p in packages) + "ok-pkg: /usr/share/b.wav\n"
+    assert set(sc.find_sound_packages(listing)) == {"ok-pkg"}
+    assert all(excluded_package(p) for p in packages) and not excluded_package("ok-pkg")

@@ -7,6 +7,10 @@ RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core
 # "heldout-numbers"): real voices the speech models are measured on, so they must not reach a speech model as
 # training data or augmentation noise either
 SPEECH_EVAL_PACKAGES = ("kajongg", "gentle", "qabcs-data", "scid-data", "csmash-data")
+# the packages of the search libraries (bench/data/search_libraries/*/library.json): unseen by every model so far,
+# some only because the corpus's download limit kept them out; never corpus material (a test keeps this in step)
+SEARCH_BENCH_PACKAGES = ("berusky2-data", "crossfire-client", "flare-game", "flightgear-data-base", "micropolis-data",
+                         "minuet-data", "overgod-data", "torcs-data", "tuxpaint-plugins-default")
 
 
 def is_reserved(package: str) -> bool:
@@ -17,6 +21,11 @@ def is_reserved(package: str) -> bool:
 def is_speech_eval(package: str) -> bool:
     """True for the packages whose voices evaluate the speech models (and so are never their noise)."""
     return package.lower() in SPEECH_EVAL_PACKAGES
+
+
+def is_search_bench(package: str) -> bool:
+    """True for a package a search library is made of (bench/data/search_libraries)."""
+    return package.lower() in SEARCH_BENCH_PACKAGES
 
 
 def is_held_out(package: str) -> bool:

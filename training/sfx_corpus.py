@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from core import audio as audio_path
-from training.reserved import RESERVED_PREFIXES, check_not_reserved, is_reserved
+from training.reserved import RESERVED_PREFIXES, check_not_reserved, is_reserved, is_search_bench
 from training.sfx_captions import caption_from_path
 from training.sfx_synthetic import MidiClip, midi_plan, render_midi, synthesise, trim_silence, tts_plan
 
@@ -205,14 +205,15 @@ def collect_package(root: Path, package: str, files: Sequence[str], out_dir: Pat
 
 
 def find_sound_packages(listing: str | None = None) -> dict[str, list[str]]:
-    """package -> sound files it ships, from `apt-file search` (or its saved output), reserved packages removed."""
+    """package -> sound files it ships, from `apt-file search` (or its saved output), reserved packages and the
+    search libraries' packages removed."""
     if listing is None:
         listing = subprocess.run(["apt-file", "search", "-x", r"\.(ogg|wav|flac)$"], check=True,
                                  capture_output=True, text=True).stdout
     found: dict[str, list[str]] = {}
     for line in listing.splitlines():
         package, _, path = line.partition(": ")
-        if path and not is_reserved(package):
+        if path and not is_reserved(package) and not is_search_bench(package):
             found.setdefault(package, []).append(path.strip())
     return found
 

@@ -28,13 +28,12 @@ from safetensors.torch import load_file, save_file
 from models.aisfx import AisfxConfig
 from models.frontends import AisfxMel
 from training.caption_data import load_audio
-from training.reserved import is_held_out
+from training.reserved import is_held_out, is_search_bench
 from training.sfx_corpus import Settings, split_for_package
 
 ROOT = Path(__file__).resolve().parents[1]
 SFX = ROOT.parent / "shared" / "data" / "sfx"
 CORPUS = Path("/work/data/sfx-corpus")
-BENCH_LIBRARIES = ("flare-game", "micropolis-data", "tuxpaint-plugins-default")  # bench/data/search_libraries
 SHARD = 400  # entries per file
 
 
@@ -47,7 +46,7 @@ class Sound:
 
 
 def excluded_package(package: str) -> bool:
-    return is_held_out(package) or package.startswith(BENCH_LIBRARIES)
+    return is_held_out(package) or is_search_bench(package)
 
 
 def corpus_split(package: str) -> str:
