@@ -161,12 +161,12 @@ def strengths(reading_list: Sequence[WordReading], rows: Mapping[int, Sequence[s
     0..1; every file of `rows` is listed (0: it holds none of them). A row none of whose text could hold a
     reading (`needles`, one regular expression search) is not split into words: most candidates are not."""
     out = {fid: 0.0 for fid in rows}
-    if not reading_list:
-        return out
     could = needles(reading_list)
+    if could is None:  # no reading has a word to look for: no row can hold one
+        return out
     for fid, row in rows.items():
         text = " ".join(row).lower()
-        if could is None or could.search(text) or could.search(_SEPARATORS.sub("", text)):  # "foot_step"
+        if could.search(text) or could.search(_SEPARATORS.sub("", text)):  # "foot_step"
             fields = [field_words(text) if text else frozenset() for text in row]
             out[fid] = sum(strength(r, fields, frequency, files) for r in reading_list) / len(reading_list)
     return out
