@@ -1092,6 +1092,7 @@ def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
     drain(index_library(root, emb))
     cat = root / ".earshot" / "catalog.sqlite"
     db = sqlite3.connect(cat)
+    db.execute("ALTER TABLE vectors DROP COLUMN categories")  # version 7 -> 6
     for stmt in [f"DROP TRIGGER {t}_words_{e}" for t in ("texts", "user_tags") for e in ("insert", "update", "delete")]\
             + ["DROP TABLE counters", "ALTER TABLE index_files DROP COLUMN stat"]:
         db.execute(stmt)  # version 5 -> 4
@@ -1107,7 +1108,7 @@ def test_v1_catalog_is_migrated_keeping_its_vectors(tmp_path):
     db.commit()
     db.close()
     with Library.open(root) as lib:
-        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION == 6
+        assert lib.db.execute("PRAGMA user_version").fetchone()[0] == C.SCHEMA_VERSION == 7
         assert top(lib, emb, "880 Hz", k=1) == ["tone_880.wav"]  # no checksum yet: vectors compared, kept
         assert not any("rebuilding" in e for e in lib.events)
     assert drain(index_library(root, emb)).unchanged == len(FREQS)

@@ -204,17 +204,14 @@ def load_embedder():  # noqa: ANN201 - a RetrievalEmbedder (torch imported lazil
 
 
 def first_window(path: Path, sample_rate: int, samples: int) -> np.ndarray | None:
-    """A file's first library window: soundfile decode, mono, resampled, zero-padded as the library pads it
-    (None: libsndfile cannot read the file)."""
-    import soundfile as sf
-
-    from core.audio import resample, to_mono
+    """A file's first library window: decoded, mono, resampled, zero-padded as the library pads it (None: the
+    file cannot be read)."""
+    from core.audio import AudioError, decode
 
     try:
-        audio, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, OSError):
+        wave = decode(path, sample_rate, duration=samples / sample_rate).audio[:samples]
+    except (AudioError, OSError):
         return None
-    wave = resample(to_mono(audio), rate, sample_rate)[:samples]
     return np.pad(wave, (0, samples - len(wave)))
 
 
@@ -322,7 +319,8 @@ def mapping_document(study: dict[str, dict], heldout: dict[str, dict]) -> dict:
     dropped = dropped_categories(heldout)
     heads = {n: {"classes": [None if c in dropped else c for c in s["classes"]]}
              for n, s in study.items() if s["kept"]}
-    return {"heads": heads, "threshold": THRESHOLD, "dropped": dropped,
+    aligned = {n: {"classes": s["classes"]} for n, s in study.items() if s["kept"]}
+    return {"heads": heads, "aligned": aligned, "threshold": THRESHOLD, "dropped": dropped,
             "heldout": {c: {k: s[k] for k in ("precision", "recall", "n")} for c, s in sorted(heldout.items())},
             "source": "tools/aisfx_categories.py: aiSFX checkpoint heads (aisfx 0.1.2, Ma & Lerch, CC BY 4.0) "
                       "aligned to UCS v8.2.1 categories (CC0) in alphabetical order on ../shared/data/sfx "
@@ -363,8 +361,8 @@ def run(sfx: Path, ucs: Path, out: Path, cache: Path) -> dict:
     heldout = heldout_scores(reader.probabilities(lib_emb), reader.categories, y_lib, vocab)
     doc = mapping_document(study, heldout)
     out.write_text(dump_mapping(doc), encoding="utf-8")
-    # after the fact, not used for any choice: the shipped mapping's own precision (its reader renormalises
-    # over the kept categories only), and how often the undropped mapping's top category is right at any confidence
+    # after the fact, not used for any choice: the shipped mapping's own precision (the kept categories only;
+    # what went to dropped classes is "none"), and how often the aligned top category is right at any confidence
     shipped = reader_for(heads, {n: v["classes"] for n, v in doc["heads"].items()})
     top = reader.probabilities(lib_emb).argmax(axis=1)
     col = [vocab.categories.index(c) for c in reader.categories]

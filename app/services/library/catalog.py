@@ -203,9 +203,18 @@ def _migrate_v5(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE texts ADD COLUMN credits TEXT NOT NULL DEFAULT ''")
 
 
+def _migrate_v6(db: sqlite3.Connection) -> None:
+    """v7: what the sound is, from the model's category heads (core/aisfx_heads.py): `vectors.categories`, the
+    file's likeliest UCS categories as 'NAME confidence' pairs joined by ';', best first (NULL: the model has no
+    heads, or the vector came before them). Stored beside the vector because it comes from the same audio pass
+    and goes wherever the vector goes (a move, a copy, a new content)."""
+    db.execute("ALTER TABLE vectors ADD COLUMN categories TEXT")
+
+
 # MIGRATIONS[v]: catalog at version v -> v + 1. A new catalog is created at version 1 and migrated up.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_v0, 1: _migrate_v1, 2: _migrate_v2,
-                                                               3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v5}
+                                                               3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v5,
+                                                               6: _migrate_v6}
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 # rows holding content `hash` that needs no reading for `model_id` (a vector, or a recorded failure),

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.services.library.catalog import normalise
+from app.services.library.categories import CATEGORIES_KEPT
 from app.services.library.records import Embedder, PathLike, PreparingEmbedder
 from core.audio import AudioInfo, EmptyAudioError, audio_info, decode, iter_blocks
 
@@ -116,28 +117,64 @@ def pool(windows: np.ndarray, cover: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def embed(embedder: Embedder, batches: np.ndarray | Sequence[Any]) -> np.ndarray:
     """(W, S) windows, or a list of window batches (arrays, or what `embedder.prepare_windows` made of them)
     -> (W, D), in order, shape-checked."""
+    return embed_with_categories(embedder, batches)[0]
+
+
+def embed_with_categories(embedder: Embedder, batches: np.ndarray | Sequence[Any]
+                          ) -> tuple[np.ndarray, np.ndarray | None]:
+    """As `embed`, with each window's category probabilities ((W, K), or None: the embedder has no heads)."""
     if isinstance(batches, np.ndarray):
         batches = [batches]
     n = sum(len(b) for b in batches)
+    cats = None
     if batches and not isinstance(batches[0], np.ndarray):
         if not isinstance(embedder, PreparingEmbedder):
             raise TypeError(f"{type(embedder).__name__} cannot embed prepared windows (no embed_prepared)")
-        out = embedder.embed_prepared(batches)
+        with_cats = getattr(embedder, "embed_prepared_with_categories", None)
+        out, cats = with_cats(batches) if with_cats is not None else (embedder.embed_prepared(batches), None)
     else:
-        out = embedder.embed_windows(np.concatenate(batches) if len(batches) != 1 else batches[0])
+        windows = np.concatenate(batches) if len(batches) != 1 else batches[0]
+        with_cats = getattr(embedder, "embed_windows_with_categories", None)
+        out, cats = with_cats(windows) if with_cats is not None else (embedder.embed_windows(windows), None)
     out = np.asarray(out, dtype=np.float32)
     if out.shape != (n, embedder.dim):
         raise ValueError(f"embedder returned shape {out.shape} for {n} windows, expected ({n}, {embedder.dim})")
-    return out
+    if cats is not None and (cats.ndim != 2 or len(cats) != n):
+        raise ValueError(f"embedder returned category probabilities of shape {cats.shape} for {n} windows")
+    return out, cats
+
+
+def pool_categories(probs: np.ndarray, cover: np.ndarray, names: Sequence[str], keep: int = CATEGORIES_KEPT
+                    ) -> str | None:
+    """(W, K) window probabilities -> the file's likeliest categories as stored ('NAME 0.812;NAME 0.104', best
+    first): the coverage-weighted mean, as the file vector is pooled; None when there are none."""
+    if not len(probs) or not len(names):
+        return None
+    mean = (cover[:, None] * probs).sum(0) / max(float(cover.sum()), 1e-12)  # (K,)
+    best = np.argsort(-mean, kind="stable")[:keep]
+    return ";".join(f"{names[i]} {mean[i]:.3f}" for i in best)
 
 
 def embed_file(path: PathLike, embedder: Embedder, batch: int = 16, max_windows: int = LONG_FILE_WINDOWS
                ) -> tuple[np.ndarray, np.ndarray]:
     """(file vector (D,), window vectors (W, D)) of one file, streamed window by window; a long file from
     `max_windows` spread windows (0: every one), as the indexer does."""
-    vecs, covers = [], []
+    mean, windows, _ = embed_file_with_categories(path, embedder, batch, max_windows)
+    return mean, windows
+
+
+def embed_file_with_categories(path: PathLike, embedder: Embedder, batch: int = 16,
+                               max_windows: int = LONG_FILE_WINDOWS) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """As `embed_file`, with the file's categories as stored (`pool_categories`; None: the model has none)."""
+    vecs, covers, cats = [], [], []
     info = audio_info(path) if max_windows else None
     for windows, cover in windows_of(path, embedder, batch, max_windows, info):
-        vecs.append(embed(embedder, windows))
+        v, c = embed_with_categories(embedder, windows)
+        vecs.append(v)
         covers.append(cover)
-    return pool(np.concatenate(vecs), np.concatenate(covers))
+        if c is not None:
+            cats.append(c)
+    cover = np.concatenate(covers)
+    names = getattr(embedder, "category_names", ())
+    return (*pool(np.concatenate(vecs), cover), pool_categories(np.concatenate(cats), cover, names) if cats
+            else None)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from core.audio import AudioInfo
 
 _ROW = ("SELECT id, path, size, mtime_ns, hash, status,"
-        " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id = ?), duration FROM files f")
+        " EXISTS(SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id = ?{}), duration FROM files f")
 
 
 class FileTable:
@@ -49,10 +49,12 @@ class FileTable:
 
     # -------------------------------------------------------------------------------------------- reading
 
-    def rows(self, model_id: str) -> dict[bytes, CatalogRow]:
-        """Every file row by relative path key; has_vector says whether `model_id` has its vector."""
+    def rows(self, model_id: str, categorised: bool = False) -> dict[bytes, CatalogRow]:
+        """Every file row by relative path key; has_vector says whether `model_id` has its vector (`categorised`:
+        one with the sound's categories, which a vector stored before the model had heads lacks)."""
+        sql = _ROW.format(" AND v.categories IS NOT NULL" if categorised else "")
         with self.catalog.lock:
-            rows = self.catalog.db.execute(_ROW, (model_id,)).fetchall()
+            rows = self.catalog.db.execute(sql, (model_id,)).fetchall()
         return {bytes(r[1]): CatalogRow(r[0], bytes(r[1]), *r[2:6], bool(r[6]), r[7]) for r in rows}
 
     def id_of(self, path: PathLike) -> int | None:
@@ -129,12 +131,14 @@ class FileTable:
 
     def record(self, model_id: str, f: ScannedFile, size: int, mtime_ns: int, digest: str | None,
                seen: set[bytes], *, meta: dict[str, Any] | None = None,
-               vectors: tuple[np.ndarray, np.ndarray] | None = None, reuse: bool = False) -> str:
+               vectors: tuple[np.ndarray, np.ndarray] | None = None, categories: str | None = None,
+               reuse: bool = False) -> str:
         """Record one file's outcome in one transaction; returns embedded|moved|copied|touched|failed|stale.
 
         seen: relative path keys present in the folder (a row whose path is not seen may be adopted as a
         move). meta: duration, sample_rate, channels, status, error of newly read content. vectors: (mean (D,),
-        windows (W, D)) for `model_id`, L2-normalised. reuse: the content (digest) is already in the catalog:
+        windows (W, D)) for `model_id`, L2-normalised; categories: what the model's heads heard, as stored
+        (embedding.pool_categories). reuse: the content (digest) is already in the catalog:
         take metadata and vector from there ('stale' when it no longer is). The in-memory index follows;
         its file is written by `library.vectors.save`.
         """
@@ -188,9 +192,10 @@ class FileTable:
                     mean, windows = vectors
                     blob, wblob, n = mean.tobytes(), windows.tobytes(), len(windows)
                 else:
-                    blob, n, wblob = store.stored_of_content(db, digest, model_id)
+                    blob, n, wblob, categories = store.stored_of_content(db, digest, model_id)
                 removed += store.drop(db, target.id, model_id)
-                added = (store.insert(db, model_id, target.id, blob, n, wblob), np.frombuffer(blob, dtype=np.float32))
+                added = (store.insert(db, model_id, target.id, blob, n, wblob, categories),
+                         np.frombuffer(blob, dtype=np.float32))
         # the catalog has committed: bring the in-memory index along (the file is written at checkpoints)
         with self.catalog.lock:
             store.unindex(removed)
@@ -280,7 +285,7 @@ class FileTable:
         return removed
 
     def _row_at(self, key: bytes, model_id: str) -> CatalogRow | None:
-        r = self.catalog.db.execute(_ROW + " WHERE path = ?", (model_id, key)).fetchone()
+        r = self.catalog.db.execute(_ROW.format("") + " WHERE path = ?", (model_id, key)).fetchone()
         return CatalogRow(*r[:6], bool(r[6])) if r else None
 
 

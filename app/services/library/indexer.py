@@ -30,7 +30,14 @@ import numpy as np
 from app.services.jobs import Job, Progress
 from app.services.library import scan
 from app.services.library.catalog import CatalogRow
-from app.services.library.embedding import LONG_FILE_WINDOWS, embed, pool, window_count, windows_of
+from app.services.library.embedding import (
+    LONG_FILE_WINDOWS,
+    embed_with_categories,
+    pool,
+    pool_categories,
+    window_count,
+    windows_of,
+)
 from app.services.library.eta import RateEta, work_of
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, FailedFile, IndexReport, PathLike, TextEncoder
@@ -138,6 +145,7 @@ class _Pending:
 
     vectors: list[np.ndarray] = field(default_factory=list)  # [(w, D)]
     cover: list[np.ndarray] = field(default_factory=list)  # [(w,)]
+    categories: list[np.ndarray] = field(default_factory=list)  # [(w, K)], when the model has category heads
     done: Done | None = None  # once the reader finished
     waiting: int = 0  # windows read but not embedded yet (in the batch or on the embedding thread)
 
@@ -262,7 +270,8 @@ class _IndexRun:
         r.files_seen, r.scan_errors = len(found.files), found.errors
         lib.vectors.register_model(self.embedder)
         lib.vectors.index(self.model_id)  # load and repair before changing anything
-        rows = lib.files.rows(self.model_id)
+        # a model with category heads reads again the files whose vectors came before them (once)
+        rows = lib.files.rows(self.model_id, categorised=bool(getattr(self.embedder, "category_names", ())))
         self.seen = {f.key for f in found.files}
         self.scanned = {f.key: f.mtime_ns for f in found.files}
         self.devices = found.devices
@@ -563,7 +572,8 @@ class _IndexRun:
         if self.batch:
             batch, self.batch = self.batch, []
             owners = [self.state[i] for i, _, _ in batch]
-            future = self.embedding_thread.submit(embed, self.embedder, [w for _, w, _ in batch])  # (B, D)
+            future = self.embedding_thread.submit(embed_with_categories, self.embedder,
+                                                  [w for _, w, _ in batch])  # (B, D), (B, K) | None
             self.embedding = (batch, owners, future)
         if self.outstanding == 0:  # nothing left to read: wait for the model
             self.collect()
@@ -581,7 +591,7 @@ class _IndexRun:
             return
         batch, owners, future = self.embedding
         self.embedding = None
-        vecs = future.result()
+        vecs, cats = future.result()
         if not np.isfinite(vecs).all():
             self.refuse_model(batch)
         start = 0
@@ -589,6 +599,8 @@ class _IndexRun:
             if self.state.get(i) is p:
                 p.vectors.append(vecs[start:start + len(w)])
                 p.cover.append(c)
+                if cats is not None:
+                    p.categories.append(cats[start:start + len(w)])
                 p.waiting -= len(w)
             start += len(w)
 
@@ -600,8 +612,10 @@ class _IndexRun:
         vecs, cover = np.concatenate(p.vectors), np.concatenate(p.cover)  # (W, D), (W,)
         meta = {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
                 "status": "ok", "error": None}
+        names = getattr(self.embedder, "category_names", ())
+        categories = pool_categories(np.concatenate(p.categories), cover, names) if p.categories else None
         outcome = self.lib.files.record(self.model_id, t.file, st.st_size, st.st_mtime_ns, digest, self.seen,
-                                       meta=meta, vectors=pool(vecs, cover))
+                                       meta=meta, vectors=pool(vecs, cover), categories=categories)
         (self.report.moved if outcome == "moved" else self.report.embedded).append(t.file.rel)
         if time.monotonic() - self.trimmed > TRIM_EVERY_S:  # the threads' freed buffers back to the system
             memory.trim()

@@ -118,8 +118,9 @@ def recognise(record: tuple) -> str | None:
     if n in (11, 12, 13) and isinstance(record[1], bytes) and record[8] in ("ok", "error") and all(
             isinstance(record[k], int) for k in (2, 3)):
         return "files"
-    if n == 6 and isinstance(record[1], str) and isinstance(record[2], int) and isinstance(record[3], bytes) \
-            and isinstance(record[4], int) and isinstance(record[5], bytes):
+    if n in (6, 7) and isinstance(record[1], str) and isinstance(record[2], int) and isinstance(record[3], bytes) \
+            and isinstance(record[4], int) and isinstance(record[5], bytes) and (n == 6 or record[6] is None
+                                                                                 or isinstance(record[6], str)):
         return "vectors"
     if n in (4, 5) and isinstance(record[0], str) and isinstance(record[1], int) and isinstance(record[2], int) \
             and isinstance(record[3], float | int):

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
-from app.services.library.embedding import embed_file
+from app.services.library.embedding import embed_file_with_categories
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
 from app.services.library.records import BrokenModelError, Embedder, IndexReport, TextEncoder
@@ -46,9 +46,10 @@ def shard_dir(lib: Library, model_id: str) -> Path:
     return lib.catalog_path.parent / "shards" / re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id)
 
 
-def plan_files(lib: Library, model_id: str) -> list[ScannedFile]:
-    """Files on disk whose catalog row for `model_id` is missing, changed, or has no vector yet."""
-    rows = lib.files.rows(model_id)
+def plan_files(lib: Library, model_id: str, categorised: bool = False) -> list[ScannedFile]:
+    """Files on disk whose catalog row for `model_id` is missing, changed, or has no vector yet (or, when the
+    model has category heads, `categorised`, no categories yet)."""
+    rows = lib.files.rows(model_id, categorised=categorised)
     todo = []
     for f in scan_folder(lib.root).files:
         row = rows.get(f.key)
@@ -121,11 +122,12 @@ def embed_share(folder: Path, files: list[ScannedFile], embedder: Embedder, ctx:
             st = os.stat(f.path)
             entry |= {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "hash": hash_file(f.path)}
             info = audio_info(f.path)
-            mean, windows = embed_file(f.path, embedder)
+            mean, windows, categories = embed_file_with_categories(f.path, embedder)
             if not np.isfinite(windows).all():
                 raise BrokenModelError(f"model {embedder.model_id!r} is broken: it produced NaN/inf values "
                                        f"(for {f.rel})")
-            entry |= {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels}
+            entry |= {"duration": info.duration, "sample_rate": info.sample_rate, "channels": info.channels,
+                      "categories": categories}
             arrays[f"mean.{len(entries)}"] = mean.astype(np.float32)
             arrays[f"windows.{len(entries)}"] = windows.astype(np.float32)
         except FileNotFoundError:
@@ -166,7 +168,7 @@ def merge_parts(lib: Library, folder: Path, model_id: str) -> Job:
                 meta = {"duration": e["duration"], "sample_rate": e["sample_rate"], "channels": e["channels"],
                         "status": "ok", "error": None}
                 lib.files.record(model_id, f, f.size, f.mtime_ns, e["hash"], seen, meta=meta,
-                           vectors=(arrays[f"mean.{j}"], arrays[f"windows.{j}"]))
+                           vectors=(arrays[f"mean.{j}"], arrays[f"windows.{j}"]), categories=e.get("categories"))
             merged += 1
         yield {"step": k + 1, "total": len(parts), "message": f"merging {part.name}"}
     lib.vectors.save(model_id)
@@ -186,7 +188,8 @@ def sharded_index_job(root: str | os.PathLike[str], embedder: Embedder, ctx: ddp
             yield {"step": 0, "total": 0, "message": "planning"}
             lib.vectors.register_model(embedder)
             folder = shard_dir(lib, model_id)
-            write_plan(folder, model_id, plan_files(lib, model_id), ctx.world_size)
+            write_plan(folder, model_id, plan_files(lib, model_id, bool(getattr(embedder, "category_names", ()))),
+                       ctx.world_size)
             _broadcast_path(folder, ctx)
         else:
             folder = _broadcast_path(None, ctx)

@@ -235,19 +235,22 @@ class VectorStore:
         return [r[0] for r in rows]
 
     @staticmethod
-    def insert(db: sqlite3.Connection, model_id: str, file_id: int, vector: bytes, n_windows: int, windows: bytes
-               ) -> int:
-        """Store a file's vector (and its windows' vectors) inside the caller's transaction; returns its id, to
-        `add` to the loaded index once it has committed."""
-        cur = db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows) VALUES (?, ?, ?, ?, ?)",
-                         (model_id, file_id, vector, n_windows, windows))
+    def insert(db: sqlite3.Connection, model_id: str, file_id: int, vector: bytes, n_windows: int, windows: bytes,
+               categories: str | None = None) -> int:
+        """Store a file's vector (its windows' vectors, what its sound's categories are) inside the caller's
+        transaction; returns its id, to `add` to the loaded index once it has committed."""
+        cur = db.execute("INSERT INTO vectors(model_id, file_id, vector, n_windows, windows, categories)"
+                         " VALUES (?, ?, ?, ?, ?, ?)", (model_id, file_id, vector, n_windows, windows, categories))
         return int(cur.lastrowid)
 
     @staticmethod
-    def stored_of_content(db: sqlite3.Connection, digest: str, model_id: str) -> tuple[bytes, int, bytes]:
-        """(vector, n_windows, windows) a file with this content already has for `model_id` (a copy's)."""
-        return db.execute("SELECT v.vector, v.n_windows, v.windows FROM vectors v JOIN files f ON f.id = v.file_id"
-                          " WHERE f.hash = ? AND v.model_id = ? LIMIT 1", (digest, model_id)).fetchone()
+    def stored_of_content(db: sqlite3.Connection, digest: str, model_id: str
+                          ) -> tuple[bytes, int, bytes, str | None]:
+        """(vector, n_windows, windows, categories) a file with this content already has for `model_id` (a
+        copy's)."""
+        return db.execute("SELECT v.vector, v.n_windows, v.windows, v.categories FROM vectors v"
+                          " JOIN files f ON f.id = v.file_id WHERE f.hash = ? AND v.model_id = ? LIMIT 1",
+                          (digest, model_id)).fetchone()
 
     @staticmethod
     def fold_text_vectors(db: sqlite3.Connection, named: int, moved: int) -> list[int]:
@@ -276,6 +279,21 @@ class VectorStore:
                         f"SELECT file_id, vector FROM vectors WHERE model_id = ? AND file_id IN ({marks})",
                         (model_id, *part)):
                     out[fid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def categories_of(self, model_id: str, file_ids: Sequence[int] | None = None
+                      ) -> dict[int, list[tuple[str, float]]]:
+        """file id -> its sound's likeliest categories for `model_id`, best first (files without are left out);
+        every file's when `file_ids` is None."""
+        out: dict[int, list[tuple[str, float]]] = {}
+        query = "SELECT file_id, categories FROM vectors WHERE model_id = ? AND categories IS NOT NULL"
+        with self.lock:
+            rows = (self.catalog.db.execute(query, (model_id,)).fetchall() if file_ids is None else
+                    [r for part, marks in id_chunks(file_ids)
+                     for r in self.catalog.db.execute(query + f" AND file_id IN ({marks})", (model_id, *part))])
+        for fid, text in rows:
+            if parsed := parse_categories(text):
+                out[int(fid)] = parsed
         return out
 
     def windows(self, model_id: str, file_id: int) -> np.ndarray | None:
@@ -361,3 +379,18 @@ def has_duplicates(ids: np.ndarray) -> bool:
     """Does an id appear twice? (N,) -- by sorting: np.unique hashes, 0.45 s per call at 1M ids."""
     s = np.sort(ids)
     return bool(len(s) > 1 and (s[1:] == s[:-1]).any())
+
+
+def parse_categories(text: str | None) -> list[tuple[str, float]]:
+    """A stored `vectors.categories` value -> [(category, confidence)], best first ([] for NULL or a damaged
+    value; written by embedding.pool_categories)."""
+    out: list[tuple[str, float]] = []
+    for part in (text or "").split(";"):
+        name, _, conf = part.rpartition(" ")
+        try:
+            value = float(conf)
+        except ValueError:
+            continue
+        if name and 0.0 <= value <= 1.0:
+            out.append((name, value))
+    return out

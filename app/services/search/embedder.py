@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.services.jobs import Job
+from app.services.library.categories import mapping_path
 from app.services.search.text_tower import TextTower as TextTowerType
 from core.display import display_name
 from core.files import hash_file
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from app.services.registry import ModelRegistry
     from app.services.search.text_tower import SentenceEncoder, TextTower
+    from core.aisfx_heads import CategoryReader
 
 KIND = "retrieval"
 TEXT_CACHE_SIZE = 256  # search-as-you-type asks for the same prefixes again and again
@@ -120,6 +122,8 @@ class RetrievalEmbedder:
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.text_tower: TextTower | None = None  # the text half in NumPy, when the model was loaded without it
         self._lock = threading.Lock()  # one forward pass at a time (indexing and searching share the model)
+        self.categories = category_reader_for(model)  # the aiSFX heads, when this tower's features are theirs
+        self.category_names: tuple[str, ...] = self.categories.categories if self.categories else ()
 
     def set_backend(self, backend: str | None = None) -> str:
         """Run the frozen aiSFX tower through `backend` (`core.aisfx_runtime.accelerate`; default "auto": int8,
@@ -197,6 +201,10 @@ class RetrievalEmbedder:
         """
         return self.embed_prepared([self.prepare_windows(audio_windows)])
 
+    def embed_windows_with_categories(self, audio_windows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """As `embed_windows`, with each window's category probabilities (`embed_prepared_with_categories`)."""
+        return self.embed_prepared_with_categories([self.prepare_windows(audio_windows)])
+
     def prepare_windows(self, audio_windows: np.ndarray) -> PreparedWindows:
         """(W, S) windows -> their front-end frames, ready for `embed_prepared`. Thread-safe and lock-free: the
         indexer runs it in its reader threads, so the front end overlaps the tower's runs on other files."""
@@ -233,9 +241,17 @@ class RetrievalEmbedder:
     def embed_prepared(self, batches: Sequence[PreparedWindows]) -> np.ndarray:
         """Prepared windows (of one or several files) -> (sum of their windows, dim) unit vectors, in order.
         Frames of one shape are embedded together, across files, in batches of `batch_size`."""
+        return self.embed_prepared_with_categories(batches)[0]
+
+    def embed_prepared_with_categories(self, batches: Sequence[PreparedWindows]
+                                       ) -> tuple[np.ndarray, np.ndarray | None]:
+        """As `embed_prepared`, with each window's probabilities over `category_names` ((n, K); None when the
+        model has no category heads): the heads read the same tower pass."""
         import torch
 
-        out = np.zeros((sum(len(b) for b in batches), self.dim), dtype=np.float32)
+        n = sum(len(b) for b in batches)
+        out = np.zeros((n, self.dim), dtype=np.float32)
+        cats = np.zeros((n, len(self.category_names)), dtype=np.float32) if self.categories else None
         by_shape: dict[tuple[int, ...], list[tuple[np.ndarray, torch.Tensor, torch.Tensor | None]]] = {}
         start = 0
         for b in batches:
@@ -256,18 +272,25 @@ class RetrievalEmbedder:
                     done = list(pool.map(self._embed_frames, tasks))
             else:
                 done = [self._embed_frames(t) for t in tasks]
-            for (rows, _, _), vecs in zip(tasks, done, strict=True):
+            for (rows, _, _), (vecs, probs) in zip(tasks, done, strict=True):
                 out[rows] = vecs
+                if cats is not None and probs is not None:
+                    cats[rows] = probs
         require_finite(out, f"{self.name}: audio embeddings")  # a broken model is refused, never indexed
-        return out
+        return out, cats
 
-    def _embed_frames(self, task: tuple[np.ndarray, torch.Tensor, torch.Tensor | None]) -> np.ndarray:
-        """One batch of front-end frames (+ real frame counts) -> (b, dim); runs on a worker thread."""
+    def _embed_frames(self, task: tuple[np.ndarray, torch.Tensor, torch.Tensor | None]
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+        """One batch of front-end frames (+ real frame counts) -> (b, dim) vectors and (b, K) category
+        probabilities (None without heads); runs on a worker thread."""
         import torch
 
         _, feats, frames = task
         with torch.inference_mode():
-            return self.model.embed_audio(feats, frames).float().cpu().numpy()
+            features = self.model.audio_features(feats, frames)  # (b, D) tower features
+            vecs = self.model.embed_audio_features(features).float().cpu().numpy()
+            probs = self.categories.probabilities(features.float().cpu().numpy()) if self.categories else None
+        return vecs, probs
 
     def _group(self, n: int) -> int:
         """Windows embedded together: those of one real length; for aiSFX also every window shorter than one
@@ -306,6 +329,25 @@ class RetrievalEmbedder:
         while len(self._text_cache) > TEXT_CACHE_SIZE:
             self._text_cache.popitem(last=False)
         return np.stack([self._text_cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+def category_reader_for(model: Any) -> CategoryReader | None:  # noqa: ANN401 - a RetrievalModel
+    """The aiSFX heads read through the shipped mapping, for a model whose tower is the frozen aiSFX teacher
+    (a fine-tuned or distilled tower's features are not the ones the heads were trained on); None otherwise,
+    or when the heads or the mapping cannot be read (the library then stores no categories). The mapping is
+    the shipped one unless $EARSHOT_CATEGORY_MAPPING names another file."""
+    from core.aisfx_heads import HEAD_DIM, HeadsError, category_reader
+
+    audio = getattr(model.config, "audio", None)
+    mapping = mapping_path()
+    if getattr(model.config, "audio_tower", "") != "aisfx" or not getattr(audio, "frozen", False) \
+            or getattr(audio, "train_top_block", True) or getattr(audio, "embed_dim", 0) != HEAD_DIM \
+            or not mapping.is_file():
+        return None  # (a small test tower has other features than the heads read)
+    try:
+        return category_reader(mapping)
+    except HeadsError:
+        return None
 
 
 def model_id_for(name: str, path: str | os.PathLike[str]) -> str:
