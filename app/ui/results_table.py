@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.services.library.categories import CATEGORY_SHOWN, shown
 from app.services.library.records import Hit
 from app.services.search.fusion import LOOSE_NAMES
 from app.ui.durations import format_duration
@@ -60,7 +61,8 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-text cells show HTML)
 SPANS_ROLE = Qt.ItemDataRole.UserRole + 2  # where the query matched the plain text: [(start, end), ...]
 SHARED_ROLE = Qt.ItemDataRole.UserRole + 3  # a name's words that its look-alikes in the list share (elided first)
-HEADER_KEY = "search/results_header_v3"  # QSettings: column widths and order (v2: Name first; v3: Format)
+HEADER_KEY = "search/results_header_v4"  # QSettings: column widths and order (v2: Name first; v3: Format;
+# v4: Category)
 SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration",  # header -> the state's sort key
              "Names": "names", "Sound": "sound"}
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
@@ -116,6 +118,12 @@ def sort_choices(browsing: bool, channels: Sequence[str]) -> tuple[tuple[str, st
     return tuple((label, key) for label, key in SEARCH_SORTS if key not in SCORE_SORTS or key in channels)
 
 
+def category_cell(hit: Hit) -> str:
+    """The Category column: 'Doors 81%' for a sound heard as DOORS with confidence 0.81; '' below CATEGORY_SHOWN."""
+    top = shown(hit.categories[:1])
+    return f"{top[0][0].title()} {top[0][1]:.0%}" if top else ""
+
+
 def shown_name(hit: Hit) -> str:
     """The file name the Name column shows (the folder has its own column)."""
     return hit.name.rpartition("/")[2]
@@ -126,17 +134,19 @@ def sound_only_match(hit: Hit, channels: Sequence[str]) -> bool:
     put it there (drawn greyed: on real libraries the sound channel alone is a weak guess)."""
     m = hit.match
     return "names" in channels and "sound" in channels and m is not None and not m.matched_terms \
-        and m.name_score <= LOOSE_NAMES and m.found_by != "like"  # a sound-alike of a named match is vouched for
+        and m.name_score <= LOOSE_NAMES and m.found_by not in ("like", "category")  # vouched for: it sounds like a
+    # named match, or its sound's category answers the query
 
 
 class ResultsTable(QTableWidget):
     """Ranked results, each with why it matched; dragging rows out hands the files (as URLs) to the file manager,
     a DAW, ...; a click on a row's star toggles it as a favourite."""
 
-    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags", "Format")  # Tags last on screen: hiding
-    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS, FORMAT = range(8)  # the scores (browsing) leaves the same
-    RICH = (NAME, FOLDER, TAGS)  # column stretched; Format is shown after Duration
-    WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FORMAT: 96, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52}
+    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags", "Format", "Category")  # Tags last on
+    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS, FORMAT, CATEGORY = range(9)  # screen: hiding the scores
+    RICH = (NAME, FOLDER, TAGS)  # (browsing) leaves the same column stretched; Format is shown after Duration,
+    WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FORMAT: 96, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52,
+              CATEGORY: 104}  # Category after Folder
     star_clicked = Signal(int)  # row
     sort_clicked = Signal(str)  # the state's sort key of the clicked column
 
@@ -149,6 +159,9 @@ class ResultsTable(QTableWidget):
         again = "\nClick to sort by it (best first), again the other way, a third time back to relevance order"
         self.horizontalHeaderItem(self.NAMES).setToolTip("How well the name, folder and tags match the query" + again)
         self.horizontalHeaderItem(self.SOUND).setToolTip("How well the audio itself matches the query" + again)
+        self.horizontalHeaderItem(self.CATEGORY).setToolTip(
+            "What the sound is, heard by the model's category heads (UCS category and confidence; shown from "
+            f"{CATEGORY_SHOWN:.0%}). Shown while a listed sound has one")
         for col in (self.NAME, self.DURATION, self.FOLDER):
             self.horizontalHeaderItem(col).setToolTip("Click to sort by it, again the other way; a search's results "
                                                       "come back in relevance order on a third click")
@@ -185,6 +198,8 @@ class ResultsTable(QTableWidget):
         for col, width in self.WIDTHS.items():
             header.resizeSection(col, width)
         header.moveSection(header.visualIndex(self.FORMAT), header.visualIndex(self.DURATION) + 1)
+        header.moveSection(header.visualIndex(self.CATEGORY), header.visualIndex(self.FOLDER) + 1)
+        header.setSectionHidden(self.CATEGORY, True)  # until a listed sound has a category to show
         header.setSectionHidden(self.FORMAT, True)  # the header's menu shows it: the names need the room first
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(lambda pos: self.header_menu().exec(header.mapToGlobal(pos)))
@@ -274,10 +289,12 @@ class ResultsTable(QTableWidget):
         self.show_columns((self.NAMES, self.SOUND), on)
 
     def show_tags_column(self) -> None:
-        """The Tags column only while a listed sound has tags: an empty one took the room the names need."""
-        tagged = any(self.plain(r, self.TAGS) for r in range(self.rowCount()))
-        if tagged == self.isColumnHidden(self.TAGS):
-            self.show_columns((self.TAGS,), tagged)
+        """The Tags and Category columns only while a listed sound has some: an empty one took the room the names
+        need."""
+        for col in (self.TAGS, self.CATEGORY):
+            some = any(self.plain(r, col) for r in range(self.rowCount()))
+            if some == self.isColumnHidden(col):
+                self.show_columns((col,), some)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
@@ -336,6 +353,7 @@ class ResultsTable(QTableWidget):
             self.FORMAT: (sound_format(hit.sample_rate, hit.channels), None),
             self.NAMES: ("–" if names is None else f"{names:.3f}", None),
             self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),
+            self.CATEGORY: (category_cell(hit), None),
         }
         why = re.sub("<[^>]+>", "", why_html(hit, self.channels))
         weak = sound_only_match(hit, self.channels)
@@ -437,7 +455,7 @@ class ResultsLists(QTabWidget):
         self.table.blockSignals(True)
         self.table.set_hits(state.hits, state.channels())
         self.results_header.setText(results_header(results, state.shown_ranking, state.filters.folder,
-                                                   state.filters.favourites_only))
+                                                   state.filters.favourites_only, state.filters.category))
         browsing = results is not None and results.mode == "browse"
         self._fill_sorts(sort_choices(browsing, state.channels()))
         self.sort_combo.setVisible(results is not None)

@@ -109,6 +109,7 @@ class FiltersBar(QWidget):
     def __init__(self, state: SearchState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.state = state
+        self.category: str | None = None  # the UCS category chosen in the tree's "By category" (no widget here)
         self.head, self.tail = QWidget(), QWidget()
         row = row_layout(self.head)
         row.addWidget(QLabel("Duration"))
@@ -185,7 +186,7 @@ class FiltersBar(QWidget):
                              favourites_only=self.favourites_check.isChecked(),
                              formats=tuple(self.format_combo.currentData() or ()) or None,
                              min_sample_rate=min_rate, max_sample_rate=max_rate,
-                             channels=self.channels_combo.currentData())
+                             channels=self.channels_combo.currentData(), category=self.category)
 
     @Slot()
     def _changed(self) -> None:
@@ -280,7 +281,7 @@ class IndexingRow(QWidget):
     def show_outcome(self, outcome: IndexOutcome) -> None:
         text, changed = index_summary(outcome)
         self.say(text)
-        self.state.set_catalog(outcome.failed, outcome.folders)
+        self.state.set_catalog(outcome.failed, outcome.folders, outcome.categories)
         self.finished.emit(outcome, bool(changed))
 
     def _stopped(self, message: str) -> None:

@@ -10,7 +10,7 @@ tests/test_search_state.py drives it directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +101,7 @@ class SearchState:
         self.preview_error = ""  # why the previewed result's audio could not be loaded (its file gone, damaged)
         self.failed: list[FailedFile] = []
         self.folders: list[str] = []
+        self.categories: list[tuple[str, int]] = []  # (UCS category, sounds heard as it): "By category"
         self.known_tags: list[str] = []  # the library's user tags: the tag editor's completions
         self._request = 0  # id of the latest search request
         self._preview_request = 0
@@ -135,8 +136,9 @@ class SearchState:
         """The kind of request the results shown answer ("browse": the library listed; '' before any)."""
         return self.shown_request.kind if self.shown_request is not None else ""
 
-    def set_catalog(self, failed: list[FailedFile], folders: list[str]) -> None:
-        self.failed, self.folders = list(failed), list(folders)
+    def set_catalog(self, failed: list[FailedFile], folders: list[str],
+                    categories: Sequence[tuple[str, int]] = ()) -> None:
+        self.failed, self.folders, self.categories = list(failed), list(folders), list(categories)
         self.events.catalog.emit()
 
     def set_known_tags(self, tags: list[str]) -> None:

@@ -155,10 +155,7 @@ class SearchTab(ModelTab):
         pane.similar_button.clicked.connect(lambda: self.find_similar())
         pane.tags_button.clicked.connect(lambda: self.marks.edit_tags())
         pane.favourite_button.clicked.connect(self.marks.toggle_selected)
-        self.folder_tree = FolderTree(self.state)
-        self.folder_tree.folder_clicked.connect(self.browse_folder)
-        self.filters_bar.folder_combo.currentIndexChanged.connect(
-            lambda _: self.folder_tree.select_folder(self.filters_bar.folder_combo.currentData()))
+        self.folder_tree = self._build_folder_tree()
         # the user's widths are remembered; a larger window gives each pane a share (the results the most)
         self.splitter = split = RememberedSplitter(SPLITTER_KEY)
         split.add(self.folder_tree, FOLDER_TREE_WIDTH, 1)
@@ -296,7 +293,8 @@ class SearchTab(ModelTab):
     def _refresh_catalog(self, session: SearchSession) -> None:
         """The failed files and the folders, read from the catalog on a worker thread."""
         self._run(session, lambda: catalog_job(session), "catalog",
-                  lambda data: self.state.set_catalog(data[0], data[1]))  # (failed, folders, indexed)
+                  lambda data: self.state.set_catalog(data[0], data[1], data[3]))  # (failed, folders, indexed,
+        # categories)
 
     def _retire_session(self) -> None:
         """Stop what uses the current session, then close it (once its jobs have ended)."""
@@ -444,10 +442,32 @@ class SearchTab(ModelTab):
             return
         self._show_folder(self.state.filters.folder or "")
 
+    def _build_folder_tree(self) -> FolderTree:
+        """The folders and categories at the left, following the folder filter."""
+        tree = FolderTree(self.state)
+        tree.folder_clicked.connect(self.browse_folder)
+        tree.category_clicked.connect(self.browse_category)
+        self.filters_bar.folder_combo.currentIndexChanged.connect(
+            lambda _: tree.select_folder(self.filters_bar.folder_combo.currentData()))
+        return tree
+
     @Slot(str)
     def browse_folder(self, folder: str) -> None:
         """A folder of the tree was clicked: list its sounds ('' = all sounds); typing then searches there."""
+        self.filters_bar.category = None
         self._show_folder(folder)
+        self._browse()
+
+    @Slot(str)
+    def browse_category(self, category: str) -> None:
+        """A category of the tree was clicked: list the whole library's sounds heard as it; typing then searches
+        among them."""
+        self.filters_bar.category = category
+        self._show_folder("")
+        self.folder_tree.select_category(category)
+        self._browse()
+
+    def _browse(self) -> None:
         self.state.set_filters(self.filters_bar.filters(), search=False)
         self.query_edit.blockSignals(True)
         self.query_edit.clear()

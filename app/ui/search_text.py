@@ -79,11 +79,11 @@ def index_summary(outcome: IndexOutcome) -> tuple[str, int]:
 
 
 def results_header(results: Results | None, shown_mode: str, folder: str | None = None,
-                   favourites: bool = False) -> str:
+                   favourites: bool = False, category: str | None = None) -> str:
     if results is None:
         return "Type a description to search the library."
     if results.mode == "browse":
-        return browse_header(len(results.hits), results.answer.total or 0, folder, favourites)
+        return browse_header(len(results.hits), results.answer.total or 0, folder, favourites, category)
     shortened = shortened_note(results)  # first: the label elides its end, and the query may be long
     if not results.hits:
         return shortened + "No results" + phrase_condition(results.answer.required_phrases)
@@ -122,12 +122,15 @@ def shortened_note(results: Results) -> str:
     return f"Query too long: searched its first {MAX_QUERY_CHARS:,} of {length:,} characters · " if length else ""
 
 
-def browse_header(shown: int, total: int, folder: str | None, favourites: bool) -> str:
-    """'50 of 173 sounds in warmux/sound': what an empty query lists."""
+def browse_header(shown: int, total: int, folder: str | None, favourites: bool, category: str | None = None
+                  ) -> str:
+    """'50 of 173 sounds in warmux/sound', '12 sounds heard as Doors in the library': what an empty query
+    lists."""
     what = "favourite" if favourites else "sound"
     count = f"{shown} of {total} {what}s" if shown < total else f"{total} {what}{'' if total == 1 else 's'}"
+    heard = f" heard as {category.title()}" if category else ""
     where = f" in {display_name(folder)}" if folder else " in the library"
-    return f"{count}{where}"
+    return f"{count}{heard}{where}"
 
 
 def no_results_message(results: Results | None, indexing: bool, favourites_only: bool,
@@ -263,6 +266,8 @@ def why_html(hit: Hit, channels: Sequence[str] = ("names", "sound")) -> str:
     parts = []
     if hit.match is not None and hit.match.found_by == "like":
         parts.append(f"its name says nothing; it sounds like {html.escape(display_name(hit.match.like_path))}")
+    elif hit.match is not None and hit.match.found_by == "category":
+        parts.append(f"its name says nothing; its sound was heard as {html.escape(hit.match.category)}")
     elif terms:
         words = ", ".join(f'<span style="{HIGHLIGHT_STYLE}">{html.escape(t)}</span>' for t in terms)
         parts.append(f"matched {words}" + (f" in its {' and '.join(where)}" if where else ""))

@@ -15,6 +15,7 @@ highlight matched words in the name as the user sees it.
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import re
 from dataclasses import dataclass
@@ -109,6 +110,23 @@ def ucs_table() -> dict[str, UcsEntry]:
         for cat_id, category, sub in rows:
             table[cat_id] = UcsEntry(cat_id, category, sub)
     return table
+
+
+@functools.cache
+def ucs_categories() -> tuple[str, ...]:
+    """The UCS categories' names, sorted ('AIR', 'AIRCRAFT', ..., 'DIRT & SAND', ...)."""
+    return tuple(sorted({e.category for e in ucs_table().values()}))
+
+
+def ucs_category(text: str) -> str:
+    """A UCS category as the user typed it ('doors', 'Dirt and sand') -> its name ('DOORS'); ValueError naming
+    the closest ones when there is none."""
+    want = " ".join(text.upper().replace(" AND ", " & ").split())
+    if want in ucs_categories():
+        return want
+    close = difflib.get_close_matches(want, ucs_categories(), n=3, cutoff=0.5)
+    raise ValueError(f"{text!r} is not a UCS category; " + (f"did you mean {', '.join(close)}?" if close else
+                                                           f"they are {', '.join(ucs_categories())}"))
 
 
 @functools.cache

@@ -89,12 +89,13 @@ class SearchFilters:
     max_sample_rate: int | None = None
     channels: int | None = None  # 1 = mono, 2 = stereo, ...
     favourites_only: bool = False
+    category: str | None = None  # a UCS category its sound was heard as (the top one, shown: CATEGORY_SHOWN)
 
     @property
     def active(self) -> bool:
         return (self.min_duration is not None or self.max_duration is not None or bool(self.folder)
                 or bool(self.formats) or self.min_sample_rate is not None or self.max_sample_rate is not None
-                or self.channels is not None or self.favourites_only)
+                or self.channels is not None or self.favourites_only or bool(self.category))
 
     @property
     def format_set(self) -> list[str]:
@@ -118,8 +119,9 @@ class MatchInfo:
     sound_score: float = 0.0  # cosine of the query and the file's audio, raw
     sound_norm: float = 0.0  # the sound score as fused, 0..1
     heard: bool = True  # the file's audio is embedded; False while indexing has not reached it (no sound score)
-    found_by: str = ""  # "name", "sound" or "like" (it sounds like the named match at like_path)
+    found_by: str = ""  # "name", "sound", "like" (it sounds like the named match at like_path) or "category"
     like_path: str = ""  # relative path of the named match it sounds like
+    category: str = ""  # found by "category": the sound category of its that answered the query
 
 
 @dataclass
@@ -138,6 +140,7 @@ class Hit:
     sample_rate: int = 0  # the file's own, from its header (0: unknown)
     channels: int = 0
     embedded: bool = True  # its audio has a vector of the model asked (False: only its names are indexed yet)
+    categories: list[tuple[str, float]] = field(default_factory=list)  # what its sound was heard as, best first
 
     @property
     def name(self) -> str:

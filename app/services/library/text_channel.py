@@ -323,6 +323,14 @@ class TextChannel:
                     " AND t.tags = '' AND NOT EXISTS (SELECT 1 FROM user_tags u WHERE u.file_id = t.file_id)", part))
         return out
 
+    def silent_file_ids(self) -> list[int]:
+        """Every file whose name, folders and tags give no words (see silent_files), by id."""
+        reader, guard = self._reader_and_lock()
+        with guard:
+            return [r[0] for r in reader.execute(
+                "SELECT t.file_id FROM texts t WHERE t.name = '' AND t.folder = '' AND t.tags = '' AND NOT EXISTS"
+                " (SELECT 1 FROM user_tags u WHERE u.file_id = t.file_id) ORDER BY t.file_id")]
+
     def has_silent_files(self) -> bool:
         """Whether any file's name, folders and tags give no words (one scan of the texts: callers keep the
         answer per words_generation)."""

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.services.library.catalog import id_chunks, normalise
+from app.services.library.categories import CATEGORY_SHOWN
 from app.services.library.embedding import embed_file, window_starts
 from app.services.library.records import BrokenModelError, Embedder, Hit, LibraryError, PathLike, SearchFilters
+from app.services.library.vectors import parse_categories
 from core.display import display_name
 
 if TYPE_CHECKING:
@@ -120,7 +122,8 @@ class VectorSearch:
         with self.catalog.lock:
             for part, marks in id_chunks(file_ids):
                 for r in self.catalog.db.execute(
-                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds, f.sample_rate, f.channels"
+                        "SELECT f.id, f.path, f.duration, v.windows, m.window_seconds, f.sample_rate, f.channels,"
+                        " v.categories"
                         " FROM files f"
                         " LEFT JOIN vectors v ON v.file_id = f.id AND v.model_id = ?"
                         f" LEFT JOIN models m ON m.model_id = v.model_id WHERE f.id IN ({marks})", (model_id, *part)):
@@ -135,8 +138,9 @@ class VectorSearch:
     # ---------------------------------------------------------------------------------------------- inside
 
     def _hit(self, row: tuple, q: np.ndarray | None, score: float) -> Hit:
-        """A Hit from (file id, path, duration, windows blob or None, window seconds, sample rate, channels)."""
-        fid, path, duration, wblob, window_s, rate, channels = row
+        """A Hit from (file id, path, duration, windows blob or None, window seconds, sample rate, channels,
+        categories as stored)."""
+        fid, path, duration, wblob, window_s, rate, channels, categories = row
         rel = os.fsdecode(bytes(path))
         wscores: list[float] = []
         start = 0.0
@@ -149,7 +153,8 @@ class VectorSearch:
         return Hit(path=self.catalog.root / rel, score=score, duration=float(duration or 0.0),
                    folder=rel.rpartition("/")[0], best_window_start_s=start,
                    window_scores=wscores, file_id=fid, rel_path=rel, sample_rate=int(rate or 0),
-                   channels=int(channels or 0), embedded=window_s is not None)
+                   channels=int(channels or 0), embedded=window_s is not None,
+                   categories=parse_categories(categories))
 
     def _allowed_vectors(self, model_id: str, filters: SearchFilters, within: Collection[int] | None = None
                          ) -> np.ndarray:
@@ -196,6 +201,11 @@ class VectorSearch:
                 args.append(int(value))
         if filters.favourites_only:
             where.append("EXISTS(SELECT 1 FROM favourites fav WHERE fav.file_id = f.id)")
+        if filters.category:  # stored best first, confidence as 0.000: the top one, confident enough to show
+            where.append("EXISTS(SELECT 1 FROM vectors cv WHERE cv.file_id = f.id AND substr(cv.categories, 1, ?) = ?"
+                         " AND CAST(substr(cv.categories, ?, 5) AS REAL) >= ?)")
+            head = filters.category + " "
+            args += [len(head), head, len(head) + 1, CATEGORY_SHOWN]
 
 
 def refuse_broken(query: np.ndarray, model_id: str) -> np.ndarray:

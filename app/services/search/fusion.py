@@ -30,6 +30,7 @@ CONFIDENCE_W = np.array([2.0, 3.0, -0.86])  # the confidence's logistic weights 
 NO_MATCH = 0.63  # the threshold below which the best hit is "no good match": both fitted by bench/no_match.py on
 # the development libraries; each library's precision and recall, held out, in docs/search-fusion.md
 SILENT_GAIN = 0.0  # a silent file's names score, standing in for names that say nothing: this x its min-max sound
+CATEGORY_GAIN = 1.0  # a silent file's categories read as words (sound_categories.py): this x their names score
 # a silent file next to the best named matches (sounds_like.py): how much sounding like them counts beside its own
 # sound, from which cosine, and how high the best silent file may come (x the best match's score)
 LIKE_FLOOR, LIKE_SHARE, LIKE_SCALE = 0.0, 0.7, 1.0
@@ -71,6 +72,7 @@ class FusionRule:
     sound_scale: str = SOUND_SCALE  # "cosine" | "minmax" (the sum's sound score)
     rrf_k: float = RRF_K
     silent_gain: float = SILENT_GAIN
+    category_gain: float = CATEGORY_GAIN
     like_floor: float = LIKE_FLOOR
     like_share: float = LIKE_SHARE
     like_scale: float = LIKE_SCALE
@@ -90,6 +92,7 @@ class Scores:
     tagged: bool = False  # the user tagged it with every word of the query
     silent: bool = False  # its name, folder and tags say nothing (a recorder's name): ranked by its sound
     like: int | None = None  # lifted for sounding like this named match (a file id)
+    category: str | None = None  # a silent file found by its sound's category (the one that said most)
 
 
 def match_features(best: Scores) -> np.ndarray:
@@ -113,14 +116,16 @@ def no_good_match(best: Scores, w: float) -> bool:
 
 def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], sound: Mapping[int, float],
                   w: float, rule: FusionRule | None = None, tagged: Collection[int] = (),
-                  silent: Collection[int] = ()) -> list[tuple[int, Scores]]:
+                  silent: Collection[int] = (), heard: Mapping[int, tuple[float, str]] | None = None
+                  ) -> list[tuple[int, Scores]]:
     """(file id, scores) of the union of the channels' candidates, best first, fused by `rule` (default: the
     shipped one) with the names' weight w; ties broken by the sound cosine, then the file id. Each mapping is
     file id -> raw score (keyword strength 0..1; sentence cosine; sound cosine); a file missing from one has no
     score there.
     `tagged`: files the user tagged with every query word: their names score is USER_TAGGED (a keyword in a tag
     list weighs little in BM25, and the sentence of several tags may be far from the one word asked).
-    `silent`: files whose names say nothing; their names score is what their sound says (SILENT_GAIN)."""
+    `silent`: files whose names say nothing; their names score is what their sound says (SILENT_GAIN) or, from
+    `heard` (file id -> (cosine, category), sound_categories.heard_cosines), what their sound's categories say."""
     ids = list(dict.fromkeys([*keyword, *semantic, *sound]))
     if not ids:
         return []
@@ -129,21 +134,30 @@ def fused_ranking(keyword: Mapping[int, float], semantic: Mapping[int, float], s
     sem = np.array([semantic.get(f, 0.0) for f in ids])
     own = np.array([f in tagged for f in ids], dtype=bool)
     mute = np.array([f in silent for f in ids], dtype=bool)
-    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule(), own, mute)
+    heard = heard or {}
+    said = np.array([heard[f][0] if f in heard else 0.0 for f in ids])
+    fused, name, kw_n, snd_n = fuse_arrays(kw, sem, snd, w, rule or FusionRule(), own, mute, said)
     have = np.isfinite(snd)
     raw = np.where(have, snd, -np.inf)
     order = np.lexsort((np.array(ids), -raw, -fused))  # fused, then sound, then id
     return [(ids[i], Scores(float(fused[i]), float(name[i]), float(kw_n[i]), float(sem[i]), float(snd_n[i]),
-                            float(snd[i]) if have[i] else 0.0, bool(have[i]), bool(own[i]), bool(mute[i])))
+                            float(snd[i]) if have[i] else 0.0, bool(have[i]), bool(own[i]), bool(mute[i]),
+                            category=by_category(ids[i], bool(mute[i]), float(name[i]), heard)))
             for i in order]
 
 
+def by_category(fid: int, silent: bool, name: float, heard: Mapping[int, tuple[float, str]]) -> str | None:
+    """The category that gave a silent file a names score (what its sound's categories say), if any."""
+    return heard[fid][1] if silent and name > 0 and fid in heard else None
+
+
 def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule: FusionRule,
-                tagged: np.ndarray | None = None, silent: np.ndarray | None = None
+                tagged: np.ndarray | None = None, silent: np.ndarray | None = None, heard: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fusion of N candidates' raw scores, vectorised: keyword strength (N,) (0: no keyword match), sentence
     cosine (N,) (0: no text vector), sound cosine (N,) (NaN: none), tagged by the user with every query word (N,),
-    silent names (N,) bool (their names score: rule.silent_gain x the min-max sound).
+    silent names (N,) bool (their names score: rule.silent_gain x the min-max sound, or rule.category_gain x what
+    their categories say, `heard` (N,) a cosine, whichever is higher).
     Returns fused, names (0..1), keyword (0..1) and min-max sound (0..1, what the result list draws) scores,
     (N,)."""
     have = np.isfinite(snd)
@@ -153,7 +167,8 @@ def fuse_arrays(kw: np.ndarray, sem: np.ndarray, snd: np.ndarray, w: float, rule
         snd_norm[have] = (snd[have] - lo) / (hi - lo) if hi - lo > 1e-9 else 1.0
     name = names_score(kw, sem, rule)
     if silent is not None:
-        name = np.where(silent, rule.silent_gain * snd_norm, name)
+        said = rule.category_gain * names_score(np.zeros(len(kw)), heard, rule) if heard is not None else 0.0
+        name = np.where(silent, np.maximum(rule.silent_gain * snd_norm, said), name)
     if tagged is not None:
         name = np.where(tagged, np.maximum(name, USER_TAGGED), name)
     kw_norm = np.clip(kw, 0.0, 1.0)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.services.jobs import Job
+from app.services.library.categories import shown_category
 from app.services.library.records import FailedFile, Hit, IndexReport
 from app.services.search.answer import SearchAnswer
 from app.services.search.browse import browse
@@ -94,17 +95,20 @@ class IndexOutcome:
     failed: list[FailedFile]  # every failed file in the catalog, not only this run's
     folders: list[str]
     indexed: int
+    categories: list[tuple[str, int]] = field(default_factory=list)  # (UCS category, sounds heard as it)
 
 
 def index_session_job(session: SearchSession, **kwargs: Any) -> Job[IndexOutcome]:
     """Index, then gather what the Search tab shows about the catalog (all off the GUI thread)."""
     report = yield from session.index_job(**kwargs)
-    return IndexOutcome(report, session.failed_files(), session.folders(), session.indexed_count())
+    return IndexOutcome(report, session.failed_files(), session.folders(), session.indexed_count(),
+                        session.category_counts())
 
 
-def catalog_job(session: SearchSession) -> Job[tuple[list[FailedFile], list[str], int]]:
+def catalog_job(session: SearchSession
+                ) -> Job[tuple[list[FailedFile], list[str], int, list[tuple[str, int]]]]:
     yield {"message": "reading the catalog"}
-    return session.failed_files(), session.folders(), session.indexed_count()
+    return session.failed_files(), session.folders(), session.indexed_count(), session.category_counts()
 
 
 def summarize(report: IndexReport) -> dict[str, Any]:
@@ -148,13 +152,16 @@ def hit_dict(hit: Hit) -> dict[str, Any]:
            "score": round(hit.score, 5), "duration": round(hit.duration, 3),
            "best_window_start_s": hit.best_window_start_s, "window_scores": [round(s, 5) for s in hit.window_scores],
            "sample_rate": hit.sample_rate, "channels": hit.channels,
-           "user_tags": list(hit.user_tags), "favourite": hit.favourite}
+           "user_tags": list(hit.user_tags), "favourite": hit.favourite,
+           "category": shown_category(hit.categories), "categories": [{"category": c, "confidence": round(p, 3)}
+                                                            for c, p in hit.categories]}
     if hit.match is not None:
         m = hit.match
         out["match"] = {"matched_terms": m.matched_terms, "name_score": round(m.name_score, 5),
                         "keyword_score": round(m.keyword_score, 5), "semantic_score": round(m.semantic_score, 5),
                         "sound_score": round(m.sound_score, 5) if m.heard else None,  # None: not indexed yet
                         "found_by": m.found_by, "like_path": display_name(m.like_path) if m.like_path else None,
+                        "category": m.category or None,
                         "fields": {k: display_name(v) for k, v in m.fields.items()},
                         "spans": {k: [list(sp) for sp in v] for k, v in m.spans.items()}}
     return out

@@ -20,6 +20,7 @@ import numpy as np
 
 from app.services.jobs import Job
 from app.services.library import names
+from app.services.library.categories import shown
 from app.services.library.embedding import window_starts
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
@@ -40,12 +41,14 @@ from app.services.search.candidates import (
     Candidates,
     QueryVectors,
     explained_hits,
+    fill,
     gather,
     sound_neighbours,
 )
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.query import Query, parse
+from app.services.search.sound_categories import CategoryWords, SilentCategories
 from app.services.search.tag_editor import TagEditor
 from app.services.search.text_tower import TextTower as TextTowerType
 from app.services.search.thesaurus import Thesaurus
@@ -101,6 +104,9 @@ class SearchSession:
         self.synonyms = True  # read query and name words through thesaurus.py (UCS and the user's file)
         self._silent: tuple[str, bool] | None = None  # (words generation, whether some file's names are silent)
         self._library_keys: tuple[Vocabulary, frozenset[str]] | None = None  # the inflection keys of its words
+        self._categorised: tuple[tuple[str, int], SilentCategories] | None = None  # ((words generation, sound
+        # vectors), the silent files' sound categories then)
+        self._category_words: CategoryWords | None = None  # the categories' sentence vectors
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], embedder: RetrievalEmbedder,
@@ -189,14 +195,16 @@ class SearchSession:
         return answer
 
     def _fused(self, found: Candidates, request: CandidateRequest, w: float) -> list[tuple[int, Scores]]:
-        """The candidates fused; with sound in the mix, files whose names say nothing are scored by their sound
-        and lifted beside the best named matches they sound like (sounds_like.py), found anywhere in the library
-        near those matches."""
+        """The candidates fused; files whose names say nothing are scored by what their sound's categories say
+        (the best of them found anywhere in the library) and, with sound in the mix, by their sound and lifted
+        beside the best named matches they sound like (sounds_like.py), found anywhere near those matches."""
         lib = self.library
-        any_silent = w < 1 and found.query.sound is not None and self._any_silent()
+        any_silent = w < 1 and self._any_silent()  # names mode is what the names say
+        heard = self._heard(found, request) if any_silent else {}
         silent = lib.text.silent_files(found.ids()) if any_silent else set()
-        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged, silent=silent)
-        if not any_silent:
+        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged, silent=silent,
+                               heard=heard)
+        if not (any_silent and found.query.sound is not None):
             return ranked
         model = self.embedder.model_id
         top = lib.vectors.of_files(model, [f for f, _ in sounds_like.vouchers(ranked)])
@@ -204,10 +212,44 @@ class SearchSession:
         if new:
             silent |= lib.text.silent_files(new)
             ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged,
-                                   silent=silent)
+                                   silent=silent, heard=heard)
         vectors = {**top, **lib.vectors.of_files(model, [f for f, sc in ranked if sc.silent])}
         return sounds_like.lift(ranked, {f: v / max(float(np.linalg.norm(v)), 1e-12) for f, v in vectors.items()},
                                 fusion.FusionRule())
+
+    def _heard(self, found: Candidates, request: CandidateRequest) -> dict[int, tuple[float, str]]:
+        """What the silent files' sound categories say to the query (file id -> (cosine, category)), above the
+        names' floor; the best `request.n` of them the filters allow join the candidates."""
+        enc = self.text_encoder
+        if found.query.text is None or enc is None:
+            return {}
+        heard = self._silent_categories().heard_as(found.query.text, self._words_of(enc), fusion.SEM_FLOOR)
+        skip = set(found.skip)
+        known = set(found.ids())
+        new = [f for f in heard if f not in known and f not in skip and (found.within is None or f in found.within)]
+        allowed = self.library.search.allowed_files(new[: 4 * request.n], request.filters)
+        new = [f for f in new if f in allowed][: request.n]
+        if new:
+            if found.query.sound is not None:
+                fill(self.library, found.sound, new, request.sound_model, found.query.sound)
+            if request.text_model is not None:
+                fill(self.library, found.semantic, new, request.text_model, found.query.text)
+        keep = known | set(new)
+        return {f: v for f, v in heard.items() if f in keep}
+
+    def _silent_categories(self) -> SilentCategories:
+        """The silent files' sound categories, read again when the texts or the sound vectors change."""
+        lib = self.library
+        key = (lib.text.words_generation(), lib.vectors.count(self.embedder.model_id))
+        if self._categorised is None or self._categorised[0] != key:
+            files = lib.vectors.categories_of(self.embedder.model_id, lib.text.silent_file_ids())
+            self._categorised = (key, SilentCategories.of(files))
+        return self._categorised[1]
+
+    def _words_of(self, enc: SentenceEncoder) -> CategoryWords:
+        if self._category_words is None or self._category_words.encode != enc.embed_text:
+            self._category_words = CategoryWords(enc.embed_text)
+        return self._category_words
 
     def _synonyms_of(self, vocab: Vocabulary | None) -> Callable[[str], dict[str, float]] | None:
         """A word's synonyms that the library's names, folders or user tags use (one it never uses there can match
@@ -337,6 +379,7 @@ class SearchSession:
                 m.name_score, m.keyword_score, m.semantic_score, m.sound_norm = sc.name, sc.keyword, \
                     sc.semantic_raw, sc.sound
             m.found_by = found_by(sc, sound_only)
+            m.category = (sc.category or "") if m.found_by == "category" else ""
             if sc.like is not None:
                 m.like_path = hits[sc.like].rel_path if sc.like in hits else self._rel_path(sc.like)
             if query is not None:
@@ -448,6 +491,16 @@ class SearchSession:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
         return self.library.files.folders()
 
+    @guarded
+    def category_counts(self) -> list[tuple[str, int]]:
+        """(UCS category, sounds heard as it) for the "By category" view, by category name: each searchable
+        sound counted under its top category when confident enough to show (CATEGORY_SHOWN)."""
+        counts: dict[str, int] = {}
+        for cats in self.library.vectors.categories_of(self.embedder.model_id).values():
+            if top := shown(cats[:1]):
+                counts[top[0][0]] = counts.get(top[0][0], 0) + 1
+        return sorted(counts.items())
+
 
 def sound_ranking(sound: dict[int, float], k: int) -> list[tuple[int, Scores]]:
     """The sound channel's best k as a ranking, its order and cosines as they are (no fusion)."""
@@ -455,10 +508,12 @@ def sound_ranking(sound: dict[int, float], k: int) -> list[tuple[int, Scores]]:
 
 
 def found_by(sc: Scores, sound_only: bool) -> str:
-    """How a result was found: "name" (its names or tags), "sound" (its sound alone) or "like" (it sounds like
-    a named match)."""
+    """How a result was found: "name" (its names or tags), "sound" (its sound alone), "like" (it sounds like
+    a named match) or "category" (its name says nothing; its sound's category answers the query)."""
     if sc.like is not None:
         return "like"
+    if sc.category is not None and not sound_only:
+        return "category"
     return "sound" if sound_only or sc.silent or sc.name <= 0 else "name"
 
 
