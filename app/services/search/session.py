@@ -21,6 +21,7 @@ import numpy as np
 from app.services.jobs import Job
 from app.services.library import names
 from app.services.library.categories import shown
+from app.services.library.duplicates import DuplicateGroup, find_duplicates
 from app.services.library.embedding import window_starts
 from app.services.library.indexer import index_library
 from app.services.library.library import Library
@@ -48,13 +49,14 @@ from app.services.search.candidates import (
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
 from app.services.search.query import Query, parse
-from app.services.search.sound_categories import CategoryWords, SilentCategories
+from app.services.search.sound_categories import CategoryWords, SilentCategories, category_text
 from app.services.search.tag_editor import TagEditor
 from app.services.search.text_tower import TextTower as TextTowerType
 from app.services.search.thesaurus import Thesaurus
 from app.services.search.thesaurus import load as load_thesaurus
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from core.audio import AudioError, audio_info
+from core.display import display_name
 
 T = TypeVar("T")
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
@@ -102,6 +104,8 @@ class SearchSession:
         # texts stored then)
         self._english: frozenset[str] | None = None  # the sentence encoder's whole-word tokens
         self.synonyms = True  # read query and name words through thesaurus.py (UCS and the user's file)
+        self.rule = fusion.FusionRule()  # the shipped fusion (benchmarks replay others, e.g. category_gain 0)
+        self.category_text: Callable[[str], str] = category_text  # the sentence a sound category is read as
         self._silent: tuple[str, bool] | None = None  # (words generation, whether some file's names are silent)
         self._library_keys: tuple[Vocabulary, frozenset[str]] | None = None  # the inflection keys of its words
         self._categorised: tuple[tuple[str, int], SilentCategories] | None = None  # ((words generation, sound
@@ -200,10 +204,10 @@ class SearchSession:
         beside the best named matches they sound like (sounds_like.py), found anywhere near those matches."""
         lib = self.library
         any_silent = w < 1 and self._any_silent()  # names mode is what the names say
-        heard = self._heard(found, request) if any_silent else {}
+        heard = self._heard(found, request) if any_silent and self.rule.category_gain > 0 else {}
         silent = lib.text.silent_files(found.ids()) if any_silent else set()
-        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged, silent=silent,
-                               heard=heard)
+        ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, self.rule, tagged=found.tagged,
+                               silent=silent, heard=heard)
         if not (any_silent and found.query.sound is not None):
             return ranked
         model = self.embedder.model_id
@@ -211,11 +215,11 @@ class SearchSession:
         new = sound_neighbours(lib, found, request, list(top.values()))
         if new:
             silent |= lib.text.silent_files(new)
-            ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, tagged=found.tagged,
+            ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, self.rule, tagged=found.tagged,
                                    silent=silent, heard=heard)
         vectors = {**top, **lib.vectors.of_files(model, [f for f, sc in ranked if sc.silent])}
         return sounds_like.lift(ranked, {f: v / max(float(np.linalg.norm(v)), 1e-12) for f, v in vectors.items()},
-                                fusion.FusionRule())
+                                self.rule)
 
     def _heard(self, found: Candidates, request: CandidateRequest) -> dict[int, tuple[float, str]]:
         """What the silent files' sound categories say to the query (file id -> (cosine, category)), above the
@@ -247,8 +251,9 @@ class SearchSession:
         return self._categorised[1]
 
     def _words_of(self, enc: SentenceEncoder) -> CategoryWords:
-        if self._category_words is None or self._category_words.encode != enc.embed_text:
-            self._category_words = CategoryWords(enc.embed_text)
+        words = self._category_words
+        if words is None or words.encode != enc.embed_text or words.text is not self.category_text:
+            self._category_words = CategoryWords(enc.embed_text, self.category_text)
         return self._category_words
 
     def _synonyms_of(self, vocab: Vocabulary | None) -> Callable[[str], dict[str, float]] | None:
@@ -490,6 +495,19 @@ class SearchSession:
     def folders(self) -> list[str]:
         """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
         return self.library.files.folders()
+
+    def duplicates_job(self, path: str | os.PathLike[str] | None = None) -> Job[list[DuplicateGroup]]:
+        """The library's groups of duplicates (duplicates.py), or only those of the library file at `path`
+        (ValueError when it is not catalogued, or has no sound vector yet)."""
+        file_id = None
+        if path is not None:
+            file_id = self.library.files.id_of(path)
+            if file_id is None:
+                raise ValueError(f"{display_name(path)} is not in the library (index it first?)")
+        model = self.embedder.model_id
+        if file_id is not None and not self.library.vectors.of_files(model, [file_id]):
+            raise ValueError(f"{display_name(path)} has no sound vector yet: index the library first")
+        return find_duplicates(self.library, model, file_id=file_id)
 
     @guarded
     def category_counts(self) -> list[tuple[str, int]]:

@@ -24,18 +24,28 @@ def category_text(category: str) -> str:
     return category.lower().replace("&", "and").replace("  ", " ")
 
 
+def category_text_with_subcategories(category: str) -> str:
+    """The category's name and its UCS subcategories' ("doors: antique, cabinet, creak, ..."): a variant the
+    benchmark replays (bench/library_categories.py)."""
+    from app.services.library.names import ucs_table
+
+    subs = sorted({e.subcategory.lower() for e in ucs_table().values() if e.category == category} - {"misc"})
+    return category_text(category) + (": " + ", ".join(subs) if subs else "")
+
+
 class CategoryWords:
     """Sentence vectors of the categories' texts, encoded on first use by `encode` (texts -> (N, D') unit rows)."""
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
-        self.encode = encode
+    def __init__(self, encode: Callable[[list[str]], np.ndarray],
+                 text: Callable[[str], str] = category_text) -> None:
+        self.encode, self.text = encode, text
         self._vectors: dict[str, np.ndarray] = {}
 
     def vectors(self, categories: Sequence[str]) -> np.ndarray:
         """(K, D') unit vectors, in the order given."""
         new = [c for c in dict.fromkeys(categories) if c not in self._vectors]
         if new:
-            for c, v in zip(new, np.asarray(self.encode([category_text(c) for c in new]), dtype=np.float32),
+            for c, v in zip(new, np.asarray(self.encode([self.text(c) for c in new]), dtype=np.float32),
                             strict=True):
                 self._vectors[c] = v / max(float(np.linalg.norm(v)), 1e-12)
         return np.stack([self._vectors[c] for c in categories]) if categories else np.zeros((0, 0), np.float32)
