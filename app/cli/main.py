@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from app import __version__
 from app.cli import (
+    duplicates_command,
     eval_command,
     gui_command,
     index_command,
@@ -30,8 +31,8 @@ from core import memory
 from core.config import bound_numbers
 
 Handler = Callable[[argparse.Namespace], int]
-COMMANDS = (gui_command, info_command, models_command, probe_command, index_command, search_command,
-            similar_command, tags_command, train_command, eval_command)  # the order `earshot --help` lists
+COMMANDS = (gui_command, info_command, models_command, probe_command, index_command, search_command,  # the order
+            similar_command, duplicates_command, tags_command, train_command, eval_command)  # `earshot --help` lists
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:

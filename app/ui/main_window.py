@@ -97,6 +97,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------- building
 
+    def _find_duplicates(self) -> None:
+        self.tabs.setCurrentWidget(self.search_tab)
+        self.search_tab.find_duplicates()
+
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self.open_action = QAction("&Open Library Folder…", self)
@@ -106,6 +110,9 @@ class MainWindow(QMainWindow):
         demo = QAction("Open &Demo Library", self)
         demo.triggered.connect(lambda: self.open_library(demo_library()))
         file_menu.addAction(demo)
+        duplicates = QAction("Find D&uplicates in the Library…", self)
+        duplicates.triggered.connect(self._find_duplicates)
+        file_menu.addAction(duplicates)
         file_menu.addSeparator()
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)

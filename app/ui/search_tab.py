@@ -41,6 +41,7 @@ from app.services.search.search_jobs import (
     request_job,
 )
 from app.services.search.session import SearchSession
+from app.ui.duplicates_dialog import DuplicatesDialog
 from app.ui.folder_tree import FolderTree
 from app.ui.record_query import RecordQuery
 from app.ui.remembered_splitter import RememberedSplitter
@@ -89,6 +90,7 @@ class SearchTab(ModelTab):
         self._search_runner: JobRunner | None = None
         self._more_wanted = False  # "Show more" was clicked while a search ran: asked for when it ends
         self.every_window = False  # Preferences: embed every window of a long file (default: spread windows)
+        self.duplicates_dialog: DuplicatesDialog | None = None  # the last Find duplicates shown
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -539,6 +541,7 @@ class SearchTab(ModelTab):
         for label, names in (("Find similar", False), ("Find similar by sound and name", True)):
             action = menu.addAction(label, lambda names=names: self.find_similar(hit, with_names=names))
             action.setEnabled(hit.embedded)  # not heard yet: it has nothing to sound like
+        menu.addAction("Find duplicates of this sound…", lambda: self.find_duplicates(hit)).setEnabled(hit.embedded)
         menu.addAction("Reveal in folder", pane.reveal_selected)
         menu.addAction("Copy path", pane.copy_selected_path)
         menu.addSeparator()
@@ -548,6 +551,32 @@ class SearchTab(ModelTab):
         menu.addAction(("Remove from favourites" if on else "Add to favourites") + several,
                        lambda: self.marks.set_favourite(chosen, not on))
         return menu
+
+    def find_duplicates(self, hit: Hit | None = None) -> None:
+        """The library's duplicates (or `hit`'s), found on a worker thread, then shown in a dialog whose trashed
+        files the index forgets."""
+        session = self.session
+        if session is None:
+            self.status("Open a library first: duplicates are found among its indexed sounds.")
+            return
+        what = f"duplicates of {hit.name}" if hit is not None else "duplicates in the library"
+        self.status(f"Finding {what}…")
+
+        def show(groups: list) -> None:
+            self.status(f"{len(groups)} group{'' if len(groups) == 1 else 's'} of {what}" if groups
+                        else f"No {what} found.")
+            dialog = DuplicatesDialog(groups, session.library.root, f"Duplicates — {what}", self)
+            dialog.trashed.connect(self._trashed)
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            self.duplicates_dialog = dialog
+            dialog.show()
+
+        self._run(session, lambda: session.duplicates_job(hit.path if hit is not None else None), "duplicates",
+                  show, on_error=self.error)
+
+    def _trashed(self, paths: list[str]) -> None:
+        self.status(f"Moved {len(paths)} file{'' if len(paths) == 1 else 's'} to the trash; updating the index")
+        self.start_indexing()
 
     # --------------------------------------------------------------------------------------- running jobs
 

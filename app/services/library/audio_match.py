@@ -1,0 +1,92 @@
+"""Whether two files hold the same recording, from their audio (the check behind "Find duplicates").
+
+A file's *print* is its log band energies: decoded mono at 16 kHz (so that another sample rate, bit depth or
+lossless format reads alike; what a 22-kHz copy lacks above 8 kHz is never compared), 25-ms frames every 10 ms,
+32 log-spaced bands from 50 Hz to 8 kHz, in dB. Two prints *match* by the lesser of two Pearson correlations of
+their overlapping frames (of the dB values, and of the dB values less each band's mean: the spectrum, and its
+course in time), at the best of the lags of up to MAX_LAG_S (a copy trimmed at its start slides into place); a
+level change adds a constant to every dB value, which both correlations ignore. Frames silent in both are left
+out (60 dB below the louder print's peak), so that two quiet tails do not agree for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.audio import decode
+
+RATE = 16_000
+FRAME, HOP = 400, 160  # 25 ms, 10 ms
+BANDS, LOW_HZ, HIGH_HZ = 32, 50.0, 8_000.0
+MAX_LAG_S = 0.2
+MIN_FRAMES = 6  # loud frames compared at the least: over two or three, unrelated blips correlate perfectly
+MAX_SECONDS = 60.0  # read at most this much of each file (a duplicate's start already says it)
+SILENT_DB = 60.0
+FLOOR_DB = -100.0
+
+
+@dataclass(frozen=True)
+class Print:
+    bands: np.ndarray  # (T, BANDS) dB
+    seconds: float
+
+
+def audio_print(path: str, max_seconds: float = MAX_SECONDS) -> Print:
+    """The file's print (AudioError/OSError as decode raises them)."""
+    d = decode(path, RATE, duration=max_seconds)
+    return Print(band_db(d.audio), d.duration)
+
+
+def band_db(audio: np.ndarray) -> np.ndarray:
+    """(N,) mono at RATE -> (T, BANDS) band energies in dB (T >= 1: a short file is zero-padded to one frame)."""
+    x = np.asarray(audio, dtype=np.float32)
+    if len(x) < FRAME:
+        x = np.pad(x, (0, FRAME - len(x)))
+    frames = np.lib.stride_tricks.sliding_window_view(x, FRAME)[::HOP] * np.hanning(FRAME).astype(np.float32)
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2  # (T, F)
+    freqs = np.fft.rfftfreq(FRAME, 1 / RATE)
+    edges = np.geomspace(LOW_HZ, HIGH_HZ, BANDS + 1)
+    which = np.searchsorted(edges, freqs, side="right") - 1  # (F,) band of each bin, -1 / BANDS outside
+    inside = (which >= 0) & (which < BANDS)
+    bands = np.zeros((len(power), BANDS), dtype=np.float64)
+    np.add.at(bands.T, which[inside], power[:, inside].T)
+    return np.maximum(10 * np.log10(bands + 1e-12), FLOOR_DB).astype(np.float32)
+
+
+def match(a: Print, b: Print, max_lag_s: float = MAX_LAG_S) -> float:
+    """How alike two prints are, -1..1: the best correlation over lags (1: the same sound, at any level)."""
+    max_lag = round(max_lag_s * RATE / HOP)
+    peak = max(float(a.bands.max()), float(b.bands.max()))
+    best = -1.0
+    for lag in range(-max_lag, max_lag + 1):
+        x, y = _overlap(a.bands, b.bands, lag)
+        if len(x) < max(1, min(len(a.bands), len(b.bands)) // 2):
+            continue  # too little overlap to say anything
+        loud = (x.max(axis=1) > peak - SILENT_DB) | (y.max(axis=1) > peak - SILENT_DB)
+        if loud.sum() < MIN_FRAMES:
+            continue
+        x, y = x[loud], y[loud]
+        shape = _pearson(x.ravel(), y.ravel())  # the spectra alike
+        # and their course in time: each band's mean removed (two sounds of one spectral tilt agree on that alone,
+        # two steady tones of other pitches on their edges alone)
+        course = _pearson((x - x.mean(axis=0)).ravel(), (y - y.mean(axis=0)).ravel())
+        best = max(best, min(shape, course))
+    return best
+
+
+def _overlap(a: np.ndarray, b: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """The frames of a and b that meet when b starts `lag` frames later than a (negative: earlier)."""
+    if lag >= 0:
+        a = a[lag:]
+    else:
+        b = b[-lag:]
+    n = min(len(a), len(b))
+    return a[:n], b[:n]
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    x, y = x - x.mean(), y - y.mean()
+    den = float(np.sqrt((x * x).sum() * (y * y).sum()))
+    return float((x * y).sum() / den) if den > 1e-9 else (1.0 if np.allclose(x, y) else 0.0)
