@@ -16,8 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from core.aisfx_weights import find_checkpoint, read_checkpoint
-
 HEAD_DIM = 512  # the per-block embedding the heads read (the mean half of the 1024-d clip features)
 
 
@@ -54,6 +52,8 @@ def softmax(x: np.ndarray) -> np.ndarray:
 def read_heads(path: str | Path | None = None) -> dict[str, Head]:
     """The heads of the wheel's checkpoint (or `path`), by dataset name. A .safetensors file of the encoder alone
     has none: HeadsError."""
+    from core.aisfx_weights import find_checkpoint, read_checkpoint  # torch: only when the heads are read
+
     path = Path(path) if path is not None else find_checkpoint()
     if path is None:
         raise HeadsError("no aiSFX checkpoint installed: its classifier heads give the sound categories")

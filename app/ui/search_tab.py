@@ -43,6 +43,7 @@ from app.services.search.search_jobs import (
 from app.services.search.session import SearchSession
 from app.ui.duplicates_dialog import DuplicatesDialog
 from app.ui.folder_tree import FolderTree
+from app.ui.names_dialog import NamesDialog
 from app.ui.record_query import RecordQuery
 from app.ui.remembered_splitter import RememberedSplitter
 from app.ui.result_marks import ResultMarks
@@ -91,6 +92,7 @@ class SearchTab(ModelTab):
         self._more_wanted = False  # "Show more" was clicked while a search ran: asked for when it ends
         self.every_window = False  # Preferences: embed every window of a long file (default: spread windows)
         self.duplicates_dialog: DuplicatesDialog | None = None  # the last Find duplicates shown
+        self.names_dialog: NamesDialog | None = None  # the last Suggest names shown
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -545,6 +547,7 @@ class SearchTab(ModelTab):
         menu.addAction("Reveal in folder", pane.reveal_selected)
         menu.addAction("Copy path", pane.copy_selected_path)
         menu.addSeparator()
+        menu.addAction(f"Suggest names…{several}", lambda: self.suggest_names(chosen))
         menu.addAction(f"Edit tags…{several}", lambda: self.marks.edit_tags())
         menu.addAction("Write tags into the files…", lambda: self.marks.write_into_files())
         on = all(h.favourite for h in chosen)
@@ -573,6 +576,44 @@ class SearchTab(ModelTab):
 
         self._run(session, lambda: session.duplicates_job(hit.path if hit is not None else None), "duplicates",
                   show, on_error=self.error)
+
+    def suggest_names(self, hits: list[Hit]) -> None:
+        """UCS-style names for these sounds, in a dialog whose accepted names rename the files (or go into their
+        descriptions); the index follows."""
+        session = self.session
+        if session is None or not hits:
+            return
+        ids = [h.file_id for h in hits]
+
+        def show(suggestions: list) -> None:
+            if not suggestions:
+                self.status("None of the selected sounds is indexed yet: names come from the sounds they sound like.")
+                return
+            dialog = NamesDialog(suggestions, session.renames_to_undo() > 0, self)
+            dialog.rename.connect(lambda batch: self._file_job(dialog, lambda: session.rename_job(batch), "renamed"))
+            dialog.undo.connect(lambda: self._file_job(dialog, session.undo_renames_job, "renamed back"))
+            dialog.describe.connect(lambda texts: self._file_job(dialog, lambda: session.describe_job(texts),
+                                                                 "described"))
+            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            self.names_dialog = dialog
+            dialog.show()
+
+        self._run(session, lambda: _call_job(lambda: session.suggest_names(ids)), "suggest names", show,
+                  on_error=self.error)
+
+    def _file_job(self, dialog: NamesDialog, job: Callable[[], Job[Any]], done: str) -> None:
+        """Rename or describe files, then say what happened in the dialog and index again."""
+        session = self.session
+
+        def finished(report: Any) -> None:  # noqa: ANN401 - a RenameReport or TagWrite list
+            ok, failed = file_job_counts(report)
+            text = f"{ok} file{'' if ok == 1 else 's'} {done}" + (f"; {len(failed)} not: {failed[0]}" if failed
+                                                                  else "") + ". Updating the index…"
+            dialog.done_with(text, session is not None and session.renames_to_undo() > 0)
+            self.status(text)
+            self.start_indexing()
+
+        self._run(session, job, "files", finished, on_error=lambda e: (dialog.done_with(e, True), self.error(e)))
 
     def _trashed(self, paths: list[str]) -> None:
         self.status(f"Moved {len(paths)} file{'' if len(paths) == 1 else 's'} to the trash; updating the index")
@@ -614,3 +655,17 @@ class SearchTab(ModelTab):
         session, self.session = self.session, None
         if session is not None:
             session.close()
+
+
+def _call_job(work: Callable[[], Any]) -> Job[Any]:
+    """A job of one step: `work()` on the worker thread (a generator runs only when the worker steps it)."""
+    yield {"message": ""}
+    return work()
+
+
+def file_job_counts(report: Any) -> tuple[int, list[str]]:  # noqa: ANN401 - a RenameReport or [TagWrite]
+    """(files done, why each other one was not) of a rename or description job."""
+    if isinstance(report, list):  # tag writes
+        done = ("written", "unchanged")
+        return sum(r.status in done for r in report), [f"{r.path}: {r.reason}" for r in report if r.status not in done]
+    return len(report.done), [f"{r.old}: {why}" for r, why in report.failed]

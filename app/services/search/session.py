@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from app.services.jobs import Job
-from app.services.library import names
+from app.services.library import names, renames
 from app.services.library.categories import shown
 from app.services.library.duplicates import DuplicateGroup, find_duplicates
 from app.services.library.embedding import window_starts
@@ -33,6 +33,8 @@ from app.services.library.records import (
     MatchInfo,
     SearchFilters,
 )
+from app.services.library.renames import Rename, RenameReport
+from app.services.library.tag_writer import TagWrite, write_library_tags
 from app.services.library.text_channel import sentence
 from app.services.library.vector_search import refuse_broken
 from app.services.search import fusion, keywords, sounds_like
@@ -48,6 +50,7 @@ from app.services.search.candidates import (
 )
 from app.services.search.embedder import DEFAULT_ENCODER, RetrievalEmbedder, cap_threads, sentence_encoder_for
 from app.services.search.fusion import CANDIDATES, NAMES_MIN, Scores, check_mode, fused_ranking, fusion_weight
+from app.services.search.name_suggestions import Suggestion, suggest_names
 from app.services.search.query import Query, parse
 from app.services.search.sound_categories import CategoryWords, SilentCategories, category_text
 from app.services.search.tag_editor import TagEditor
@@ -508,6 +511,30 @@ class SearchSession:
         if file_id is not None and not self.library.vectors.of_files(model, [file_id]):
             raise ValueError(f"{display_name(path)} has no sound vector yet: index the library first")
         return find_duplicates(self.library, model, file_id=file_id)
+
+    @guarded
+    def suggest_names(self, file_ids: Sequence[int]) -> list[Suggestion]:
+        """UCS-style names for these files from the named sounds they sound like (name_suggestions.py)."""
+        return suggest_names(self.library, self.embedder.model_id, file_ids)
+
+    def rename_job(self, batch: Sequence[Rename]) -> Job[RenameReport]:
+        """Rename the files (renames.py: atomic per file, journalled for undo); the next index run moves their
+        rows (tags, favourites, vectors kept)."""
+        return renames.apply(self.library, batch)
+
+    def undo_renames_job(self) -> Job[RenameReport]:
+        """Put the last renamed batch back."""
+        return renames.undo(self.library)
+
+    def renames_to_undo(self) -> int:
+        return len(renames.last_batch(self.library))
+
+    def describe_job(self, descriptions: Mapping[int, str]) -> Job[list[TagWrite]]:
+        """Write each file's text as its description (tag_writer.py: verified, atomic)."""
+        out: list[TagWrite] = []
+        for fid, text in descriptions.items():
+            out += yield from write_library_tags(self.library, [fid], description=text)
+        return out
 
     @guarded
     def category_counts(self) -> list[tuple[str, int]]:
