@@ -73,12 +73,14 @@ def test_the_audio_check_tells_a_copy_from_a_sound_of_the_same_spectrum() -> Non
     x, other = burst(440, 1.5, "decay", 1), burst(440, 1.5, "rise", 2)
 
     def at16(a: np.ndarray) -> audio_match.Print:
-        return audio_match.Print(audio_match.band_db(resample(a, SR, 16_000)), len(a) / SR)
+        return audio_match.print_of(resample(a, SR, 16_000), len(a) / SR)
 
     assert audio_match.match(at16(x), at16(x[400:] * 0.3)) > 0.97  # trimmed by 50 ms, 10 dB down
     assert audio_match.match(at16(x), at16(other)) < 0.7
-    blip = at16(x[:800])  # 0.1 s: too few frames for a trimmed copy to say anything
-    assert audio_match.match(blip, at16(x[400:800])) == -1.0
+    blip = at16(x[:800])  # 0.1 s: compared on the fine prints
+    assert audio_match.match(blip, at16(x[80:800] * 0.5)) > 0.97  # trimmed by 10 ms
+    assert audio_match.match(blip, at16(other[:800])) < 0.7
+    assert audio_match.match(blip, at16(x[760:800])) == -1.0  # 5 ms: too little to say anything
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ lossless format reads alike; what a 22-kHz copy lacks above 8 kHz is never compa
 their overlapping frames (of the dB values, and of the dB values less each band's mean: the spectrum, and its
 course in time), at the best of the lags of up to MAX_LAG_S (a copy trimmed at its start slides into place); a
 level change adds a constant to every dB value, which both correlations ignore. Frames silent in both are left
-out (60 dB below the louder print's peak), so that two quiet tails do not agree for them.
+out (60 dB below each print's own peak), so that two quiet tails do not agree for them, and what is below that
+floor in a band counts as the floor.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ RATE = 16_000
 FRAME, HOP = 400, 160  # 25 ms, 10 ms
 BANDS, LOW_HZ, HIGH_HZ = 32, 50.0, 8_000.0
 MAX_LAG_S = 0.2
-MIN_FRAMES = 6  # loud frames compared at the least: over two or three, unrelated blips correlate perfectly
+MIN_FRAMES = 6  # loud frames of each compared at the least: over two or three, unrelated blips correlate
+FINE_BELOW_S = 1.0  # a sound shorter than this is compared on a finer print too (a 0.1-s blip has 10 frames)
+FINE_FRAME, FINE_HOP = 160, 40  # 10 ms, 2.5 ms
 MAX_SECONDS = 60.0  # read at most this much of each file (a duplicate's start already says it)
 SILENT_DB = 60.0
 FLOOR_DB = -100.0
@@ -31,22 +34,28 @@ FLOOR_DB = -100.0
 class Print:
     bands: np.ndarray  # (T, BANDS) dB
     seconds: float
+    fine: np.ndarray | None = None  # (T', BANDS) dB at FINE_HOP, for a sound shorter than FINE_BELOW_S
 
 
 def audio_print(path: str, max_seconds: float = MAX_SECONDS) -> Print:
     """The file's print (AudioError/OSError as decode raises them)."""
     d = decode(path, RATE, duration=max_seconds)
-    return Print(band_db(d.audio), d.duration)
+    return print_of(d.audio, d.duration)
 
 
-def band_db(audio: np.ndarray) -> np.ndarray:
+def print_of(audio: np.ndarray, seconds: float) -> Print:
+    """(N,) mono at RATE -> its print."""
+    return Print(band_db(audio), seconds, band_db(audio, FINE_FRAME, FINE_HOP) if seconds < FINE_BELOW_S else None)
+
+
+def band_db(audio: np.ndarray, frame: int = FRAME, hop: int = HOP) -> np.ndarray:
     """(N,) mono at RATE -> (T, BANDS) band energies in dB (T >= 1: a short file is zero-padded to one frame)."""
     x = np.asarray(audio, dtype=np.float32)
-    if len(x) < FRAME:
-        x = np.pad(x, (0, FRAME - len(x)))
-    frames = np.lib.stride_tricks.sliding_window_view(x, FRAME)[::HOP] * np.hanning(FRAME).astype(np.float32)
+    if len(x) < frame:
+        x = np.pad(x, (0, frame - len(x)))
+    frames = np.lib.stride_tricks.sliding_window_view(x, frame)[::hop] * np.hanning(frame).astype(np.float32)
     power = np.abs(np.fft.rfft(frames, axis=1)) ** 2  # (T, F)
-    freqs = np.fft.rfftfreq(FRAME, 1 / RATE)
+    freqs = np.fft.rfftfreq(frame, 1 / RATE)
     edges = np.geomspace(LOW_HZ, HIGH_HZ, BANDS + 1)
     which = np.searchsorted(edges, freqs, side="right") - 1  # (F,) band of each bin, -1 / BANDS outside
     inside = (which >= 0) & (which < BANDS)
@@ -56,18 +65,26 @@ def band_db(audio: np.ndarray) -> np.ndarray:
 
 
 def match(a: Print, b: Print, max_lag_s: float = MAX_LAG_S) -> float:
-    """How alike two prints are, -1..1: the best correlation over lags (1: the same sound, at any level)."""
-    max_lag = round(max_lag_s * RATE / HOP)
-    peak = max(float(a.bands.max()), float(b.bands.max()))
+    """How alike two prints are, -1..1: the best correlation over lags (1: the same sound, at any level); two
+    short sounds are compared on their fine prints. -1 when too little of them is loud to say."""
+    if a.fine is not None and b.fine is not None:
+        return _match(a.fine, b.fine, round(max_lag_s * RATE / FINE_HOP))
+    return _match(a.bands, b.bands, round(max_lag_s * RATE / HOP))
+
+
+def _match(a: np.ndarray, b: np.ndarray, max_lag: int) -> float:
+    floor_a, floor_b = float(a.max()) - SILENT_DB, float(b.max()) - SILENT_DB  # each its own: level-invariant
     best = -1.0
     for lag in range(-max_lag, max_lag + 1):
-        x, y = _overlap(a.bands, b.bands, lag)
-        if len(x) < max(1, min(len(a.bands), len(b.bands)) // 2):
+        x, y = _overlap(a, b, lag)
+        if len(x) < max(1, min(len(a), len(b)) // 2):
             continue  # too little overlap to say anything
-        loud = (x.max(axis=1) > peak - SILENT_DB) | (y.max(axis=1) > peak - SILENT_DB)
-        if loud.sum() < MIN_FRAMES:
+        loud_x, loud_y = x.max(axis=1) > floor_a, y.max(axis=1) > floor_b
+        if min(loud_x.sum(), loud_y.sum()) < MIN_FRAMES:
             continue
-        x, y = x[loud], y[loud]
+        loud = loud_x | loud_y
+        # below the floor is silence: a resampler's or a codec's -90 dB residue is not a difference
+        x, y = np.maximum(x[loud], floor_a), np.maximum(y[loud], floor_b)
         shape = _pearson(x.ravel(), y.ravel())  # the spectra alike
         # and their course in time: each band's mean removed (two sounds of one spectral tilt agree on that alone,
         # two steady tones of other pitches on their edges alone)
