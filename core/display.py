@@ -1,12 +1,14 @@
-"""File names as people read them: printable even when the bytes are not valid UTF-8."""
+"""File names as people read them: printable even when the bytes are not valid UTF-8, and in natural order."""
 
 from __future__ import annotations
 
 import os
+import re
 
 PathLike = str | bytes | os.PathLike
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NUMBERS = re.compile(r"(\d+)")
 
 
 def display_name(path: PathLike) -> str:
@@ -29,3 +31,15 @@ def printable(path: str | os.PathLike[str]) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key of a name as people count: numbers as numbers, letters case-blind ('2.ogg' before '10.ogg',
+    'Kick' beside 'kick'); a number sorts before text at the same place."""
+    parts = _NUMBERS.split(text.casefold())
+    return tuple((0, int(p)) if i % 2 else (1, p) for i, p in enumerate(parts) if p)
+
+
+def natural_path_key(path: str) -> tuple[tuple[tuple[int, int | str], ...], ...]:
+    """A '/'-separated path's key, folder by folder (a folder comes right before what it holds)."""
+    return tuple(natural_key(part) for part in path.split("/"))

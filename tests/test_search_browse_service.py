@@ -65,3 +65,15 @@ def test_pages_filters_and_favourites(library: Library) -> None:
     library.user_tags.set_favourite([fid], True)
     hits = browse(library, MODEL, SearchFilters(favourites_only=True)).hits
     assert [h.file_id for h in hits] == [fid] and hits[0].favourite and hits[0].duration == pytest.approx(0.2)
+
+
+def test_numbered_names_and_folders_sort_as_people_count(tmp_path: Path) -> None:
+    """Issue 40: 1.ogg, 10.ogg ... 19.ogg, 2.ogg; Kit 10 before Kit 9."""
+    for rel in ("Kit 10/kick.wav", "Kit 9/kick.wav", "Kit 9/10.wav", "Kit 9/2.wav", "Kit 9/1.wav"):
+        write(tmp_path / rel, tone(300, 0.2))
+    with Library.open(tmp_path) as lib:
+        drain(index_library(lib, ToneEmbedder()))
+        assert [h.rel_path for h in browse(lib, MODEL, filters=SearchFilters(folder="Kit 9")).hits] == [
+            "Kit 9/1.wav", "Kit 9/2.wav", "Kit 9/10.wav", "Kit 9/kick.wav"]
+        assert [h.rel_path for h in browse(lib, MODEL, sort="folder").hits][-1] == "Kit 10/kick.wav"
+        assert lib.files.folders() == ["Kit 9", "Kit 10"]

@@ -20,6 +20,7 @@ from app.services.search.fusion import NAMES_WEIGHT
 from app.services.search.request import RESULTS_K, SearchRequest
 from app.ui.search_text import channel_scores
 from app.ui.state_events import Event
+from core.display import natural_key, natural_path_key
 
 if TYPE_CHECKING:
     from app.services.library.records import FailedFile, Hit
@@ -454,8 +455,8 @@ def sort_hits(hits: list[Hit], key: str, descending: bool) -> list[Hit]:
     """Results sorted as shown by a column (name, folder, duration, a channel's score: unscored last when
     descending); other keys ('' = relevance) keep their order."""
     keys: dict[str, Callable[[Hit], Any]] = {
-        "name": lambda h: h.name.rpartition("/")[2].casefold(),
-        "folder": lambda h: h.folder.casefold(),
+        "name": lambda h: natural_key(h.name.rpartition("/")[2]),
+        "folder": lambda h: natural_path_key(h.folder),
         "duration": lambda h: h.duration,
         "names": lambda h: _score(channel_scores(h)[0]),
         "sound": lambda h: _score(channel_scores(h)[1]),

@@ -25,6 +25,7 @@ from app.services.library import catalog
 from app.services.library.catalog import KNOWN_CONTENT, CatalogRow, id_chunks
 from app.services.library.records import FailedFile, PathLike
 from app.services.library.scan import ScannedFile
+from core.display import natural_path_key
 
 if TYPE_CHECKING:
     from app.services.library.storage import Catalog
@@ -117,7 +118,8 @@ class FileTable:
         return [FailedFile(os.fsdecode(bytes(p)), e or "", i) for i, p, e in rows]
 
     def folders(self) -> list[str]:
-        """Relative folders holding catalogued sounds (and their parents), sorted; '' (the root) excluded."""
+        """Relative folders holding catalogued sounds (and their parents), in natural order (a folder before what
+        it holds); '' (the root) excluded."""
         with self.catalog.lock:
             rows = self.catalog.db.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
         found: set[str] = set()
@@ -125,7 +127,7 @@ class FileTable:
             parts = os.fsdecode(bytes(p)).split("/")[:-1]
             for i in range(1, len(parts) + 1):
                 found.add("/".join(parts[:i]))
-        return sorted(found)
+        return sorted(found, key=natural_path_key)
 
     # -------------------------------------------------------------------------------------------- writing
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from app.services.library.records import SearchFilters
 from app.services.search.answer import SearchAnswer
 from app.services.search.candidates import explained_hits
+from core.display import natural_key, natural_path_key
 
 if TYPE_CHECKING:
     from app.services.library.library import Library
@@ -41,11 +42,11 @@ class Listed:
         return self.rel_path.rpartition("/")[0]
 
 
-SORT_KEYS: dict[str, Callable[[Listed], tuple]] = {
-    "name": lambda f: (f.name.casefold(), f.folder.casefold()),
-    "folder": lambda f: (f.folder.casefold(), f.name.casefold()),
-    "duration": lambda f: (f.duration, f.name.casefold()),
-    "modified": lambda f: (f.mtime_ns, f.name.casefold()),
+SORT_KEYS: dict[str, Callable[[Listed], tuple]] = {  # names and folders in natural order (core.display)
+    "name": lambda f: (natural_key(f.name), natural_path_key(f.folder)),
+    "folder": lambda f: (natural_path_key(f.folder), natural_key(f.name)),
+    "duration": lambda f: (f.duration, natural_key(f.name)),
+    "modified": lambda f: (f.mtime_ns, natural_key(f.name)),
 }
 
 
