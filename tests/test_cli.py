@@ -320,3 +320,23 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
             os.close(write)
         assert run.returncode == 0 and "Broken pipe" not in run.stderr and "Traceback" not in run.stderr, \
             (command, run.returncode, run.stderr)
+
+
+def test_tags_add_and_remove_split_each_tag_on_commas_as_the_tag_dialog_does(tmp_path: Path, capsys) -> None:
+    """Issue 40: `-t "rifle, automatic"` was one tag "rifle, automatic", where the GUI's tag dialog makes two."""
+    from app.services.library.library import Library
+
+    root = tagged_library(tmp_path / "lib")
+    lib_args = ["animals/dog_bark.wav", "--library", str(root)]
+    assert main(["tags", "add", *lib_args, "-t", "rifle, automatic", "-t", " ,shot,, rifle"]) == 0
+    with Library.open(root) as lib:
+        assert lib.user_tags.of(lib.files.id_of("animals/dog_bark.wav")) == ["automatic", "rifle", "shot"]
+    assert main(["tags", "remove", *lib_args, "-t", "automatic,shot"]) == 0
+    with Library.open(root) as lib:
+        assert lib.user_tags.of(lib.files.id_of("animals/dog_bark.wav")) == ["rifle"]
+    capsys.readouterr()
+    assert main(["tags", "add", *lib_args, "-t", " , "]) == 2  # nothing but commas: refused, as "" was
+    assert "empty tag" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["tags", "add", "--help"])
+    assert "commas separate tags" in capsys.readouterr().out

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.cli.common import path_arg, print_events, repair_fields, require_catalog, text_path_arg
+from app.services.library.tag_case import split_tags
 from core.display import printable
 
 FILES_HELP = "files in the library (relative to it, or absolute)"
@@ -23,7 +24,8 @@ def add_parser(sub: Any, argv: Sequence[str]) -> None:  # noqa: ANN401 - argpars
     for action, what in (("add", "add tags to files"), ("remove", "remove tags from files")):
         t = tag_sub.add_parser(action, help=what, description=what + ".")
         t.add_argument("files", nargs="+", type=path_arg, help=FILES_HELP)
-        t.add_argument("--tag", "-t", dest="tags", action="append", required=True, help="a tag; repeatable")
+        t.add_argument("--tag", "-t", dest="tags", action="append", required=True, help="tags; commas separate tags "
+                       "('rifle, automatic' is two); repeatable")
         t.add_argument("--library", type=path_arg, required=True)
         t.set_defaults(handler=run)
     for action, what in (("favourite", "mark files as favourites"), ("unfavourite", "unmark favourites")):
@@ -99,8 +101,11 @@ def _action(args: argparse.Namespace, editor: Any) -> int:  # noqa: ANN401 - a T
         editor.library.user_tags.set_favourite(ids, action == "favourite")
         print(f"{len(ids)} files {'marked' if action == 'favourite' else 'unmarked'}")
         return 0
-    changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, args.tags)
-    for given, spelled in editor.library.user_tags.library_spelling(args.tags).items():
+    tags = split_tags(",".join(args.tags))  # as the tag dialog reads them: "rifle, automatic" is two tags
+    if not tags:  # `-t "$UNSET"` or `-t ,`: refused, as an empty tag was before the split
+        raise ValueError("empty tag: give -t a tag (commas separate tags)")
+    changed = (editor.add_tags if action == "add" else editor.remove_tags)(ids, tags)
+    for given, spelled in editor.library.user_tags.library_spelling(tags).items():
         print(f"earshot: tag {printable(given)!r} is the library's {printable(spelled)!r} (tags ignore case); "
               f"{'added' if action == 'add' else 'removed'} as {printable(spelled)!r}", file=sys.stderr)
     print(f"{len(changed)} of {len(ids)} files changed")

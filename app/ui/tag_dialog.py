@@ -19,12 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.library.tag_case import tag_key
-
-
-def split_tags(text: str) -> list[str]:
-    """'rain, Window ,, night' -> ['rain', 'Window', 'night']: comma-separated, trimmed, no empties or repeats."""
-    return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+from app.services.library.tag_case import split_tags, tag_key
 
 
 class TagDialog(QDialog):

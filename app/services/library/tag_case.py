@@ -21,6 +21,12 @@ def tag_key(tag: str) -> str:
     return unicodedata.normalize("NFC", tag).casefold()
 
 
+def split_tags(text: str) -> list[str]:
+    """'rain, Window ,, night' -> ['rain', 'Window', 'night']: comma-separated, trimmed, no empties or repeats
+    (how the tag dialog and `earshot tags add/remove -t` read what is typed)."""
+    return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+
+
 def words_generation(db: sqlite3.Connection) -> int:
     """The catalog's words counter, bumped by triggers on every user-tag change (in any process)."""
     return int(db.execute("SELECT value FROM counters WHERE name = 'words'").fetchone()[0])
