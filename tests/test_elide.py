@@ -46,7 +46,13 @@ def test_the_matched_words_stay_marked_in_what_shows() -> None:
     assert html.replace("<span", "").count("…") == 2
 
 
-def test_a_folder_keeps_its_deepest_folders() -> None:
+def test_a_folder_keeps_its_pack_and_its_deepest_folders() -> None:
+    """Issue 40: ".../sound/default/weapons" did not say which pack a result comes from."""
     folder = "Sound Effects/Commercial/JOHNDOE Field Recordings 2023/Doors/Wood/Barn"
-    assert shown_text(folder, elide_folder(folder, len, 12)) == "…/Wood/Barn"
-    assert shown_text(folder, elide_folder(folder, len, 4)) == "…arn"
+    assert shown_text(folder, elide_folder(folder, len, 26)) == "Sound Effects…/Wood/Barn"
+    pack = "FreedroidRPG 1.0/sound/default/weapons"
+    assert shown_text(pack, elide_folder(pack, len, 30)) == "FreedroidRPG 1.0…/weapons"
+    assert shown_text(folder, elide_folder(folder, len, 8)) == "So…/Barn"
+    one = "A Very Long Vendor Pack Name Without Any Slash"
+    assert shown_text(one, elide_folder(one, len, 20)) == "A Very …ut Any Slash"
+    assert shown_text(pack, elide_folder(pack, len, 6)) == "…apons"  # too narrow for the pack: the end

@@ -142,20 +142,46 @@ def last_chars_fitting(text: str, measure: Measure, width: float) -> int:
     return n
 
 
+HEAD_WHOLE, HEAD_CUT = 0.6, 0.4  # of a cut folder's width: its first folder (the pack) whole within the one, else
+# its start within the other
+
+
 def elide_folder(folder: str, measure: Measure, width: int) -> list[Span]:
-    """A folder cut from the left at a folder boundary (`…/enemies`): the deepest folders that fit; when not even
-    the last one does, its end."""
+    """A folder cut in the middle: its first folder (the pack: `FreedroidRPG 1.0`, or its start) and the deepest
+    folders that fit after it (`FreedroidRPG 1.0…/weapons`); when not even the last one fits beside the pack, the
+    deepest folders alone (`…/weapons`), or the last one's end."""
     if measure(folder) <= width:
         return [(0, len(folder))]
     room = width - measure(ELLIPSIS)
+    first = folder.find("/")
+    head = first if 0 < first and measure(folder[:first]) <= room * HEAD_WHOLE else \
+        first_chars_fitting(folder, measure, room * HEAD_CUT)
+    rest = room - measure(folder[:head])
+    best = _deepest_boundary(folder, measure, rest, head)
+    if best is None and "/" in folder[head:]:  # half a pack and half a folder say nothing: the deepest alone
+        best = _deepest_boundary(folder, measure, room, 0)
+        start = best if best is not None else len(folder) - last_chars_fitting(folder, measure, room)
+        return [(start, len(folder))]
+    start = best if best is not None else len(folder) - last_chars_fitting(folder[head:], measure, rest)
+    return [(0, head), (start, len(folder))] if head else [(start, len(folder))]
+
+
+def _deepest_boundary(folder: str, measure: Measure, room: float, after: int) -> int | None:
+    """Where the deepest folders that fit in `room` start (a '/' after `after`), or None."""
     best = None
-    for k in range(len(folder) - 1, 0, -1):
+    for k in range(len(folder) - 1, after, -1):
         if folder[k] == "/":
             if measure(folder[k:]) > room:
                 break
             best = k
-    start = best if best is not None else len(folder) - last_chars_fitting(folder, measure, room)
-    return [(start, len(folder))]
+    return best
+
+
+def first_chars_fitting(text: str, measure: Measure, width: float) -> int:
+    n = 0
+    while n < len(text) and measure(text[:n + 1]) <= width:
+        n += 1
+    return n
 
 
 def pieces_html(name: str, pieces: Sequence[Span], spans: Sequence[Span]) -> str:

@@ -29,7 +29,7 @@ class FolderTree(QTreeWidget):
         self.setHeaderHidden(True)
         self.setUniformRowHeights(True)
         self.setIndentation(12)  # deep folders keep room for their names
-        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)  # a pack's name says most at its start
         self.setToolTip("Click a folder to list its sounds (and search only there)")
         self.items: dict[str, QTreeWidgetItem] = {}
         self.category_items: dict[str, QTreeWidgetItem] = {}
