@@ -27,8 +27,10 @@ class Environment:
 
 
 def default_threads() -> int:
-    """Leave one core for the interface and audio."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    """Every core on a machine of one or two (leaving one of two idle halved indexing and searching, while the
+    interface and the audio callback need little), else all but one for the interface and audio."""
+    n = os.cpu_count() or 2
+    return n if n <= 2 else n - 1
 
 
 def apply_threads(threads: int) -> None:
