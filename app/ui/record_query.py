@@ -42,6 +42,7 @@ class RecordQuery(QWidget):
         self.audio = DeviceStatus(True, True, "")  # until the tab has looked at the devices
         self._stop = threading.Event()
         self._tmp = tempfile.TemporaryDirectory(prefix="earshot-recordings-")
+        self._searching: float | None = None  # the recording's seconds, while its search runs
 
         self.record_button = QPushButton("● Record")
         self.record_button.clicked.connect(self.toggle)
@@ -120,7 +121,16 @@ class RecordQuery(QWidget):
                         + (f" (the recording ended early: {recording.problem})" if recording.problem else "")
                         + "; finding sounds like it…")
         self.recorded.emit(path)
+        self._searching = recording.duration
         self.search(path)
+
+    def results_came(self, results: Any) -> None:  # noqa: ANN401 - the tab's Results
+        """The recording's results are here: "finding sounds like it…" gives way to what was found."""
+        if self._searching is None or getattr(results, "mode", "") != "similar":
+            return
+        n, seconds, self._searching = len(results.hits), self._searching, None
+        self.tab.status(f"{n} sound{'' if n == 1 else 's'} like your {seconds:.1f}-s recording, closest first" if n
+                        else f"Nothing in the library sounds like your {seconds:.1f}-s recording")
 
     def _finished(self, runner: Any) -> None:  # noqa: ANN401 - a JobRunner
         if runner is self.runner:

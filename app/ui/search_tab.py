@@ -123,6 +123,7 @@ class SearchTab(ModelTab):
         self.query_edit.textChanged.connect(self._query_typed)
         self.query_edit.returnPressed.connect(lambda: self._query_typed(self.query_edit.text(), now=True))
         self.record_query = RecordQuery(self)  # search by a recorded sound
+        self.results_shown.connect(self.record_query.results_came)
         self.balance = BalanceControl(self.state)
         for w in (self.model_label, self.model_combo):
             bar.addWidget(w)

@@ -76,6 +76,8 @@ def test_record_button_finds_the_sound_that_was_made(qtbot, pulse: PulseStack, t
     said = [m for m in messages if m.startswith("Recorded ")]
     assert said == [f"Recorded {trimmed:.1f} s of sound; finding sounds like it…"] or abs(
         float(said[0].split()[1]) - trimmed) <= 0.1, said
+    # issue 40: "finding sounds like it…" stayed long after the results
+    assert tab.status_label.text().startswith(f"{len(results.hits)} sounds like your "), tab.status_label.text()
     assert rq.record_button.text() == "● Record" and rq.save_button.isEnabled()
     kept = rq.save(tmp_path / "kept.wav")  # "Save recording…" with the file dialog answered
     assert kept is not None and decode(kept).duration == pytest.approx(trimmed, abs=0.1)
