@@ -71,3 +71,20 @@ def test_without_a_terminal_progress_goes_to_log_lines(capsys) -> None:
     assert run_in_terminal(steps(), desc="train") == 7  # pytest's stderr is not a terminal
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == ["[train] 1/2 first loss=0.5"]
+
+
+def test_a_described_job_shows_its_words_on_the_bar_not_its_fields(capsys) -> None:
+    """Issue 40: `earshot index`'s bar showed every field the job yields (files_done=0, files_total=304,
+    eta_s=None, phase=names, part=headers…) past 160 columns; `describe` puts them in words instead."""
+    def steps() -> Job[int]:
+        yield {"step": 1, "total": 2, "files_done": 1, "files_total": 2, "eta_s": None, "phase": "names",
+               "message": "looking at files (1/2)"}
+        return 2
+
+    def describe(p: dict) -> str:
+        return f"{p['message']} · in words"
+
+    assert run_in_terminal(steps(), desc="index", disable=False, describe=describe) == 2
+    err = capsys.readouterr().err
+    assert "index: looking at files (1/2) · in words" in err and "1/2" in err
+    assert "files_done" not in err and "phase" not in err and "eta_s" not in err

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -48,18 +48,21 @@ def format_progress(progress: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) -> R:
-    """Drive `job` to completion with a tqdm bar; Ctrl-C closes the job and raises JobCancelled."""
+def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None,
+                    describe: Callable[[Mapping[str, Any]], str] | None = None) -> R:
+    """Drive `job` to completion with a tqdm bar; Ctrl-C closes the job and raises JobCancelled. `describe`: the
+    progress in words, shown in place of the message and the job's other fields (an index run's files_done,
+    eta_s, phase… are for the GUI, not for people)."""
     bar = tqdm(desc=desc, unit="step", disable=disable, dynamic_ncols=True)
     # no terminal (output sent to a log file): plain lines instead of a bar, at most every few seconds
-    log = _LineLog(desc) if disable is None and bar.disable else None
+    log = _LineLog(desc, describe) if disable is None and bar.disable else None
     try:
         while True:
             try:
                 progress = next(job)
             except StopIteration as stop:
                 return stop.value
-            _update_bar(bar, progress, desc)
+            _update_bar(bar, {"message": describe(progress), **_counts(progress)} if describe else progress, desc)
             if log is not None:
                 log.update(progress)
     except KeyboardInterrupt:
@@ -72,8 +75,8 @@ def run_in_terminal(job: Job[R], desc: str = "", disable: bool | None = None) ->
 class _LineLog:
     """Progress as log lines on stderr: a line when the message changes (at most one a second) or every 30 s."""
 
-    def __init__(self, desc: str) -> None:
-        self.desc, self.last_message, self.last_time = desc, None, 0.0
+    def __init__(self, desc: str, describe: Callable[[Mapping[str, Any]], str] | None = None) -> None:
+        self.desc, self.describe, self.last_message, self.last_time = desc, describe, None, 0.0
 
     def update(self, progress: Mapping[str, Any]) -> None:
         now = time.monotonic()
@@ -82,6 +85,8 @@ class _LineLog:
         if not changed and now - self.last_time < 30.0:
             return
         self.last_message, self.last_time = message, now
+        if self.describe is not None:  # the job's words for people, not its fields
+            progress = {"message": self.describe(progress), **_counts(progress)}
         step, total = progress.get("step"), progress.get("total")
         where = f"{step}/{total}" if step is not None and total else f"{step}" if step is not None else ""
         extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in progress.items()
@@ -89,6 +94,11 @@ class _LineLog:
                          and not (isinstance(v, float) and math.isnan(v)))  # NaN: no value yet (before 1st eval)
         parts = [p for p in (f"[{self.desc}]" if self.desc else "", where, str(message or ""), extra) if p]
         print(" ".join(parts), file=sys.stderr, flush=True)
+
+
+def _counts(progress: Mapping[str, Any]) -> dict[str, Any]:
+    """The step and total of `progress`, which the bar counts by."""
+    return {k: progress[k] for k in ("step", "total") if k in progress}
 
 
 def _update_bar(bar: tqdm, progress: Mapping[str, Any], desc: str) -> None:
