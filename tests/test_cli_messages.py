@@ -197,3 +197,11 @@ def test_index_of_a_library_another_process_indexes_is_refused_before_any_model_
     with process_lock(root / ".earshot" / INDEX_LOCK_NAME, "the other job"):
         assert main(["index", str(root)]) == 2
     assert "lib is already being indexed (by another Earshot window or command)" in capsys.readouterr().err
+
+
+def test_info_prints_device_error_only_when_there_is_one(capsys) -> None:
+    """Issue 40: `earshot info` printed an empty `device_error:` line when there was no error."""
+    assert main(["info", "--device", "cpu"]) == 0
+    assert "device_error" not in capsys.readouterr().out
+    assert main(["info", "--device", "nonsense"]) == 0
+    assert "device_error: unknown device 'nonsense'" in capsys.readouterr().out

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         for key, value in info.items():
-            if key != "model_problems":
+            if key != "model_problems" and (value or key != "device_error"):  # no error: no empty line
                 print(f"{key:>16}: {', '.join(value) if isinstance(value, list) else value}")
         for p in env.model_problems:
             print(f"problem: {p.path}: {p.message}", file=sys.stderr)
