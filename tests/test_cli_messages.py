@@ -199,6 +199,41 @@ def test_index_of_a_library_another_process_indexes_is_refused_before_any_model_
     assert "lib is already being indexed (by another Earshot window or command)" in capsys.readouterr().err
 
 
+def test_index_progress_shows_words_not_the_jobs_raw_fields(tmp_path, capsys) -> None:
+    """Issue 40: the progress showed the job's raw fields (files_done=0, files_total=304, eta_s=None, phase=names,
+    part=headers…) past 160 columns."""
+    from app.cli.index_command import progress_text
+    from tests.test_library import make_library, write_retrieval_checkpoint
+
+    root = make_library(tmp_path / "lib")
+    model = write_retrieval_checkpoint(tmp_path / "a.safetensors")
+    assert main(["index", str(root), "--model", model]) == 0
+    err = capsys.readouterr().err  # not a terminal: log lines, which said the same fields
+    assert "[index]" in err and "scanning folder" in err
+    for raw in ("files_done", "files_total", "eta_s", "phase", "part=", "audio_seconds", "names_ready"):
+        assert raw not in err
+    progress = {"step": 3, "total": 9, "files_done": 3, "files_total": 9, "audio_seconds": 35.2, "eta_s": 130.0,
+                "phase": "audio", "message": "door_creak.wav"}
+    assert progress_text(progress) == "35.2 s of audio · about 2 min left · door_creak.wav"
+    assert progress_text(progress | {"audio_seconds": 0.0, "eta_s": None}) == "door_creak.wav"
+
+
+def test_index_with_nothing_new_says_so_not_a_throughput(tmp_path, capsys) -> None:
+    """Issue 40: a run with nothing to embed said "0.0 s of audio in 0.1 s (0.0x real time)"."""
+    from tests.test_library import FREQS, make_library, write_retrieval_checkpoint
+
+    root = make_library(tmp_path / "lib")
+    model = write_retrieval_checkpoint(tmp_path / "a.safetensors")
+    assert main(["index", str(root), "--model", model]) == 0
+    assert "real time" in capsys.readouterr().out  # audio embedded: the throughput
+    assert main(["index", str(root), "--model", model]) == 0
+    out = capsys.readouterr().out
+    assert f"nothing new: {len(FREQS)} files unchanged" in out and "real time" not in out
+    assert main(["index", str(root), "--model", model, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["embedded"] == 0 and summary["unchanged"] == len(FREQS) and summary["x_realtime"] == 0.0
+
+
 def test_info_prints_device_error_only_when_there_is_one(capsys) -> None:
     """Issue 40: `earshot info` printed an empty `device_error:` line when there was no error."""
     assert main(["info", "--device", "cpu"]) == 0
