@@ -416,7 +416,16 @@ class UnitsTab(ModelTab):
         except AudioError as e:
             self._say(f"Cannot play: {e}")
             return
-        self._say(f"Playing {what} ({len(audio) / rate:.1f} s).")
+        seconds = len(audio) / rate
+        playing = f"Playing {what} ({seconds:.1f} s)."
+        self._say(playing)
+        QTimer.singleShot(round(seconds * 1000) + 300, self, lambda: self._played(playing, what))  # (dropped
+        # with the tab)
+
+    def _played(self, playing: str, what: str) -> None:
+        """Once the sound is over, "Playing ..." gives way (when nothing said anything since)."""
+        if self.status_label.text() == playing:
+            self._say(f"Played {what} ({playing.rpartition('(')[2]}", news=False)
 
     @Slot()
     def play_original(self) -> None:

@@ -201,6 +201,9 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     press(qtbot, tab, Qt.Key.Key_P)  # P plays the resynthesis
     assert tab.player is not None and tab.player.playing
     assert tab.player.duration == pytest.approx(len(tab.resynthesis.audio) / 16000)
+    assert tab.status_label.text().startswith("Playing the resynthesis (")
+    qtbot.waitUntil(lambda: tab.status_label.text().startswith("Played the resynthesis ("), timeout=20_000)  # issue
+    # 40: "Playing the resynthesis (10.1 s)" stayed after it ended
 
     other = "bob" if fit.name == "ann" else "ann"
     tab.speaker_combo.setCurrentText(other)  # another voice: resynthesised again
