@@ -399,8 +399,11 @@ class PreviewPane(QWidget):
     @Slot()
     def reveal_selected(self) -> None:
         hit = self.state.preview_hit or self.state.selected_hit()
-        if hit is not None:
-            self.open_url(QUrl.fromLocalFile(str(hit.path.parent)))
+        if hit is not None and not self.open_url(QUrl.fromLocalFile(str(hit.path.parent))):
+            # no file manager (a bare desktop, a container): openUrl says only False, so the user would see nothing
+            QGuiApplication.clipboard().setText(str(hit.path.parent))
+            self.message.emit(f"No file manager to show {display_name(hit.path.parent)}; its path was copied "
+                              "to the clipboard")
 
     @Slot()
     def copy_selected_path(self) -> None:

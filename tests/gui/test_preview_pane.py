@@ -98,3 +98,21 @@ def test_escape_stops_the_sound_then_drops_the_selected_part(qtbot) -> None:
     tab.stop_shortcut.activated.emit()
     assert pane.selected_part() is None and pane.start_s == 2.0  # then the part; Play starts where it began
     tab.shutdown()
+
+
+def test_reveal_without_a_file_manager_says_so_and_copies_the_folder(pane: PreviewPane, qtbot) -> None:
+    """Issue 40: with no file manager (openUrl returns False) Reveal in folder did nothing and said nothing."""
+    from PySide6.QtGui import QGuiApplication
+
+    opened: list[str] = []
+    pane.open_url = lambda url: opened.append(url.toLocalFile()) or False
+    QGuiApplication.clipboard().setText("before")
+    with qtbot.waitSignal(pane.message, timeout=1000) as blocker:
+        pane.reveal_selected()
+    assert opened == ["/library/ambience"] and QGuiApplication.clipboard().text() == "/library/ambience"
+    assert "file manager" in blocker.args[0] and "copied" in blocker.args[0]
+    pane.open_url = lambda url: True  # a file manager opened it: nothing to say, the clipboard left alone
+    QGuiApplication.clipboard().setText("before")
+    with qtbot.assertNotEmitted(pane.message):
+        pane.reveal_selected()
+    assert QGuiApplication.clipboard().text() == "before"

@@ -230,7 +230,7 @@ def test_search_preview_similar_failed_filters(qtbot, tab: SearchTab, registry: 
     tab.preview_pane.copy_selected_path()
     assert QGuiApplication.clipboard().text() == str(root / "long/mixed.wav")
     opened: list[QUrl] = []
-    tab.preview_pane.open_url = opened.append
+    tab.preview_pane.open_url = lambda url: opened.append(url) or True  # a file manager opened it
     tab.preview_pane.reveal_selected()
     assert opened and opened[0].toLocalFile() == str(root / "long")
 
