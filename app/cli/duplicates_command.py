@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
         if session.indexed_count() == 0:
             raise ValueError(f"{printable(args.library)} has no sounds indexed with {session.embedder.name}; run "
                              f"`earshot index {printable(args.library)}` first")
-        groups = run_in_terminal(session.duplicates_job(args.file), desc="duplicates")
+        groups = run_in_terminal(session.duplicates_job(args.file), desc="duplicates",
+                                 describe=lambda p: str(p.get("message", "")))  # words, not the job's fields
     finally:
         session.close()
     if args.json:
