@@ -99,7 +99,7 @@ class MainWindow(QMainWindow):
 
     def _find_duplicates(self) -> None:
         self.tabs.setCurrentWidget(self.search_tab)
-        self.search_tab.find_duplicates()
+        self.search_tab.tools.find_duplicates()
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")

@@ -23,7 +23,7 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QMessageBox, QToolButton, QVBoxLayout, QWidget
 
 from app.services.devices import DeviceStatus, device_status
 from app.services.jobs import Job
@@ -41,9 +41,9 @@ from app.services.search.search_jobs import (
     request_job,
 )
 from app.services.search.session import SearchSession
-from app.ui.duplicates_dialog import DuplicatesDialog
+from app.ui.durations import format_duration
 from app.ui.folder_tree import FolderTree
-from app.ui.names_dialog import NamesDialog
+from app.ui.library_tools import LibraryTools
 from app.ui.record_query import RecordQuery
 from app.ui.remembered_splitter import RememberedSplitter
 from app.ui.result_marks import ResultMarks
@@ -91,8 +91,9 @@ class SearchTab(ModelTab):
         self._search_runner: JobRunner | None = None
         self._more_wanted = False  # "Show more" was clicked while a search ran: asked for when it ends
         self.every_window = False  # Preferences: embed every window of a long file (default: spread windows)
-        self.duplicates_dialog: DuplicatesDialog | None = None  # the last Find duplicates shown
-        self.names_dialog: NamesDialog | None = None  # the last Suggest names shown
+        self.tools = LibraryTools(self)  # Find duplicates, Suggest names
+        self.index_rate: float | None = None  # x real time of the last indexing run that embedded a minute or more
+        self.confirm_switch: Callable[[str], bool] = self._ask_switch  # a seam for tests
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(DEBOUNCE_MS)
@@ -238,6 +239,9 @@ class SearchTab(ModelTab):
         entry = self.model_entry_at(index)
         if entry is None:
             return
+        if not self._switch_confirmed(entry):
+            self._show_current_model()
+            return
         registry = self.registry
         self._loaded_device = self.device_preference()
         self._retire_session()
@@ -245,6 +249,36 @@ class SearchTab(ModelTab):
         self.status(f"Loading {entry.name}…")
         self._run(None, lambda: load_embedder_job(registry, entry.name if registry else str(entry.path)),
                   f"load-{entry.name}", self._embedder_loaded, lambda p: self.status(str(p.get("message", ""))))
+
+    def _switch_confirmed(self, entry: ModelEntry) -> bool:
+        """Another model re-embeds the library's sounds it has not heard: the user says yes first, told how many
+        and about how long at the rate measured here (the first switch of a session: once indexing starts)."""
+        session, current = self.session, self.embedder
+        if session is None or current is None or entry.name == current.name:
+            return True
+        todo, seconds = session.unheard_by(entry.name)
+        if todo == 0:
+            return True
+        rate = self.index_rate
+        took = (f"about {format_duration(seconds / rate, rough=True)} at the {rate:.0f}× real time measured here"
+                if rate else "its time left is shown once it starts")
+        return self.confirm_switch(
+            f"Switch to {entry.name}? It has not heard {todo} of this library's sounds "
+            f"({format_duration(seconds, rough=True)} of audio): indexing them takes {took}. Names stay "
+            f"searchable meanwhile; searching by sound waits for it.")
+
+    def _ask_switch(self, text: str) -> bool:
+        return QMessageBox.question(self, "Switch model", text) == QMessageBox.StandardButton.Yes
+
+    def _show_current_model(self) -> None:
+        """The model combo back on the model in use (the switch was declined)."""
+        combo, name = self.model_combo, self.embedder.name if self.embedder is not None else None
+        found = next((i for i in range(combo.count()) if (e := self.model_entry_at(i)) is not None
+                      and e.name == name), -1)
+        if found >= 0:
+            combo.blockSignals(True)
+            combo.setCurrentIndex(found)
+            combo.blockSignals(False)
 
     @Slot(object)
     def _embedder_loaded(self, embedder: RetrievalEmbedder) -> None:
@@ -344,6 +378,8 @@ class SearchTab(ModelTab):
             self.run_search()  # names are searchable now, before any sound is embedded: what was typed finds them
 
     def _indexing_ended(self, outcome: IndexOutcome | None, changed: bool) -> None:
+        if outcome is not None and outcome.report.audio_seconds > 60 and outcome.report.elapsed_s > 0:
+            self.index_rate = outcome.report.audio_seconds / outcome.report.elapsed_s  # x real time, measured here
         if changed and self.state.mode == "text":
             self.run_search()  # new sounds may match, or be listed
         self.indexing_finished.emit(outcome)
@@ -544,81 +580,18 @@ class SearchTab(ModelTab):
         for label, names in (("Find similar", False), ("Find similar by sound and name", True)):
             action = menu.addAction(label, lambda names=names: self.find_similar(hit, with_names=names))
             action.setEnabled(hit.embedded)  # not heard yet: it has nothing to sound like
-        menu.addAction("Find duplicates of this sound…", lambda: self.find_duplicates(hit)).setEnabled(hit.embedded)
+        menu.addAction("Find duplicates of this sound…", lambda: self.tools.find_duplicates(hit)).setEnabled(
+            hit.embedded)
         menu.addAction("Reveal in folder", pane.reveal_selected)
         menu.addAction("Copy path", pane.copy_selected_path)
         menu.addSeparator()
-        menu.addAction(f"Suggest names…{several}", lambda: self.suggest_names(chosen))
+        menu.addAction(f"Suggest names…{several}", lambda: self.tools.suggest_names(chosen))
         menu.addAction(f"Edit tags…{several}", lambda: self.marks.edit_tags())
         menu.addAction("Write tags into the files…", lambda: self.marks.write_into_files())
         on = all(h.favourite for h in chosen)
         menu.addAction(("Remove from favourites" if on else "Add to favourites") + several,
                        lambda: self.marks.set_favourite(chosen, not on))
         return menu
-
-    def find_duplicates(self, hit: Hit | None = None) -> None:
-        """The library's duplicates (or `hit`'s), found on a worker thread, then shown in a dialog whose trashed
-        files the index forgets."""
-        session = self.session
-        if session is None:
-            self.status("Open a library first: duplicates are found among its indexed sounds.")
-            return
-        what = f"duplicates of {hit.name}" if hit is not None else "duplicates in the library"
-        self.status(f"Finding {what}…")
-
-        def show(groups: list) -> None:
-            self.status(f"{len(groups)} group{'' if len(groups) == 1 else 's'} of {what}" if groups
-                        else f"No {what} found.")
-            dialog = DuplicatesDialog(groups, session.library.root, f"Duplicates — {what}", self)
-            dialog.trashed.connect(self._trashed)
-            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-            self.duplicates_dialog = dialog
-            dialog.show()
-
-        self._run(session, lambda: session.duplicates_job(hit.path if hit is not None else None), "duplicates",
-                  show, on_error=self.error)
-
-    def suggest_names(self, hits: list[Hit]) -> None:
-        """UCS-style names for these sounds, in a dialog whose accepted names rename the files (or go into their
-        descriptions); the index follows."""
-        session = self.session
-        if session is None or not hits:
-            return
-        ids = [h.file_id for h in hits]
-
-        def show(suggestions: list) -> None:
-            if not suggestions:
-                self.status("None of the selected sounds is indexed yet: names come from the sounds they sound like.")
-                return
-            dialog = NamesDialog(suggestions, session.renames_to_undo() > 0, self)
-            dialog.rename.connect(lambda batch: self._file_job(dialog, lambda: session.rename_job(batch), "renamed"))
-            dialog.undo.connect(lambda: self._file_job(dialog, session.undo_renames_job, "renamed back"))
-            dialog.describe.connect(lambda texts: self._file_job(dialog, lambda: session.describe_job(texts),
-                                                                 "described"))
-            dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-            self.names_dialog = dialog
-            dialog.show()
-
-        self._run(session, lambda: _call_job(lambda: session.suggest_names(ids)), "suggest names", show,
-                  on_error=self.error)
-
-    def _file_job(self, dialog: NamesDialog, job: Callable[[], Job[Any]], done: str) -> None:
-        """Rename or describe files, then say what happened in the dialog and index again."""
-        session = self.session
-
-        def finished(report: Any) -> None:  # noqa: ANN401 - a RenameReport or TagWrite list
-            ok, failed = file_job_counts(report)
-            text = f"{ok} file{'' if ok == 1 else 's'} {done}" + (f"; {len(failed)} not: {failed[0]}" if failed
-                                                                  else "") + ". Updating the index…"
-            dialog.done_with(text, session is not None and session.renames_to_undo() > 0)
-            self.status(text)
-            self.start_indexing()
-
-        self._run(session, job, "files", finished, on_error=lambda e: (dialog.done_with(e, True), self.error(e)))
-
-    def _trashed(self, paths: list[str]) -> None:
-        self.status(f"Moved {len(paths)} file{'' if len(paths) == 1 else 's'} to the trash; updating the index")
-        self.start_indexing()
 
     # --------------------------------------------------------------------------------------- running jobs
 
@@ -656,17 +629,3 @@ class SearchTab(ModelTab):
         session, self.session = self.session, None
         if session is not None:
             session.close()
-
-
-def _call_job(work: Callable[[], Any]) -> Job[Any]:
-    """A job of one step: `work()` on the worker thread (a generator runs only when the worker steps it)."""
-    yield {"message": ""}
-    return work()
-
-
-def file_job_counts(report: Any) -> tuple[int, list[str]]:  # noqa: ANN401 - a RenameReport or [TagWrite]
-    """(files done, why each other one was not) of a rename or description job."""
-    if isinstance(report, list):  # tag writes
-        done = ("written", "unchanged")
-        return sum(r.status in done for r in report), [f"{r.path}: {r.reason}" for r in report if r.status not in done]
-    return len(report.done), [f"{r.old}: {why}" for r, why in report.failed]

@@ -37,10 +37,10 @@ def tab(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sear
 
 
 def opened(qtbot, tab: SearchTab, hit=None) -> DuplicatesDialog:  # noqa: ANN001
-    tab.duplicates_dialog = None
-    tab.find_duplicates(hit)
-    qtbot.waitUntil(lambda: tab.duplicates_dialog is not None, timeout=20_000)
-    return tab.duplicates_dialog
+    tab.tools.duplicates_dialog = None
+    tab.tools.find_duplicates(hit)
+    qtbot.waitUntil(lambda: tab.tools.duplicates_dialog is not None, timeout=20_000)
+    return tab.tools.duplicates_dialog
 
 
 def test_find_duplicates_then_trash_all_but_one(qtbot, tab: SearchTab, tmp_path: Path) -> None:
@@ -73,11 +73,11 @@ def test_one_sounds_duplicates_from_its_menu(qtbot, tab: SearchTab) -> None:
     hits = {h.rel_path: h for h in tab.state.hits}
     menu = tab.context_menu(tab.state.hits.index(hits["door_creak_slow.wav"]))
     action = next(a for a in menu.actions() if a.text().startswith("Find duplicates"))
-    tab.duplicates_dialog = None
+    tab.tools.duplicates_dialog = None
     assert action.isEnabled()
     action.trigger()
-    qtbot.waitUntil(lambda: tab.duplicates_dialog is not None, timeout=20_000)
-    dialog = tab.duplicates_dialog
+    qtbot.waitUntil(lambda: tab.tools.duplicates_dialog is not None, timeout=20_000)
+    dialog = tab.tools.duplicates_dialog
     assert dialog.tree.topLevelItemCount() == 1
     top = dialog.tree.topLevelItem(0)
     assert "the same bytes" in top.text(0) and top.child(0).checkState(0) == Qt.CheckState.Unchecked

@@ -46,9 +46,9 @@ def test_accept_a_batch_of_suggested_names_and_undo_it(qtbot, tab: SearchTab) ->
     lib.user_tags.add([first], ["found it"])
     lib.user_tags.set_favourite([first], True)
     hits = [h for h in tab.state.hits if h.rel_path in RECORDINGS]
-    tab.suggest_names(hits)
-    qtbot.waitUntil(lambda: tab.names_dialog is not None, timeout=20_000)
-    dialog = tab.names_dialog
+    tab.tools.suggest_names(hits)
+    qtbot.waitUntil(lambda: tab.tools.names_dialog is not None, timeout=20_000)
+    dialog = tab.tools.names_dialog
     assert dialog.table.rowCount() == 2
     suggested = {dialog.suggestions[r].rel_path: dialog.name_at(r) for r in range(2)}
     bell = suggested[RECORDINGS[0]]
@@ -74,9 +74,9 @@ def test_accept_a_batch_of_suggested_names_and_undo_it(qtbot, tab: SearchTab) ->
 
 def test_write_the_names_into_the_descriptions_instead(qtbot, tab: SearchTab) -> None:
     hits = [h for h in tab.state.hits if h.rel_path == RECORDINGS[1]]
-    tab.suggest_names(hits)
-    qtbot.waitUntil(lambda: tab.names_dialog is not None, timeout=20_000)
-    dialog = tab.names_dialog
+    tab.tools.suggest_names(hits)
+    qtbot.waitUntil(lambda: tab.tools.names_dialog is not None, timeout=20_000)
+    dialog = tab.tools.names_dialog
     dialog.as_description.setChecked(True)
     assert dialog.accept_all.text() == "Write all"
     with qtbot.waitSignal(tab.indexing_finished, timeout=30_000):

@@ -206,8 +206,10 @@ class SearchSession:
         (the best of them found anywhere in the library) and, with sound in the mix, by their sound and lifted
         beside the best named matches they sound like (sounds_like.py), found anywhere near those matches."""
         lib = self.library
-        any_silent = w < 1 and self._any_silent()  # names mode is what the names say
-        heard = self._heard(found, request) if any_silent and self.rule.category_gain > 0 else {}
+        categories = self.rule.category_gain > 0
+        # names mode is what the names say; without sound or categories a silent file has nothing to say
+        any_silent = w < 1 and (found.query.sound is not None or categories) and self._any_silent()
+        heard = self._heard(found, request) if any_silent and categories else {}
         silent = lib.text.silent_files(found.ids()) if any_silent else set()
         ranked = fused_ranking(found.keyword, found.semantic, found.sound, w, self.rule, tagged=found.tagged,
                                silent=silent, heard=heard)
@@ -535,6 +537,17 @@ class SearchSession:
         for fid, text in descriptions.items():
             out += yield from write_library_tags(self.library, [fid], description=text)
         return out
+
+    @guarded
+    def unheard_by(self, model_name: str) -> tuple[int, float]:
+        """(files, seconds of audio) of the library's readable sounds that no model of this name has a vector for:
+        what choosing it would embed (a name it was never used under: all of them)."""
+        with self.library.lock:
+            row = self.library.db.execute(
+                "SELECT count(*), coalesce(sum(f.duration), 0) FROM files f WHERE f.status = 'ok' AND NOT EXISTS"
+                " (SELECT 1 FROM vectors v WHERE v.file_id = f.id AND v.model_id IN (SELECT model_id FROM models"
+                " WHERE substr(model_id, 1, ?) = ?))", (len(model_name) + 1, model_name + "-")).fetchone()
+        return int(row[0]), float(row[1])
 
     @guarded
     def category_counts(self) -> list[tuple[str, int]]:

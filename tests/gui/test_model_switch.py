@@ -1,0 +1,34 @@
+"""Issue 40, item 3: choosing another model in the Search tab asked nothing and re-embedded the whole library;
+now it says how many sounds that model has not heard and about how long, and a no keeps the model in use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_search_tab import make_library, open_and_index, shown_tab, write_tiny_model
+
+from app.services.registry import ModelRegistry
+
+
+def test_switching_model_asks_first_with_what_it_costs(qtbot, tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    write_tiny_model(models)
+    write_tiny_model(models, name="tiny-other", depth=1)
+    registry = ModelRegistry(folders=[(models, "user")], device="cpu")
+    registry.scan()
+    tab = shown_tab(qtbot, registry)
+    open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib"))
+    in_use = tab.embedder.name
+    other = next(i for i in range(tab.model_combo.count()) if tab.model_entry_at(i).name != in_use)
+    asked: list[str] = []
+    tab.confirm_switch = lambda text: asked.append(text) or False
+    tab.model_combo.setCurrentIndex(other)  # as a user's pick does
+    assert len(asked) == 1 and "has not heard 6 of this library's sounds" in asked[0], asked
+    assert "of audio" in asked[0] and "measured here" not in asked[0]  # no minute embedded yet: no rate to tell
+    assert tab.embedder.name == in_use and tab.model_combo.currentText() == in_use  # a no changes nothing
+    tab.index_rate = 50.0
+    tab.confirm_switch = lambda text: asked.append(text) or True
+    with qtbot.waitSignal(tab.indexing_finished, timeout=60_000):
+        tab.model_combo.setCurrentIndex(other)
+    assert "at the 50× real time measured here" in asked[-1] and tab.embedder.name != in_use
+    tab.shutdown()
