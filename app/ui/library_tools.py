@@ -5,7 +5,7 @@ follows whatever changed on disk."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt
 
@@ -14,14 +14,11 @@ from app.services.library.records import Hit
 from app.ui.duplicates_dialog import DuplicatesDialog
 from app.ui.names_dialog import NamesDialog
 
-if TYPE_CHECKING:
-    from app.ui.search_tab import SearchTab
-
 
 class LibraryTools:
     """The tools' dialogs (the last of each kind shown) and the jobs behind them, on `tab`'s session."""
 
-    def __init__(self, tab: SearchTab) -> None:
+    def __init__(self, tab: Any) -> None:  # noqa: ANN401 - the SearchTab (which imports this module)
         self.tab = tab
         self.duplicates_dialog: DuplicatesDialog | None = None
         self.names_dialog: NamesDialog | None = None
