@@ -18,7 +18,7 @@ from pathlib import Path
 from app.services.library import names
 from app.services.library.library import Library
 from app.services.search.keywords import inflection_key
-from app.services.search.thesaurus import UCS_FILE
+from app.services.search.thesaurus import ucs_rows
 
 NEIGHBOURS = 5  # named sounds a suggestion draws on
 WORDS = 3  # words of the FXName
@@ -42,13 +42,9 @@ def catid_words() -> dict[str, frozenset[str]]:
     """UCS CatID -> the inflection keys of its category, subcategory and synonym words."""
     table = names.ucs_table()
     out: dict[str, set[str]] = {cat: {inflection_key(w) for w in e.words} for cat, e in table.items()}
-    with open(UCS_FILE, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith(("#", "CatID\t")):
-                continue
-            cat, head, syns = (line.rstrip("\n").split("\t") + ["", ""])[:3]
-            if cat in out:
-                out[cat] |= {inflection_key(w) for w in f"{head} {syns}".split()}
+    for cat, head, syns in ucs_rows():
+        if cat in out:
+            out[cat] |= {*head, *syns}
     return {c: frozenset(ws) for c, ws in out.items()}
 
 

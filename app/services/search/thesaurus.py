@@ -39,16 +39,21 @@ class Thesaurus:
         return self.neighbours.get(inflection_key(word), {})
 
 
-def ucs_groups(path: Path = UCS_FILE) -> list[tuple[list[str], list[str]]]:
-    """(head keys, synonym keys) of each UCS subcategory."""
+def ucs_rows(path: Path = UCS_FILE) -> list[tuple[str, list[str], list[str]]]:
+    """(CatID, head keys, synonym keys) of each UCS subcategory in the thesaurus file."""
     out = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith(("#", "CatID\t")):
                 continue
-            _, head, syns = (line.rstrip("\n").split("\t") + ["", ""])[:3]
-            out.append(([inflection_key(w) for w in head.split()], [inflection_key(w) for w in syns.split()]))
+            cat, head, syns = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+            out.append((cat, [inflection_key(w) for w in head.split()], [inflection_key(w) for w in syns.split()]))
     return out
+
+
+def ucs_groups(path: Path = UCS_FILE) -> list[tuple[list[str], list[str]]]:
+    """(head keys, synonym keys) of each UCS subcategory."""
+    return [(head, syns) for _, head, syns in ucs_rows(path)]
 
 
 def user_groups(path: Path | None) -> list[list[str]]:
