@@ -15,6 +15,7 @@ import dataclasses
 import math
 import os
 import shlex
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ from training.words_embedding import evaluate_embeddings, pad_features, pad_phon
 from training.words_settings import PRESETS, WordsTrainConfig
 
 Job = Generator[dict[str, Any], None, Any]
+PROGRESS_EVERY_S = 1.0  # the augmenting pass says where it is this often (every 500 tokens left 70 s without a word)
+
 
 def model_config(preset: str) -> AWEConfig:
     """AWEConfig for a preset: 'paper' is the paper's model (6 + 4 layers, d 256)."""
@@ -77,22 +80,58 @@ def make_batches(
 
     Each word's tokens are shuffled and cut into groups of about `tokens_per_word`; groups are sorted by
     mean length (with ±20% noise so batches differ between epochs), packed into batches, and the batch
-    order shuffled.
+    order shuffled. A batch of a single word is given a group of another from the nearest batch in length
+    (`_mix_lone_words`): it has no negatives, so its loss is exactly 0 and its step learns nothing.
     """
     groups: list[np.ndarray] = []
     for w in np.unique(word_ids):
         idx = rng.permutation(np.flatnonzero(word_ids == w))
         groups += np.array_split(idx, math.ceil(len(idx) / tokens_per_word))
     keys = np.array([lengths[g].mean() for g in groups]) * rng.uniform(0.8, 1.2, len(groups))
-    batches, current = [], []
+    packed: list[list[int]] = []  # group numbers per batch
+    current: list[int] = []
     for g in np.argsort(keys, kind="stable"):
-        if current and len(current) + len(groups[g]) > batch_size:
-            batches.append(np.array(current))
+        if current and sum(len(groups[k]) for k in current) + len(groups[g]) > batch_size:
+            packed.append(current)
             current = []
-        current.extend(groups[g].tolist())
+        current.append(int(g))
     if current:
-        batches.append(np.array(current))
+        packed.append(current)
+    _mix_lone_words(packed, [int(word_ids[g[0]]) for g in groups], [len(g) for g in groups], batch_size)
+    batches = [np.concatenate([groups[k] for k in b]) for b in packed]
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _mix_lone_words(packed: list[list[int]], word: list[int], size: list[int], batch_size: int) -> None:
+    """Give every batch of a single word (`packed`: group numbers; `word`, `size`: of each group) a group of
+    another word from the nearest batch that keeps two words without it, moved or swapped for one of its own
+    so that both stay within `batch_size`. A batch nothing fits is left as it is."""
+    for i, lone in enumerate(packed):
+        if len({word[g] for g in lone}) > 1:  # read afresh: an earlier batch's loan may have changed this one
+            continue
+        for j in sorted(range(len(packed)), key=lambda j: abs(j - i)):
+            if j != i and _lend(lone, packed[j], word, size, batch_size):
+                break
+
+
+def _lend(lone: list[int], other: list[int], word: list[int], size: list[int], batch_size: int) -> bool:
+    """Move a group of another word from `other` into `lone` (a single word's batch), or swap it for one of
+    `lone`'s groups; True if done. `other` must keep two words and both batches `batch_size` at most."""
+    w, used = word[lone[0]], sum(size[g] for g in lone)
+    others_used = sum(size[g] for g in other)
+    for g in sorted((g for g in other if word[g] != w), key=lambda g: size[g]):
+        rest = [k for k in other if k != g]
+        if used + size[g] <= batch_size and len({word[k] for k in rest}) > 1:
+            other.remove(g)
+            lone.append(g)
+            return True
+        for h in (h for h in lone if len(lone) > 1):  # a swap: `other` gets a group of `w`, so one more word
+            fits = used - size[h] + size[g] <= batch_size and others_used - size[g] + size[h] <= batch_size
+            if fits and len({word[k] for k in rest} | {w}) > 1:
+                other[other.index(g)] = h
+                lone[lone.index(h)] = g
+                return True
+    return False
 
 
 # --------------------------------------------------------------------------------------------- training
@@ -195,10 +234,12 @@ class WordsHooks(Hooks):
         """Job: `augment_copies` augmented feature versions of every training token (seeded by copy and token)."""
         c, n = self.config, len(self.train_tokens)
         self.copies: list[list[np.ndarray]] = []
+        said = 0.0
         for i in range(n):
             self.copies.append([self.augmented_features(i, np.random.default_rng([c.seed, 29, k, i]))
                                 for k in range(c.augment_copies)])
-            if i % 500 == 0 or i + 1 == n:
+            if time.monotonic() - said >= PROGRESS_EVERY_S or i + 1 == n:  # often enough for a time left
+                said = time.monotonic()
                 yield {"step": i + 1, "total": n, "message": f"augmenting {c.augment_copies} copies of the tokens"}
 
     def token_features(self, i: int) -> np.ndarray:
