@@ -83,6 +83,24 @@ def test_the_audio_check_tells_a_copy_from_a_sound_of_the_same_spectrum() -> Non
     assert audio_match.match(blip, at16(x[760:800])) == -1.0  # 5 ms: too little to say anything
 
 
+def test_clicks_too_short_for_a_print_are_compared_by_their_samples() -> None:
+    """A 20-ms click (a drum machine's cowbell, a game's tick) has too few frames for either print: its copies at
+    another rate or level are told from another click by their samples."""
+    rng = np.random.default_rng(5)
+    t = np.arange(round(0.02 * SR)) / SR
+    click = np.sin(2 * np.pi * 800 * t) * np.exp(-150 * t) + 0.02 * rng.standard_normal(len(t))
+    other = np.sin(2 * np.pi * 1_900 * t) * np.exp(-90 * t) + 0.02 * rng.standard_normal(len(t))
+
+    def at16(a: np.ndarray, rate: int = SR) -> audio_match.Print:
+        return audio_match.print_of(resample(a, rate, 16_000), len(a) / rate)
+
+    copy_22k = resample(click, SR, 22_050)
+    assert audio_match.match(at16(click), at16(copy_22k * 0.5, 22_050)) > 0.97
+    assert audio_match.match(at16(click), at16(-click)) > 0.97  # polarity flipped: the same sound to the ear
+    assert audio_match.match(at16(click), at16(other)) < 0.7
+    assert audio_match.match(at16(click), at16(click[:40])) == -1.0  # a tenth of it: nothing to say
+
+
 @pytest.mark.slow
 def test_duplicates_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from app.cli.main import main

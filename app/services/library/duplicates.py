@@ -28,7 +28,7 @@ from core.audio import AudioError
 class DuplicateConfig:
     neighbours: int = 32  # nearest files by sound looked at per file (a short bright sound at another rate
     # or trimmed is often 10th-30th: the audio check decides)
-    min_cosine: float = 0.6  # stored vectors at least this alike to be compared by their audio
+    min_cosine: float = 0.7  # stored vectors at least this alike to be compared by their audio
     max_gap_s: float = 0.3  # durations may differ by this much (seconds) ...
     max_gap: float = 0.1  # ... or by this share of the longer one
     min_match: float = 0.95  # audio prints at least this alike (audio_match.match); both chosen by
