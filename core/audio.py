@@ -500,6 +500,41 @@ def frame_writer(path: PathLike, sample_rate: int, channels: int, fmt: str, subt
             raise failed(e) from None
 
 
+FADE_SHAPES = ("linear", "equal-power")  # a gain rising as t, or as sin(t·π/2) (constant power across a crossfade)
+
+
+def fade_gains(first: int, n: int, total: int, fade_in: int, fade_out: int, shape: str = "linear"
+               ) -> np.ndarray | None:
+    """(n,) float64 gains of frames [first, first + n) of a part `total` frames long that fades in over its first
+    `fade_in` frames (the very first at 0) and out over its last `fade_out` (the very last at 0); None where
+    none of these frames is in a fade (a long part's middle blocks are left as they are)."""
+    if shape not in FADE_SHAPES:
+        raise ValueError(f"unknown fade shape {shape!r}; expected one of {', '.join(FADE_SHAPES)}")
+    fade_in, fade_out = min(max(fade_in, 0), total), min(max(fade_out, 0), total)
+    if first >= fade_in and first + n <= total - fade_out:
+        return None
+    k = np.arange(first, first + n, dtype=np.float64)
+    rise = np.ones(n) if fade_in == 0 else np.clip(k / fade_in, 0.0, 1.0)
+    fall = np.ones(n) if fade_out == 0 else np.clip((total - 1 - k) / fade_out, 0.0, 1.0)
+    if shape == "equal-power":
+        rise, fall = np.sin(rise * np.pi / 2), np.sin(fall * np.pi / 2)
+    return rise * fall
+
+
+def apply_fades(block: np.ndarray, first: int, total: int, fade_in: int, fade_out: int, shape: str = "linear",
+                quantum: int = 1) -> np.ndarray:
+    """An (n, C) block of a part (frames [first, first + n) of `total`) with `fade_gains` applied, in its own
+    sample type: integers rounded back to multiples of `quantum` (256 for 24-bit samples read as int32, whose low
+    byte is 0), so the frames outside the fades stay bit for bit; the block itself where none is faded."""
+    gains = fade_gains(first, len(block), total, fade_in, fade_out, shape)
+    if gains is None:
+        return block
+    faded = block * gains[:, None] if block.ndim == 2 else block * gains
+    if block.dtype.kind in "iu":
+        return (np.rint(faded / quantum) * quantum).astype(block.dtype)
+    return faded.astype(block.dtype)
+
+
 def decode_bytes(data: bytes, sample_rate: int | None = None, mono: bool = True, name: str = "audio data",
                  resampler: str = SOXR) -> Decoded:
     """`decode` for the bytes of an audio file held in memory (a cache, a subprocess's output)."""

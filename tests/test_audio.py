@@ -428,6 +428,44 @@ def test_only_core_audio_imports_soundfile(tmp_path):
     assert soundfile_importers(tmp_path) == {"bench/sneaky.py", "app/plain.py"}
 
 
+@pytest.mark.parametrize("fmt, subtype, dtype, quantum", [("WAV", "PCM_16", "int16", 1),
+                                                        ("FLAC", "PCM_24", "int32", 256),
+                                                        ("WAV", "FLOAT", "float32", 1)])
+def test_faded_blocks_written_through_frame_writer_read_back_faded_at_the_ends_only(tmp_path, fmt, subtype, dtype,
+                                                                                   quantum):
+    """A part written block by block (blocks smaller than the fades) with a linear fade in and an equal-power fade
+    out: soundfile reads back the format, rate and channels, silence at both ends, the gains in the fades, and the
+    samples between them unchanged."""
+    sr, total, n_in, n_out = 44100, 20000, 3000, 5000
+    path = tmp_path / f"faded.{fmt.lower()}"
+    sf.write(tmp_path / "src.wav", tone(440, total / sr, sr, channels=2, amp=0.8), sr, subtype=subtype)
+    src = sf.read(tmp_path / "src.wav", dtype=dtype)[0]  # (N, 2) in the type the part is read in
+    with audio_path.frame_writer(path, sr, 2, fmt, subtype) as write:
+        for first in range(0, total, 1024):
+            block = src[first:first + 1024]
+            rise = audio_path.apply_fades(block, first, total, n_in, 0, "linear", quantum=quantum)
+            write(audio_path.apply_fades(rise, first, total, 0, n_out, "equal-power", quantum=quantum))
+    info = sf.info(path)
+    assert (info.format, info.subtype, info.samplerate, info.channels, info.frames) == (fmt, subtype, sr, 2, total)
+    got = sf.read(path, dtype=dtype)[0]
+    assert np.array_equal(got[n_in:-n_out], src[n_in:-n_out])  # the middle bit for bit
+    assert np.all(got[0] == 0) and np.all(got[-1] == 0)
+    k = np.arange(total)
+    gains = np.clip(k / n_in, 0, 1) * np.sin(np.clip((total - 1 - k) / n_out, 0, 1) * np.pi / 2)
+    step = 2.0 ** -15 if subtype == "PCM_16" else 2.0 ** -23
+    scale = 1.0 if dtype == "float32" else float(np.iinfo(dtype).max) + 1
+    assert np.abs(got / scale - src / scale * gains[:, None]).max() <= step
+
+
+def test_fade_gains_leave_the_middle_alone_and_refuse_an_unknown_shape():
+    assert audio_path.fade_gains(100, 50, 1000, 100, 100) is None  # a block between the fades: untouched
+    g = audio_path.fade_gains(0, 1000, 1000, 100, 100)
+    assert g[0] == 0 and g[50] == 0.5 and np.all(g[100:900] == 1) and g[-1] == 0
+    assert audio_path.fade_gains(0, 10, 10, 400, 0)[-1] == pytest.approx(0.9)  # longer than the part: cut to it
+    with pytest.raises(ValueError, match="fade shape"):
+        audio_path.fade_gains(0, 10, 10, 5, 5, "cubic")
+
+
 # ------------------------------------------------------------------------------------------- ring buffer
 
 

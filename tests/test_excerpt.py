@@ -17,7 +17,7 @@ import pytest
 import soundfile as sf
 
 from app.services.search import excerpt
-from app.services.search.excerpt import ExcerptError, drag_folder, write_excerpt
+from app.services.search.excerpt import ExcerptError, Fades, drag_folder, export_formats, export_part, write_excerpt
 from core import audio as core_audio
 from core.audio import AudioError
 
@@ -191,3 +191,99 @@ def test_without_hard_links_a_part_still_takes_a_free_name(tmp_path: Path, stere
     first, second = write_excerpt(src, 1.0, 2.0, tmp_path), write_excerpt(src, 1.0, 2.0, tmp_path)
     assert (first.name, second.name) == ("a (1.00-2.00 s).wav", "a (1.00-2.00 s) 2.wav")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# ------------------------------------------------------------------------------------------------- export
+
+
+def test_export_offers_wav_and_flac_and_the_sources_own_format_where_lossless(tmp_path: Path, stereo: np.ndarray
+                                                                              ) -> None:
+    def offered(name: str, data: np.ndarray, **kw: str) -> tuple[list[str], str]:
+        sf.write(tmp_path / name, data, SR, **kw)
+        forms, default = export_formats(core_audio.audio_info(tmp_path / name))
+        return [f.label for f in forms], forms[default].label
+
+    standard = ["WAV 16-bit", "WAV 24-bit", "FLAC 16-bit", "FLAC 24-bit"]
+    assert offered("a.aiff", stereo, subtype="PCM_24") == (standard + ["AIFF 24-bit (as the source)"],
+                                                           "AIFF 24-bit (as the source)")
+    assert offered("b.flac", stereo, subtype="PCM_24") == (
+        ["WAV 16-bit", "WAV 24-bit", "FLAC 16-bit", "FLAC 24-bit (as the source)"], "FLAC 24-bit (as the source)")
+    assert offered("c.wav", stereo, subtype="FLOAT")[1] == "WAV 32-bit float (as the source)"
+    assert offered("d.ogg", stereo, format="OGG", subtype="VORBIS") == (standard, "WAV 24-bit")  # lossy: no "own"
+    assert offered("e.wav", np.zeros((SR, 10)), subtype="PCM_16")[0] == ["WAV 16-bit (as the source)", "WAV 24-bit"]
+
+
+@pytest.mark.parametrize("label", ["WAV 16-bit", "WAV 24-bit", "FLAC 16-bit", "FLAC 24-bit",
+                                   "AIFF 24-bit (as the source)"])
+def test_an_exported_part_has_the_chosen_format_and_the_sources_rate_and_channels(tmp_path: Path, stereo: np.ndarray,
+                                                                                 label: str) -> None:
+    src = tmp_path / "take.aiff"
+    sf.write(src, stereo, SR, subtype="PCM_24")
+    forms, _ = export_formats(core_audio.audio_info(src))
+    form = next(f for f in forms if f.label == label)
+    out = export_part(src, 0.5, 1.25, tmp_path / f"part{form.suffix}", form)
+    info = sf.info(out)
+    assert (info.format, info.subtype, info.samplerate, info.channels, info.frames) == (
+        form.format, form.subtype, SR, 2, 36000)
+    source = sf.read(src, dtype="int32")[0][24000:60000]
+    got = sf.read(out, dtype="int32")[0]
+    if form.subtype == "PCM_24":
+        assert np.array_equal(got, source)  # bit for bit
+    else:  # the top 16 bits of each sample
+        assert np.abs(got.astype(np.int64) - source).max() < 2 ** 16
+
+
+def test_an_export_replaces_a_file_only_when_asked(tmp_path: Path, stereo: np.ndarray) -> None:
+    src = tmp_path / "a.wav"
+    sf.write(src, stereo, SR, subtype="PCM_16")
+    target = tmp_path / "out" / "a part.wav"
+    target.parent.mkdir()
+    target.write_bytes(b"keep me")
+    wav16 = export_formats(core_audio.audio_info(src))[0][0]
+    with pytest.raises(FileExistsError, match="a part.wav"):
+        export_part(src, 1.0, 2.0, target, wav16)
+    assert target.read_bytes() == b"keep me"
+    assert export_part(src, 1.0, 2.0, target, wav16, replace=True) == target and sf.info(target).frames == SR
+    assert [p.name for p in target.parent.iterdir()] == ["a part.wav"]  # nothing staged left
+
+
+def test_a_file_made_under_the_export_name_meanwhile_is_not_replaced(tmp_path: Path, stereo: np.ndarray,
+                                                                     monkeypatch) -> None:
+    src = tmp_path / "a.wav"
+    sf.write(src, stereo, SR, subtype="PCM_16")
+    target = tmp_path / "out" / "part.wav"
+    target.parent.mkdir()
+    real = excerpt._check_export
+
+    def meanwhile(*args, **kwargs) -> None:
+        target.write_bytes(b"the other export")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(excerpt, "_check_export", meanwhile)
+    with pytest.raises(FileExistsError):
+        export_part(src, 1.0, 2.0, target, excerpt.STANDARD_FORMATS[0])
+    assert target.read_bytes() == b"the other export" and [p.name for p in target.parent.iterdir()] == ["part.wav"]
+
+
+def test_floats_beyond_full_scale_and_nan_become_pcm_in_range(tmp_path: Path) -> None:
+    src = tmp_path / "hot.wav"
+    data = np.full((SR, 1), 0.5, dtype=np.float32)
+    data[10:20], data[20:30], data[30:40] = 1.7, -3.0, np.nan
+    sf.write(src, data, SR, subtype="FLOAT")
+    out = export_part(src, 0.0, 1.0, tmp_path / "part.wav", excerpt.STANDARD_FORMATS[1])  # 24-bit
+    got = sf.read(out, dtype="float64")[0]
+    assert got[15] == pytest.approx(1.0, abs=1e-6) and got[25] == -1.0 and got[35] == 0.0  # cut, not wrapped
+    assert got[100] == pytest.approx(0.5, abs=2 ** -23)
+
+
+def test_export_fades_shape_the_ends_only(tmp_path: Path, stereo: np.ndarray) -> None:
+    src = tmp_path / "a.flac"
+    sf.write(src, stereo, SR, subtype="PCM_24")
+    form = export_formats(core_audio.audio_info(src))[0][3]  # FLAC 24-bit, the source's own
+    out = export_part(src, 0.0, 2.0, tmp_path / "p.flac", form, Fades(0.01, 0.02, "equal-power"))
+    source, got = sf.read(src, dtype="int32")[0][:2 * SR], sf.read(out, dtype="int32")[0]
+    n_in, n_out = SR // 100, SR // 50
+    assert np.array_equal(got[n_in:-n_out], source[n_in:-n_out])
+    assert np.all(got[0] == 0) and np.all(got[-1] == 0)
+    half = n_in // 2  # equal power: sin(π/4) of the level halfway into the fade
+    assert got[half] / 256 == pytest.approx(np.rint(source[half] / 256 * np.sin(np.pi / 4)), abs=1)

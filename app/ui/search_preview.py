@@ -5,14 +5,14 @@ best-matching window, the similarity of each window of a long file, and its spec
 
 `PreviewPane` draws the `SearchState`'s previewed result and plays it (the space bar, from the best-matching part
 of a long file, or the selected part alone; by itself when the user selects it and Autoplay is on), exports the
-selected part or hands it to a drag (app/services/search/excerpt.py), reveals the file in the file manager and
-copies its path; the other buttons are the tab's to connect.
+selected part (asked in `export_dialog.py`: name, folder, format, fades) or hands it to a drag
+(app/services/search/excerpt.py), reveals the file in the file manager and copies its path; the other buttons are
+the tab's to connect.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from PySide6.QtCore import QMimeData, QSettings, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFileDialog,
+    QDialog,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -33,19 +33,21 @@ from PySide6.QtWidgets import (
 from app.services.devices import DeviceStatus, Player
 from app.services.library.embedding import window_starts
 from app.services.library.records import Hit
-from app.services.search.excerpt import MIN_EXCERPT_S, drag_folder, write_excerpt
+from app.services.search.excerpt import MIN_EXCERPT_S, drag_folder, export_formats, export_part, write_excerpt
 from app.services.search.preview import Preview
-from app.ui.durations import format_duration
+from app.ui.durations import format_duration, part_text
+from app.ui.export_dialog import ExportDialog, default_export_folder, part_file_stem
 from app.ui.preview_views import DragHandle, PreviewSpectrogram, PreviewWaveform
 from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, sound_format, why_html
 from app.ui.search_transport import AUTOPLAY_TIP, TransportBar
 from app.workers import JobRunner, describe_error
+from core.audio import AudioError, audio_info
 from core.display import display_name
 from core.files import cache_root
 
 MATCH_COLOUR = "#e8964c"
-EXPORT_FOLDER_KEY = "search/export_folder"  # QSettings: where the last selection was exported
+EXPORT_FOLDER_KEY = "search/export_folder"  # QSettings: where the last selection was exported (offered next time)
 MAX_DRAG_BYTES = 40_000_000  # a dragged part is written while the mouse waits (~0.1 s): larger ones go through
 # Export, in a worker (a minute of 48 kHz stereo is 23 MB in 32-bit samples; of 192 kHz 6-channel, 276 MB)
 SELECT_HINT = "Drag on it to select a part"  # the label under the waveform: short, the pane is narrow
@@ -67,8 +69,8 @@ class PreviewPane(QWidget):
         self.audio = DeviceStatus(False, False, "audio devices not checked yet")
         self.player = Player()
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # a seam for tests
-        self.ask_folder: Callable[[str], str] = lambda start: QFileDialog.getExistingDirectory(
-            self, "Export the selection to", start)  # a seam for tests
+        self.ask_export: Callable[[ExportDialog], bool] = lambda dialog: (
+            dialog.exec() == QDialog.DialogCode.Accepted)  # a seam for tests: they fill the dialog and press Save
         self.start_s = 0.0  # where Play starts (click-to-seek sets it)
         self._play_base_s = 0.0  # the file time of the first sample playing (the selection's start, or the preview's)
         self._exports: list[JobRunner] = []
@@ -170,8 +172,8 @@ class PreviewPane(QWidget):
         self.selection_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.selection_label.setToolTip(SELECT_TIP)
         self.export_button = QPushButton("Export selection…")
-        self.export_button.setToolTip("Save the selected part as a file of its own (the file's own samples, "
-                                      "every channel; WAV for Ogg and MP3 sources)")
+        self.export_button.setToolTip("Save the selected part as a file of its own: its name, folder, format (WAV, "
+                                      "FLAC, the source's own) and fades (the file's own samples and channels)")
         self.export_button.clicked.connect(self.export_selection)
         self.drag_handle = DragHandle(self.drag_mime)
         part.addWidget(self.selection_label, 1)
@@ -449,20 +451,34 @@ class PreviewPane(QWidget):
 
     @Slot()
     def export_selection(self) -> None:
-        """Ask for a folder and write the selected part there (in a worker: a long part takes a moment)."""
+        """Ask where and how to save the selected part (ExportDialog), then write it in a worker (a long part
+        takes a moment); the folder chosen is offered next time."""
         hit, part = self.state.preview_hit, self.selected_part()
         if hit is None or part is None:
             return
-        settings = QSettings()
-        folder = self.ask_folder(str(settings.value(EXPORT_FOLDER_KEY, "") or hit.path.parent))
-        if not folder:
+        try:
+            info = audio_info(hit.path)
+        except AudioError as e:
+            self.error.emit(f"Cannot export the selection: {describe_error(e)}")
             return
-        settings.setValue(EXPORT_FOLDER_KEY, folder)
-        source, (a, b) = hit.path, part
+        (a, b), settings = part, QSettings()
+        formats, default = export_formats(info)
+        folder = default_export_folder(self.state.library, str(settings.value(EXPORT_FOLDER_KEY, "") or ""))
+        about = (f"The part {part_text(a, b)} of {display_name(hit.path.name)} "
+                 f"({sound_format(info.sample_rate, info.channels)}): its own samples and channels, at its own rate.")
+        dialog = ExportDialog(about, part_file_stem(hit.path, a, b), formats, default, folder, b - a, self)
+        try:
+            if not self.ask_export(dialog):
+                return
+            choice = dialog.choice()
+        finally:
+            dialog.deleteLater()
+        settings.setValue(EXPORT_FOLDER_KEY, str(choice.target.parent))
+        source = hit.path
 
         def job() -> Any:  # noqa: ANN401 - a Job
             yield {"message": f"exporting part of {display_name(source.name)}"}
-            return write_excerpt(source, a, b, Path(folder))
+            return export_part(source, a, b, choice.target, choice.form, choice.fades, replace=choice.replace)
 
         runner = JobRunner(job, "export-part", self)
         runner.result.connect(lambda path: self.message.emit(f"Exported {display_name(path.name)} to "
@@ -499,23 +515,6 @@ class PreviewPane(QWidget):
         """No more sound or play head (closing)."""
         self._play_timer.stop()
         self.player.stop()
-
-
-def part_text(a: float, b: float) -> str:
-    """A selected part's span, both ends in one style to the tenth, and its length: "1.0 – 3.0 s (2.0 s)",
-    "2:23.8 – 2:27.8 (4.0 s)" (format_duration's whole seconds past a minute hid a 4-s part's edges)."""
-    length = format_duration(b - a)
-    if b < 60:
-        return f"{a:.1f} – {b:.1f} s ({length})"
-    return f"{clock(a)} – {clock(b)} ({length})"
-
-
-def clock(seconds: float) -> str:
-    """A time in the file to the tenth: "0:59.1", "10:05.0", "1:02:03.4"."""
-    tenths = int(round(seconds * 10))
-    m, s = divmod(tenths / 10, 60)
-    h, m = divmod(int(m), 60)
-    return f"{h}:{m:02d}:{s:04.1f}" if h else f"{m}:{s:04.1f}"
 
 
 def breakable(name: str) -> str:
