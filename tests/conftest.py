@@ -42,6 +42,12 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def private_locations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's list of library locations starts empty, in its own folder, never the user's."""
+    monkeypatch.setenv("EARSHOT_LOCATIONS", str(tmp_path / "earshot-config" / "locations.json"))
+
+
+@pytest.fixture(autouse=True)
 def no_leftover_threads() -> Iterator[None]:
     """Fail any test that leaves a Python thread or an Earshot worker running (napari/superqt style)."""
     before = set(threading.enumerate())

@@ -20,6 +20,7 @@ from app.cli import (
     gui_command,
     index_command,
     info_command,
+    locations_command,
     models_command,
     probe_command,
     search_command,
@@ -32,7 +33,8 @@ from core.config import bound_numbers
 
 Handler = Callable[[argparse.Namespace], int]
 COMMANDS = (gui_command, info_command, models_command, probe_command, index_command, search_command,  # the order
-            similar_command, duplicates_command, tags_command, train_command, eval_command)  # `earshot --help` lists
+            similar_command, duplicates_command, tags_command, locations_command, train_command,
+            eval_command)  # `earshot --help` lists
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.cli import search_common as sc
-from app.cli.common import print_events, text_path_arg
+from app.cli.common import text_path_arg
 from app.services.search.query import MAX_QUERY_CHARS, Query, parse  # stdlib only: `earshot --help` stays fast
 from core.display import printable
 
@@ -59,6 +59,7 @@ def query_first(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    sc.resolve_libraries(args)
     queries = _queries(args)
     if queries is None:
         query = _checked_query(args.text)  # parsed once: the search reads this Query
@@ -135,7 +136,7 @@ def _search_many(args: argparse.Namespace, queries: list[tuple[int, str]]) -> in
                                   "did_you_mean": res.did_you_mean, "no_good_match": res.no_good_match,
                                   "query_shortened": said}), flush=True)
         finally:
-            print_events(session.library, as_json=True)
+            sc.print_all_events(session, as_json=True)
             session.close()
     except LibraryError as e:
         raise ValueError(str(e)) from None

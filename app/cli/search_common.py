@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.common import MODEL_HELP, path_arg, print_events, require_catalog
@@ -42,7 +43,11 @@ def new_parser(sub: Any, name: str, what: str) -> argparse.ArgumentParser:  # no
 
 
 def add_library_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--library", type=path_arg, required=True, help="the (indexed) library folder")
+    p.add_argument("--library", type=path_arg, action="append", default=None, metavar="FOLDER",
+                   help="the (indexed) library folder, or a library location's name (`earshot locations`); "
+                        "repeat it to search several together: their best results, each saying where it is")
+    p.add_argument("--set", dest="location_set", default=None, metavar="NAME",
+                   help="search a saved set of library locations (`earshot locations save-set`)")
     p.add_argument("--model", default=None, help=MODEL_HELP)
     p.add_argument("-k", type=result_count, default=10,
                    help="number of results, at least 1 (default 10; more than the library holds gives all)")
@@ -120,19 +125,92 @@ def shown_category_arg(text: str) -> str:
     return category
 
 
-def open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession
-    from app.services.search.embedder import LazyEmbedder, load_query_embedder
-    from app.services.search.session import SearchSession
+def resolve_libraries(args: argparse.Namespace) -> None:
+    """args.locations: the libraries to search (--library folders or location names, --set), in order, each
+    once; args.library: the first (the commands that take one read it)."""
+    from app.services.library.locations import Location, Locations
 
-    require_catalog(args.library)
+    saved = Locations.load()
+    if saved.problem:
+        print(f"earshot: {saved.problem}", file=sys.stderr)
+    wanted: list[Location] = []
+    for value in args.library or []:
+        known = saved.find(value)
+        if value.is_dir():
+            wanted.append(known if known is not None and known.path == Path(os.path.abspath(value))
+                          else Location(value.resolve().name or str(value), value))
+        elif known is not None:
+            wanted.append(known)
+        else:
+            names = ", ".join(loc.name for loc in saved.locations) or "none yet"
+            raise ValueError(f"--library {printable(value)}: no such folder, nor a library location of that name "
+                             f"(locations: {names})")
+    if getattr(args, "location_set", None):
+        wanted += saved.of_set(args.location_set)
+    if not wanted:
+        raise ValueError("give --library FOLDER (repeat it to search several libraries together) or --set NAME")
+    args.locations = unique_locations(wanted)
+    args.library = args.locations[0].path
+
+
+def unique_locations(wanted: list[Any]) -> list[Any]:  # noqa: ANN401 - Locations
+    """Each folder once, and names unique (a second "sfx" becomes "sfx (2)")."""
+    from app.services.library.locations import Location
+
+    out: list[Location] = []
+    for loc in wanted:
+        if any(os.path.abspath(o.path) == os.path.abspath(loc.path) for o in out):
+            continue
+        name, n = loc.name, 2
+        while any(o.name == name for o in out):
+            name, n = f"{loc.name} ({n})", n + 1
+        out.append(Location(name, Path(loc.path)))
+    return out
+
+
+def open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN401 - a SearchSession / LibrarySet
+    from app.services.search.embedder import LazyEmbedder, load_query_embedder
+
+    if not hasattr(args, "locations"):
+        resolve_libraries(args)
+    for loc in args.locations:
+        require_catalog(loc.path)
     # text queries need only the text tower (NumPy, no torch import): the command starts several times faster
     # similar on a library file reads its stored vector: the sound model loads only if audio must be embedded
     embedder = load_query_embedder(args.model) if text_only else LazyEmbedder(args.model)
-    session = SearchSession.open(args.library, embedder)
+    if len(args.locations) > 1:
+        return _open_set(args, embedder, text_only)
+    return _open_one(args, args.library, embedder, text_only)
+
+
+def _open_set(args: argparse.Namespace, embedder: Any, text_only: bool) -> Any:  # noqa: ANN401 - a LibrarySet
+    from app.services.search.library_set import LibrarySet
+
+    parts = []
+    try:
+        for loc in args.locations:
+            parts.append((loc.name, _open_one(args, loc.path, embedder, text_only, alone=False)))
+    except BaseException:
+        for _, session in parts:
+            session.close()
+        raise
+    found = LibrarySet(parts)
+    if found.indexed_count() == 0 and (not text_only or getattr(args, "mode", "both") == "sound"):
+        found.close()
+        raise ValueError(f"none of the libraries has sounds indexed with {embedder.name}; run `earshot index` on "
+                         "them first")
+    return found
+
+
+def _open_one(args: argparse.Namespace, library: Path, embedder: Any, text_only: bool,  # noqa: ANN401
+              alone: bool = True) -> Any:  # noqa: ANN401 - a SearchSession
+    from app.services.search.session import SearchSession
+
+    session = SearchSession.open(library, embedder)
     if session.indexed_count() == 0:  # its names may still be searched (the text channel has no model)
-        message = (f"{args.library} has no sounds indexed with {embedder.name}; run `earshot index {args.library}` "
+        message = (f"{library} has no sounds indexed with {embedder.name}; run `earshot index {library}` "
                    "first")
-        if not text_only or getattr(args, "mode", "both") == "sound":  # nothing this command could answer from
+        if alone and (not text_only or getattr(args, "mode", "both") == "sound"):  # nothing to answer from
             print_events(session.library, as_json=args.json)  # what opening repaired is said all the same
             session.close()
             raise ValueError(message)
@@ -141,15 +219,32 @@ def open_search(args: argparse.Namespace, text_only: bool) -> Any:  # noqa: ANN4
     hidden = session.library.files.unavailable_count()
     if hidden:
         print(f"earshot: {hidden} catalogued {'file is' if hidden == 1 else 'files are'} hidden: under folders "
-              f"that could not be listed when {printable(args.library)} was last indexed; once they are back, "
-              f"`earshot index {printable(args.library)}` shows them again", file=sys.stderr)
+              f"that could not be listed when {printable(library)} was last indexed; once they are back, "
+              f"`earshot index {printable(library)}` shows them again", file=sys.stderr)
     return session
+
+
+def each_session(session: Any) -> list[Any]:  # noqa: ANN401 - a SearchSession / LibrarySet
+    """The sessions of a set, or the one session."""
+    return list(session.sessions) if hasattr(session, "sessions") else [session]
+
+
+def print_all_events(session: Any, as_json: bool) -> None:  # noqa: ANN401 - a SearchSession / LibrarySet
+    for one in each_session(session):
+        print_events(one.library, as_json=as_json)
 
 
 def check_folder(folder: str | None, session: Any) -> None:  # noqa: ANN401 - a SearchSession
     """--folder names a folder of the library that holds catalogued sounds: a mistyped one, or one outside the
     library, would otherwise answer "no results" as if the library had nothing for the query."""
     if not folder:
+        return
+    if hasattr(session, "sessions"):  # a set: the folder starts with a location's name
+        head, _, rest = folder.strip("/").partition("/")
+        if head not in session.names:
+            raise ValueError(f"--folder {printable(folder)}: with several libraries, start it with a location's "
+                             f"name ({', '.join(session.names)})")
+        check_folder(rest, session.sessions[session.names.index(head)])
         return
     library = session.library
     key = library.files.key(folder)
@@ -180,7 +275,7 @@ def answer_command(args: argparse.Namespace, run: Callable[[Any, Any], SearchAns
             check_folder(args.folder, session)
             answer = run(session, search_filters)
         finally:
-            print_events(session.library, as_json=args.json)
+            print_all_events(session, as_json=args.json)
             session.close()
     except (LibraryError, AudioError) as e:  # a message, not a traceback (AudioError: a bad query file)
         raise ValueError(str(e)) from None
@@ -208,7 +303,7 @@ def _print_table(args: argparse.Namespace, answer: SearchAnswer) -> None:
                               if getattr(args, "any_length", True) is False else "")
               + (f"; only files whose name, folder or tags hold {held} can match" if held else ""))
     else:
-        print(f"{'score':>7}  {'duration':>8}  path")
+        print(f"{'score':>7}  {'duration':>8}  " + ("location: path" if any(h.location for h in hits) else "path"))
     for h in hits:
         why = f"  [{', '.join(h.match.matched_terms)}]" if h.match is not None and h.match.matched_terms else ""
         if h.match is not None and h.match.found_by == "like":
@@ -216,7 +311,8 @@ def _print_table(args: argparse.Namespace, answer: SearchAnswer) -> None:
         elif h.match is not None and h.match.found_by == "category":
             why = f"  [heard as {h.match.category}]"
         tags = f"  #{' #'.join(h.user_tags)}" if h.user_tags else ""
-        print(f"{h.score:7.3f}  {h.duration:7.1f}s  {'*' if h.favourite else ''}{printable(h.path)}{why}{tags}")
+        where = f"{printable(h.location)}: " if h.location else ""
+        print(f"{h.score:7.3f}  {h.duration:7.1f}s  {where}{'*' if h.favourite else ''}{printable(h.path)}{why}{tags}")
 
 
 def search_notes(answer: SearchAnswer) -> list[str]:

@@ -33,6 +33,7 @@ def add_parser(sub: Any, argv: Sequence[str]) -> None:  # noqa: ANN401 - argpars
 
 
 def run(args: argparse.Namespace) -> int:
+    sc.resolve_libraries(args)
     if args.record is None:
         if args.file is None:
             raise ValueError("similar: give an audio file, or --record SECONDS to record one")
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from app.services.search.recording import check_seconds
 
     check_seconds(args.record)
-    require_catalog(args.library)  # before asking anyone to make a sound
+    for loc in args.locations:
+        require_catalog(loc.path)  # before asking anyone to make a sound
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="earshot-recording-") as tmp:

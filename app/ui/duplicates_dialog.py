@@ -45,10 +45,10 @@ class DuplicatesDialog(QDialog):
 
     trashed = Signal(list)  # relative paths moved to the trash (the library indexes again)
 
-    def __init__(self, groups: Sequence[DuplicateGroup], root: Path, title: str,
+    def __init__(self, groups: Sequence[DuplicateGroup], locate: Callable[[str], Path], title: str,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.root = root
+        self.locate = locate  # a group's path -> the file (a session's, or a set of locations' file_path)
         self._by_path = {f.rel_path: f for g in groups for f in g.files}
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # seams for tests
         self.move_to_trash: Callable[[str], bool] = QFile.moveToTrash
@@ -139,7 +139,7 @@ class DuplicatesDialog(QDialog):
         item = self.tree.currentItem()
         rel = item.data(0, FILE_ROLE) if item is not None else None
         if rel:
-            self.open_url(QUrl.fromLocalFile(str((self.root / rel).parent)))
+            self.open_url(QUrl.fromLocalFile(str(self.locate(rel).parent)))
 
     @Slot()
     def trash_checked(self) -> None:
@@ -149,7 +149,7 @@ class DuplicatesDialog(QDialog):
             return
         moved, failed = [], []
         for rel in chosen:
-            (moved if self.move_to_trash(str(self.root / rel)) else failed).append(rel)
+            (moved if self.move_to_trash(str(self.locate(rel))) else failed).append(rel)
         for it in self.files():
             if it.data(0, FILE_ROLE) in moved:
                 it.parent().removeChild(it)

@@ -36,7 +36,7 @@ class LibraryTools:
         def show(groups: list) -> None:
             self.tab.status(f"{len(groups)} group{'' if len(groups) == 1 else 's'} of {what}" if groups
                             else f"No {what} found.")
-            dialog = DuplicatesDialog(groups, session.library.root, f"Duplicates — {what}", self.tab)
+            dialog = DuplicatesDialog(groups, session.file_path, f"Duplicates — {what}", self.tab)
             dialog.trashed.connect(self._trashed)
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             self.duplicates_dialog = dialog
@@ -48,10 +48,13 @@ class LibraryTools:
     def suggest_names(self, hits: list[Hit]) -> None:
         """UCS-style names for these sounds, in a dialog whose accepted names rename the files (or go into their
         descriptions); the index follows."""
-        session = self.tab.session
-        if session is None or not hits:
+        if self.tab.session is None or not hits:
             return
-        ids = [h.file_id for h in hits]
+        try:  # in a set of locations: the one that holds them (each catalog renames its own files)
+            session, ids = self.tab.session.one_location([h.file_id for h in hits])
+        except ValueError as e:
+            self.tab.error(f"Suggest names: {e}")
+            return
 
         def show(suggestions: list) -> None:
             if not suggestions:
@@ -59,26 +62,29 @@ class LibraryTools:
                                 "sound like.")
                 return
             dialog = NamesDialog(suggestions, session.renames_to_undo() > 0, self.tab)
-            dialog.rename.connect(lambda batch: self._file_job(dialog, lambda: session.rename_job(batch), "renamed"))
-            dialog.undo.connect(lambda: self._file_job(dialog, session.undo_renames_job, "renamed back"))
-            dialog.describe.connect(lambda texts: self._file_job(dialog, lambda: session.describe_job(texts),
+            dialog.rename.connect(lambda batch: self._file_job(dialog, session, lambda: session.rename_job(batch),
+                                                               "renamed"))
+            dialog.undo.connect(lambda: self._file_job(dialog, session, session.undo_renames_job, "renamed back"))
+            dialog.describe.connect(lambda texts: self._file_job(dialog, session, lambda: session.describe_job(texts),
                                                                  "described"))
             dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             self.names_dialog = dialog
             dialog.show()
 
-        self.tab._run(session, lambda: _call_job(lambda: session.suggest_names(ids)), "suggest names", show,
-                      on_error=self.tab.error)
+        self.tab._run(self.tab.session, lambda: _call_job(lambda: session.suggest_names(ids)), "suggest names",
+                      show, on_error=self.tab.error)
 
-    def _file_job(self, dialog: NamesDialog, job: Callable[[], Job[Any]], done: str) -> None:
-        """Rename or describe files, then say what happened in the dialog and index again."""
+    def _file_job(self, dialog: NamesDialog, owner: Any, job: Callable[[], Job[Any]],  # noqa: ANN401 - a session
+                  done: str) -> None:
+        """Rename or describe files (in `owner`, the session holding them), then say what happened in the dialog
+        and index again."""
         session = self.tab.session
 
         def finished(report: Any) -> None:  # noqa: ANN401 - a RenameReport or TagWrite list
             ok, failed = file_job_counts(report)
             text = f"{ok} file{'' if ok == 1 else 's'} {done}" + (f"; {len(failed)} not: {failed[0]}" if failed
                                                                   else "") + ". Updating the index…"
-            dialog.done_with(text, session is not None and session.renames_to_undo() > 0)
+            dialog.done_with(text, session is not None and owner.renames_to_undo() > 0)
             self.tab.status(text)
             self.tab.start_indexing()
 

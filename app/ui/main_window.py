@@ -12,13 +12,15 @@ from types import TracebackType
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QLabel, QMainWindow, QTabWidget, QWidget
+from PySide6.QtWidgets import QApplication, QDialog, QFileDialog, QLabel, QMainWindow, QTabWidget, QWidget
 
 from app.services import devices
 from app.services.devices import DeviceStatus
 from app.services.environment import Environment, audio_status_job, default_threads, probe_environment
+from app.services.library.locations import Location, Locations
 from app.services.registry import ModelRegistry
 from app.ui.dialogs import AboutDialog, PreferencesDialog
+from app.ui.locations_dialog import LocationsDialog
 from app.ui.search_tab import SearchTab
 from app.ui.status_bar import StatusBar
 from app.ui.tab_base import ModelTab
@@ -27,6 +29,7 @@ from app.ui.units_tab import UnitsTab
 from app.ui.words_tab import WordsTab
 from app.workers import JobRunner, active_runners, cancel_all
 from core import memory
+from core.display import display_name
 
 log = logging.getLogger(__name__)
 ORGANIZATION = "Earshot"
@@ -47,6 +50,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Earshot")
         self.setAcceptDrops(True)
         self.settings = QSettings()
+        self.locations = Locations.load()  # the library locations, shared with `earshot locations`
         self.registry = registry or ModelRegistry()
         if self.settings.contains("device"):
             self.registry.set_device(str(self.settings.value("device")))
@@ -92,7 +96,11 @@ class MainWindow(QMainWindow):
 
         saved = self.settings.value("library")
         start = library or (Path(str(saved)) if saved else None)
-        self.open_library(start if start and start.is_dir() else demo_library(), remember=library is not None)
+        together = [loc for loc in self.locations.chosen() if loc.path.is_dir()]
+        if library is None and len(together) > 1:
+            self.open_locations(together)
+        else:
+            self.open_library(start if start and start.is_dir() else demo_library(), remember=library is not None)
         QTimer.singleShot(0, self.refresh_environment)
 
     # ------------------------------------------------------------------------------------------- building
@@ -107,6 +115,15 @@ class MainWindow(QMainWindow):
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
         self.open_action.triggered.connect(self.choose_library)
         file_menu.addAction(self.open_action)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        add_location = QAction("&Add Library Location…", self)
+        add_location.setToolTip("Search another folder together with the libraries open")
+        add_location.triggered.connect(self.add_location)
+        file_menu.addAction(add_location)
+        self.locations_action = QAction("Library &Locations…", self)
+        self.locations_action.triggered.connect(self.edit_locations)
+        file_menu.addAction(self.locations_action)
         demo = QAction("Open &Demo Library", self)
         demo.triggered.connect(lambda: self.open_library(demo_library()))
         file_menu.addAction(demo)
@@ -156,22 +173,86 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def choose_library(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open Library Folder", str(Path.home()))
+        folder = self.ask_folder("Open Library Folder")
         if folder:
             self.open_library(Path(folder))
 
+    def ask_folder(self, title: str) -> str:  # a seam for tests
+        return QFileDialog.getExistingDirectory(self, title, str(Path.home()))
+
+    def show_dialog(self, dialog: QDialog) -> bool:  # a seam for tests
+        return dialog.exec() == QDialog.DialogCode.Accepted
+
     def open_library(self, path: Path, remember: bool = True) -> bool:
+        """The folder alone (it joins the library locations and the Recent list)."""
         if not path.is_dir():
             self.statusBar().showMessage(f"Not a folder: {path}", 8000)
             return False
         self.library = path
         if remember and path != demo_library():
             self.settings.setValue("library", str(path))
+            loc = self.locations.add(path)
+            self.locations.opened(path)
+            self.locations.choose([loc.name])
+            self._save_locations()
         self.search_tab.set_library(path)
         label = "demo library" if path == demo_library() else str(path)
         self.setWindowTitle(label)  # Qt appends " — Earshot", the application's display name
         self.statusBar().showMessage(f"Library: {label}", 5000)
         return True
+
+    def open_locations(self, locations: list[Location]) -> None:
+        """Several library locations searched together (one: open_library)."""
+        if len(locations) == 1:
+            self.open_library(locations[0].path)
+            return
+        self.library = locations[0].path
+        self.search_tab.set_locations(locations)
+        label = " + ".join(loc.name for loc in locations)
+        self.setWindowTitle(label)
+        self.statusBar().showMessage(f"Libraries searched together: {', '.join(loc.name for loc in locations)}",
+                                     5000)
+
+    @Slot()
+    def add_location(self) -> None:
+        folder = self.ask_folder("Add a library folder to search together")
+        if not folder:
+            return
+        try:
+            loc = self.locations.add(folder)
+        except ValueError as e:
+            self.statusBar().showMessage(str(e), 8000)
+            return
+        self.locations.opened(loc.path)
+        chosen = [x.name for x in self.locations.chosen()] or [x.name for x in self.search_tab.locations
+                                                                if self.locations.find(x.path) is not None]
+        self.locations.choose([*chosen, loc.name])
+        self._save_locations()
+        self.open_locations(self.locations.chosen())
+
+    @Slot()
+    def edit_locations(self) -> None:
+        dialog = LocationsDialog(self.locations, self)
+        if self.show_dialog(dialog):
+            self._save_locations()
+            self.open_locations(self.locations.chosen())
+        else:
+            self.locations = Locations.load()  # what the dialog changed is dropped with Cancel
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for path in self.locations.recent:
+            action = self.recent_menu.addAction(display_name(path))
+            action.setEnabled(path.is_dir())
+            action.triggered.connect(lambda _=False, p=path: self.open_library(p))
+        if not self.locations.recent:
+            self.recent_menu.addAction("No library opened yet").setEnabled(False)
+
+    def _save_locations(self) -> None:
+        try:
+            self.locations.save()
+        except OSError as e:
+            self.statusBar().showMessage(f"Could not keep the list of library locations: {e}", 8000)
 
     @Slot()
     def refresh_environment(self) -> None:

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from app.services.jobs import Job
 from app.services.library.records import Hit
-from app.services.library.tag_writer import REFUSED, WRITTEN, TagWrite, write_library_tags
+from app.services.library.tag_writer import REFUSED, WRITTEN, TagWrite
 from app.services.search.search_jobs import favourite_job, tags_job
 from app.services.search.session import SearchSession
 from app.ui.search_state import SearchState
@@ -98,7 +98,7 @@ class ResultMarks(QObject):
         if not (confirm or self._ask)(question):
             return
         ids = [h.file_id for h in chosen]
-        self.run(lambda session: write_library_tags(session.library, ids), "write tags", self._written)
+        self.run(lambda session: session.write_tags_job(ids), "write tags", self._written)
 
     def _ask(self, question: str) -> bool:
         answer = QMessageBox.question(self.dialog_parent, "Write tags into the files", question)

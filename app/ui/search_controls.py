@@ -241,7 +241,12 @@ class IndexingRow(QWidget):
         state.events.library.connect(lambda: self.reindex_button.setEnabled(state.ready))
         self._show_running(False)
 
-    def show_library(self, path: Path) -> None:
+    def show_library(self, path: Path, locations: list[str] | None = None) -> None:
+        """The library's name (its folder's, or the locations searched together) beside the index progress."""
+        if locations:
+            self.library_label.setText(f"Libraries: {' + '.join(locations)}")
+            self.library_label.setToolTip("Searched together: " + ", ".join(locations))
+            return
         self.library_label.setText(f"Library: {display_name(path.name or path)}")
         self.library_label.setToolTip(display_name(path))
 

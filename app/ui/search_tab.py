@@ -27,10 +27,12 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QMessageBox, QToolB
 
 from app.services.devices import DeviceStatus, device_status
 from app.services.jobs import Job
+from app.services.library.locations import Location
 from app.services.library.records import Hit
 from app.services.registry import ModelEntry, ModelRegistry
 from app.services.search.embedder import RetrievalEmbedder, load_embedder_job
 from app.services.search.fusion import NAMES_WEIGHT
+from app.services.search.library_set import LibrarySet, each_session, open_set_job
 from app.services.search.preview import Preview, preview_job
 from app.services.search.search_jobs import (
     IndexOutcome,
@@ -85,7 +87,8 @@ class SearchTab(ModelTab):
         super().__init__(parent)
         self.registry: ModelRegistry | None = None
         self.embedder: RetrievalEmbedder | None = None
-        self.session: SearchSession | None = None
+        self.session: SearchSession | LibrarySet | None = None
+        self.locations: list[Location] = []  # the library locations open (several: searched together)
         self._loaded_device = ""
         self._job_sessions: dict[JobRunner, SearchSession] = {}  # retiring a session cancels (and awaits) these
         self._search_runner: JobRunner | None = None
@@ -295,33 +298,51 @@ class SearchTab(ModelTab):
 
     @Slot(Path)
     def set_library(self, path: Path) -> None:
-        if self.state.library is not None and Path(path) == self.state.library and self.session is not None:
+        self.set_locations([Location(display_name(Path(path).name or path), Path(path))])
+
+    def set_locations(self, locations: list[Location]) -> None:
+        """The library locations searched together (one: a library as ever; several: a LibrarySet, each hit
+        saying where it is, the tree's top level the locations)."""
+        if not locations:
+            return
+        first = Path(locations[0].path)
+        same = [(loc.name, loc.path) for loc in locations] == [(loc.name, loc.path) for loc in self.locations]
+        if self.state.library is not None and first == self.state.library and same and self.session is not None:
             return
         self._retire_session()
+        self.locations = list(locations) if len(locations) > 1 else [Location(locations[0].name, first)]
         self.table.forget_widths()
-        self.state.set_library(Path(path))
-        self.indexing.show_library(Path(path))
+        self.state.set_library(first)
+        self.indexing.show_library(first, [loc.name for loc in locations] if len(locations) > 1 else None)
         self._update_view()
         self._open_session()
 
     def _open_session(self) -> None:
-        embedder, library = self.embedder, self.state.library
+        embedder, library, places = self.embedder, self.state.library, list(self.locations)
         if embedder is None or library is None:
             return
         self._retire_session()
+        if len(places) > 1:
+            self.indexing.say(f"Opening {', '.join(loc.name for loc in places)}…")
+            self._run(None, lambda: open_set_job(places, embedder), "open-library", self._session_opened)
+            return
         self.indexing.say(f"Opening {display_name(library)}…")
         self._run(None, lambda: open_session_job(library, embedder), "open-library", self._session_opened)
 
     @Slot(object)
-    def _session_opened(self, session: SearchSession) -> None:
+    def _session_opened(self, session: SearchSession | LibrarySet) -> None:
         library = self.state.library
-        if library is None or session.root != Path(os.path.abspath(library)) or session.embedder is not self.embedder:
+        names = session.names if isinstance(session, LibrarySet) else [loc.name for loc in self.locations[:1]]
+        if (library is None or session.root != Path(os.path.abspath(library)) or session.embedder is not self.embedder
+                or (len(self.locations) > 1) != isinstance(session, LibrarySet)
+                or names != [loc.name for loc in self.locations][:len(names)]):
             session.close()  # the user moved on meanwhile
             return
         self._retire_session()
         self.session = session
-        if session.library.notice:  # a repaired catalog: what was kept, restored and lost
-            self.status(session.library.notice)
+        for one in each_session(session):
+            if one.library.notice:  # a repaired catalog: what was kept, restored and lost
+                self.status(one.library.notice)
         self.state.set_ready(True)
         self.session_ready.emit()
         self._refresh_catalog(session)

@@ -141,6 +141,7 @@ class Hit:
     channels: int = 0
     embedded: bool = True  # its audio has a vector of the model asked (False: only its names are indexed yet)
     categories: list[tuple[str, float]] = field(default_factory=list)  # what its sound was heard as, best first
+    location: str = ""  # the library location it is in, when several are searched together (library_set.py)
 
     @property
     def name(self) -> str:

@@ -14,7 +14,6 @@ from app.services.jobs import Job
 from app.services.library.categories import shown_category
 from app.services.library.records import FailedFile, Hit, IndexReport
 from app.services.search.answer import SearchAnswer
-from app.services.search.browse import browse
 from app.services.search.embedder import RetrievalEmbedder
 from app.services.search.request import SearchRequest
 from app.services.search.session import SearchSession
@@ -51,9 +50,7 @@ def request_job(session: SearchSession, request: SearchRequest) -> Job[Results]:
     filtered = request.filters.active
     if request.kind == "browse":
         yield {"message": "listing sounds"}
-        with session.library.guard():
-            page = browse(session.library, session.embedder.model_id, request.filters, request.sort,
-                          request.descending, request.offset, request.k)
+        page = session.browse(request.filters, request.sort, request.descending, request.offset, request.k)
         return Results(page, "", session.searchable_count("names"), filtered)
     if request.kind == "similar" and request.target is not None:
         name = display_name(Path(request.target).name)
@@ -155,6 +152,8 @@ def hit_dict(hit: Hit) -> dict[str, Any]:
            "user_tags": list(hit.user_tags), "favourite": hit.favourite,
            "category": shown_category(hit.categories), "categories": [{"category": c, "confidence": round(p, 3)}
                                                             for c, p in hit.categories]}
+    if hit.location:
+        out["location"] = hit.location
     if hit.match is not None:
         m = hit.match
         out["match"] = {"matched_terms": m.matched_terms, "name_score": round(m.name_score, 5),

@@ -39,6 +39,7 @@ from app.services.library.text_channel import sentence
 from app.services.library.vector_search import refuse_broken
 from app.services.search import fusion, keywords, sounds_like
 from app.services.search.answer import SearchAnswer
+from app.services.search.browse import browse
 from app.services.search.candidates import (
     CandidateRequest,
     Candidates,
@@ -333,8 +334,9 @@ class SearchSession:
     @guarded
     def similar(self, path_or_file_id: str | os.PathLike[str] | int, k: int = 10,
                 filters: SearchFilters | None = None, names_weight: float | None = None,
-                any_length: bool = False) -> SearchAnswer:
-        """Files that sound like a file (its stored vector; a file outside the library is embedded first), through
+                any_length: bool = False, sound_vector: np.ndarray | None = None) -> SearchAnswer:
+        """Files that sound like a file (its stored vector; a file outside the library is embedded first, unless
+        its vector is given as `sound_vector`: another location's stored one, library_set.py), through
         the same candidate gatherer as a text search; names_weight > 0 adds how alike their names and tags are
         (the MiniLM sentence vectors), fused with the same rule. Only files of a similar length unless
         `any_length` (`similar_lengths`): a one-shot finds one-shots, not the music and ambiences whose average
@@ -347,7 +349,10 @@ class SearchSession:
         fid = path_or_file_id if isinstance(path_or_file_id, int) else lib.files.id_of(path_or_file_id)
         if not any_length:
             filters = similar_lengths(filters, self._duration_of(path_or_file_id, fid))
-        sound_q, fid = lib.search.file_vector(path_or_file_id if fid is None else fid, self.embedder)  # (D,)
+        if sound_vector is not None and fid is None:
+            sound_q = np.asarray(sound_vector, dtype=np.float32)  # (D,)
+        else:
+            sound_q, fid = lib.search.file_vector(path_or_file_id if fid is None else fid, self.embedder)  # (D,)
         enc = self.text_encoder if names_weight else None
         text_q = self._file_sentence_vector(path_or_file_id, fid) if enc is not None else None
         request = CandidateRequest(
@@ -513,6 +518,24 @@ class SearchSession:
         if file_id is not None and not self.library.vectors.of_files(model, [file_id]):
             raise ValueError(f"{display_name(path)} has no sound vector yet: index the library first")
         return find_duplicates(self.library, model, file_id=file_id)
+
+    def browse(self, filters: SearchFilters | None = None, sort: str = "name", descending: bool = False,
+               offset: int = 0, limit: int = 50) -> SearchAnswer:
+        """The library's sounds passing the filters, sorted, one page (browse.py)."""
+        with self.library.guard():
+            return browse(self.library, self.embedder.model_id, filters, sort, descending, offset, limit)
+
+    def write_tags_job(self, file_ids: Sequence[int]) -> Job[list[TagWrite]]:
+        """Write the files' user tags into the files (tag_writer.py: verified, atomic)."""
+        return write_library_tags(self.library, list(file_ids))
+
+    def file_path(self, rel_path: str) -> Path:
+        """A file of the library by the path its hits and duplicate groups give."""
+        return self.root / rel_path
+
+    def one_location(self, file_ids: Sequence[int]) -> tuple[SearchSession, list[int]]:
+        """The session that holds these files, and their ids in it: this one (a set has several)."""
+        return self, list(file_ids)
 
     @guarded
     def suggest_names(self, file_ids: Sequence[int]) -> list[Suggestion]:
