@@ -8,7 +8,7 @@ optional fades. It only asks: the preview writes the file in a worker (app/servi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,12 +58,14 @@ def part_file_stem(source: Path, a: float, b: float) -> str:
     return fitted_name(display_name(source.stem), f" ({part_file_label(a, b)})", reserve=SUFFIX_BYTES)
 
 
-def inside(folder: Path, root: Path | None) -> bool:
-    """`folder` is `root` or lies under it (links followed)."""
-    if root is None:
-        return False
-    f, r = Path(os.path.realpath(folder)), Path(os.path.realpath(root))
-    return f == r or r in f.parents
+def inside(folder: Path, roots: Iterable[Path | None]) -> bool:
+    """`folder` is one of `roots` or lies under one (links followed)."""
+    f = Path(os.path.realpath(folder))
+    for root in roots:
+        r = Path(os.path.realpath(root)) if root is not None else None
+        if r is not None and (f == r or r in f.parents):
+            return True
+    return False
 
 
 def standard_folders() -> list[Path]:
@@ -71,17 +73,17 @@ def standard_folders() -> list[Path]:
     return [Path(p) for p in (QStandardPaths.writableLocation(loc) for loc in STANDARD_LOCATIONS) if p]
 
 
-def default_export_folder(library: Path | None, remembered: str) -> Path:
+def default_export_folder(libraries: Iterable[Path | None], remembered: str) -> Path:
     """Where the dialog opens: the folder chosen last time, else the user's Music (Documents, Desktop, home)
-    folder, the first of them that exists and is not inside the library (a part saved there would be indexed as
-    a sound of its own); the folder above the library where all of them are."""
+    folder, the first of them that exists and is not inside a library (a part saved there would be indexed as
+    a sound of its own); the folder above the first library where all of them are."""
+    roots = [r for r in libraries if r is not None]
     candidates = ([Path(remembered)] if remembered else []) + standard_folders()
     for folder in candidates:
-        if folder.is_dir() and not inside(folder, library):
+        if folder.is_dir() and not inside(folder, roots):
             return folder
-    if library is not None and library.parent.is_dir() and writable(library.parent):
-        return library.parent
-    return Path.home()
+    above = [r.parent for r in roots if r.parent.is_dir() and writable(r.parent) and not inside(r.parent, roots)]
+    return above[0] if above else Path.home()
 
 
 def writable(folder: Path) -> bool:

@@ -13,6 +13,7 @@ the tab's to connect.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -463,7 +464,8 @@ class PreviewPane(QWidget):
             return
         (a, b), settings = part, QSettings()
         formats, default = export_formats(info)
-        folder = default_export_folder(self.state.library, str(settings.value(EXPORT_FOLDER_KEY, "") or ""))
+        libraries = [self.state.library, location_root(hit)]  # the sound's own location among several
+        folder = default_export_folder(libraries, str(settings.value(EXPORT_FOLDER_KEY, "") or ""))
         about = (f"The part {part_text(a, b)} of {display_name(hit.path.name)} "
                  f"({sound_format(info.sample_rate, info.channels)}): its own samples and channels, at its own rate.")
         dialog = ExportDialog(about, part_file_stem(hit.path, a, b), formats, default, folder, b - a, self)
@@ -515,6 +517,12 @@ class PreviewPane(QWidget):
         """No more sound or play head (closing)."""
         self._play_timer.stop()
         self.player.stop()
+
+
+def location_root(hit: Hit) -> Path | None:
+    """The library folder a hit lies in (its path less its path in the library)."""
+    depth = len(Path(hit.rel_path).parts) if hit.rel_path else 0
+    return hit.path.parents[depth - 1] if 0 < depth <= len(hit.path.parents) else None
 
 
 def breakable(name: str) -> str:

@@ -181,7 +181,7 @@ def test_the_default_folder_is_outside_the_library_and_the_last_one_is_remembere
     seen: list[dict[str, object]] = []
     export(qtbot, pane, save_into(out, seen=seen))
     first = Path(str(seen[0]["folder"]))
-    assert first.is_dir() and not inside(first, library) and first != library / "long"
+    assert first.is_dir() and not inside(first, [library]) and first != library / "long"
     export(qtbot, pane, save_into(out, seen=seen, name="again"))
     assert seen[1]["folder"] == str(out) and QSettings().value(EXPORT_FOLDER_KEY) == str(out)
     assert (out / "again.wav").is_file()
@@ -192,10 +192,11 @@ def test_the_default_folder_skips_standard_folders_inside_the_library(tmp_path: 
     for folder in (music, documents):
         folder.mkdir()
     monkeypatch.setattr(export_dialog, "standard_folders", lambda: [music, documents])
-    assert default_export_folder(music, "") == documents  # a library of the whole Music folder
-    assert default_export_folder(music / "Samples", "") == music
-    assert default_export_folder(None, str(documents)) == documents  # the one chosen last time
-    assert default_export_folder(tmp_path, "") == tmp_path.parent  # all inside: the folder above the library
+    assert default_export_folder([music], "") == documents  # a library of the whole Music folder
+    assert default_export_folder([music / "Samples"], "") == music
+    assert default_export_folder([None, documents / "sfx", music], "") == documents  # several locations
+    assert default_export_folder([None], str(documents)) == documents  # the one chosen last time
+    assert default_export_folder([tmp_path], "") == tmp_path.parent  # all inside: the folder above the library
 
 
 def test_a_target_that_cannot_be_written_is_said_and_nothing_is_written(qtbot, previewed: SearchTab, tmp_path: Path,
