@@ -89,6 +89,8 @@ class SearchTab(ModelTab):
         self.embedder: RetrievalEmbedder | None = None
         self.session: SearchSession | LibrarySet | None = None
         self.locations: list[Location] = []  # the library locations open (several: searched together)
+        self._pending_session: Any = None  # the library opened with the next model while it is indexed
+        self._pending_runner: JobRunner | None = None  # that index job
         self._loaded_device = ""
         self._job_sessions: dict[JobRunner, SearchSession] = {}  # retiring a session cancels (and awaits) these
         self._search_runner: JobRunner | None = None
@@ -246,12 +248,74 @@ class SearchTab(ModelTab):
             self._show_current_model()
             return
         registry = self.registry
+        if self.session is not None and self.embedder is not None and entry.name != self.embedder.name \
+                and self._loaded_device == self.device_preference():
+            self._hand_over(entry)  # the model in use answers until the new one's index is ready
+            return
         self._loaded_device = self.device_preference()
         self._retire_session()
         self._set_embedder(None)
         self.status(f"Loading {entry.name}…")
         self._run(None, lambda: load_embedder_job(registry, entry.name if registry else str(entry.path)),
                   f"load-{entry.name}", self._embedder_loaded, lambda p: self.status(str(p.get("message", ""))))
+
+    def _hand_over(self, entry: ModelEntry) -> None:
+        """Load `entry`, open the library with it and index what it has not heard, all while the model in use
+        keeps answering; then the new one takes over (`_take_over`). Another pick, library or close meanwhile
+        drops it (each step checks that the session it started from is still the one open)."""
+        registry, current, name = self.registry, self.session, entry.name
+        old = self.embedder.name if self.embedder is not None else ""
+        self.status(f"Loading {name}; searches use {old} until its index is ready…")
+
+        def loaded(embedder: RetrievalEmbedder) -> None:
+            if current is not self.session:
+                return
+            places, library = list(self.locations), self.state.library
+            opener = (lambda: open_set_job(places, embedder)) if len(places) > 1 else \
+                (lambda: open_session_job(library, embedder))
+            self._run(None, opener, "open-library", lambda pending: self._index_next(current, pending, embedder))
+
+        self._run(current, lambda: load_embedder_job(registry, name if registry else str(entry.path)),
+                  f"load-{name}", loaded, lambda p: self.status(str(p.get("message", ""))))
+
+    def _index_next(self, current: Any, pending: Any, embedder: RetrievalEmbedder) -> None:  # noqa: ANN401
+        """Index the library for the next model (`pending`, its session) while `current` answers."""
+        if current is not self.session:
+            pending.close()  # the user moved on meanwhile
+            return
+        if self.indexing.running():
+            self.indexing.runner.cancel()  # the old model's index of new files: the new one reads them all
+        windows = {"max_windows": 0} if self.every_window else {}
+        self._pending_session = pending
+
+        def done(outcome: IndexOutcome) -> None:
+            if current is self.session and self._pending_session is pending:
+                self._take_over(pending, embedder, outcome)
+            else:
+                pending.close()
+
+        runner = self._run(None, lambda: index_session_job(pending, **windows), "index", done,
+                           self.indexing.show_progress)
+        runner.cancelled.connect(lambda: pending.close() if self._pending_session is pending else None)
+        runner.error.connect(lambda _text: pending.close() if self._pending_session is pending else None)
+        self._pending_runner = runner
+        self.indexing.watch(runner)
+        self.status(f"Indexing the library for {embedder.name}; searches use {current.embedder.name} meanwhile.")
+
+    def _take_over(self, pending: Any, embedder: RetrievalEmbedder, outcome: IndexOutcome) -> None:  # noqa: ANN401
+        """The next model's index is ready: it answers from now on."""
+        self._pending_session = None
+        self._retire_session()
+        self._loaded_device = self.device_preference()
+        self._set_embedder(embedder)
+        self.models_loaded.emit()
+        self.session = pending
+        self.state.set_ready(True)
+        self.session_ready.emit()
+        self.indexing.show_outcome(outcome)
+        self._refresh_catalog(pending)
+        self.status(f"Model {embedder.name} ready: its index is complete.")
+        self.run_search()
 
     def _switch_confirmed(self, entry: ModelEntry) -> bool:
         """Another model re-embeds the library's sounds it has not heard: the user says yes first, told how many
@@ -359,6 +423,8 @@ class SearchTab(ModelTab):
     def _retire_session(self) -> None:
         """Stop what uses the current session, then close it (once its jobs have ended)."""
         old, self.session = self.session, None
+        if self._pending_session is not None and self._pending_runner is not None:
+            self._pending_runner.cancel()  # the next model's index: for a library no longer open
         self.state.set_ready(False)
         if old is None:
             return
