@@ -169,3 +169,17 @@ def test_cli_searches_every_library_given_and_a_saved_set(tmp_path: Path, capsys
     assert "no such folder, nor a library location" in capsys.readouterr().err
     assert main(["search", "chirp", "--set", "all", "--model", ckpt, "--folder", "kits"]) == 2
     assert "start it with a location's name (SFX, Drums)" in capsys.readouterr().err
+
+
+def test_numbered_takes_of_one_score_come_in_natural_order() -> None:
+    """A folder's numbered takes found by its name alone score the same: 1, 2, … 10, not 1, 10, 11, 2."""
+    from app.services.library.records import Hit
+    from app.services.search.session import natural_ties
+
+    def hit(rel: str, score: float) -> Hit:
+        return Hit(Path("/lib") / rel, score, 1.0, "", 0.0, [], rel_path=rel)
+
+    ranked = [hit("best.wav", 0.9), *(hit(f"Engine Variations/{i}.wav", 0.1) for i in (1, 10, 11, 2, 3)),
+              hit("z.wav", 0.05), hit("a.wav", 0.05)]
+    assert [h.rel_path.rpartition("/")[2] for h in natural_ties(ranked)] == [
+        "best.wav", "1.wav", "2.wav", "3.wav", "10.wav", "11.wav", "a.wav", "z.wav"]

@@ -61,8 +61,8 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 PLAIN_ROLE = Qt.ItemDataRole.UserRole + 1  # a cell's text without markup (rich-text cells show HTML)
 SPANS_ROLE = Qt.ItemDataRole.UserRole + 2  # where the query matched the plain text: [(start, end), ...]
 SHARED_ROLE = Qt.ItemDataRole.UserRole + 3  # a name's words that its look-alikes in the list share (elided first)
-HEADER_KEY = "search/results_header_v4"  # QSettings: column widths and order (v2: Name first; v3: Format;
-# v4: Category)
+HEADER_KEY = "search/results_header_v5"  # QSettings: column widths and order (v2: Name first; v3: Format;
+# v4: Category; v5: Location)
 SORT_KEYS = {"Name": "name", "Folder": "folder", "Duration": "duration",  # header -> the state's sort key
              "Names": "names", "Sound": "sound"}
 BROWSE_SORTS = (("Name", "name"), ("Folder", "folder"), ("Duration", "duration"), ("Date modified", "modified"))
@@ -138,15 +138,24 @@ def sound_only_match(hit: Hit, channels: Sequence[str]) -> bool:
     # named match, or its sound's category answers the query
 
 
+def in_location(hit: Hit) -> str:
+    """The hit's folder inside its library location (the Location column says which): the pack first."""
+    prefix = hit.location + "/" if hit.location else ""
+    if hit.location and hit.folder == hit.location:
+        return ""
+    return hit.folder[len(prefix):] if prefix and hit.folder.startswith(prefix) else hit.folder
+
+
 class ResultsTable(QTableWidget):
     """Ranked results, each with why it matched; dragging rows out hands the files (as URLs) to the file manager,
     a DAW, ...; a click on a row's star toggles it as a favourite."""
 
-    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags", "Format", "Category")  # Tags last on
-    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS, FORMAT, CATEGORY = range(9)  # screen: hiding the scores
+    HEADERS = ("Name", "★", "Duration", "Folder", "Names", "Sound", "Tags", "Format", "Category",  # Tags last on
+               "Location")  # screen: hiding the scores
+    NAME, STAR, DURATION, FOLDER, NAMES, SOUND, TAGS, FORMAT, CATEGORY, LOCATION = range(10)
     RICH = (NAME, FOLDER, TAGS)  # (browsing) leaves the same column stretched; Format is shown after Duration,
     WIDTHS = {NAME: 250, STAR: 26, DURATION: 62, FORMAT: 96, FOLDER: 160, TAGS: 90, NAMES: 52, SOUND: 52,
-              CATEGORY: 104}  # Category after Folder
+              CATEGORY: 104, LOCATION: 110}  # Category after Folder, Location before it
     star_clicked = Signal(int)  # row
     sort_clicked = Signal(str)  # the state's sort key of the clicked column
 
@@ -199,7 +208,9 @@ class ResultsTable(QTableWidget):
             header.resizeSection(col, width)
         header.moveSection(header.visualIndex(self.FORMAT), header.visualIndex(self.DURATION) + 1)
         header.moveSection(header.visualIndex(self.CATEGORY), header.visualIndex(self.FOLDER) + 1)
+        header.moveSection(header.visualIndex(self.LOCATION), header.visualIndex(self.FOLDER))
         header.setSectionHidden(self.CATEGORY, True)  # until a listed sound has a category to show
+        header.setSectionHidden(self.LOCATION, True)  # until several library locations are searched together
         header.setSectionHidden(self.FORMAT, True)  # the header's menu shows it: the names need the room first
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(lambda pos: self.header_menu().exec(header.mapToGlobal(pos)))
@@ -289,9 +300,9 @@ class ResultsTable(QTableWidget):
         self.show_columns((self.NAMES, self.SOUND), on)
 
     def show_tags_column(self) -> None:
-        """The Tags and Category columns only while a listed sound has some: an empty one took the room the names
-        need."""
-        for col in (self.TAGS, self.CATEGORY):
+        """The Tags, Category and Location columns only while a listed sound has some: an empty one took the room
+        the names need."""
+        for col in (self.TAGS, self.CATEGORY, self.LOCATION):
             some = any(self.plain(r, col) for r in range(self.rowCount()))
             if some == self.isColumnHidden(col):
                 self.show_columns((col,), some)
@@ -338,7 +349,7 @@ class ResultsTable(QTableWidget):
     def set_row(self, row: int, hit: Hit) -> None:
         """Fill (or refresh, after tagging) one row from its hit."""
         name = shown_name(hit)
-        folder = display_name(hit.folder)
+        folder = display_name(in_location(hit))
         tags = ", ".join(hit.user_tags)
         names, sound = channel_scores(hit)
         names = names if "names" in self.channels else None
@@ -354,6 +365,7 @@ class ResultsTable(QTableWidget):
             self.NAMES: ("–" if names is None else f"{names:.3f}", None),
             self.SOUND: ("–" if sound is None else f"{sound:.3f}", None),
             self.CATEGORY: (category_cell(hit), None),
+            self.LOCATION: (display_name(hit.location), None),
         }
         why = re.sub("<[^>]+>", "", why_html(hit, self.channels))
         weak = sound_only_match(hit, self.channels)

@@ -26,9 +26,14 @@ def test_two_locations_searched_together(qtbot, tmp_path: Path, registry: ModelR
         results = search(qtbot, tab, "chirp")
         where = {h.location for h in results.hits}
         assert where == {"Sound Effects Pack 2024 [vendor]", "Drum Kits"}
-        folders = column(tab, ResultsTable.FOLDER)
-        assert any(f.startswith("Drum Kits") for f in folders) and any(f.startswith("Sound Effects") for f in
-                                                                       folders)
+        table = tab.table
+        assert not table.isColumnHidden(ResultsTable.LOCATION)  # several locations: each row says which
+        assert set(column(tab, ResultsTable.LOCATION)) == where
+        header = table.horizontalHeader()
+        assert header.visualIndex(ResultsTable.LOCATION) == header.visualIndex(ResultsTable.FOLDER) - 1
+        for row, hit in enumerate(results.hits):  # the Folder cell starts inside the location: the pack first
+            assert table.plain(row, ResultsTable.FOLDER) == (hit.folder.removeprefix(hit.location).lstrip("/")
+                                                             or "·")
         top = tab.folder_tree.topLevelItem(0)  # All sounds, then the locations
         assert [top.child(i).text(0) for i in range(2)] == ["Sound Effects Pack 2024 [vendor]", "Drum Kits"]
 

@@ -25,6 +25,7 @@ from app.services.search.answer import SearchAnswer
 from app.services.search.browse import SORT_KEYS, Listed, listed_files
 from app.services.search.candidates import explained_hits
 from app.services.search.session import SearchSession, check_k
+from core.display import natural_path_key
 
 if TYPE_CHECKING:
     from app.services.search.embedder import RetrievalEmbedder
@@ -135,7 +136,7 @@ class LibrarySet:
 
     def _merged(self, kind: str, answers: list[tuple[int, SearchAnswer]], k: int) -> SearchAnswer:
         placed = [(self._placed(part, h), answer) for part, answer in answers for h in answer.hits]
-        placed.sort(key=lambda pair: -pair[0].score)
+        placed.sort(key=lambda pair: (-pair[0].score, natural_path_key(pair[0].rel_path)))
         out = SearchAnswer(kind, [h for h, _ in placed[:k]])
         if answers:
             first = answers[0][1]

@@ -9,6 +9,7 @@ why it matched (the query words found in its name, folder and tags, and each cha
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -60,7 +61,7 @@ from app.services.search.thesaurus import Thesaurus
 from app.services.search.thesaurus import load as load_thesaurus
 from app.services.search.vocabulary import Vocabulary, cached_counts, english_words
 from core.audio import AudioError, audio_info
-from core.display import display_name
+from core.display import display_name, natural_path_key
 
 T = TypeVar("T")
 VOCABULARY_REFRESH_S = 30.0  # the library's words are read again at most this often while its index changes,
@@ -401,7 +402,7 @@ class SearchSession:
                 m.spans, m.matched_terms = highlight(m.fields, query)
             h.match = m
             out.append(h)
-        return out
+        return natural_ties(out)
 
     def _rel_path(self, file_id: int) -> str:
         row = self.library.files.row_of(file_id)
@@ -581,6 +582,15 @@ class SearchSession:
             if top := shown(cats[:1]):
                 counts[top[0][0]] = counts.get(top[0][0], 0) + 1
         return sorted(counts.items())
+
+
+def natural_ties(hits: list[Hit]) -> list[Hit]:
+    """Hits of the same score (a folder's numbered takes found by its name alone) in natural order by path:
+    1, 2, … 10, not 1, 10, 11, 2; every other place kept."""
+    out: list[Hit] = []
+    for _, run in itertools.groupby(hits, key=lambda h: h.score):
+        out += sorted(run, key=lambda h: natural_path_key(h.rel_path))
+    return out
 
 
 def sound_ranking(sound: dict[int, float], k: int) -> list[tuple[int, Scores]]:
