@@ -49,6 +49,7 @@ from app.ui.search_text import (
     highlight,
     no_results_message,
     results_header,
+    selected_markup,
     sound_format,
     tag_spans,
     why_html,
@@ -186,6 +187,8 @@ class ResultsTable(QTableWidget):
         self._delegate = RichTextDelegate(self)
         self._name_elide = ElidingDelegate(self)
         self._folder_elide = ElidingDelegate(self, names=False)
+        for delegate in (self._delegate, self._name_elide, self._folder_elide):
+            delegate.selected_markup = selected_markup
         self.setItemDelegateForColumn(self.TAGS, self._delegate)
         self.setItemDelegateForColumn(self.NAME, self._name_elide)
         self.setItemDelegateForColumn(self.FOLDER, self._folder_elide)

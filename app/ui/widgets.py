@@ -4,6 +4,7 @@ with a marked default, used by several tabs."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -268,7 +269,10 @@ class SpectrogramView(pg.PlotWidget):
 
 class RichTextDelegate(QStyledItemDelegate):
     """Draws a cell's text as Qt rich text (a small HTML subset: <b>, <span style=...>), e.g. matched words
-    highlighted in a file name. Selection colours follow the style; the text is elided by the cell's width."""
+    highlighted in a file name. Selection colours follow the style; the text is elided by the cell's width.
+    `selected_markup`: the cell's markup as a selected row draws it (None: as it is)."""
+
+    selected_markup: Callable[[str], str] | None = None
 
     def _document(self, option: QStyleOptionViewItem, html: str) -> QTextDocument:
         doc = QTextDocument()
@@ -285,9 +289,11 @@ class RichTextDelegate(QStyledItemDelegate):
         html, opt.text = opt.text, ""
         style = opt.widget.style() if opt.widget else QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)  # background, focus
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        if selected and self.selected_markup is not None:
+            html = self.selected_markup(html)
         doc = self._document(opt, html)
         ctx = QAbstractTextDocumentLayout.PaintContext()
-        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
         role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
         ctx.palette.setColor(QPalette.ColorRole.Text, opt.palette.color(role))
         text_rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, opt.widget)
