@@ -4,7 +4,8 @@ path), its waveform (click to play from there; drag across it to select a part) 
 best-matching window, the similarity of each window of a long file, and its spectrogram (`preview_views.py`).
 
 `PreviewPane` draws the `SearchState`'s previewed result and plays it (the space bar, from the best-matching part
-of a long file, or the selected part alone; by itself when the user selects it and Autoplay is on), exports the
+of a long file, or the selected part alone; by itself when the user selects it and Autoplay is on; faster, slower
+or backwards as the transport says, the samples from `preview_audition.py`), exports the
 selected part (asked in `export_dialog.py`: name, folder, format, fades) or hands it to a drag
 (app/services/search/excerpt.py), reveals the file in the file manager and copies its path; the other buttons are
 the tab's to connect.
@@ -34,10 +35,12 @@ from PySide6.QtWidgets import (
 from app.services.devices import DeviceStatus, Player
 from app.services.library.embedding import window_starts
 from app.services.library.records import Hit
+from app.services.search.audition import Audition
 from app.services.search.excerpt import MIN_EXCERPT_S, drag_folder, export_formats, export_part, write_excerpt
 from app.services.search.preview import Preview
 from app.ui.durations import format_duration, part_text
 from app.ui.export_dialog import ExportDialog, default_export_folder, part_file_stem
+from app.ui.preview_audition import AuditionSamples
 from app.ui.preview_views import DragHandle, PreviewSpectrogram, PreviewWaveform
 from app.ui.search_state import SearchState
 from app.ui.search_text import STAR_OFF, STAR_ON, sound_format, why_html
@@ -73,7 +76,12 @@ class PreviewPane(QWidget):
         self.ask_export: Callable[[ExportDialog], bool] = lambda dialog: (
             dialog.exec() == QDialog.DialogCode.Accepted)  # a seam for tests: they fill the dialog and press Save
         self.start_s = 0.0  # where Play starts (click-to-seek sets it)
-        self._play_base_s = 0.0  # the file time of the first sample playing (the selection's start, or the preview's)
+        # what plays: how (varispeed, Reverse) and the file's times it spans (the selection's, or the preview's)
+        self._playing: tuple[Audition, float, float] = (Audition(), 0.0, 0.0)
+        self.audition = AuditionSamples(self)  # the samples to play as the transport says
+        self.audition.ready.connect(self._audition_ready)
+        self.audition.failed.connect(self._audition_failed)
+        self._wanted_s: float | None = None  # Play waits for its samples (a long sound at another speed): from here
         self._exports: list[JobRunner] = []
         self.audition_next = False  # the user selected a result with Autoplay on: play its audio when it comes
         self.window_seconds = DEFAULT_WINDOW_S  # the model's window: the steps of the per-window similarity
@@ -97,6 +105,7 @@ class PreviewPane(QWidget):
         self.play_button.clicked.connect(self.toggle_play)
         self.transport.volume_changed.connect(self._volume_changed)
         self.transport.loop_changed.connect(self._loop_changed)
+        self.transport.audition_changed.connect(self._audition_changed)
         col.addWidget(self.transport)
         self._build_buttons(col)
         part = self._build_waveform()
@@ -205,6 +214,7 @@ class PreviewPane(QWidget):
         hit, preview = self.state.preview_hit, self.state.preview
         if hit is None or self.state.preview_error:  # nothing, or a sound that cannot be shown: no other's drawn
             self.player.stop()
+            self._drop_wanted()
             self._drawn = None
             self.waveform.clear_preview()
             self.spectrogram.clear_preview()
@@ -232,6 +242,7 @@ class PreviewPane(QWidget):
 
     def _draw_audio(self, hit: Hit, preview: Preview) -> None:
         self._drawn = preview
+        self._drop_wanted()  # a long sound's samples being made: not to be played over this one
         excerpt = (f" · showing {format_duration(preview.offset_s)}–{format_duration(preview.end_s)}"
                    if preview.offset_s > 0 or preview.end_s < preview.duration_s - 1e-3 else "")
         name = breakable(display_name(hit.path.name))  # the folder: in the list and the tooltip
@@ -305,7 +316,7 @@ class PreviewPane(QWidget):
 
     @Slot()
     def toggle_play(self) -> None:
-        if self.player.playing:
+        if self.player.playing or self._wanted_s is not None:
             self.stop_playback()
         else:
             self.play_from(self.start_s)
@@ -315,24 +326,37 @@ class PreviewPane(QWidget):
         if self.state.preview_hit is not None:
             self.play_from(self.start_s)
 
-    def play_from(self, seconds: float) -> None:
+    def play_from(self, seconds: float, exact: bool = False) -> None:
+        """Play from the file's time `seconds`: the selected part alone (from where the user clicked inside it) or
+        the whole preview, as the transport says (varispeed, Reverse). Backwards, Play starts where the sound heard
+        backwards starts (the part's or the sound's end; a long file's best window's end) unless `exact` (a click,
+        a change while playing). A long sound at another speed plays once a worker has made its samples."""
         p = self.state.preview
         if p is None:
             return
         if not self.audio.output_ok:
             self.error.emit(self.audio.playback_unavailable())
             return
-        audio, base = p.audio, p.offset_s
+        audio, base, end = p.audio, p.offset_s, p.end_s
         part = self.selected_part()
         if part is not None:  # the part alone (Loop loops it), from where the user clicked inside it
-            a, b = part
-            audio = p.audio[round((a - p.offset_s) * p.sample_rate):round((b - p.offset_s) * p.sample_rate)]
-            base, seconds = a, seconds if a <= seconds < b else a
-        start = min(max(seconds - base, 0.0), len(audio) / p.sample_rate)
-        self._play_base_s = base
+            base, end = part
+            audio = p.audio[round((base - p.offset_s) * p.sample_rate):round((end - p.offset_s) * p.sample_rate)]
+            seconds = seconds if base <= seconds < end else base
+            end = base + len(audio) / p.sample_rate
+        how = self.transport.audition
+        if how.reverse and not exact:
+            seconds = self._reversed_start(seconds, base, end)
+        samples = self.audition.get(p, audio, base, end, how)
+        self._wanted_s = None if samples is not None else seconds
+        if samples is None:  # being made (a long sound): `_audition_ready` plays it
+            self.play_button.setText("Stop")
+            self.message.emit(f"Making the sound to play ({how.describe()})…")
+            return
+        self._playing = (how, base, end)
         self.player.volume, self.player.loop = self.transport.volume, self.transport.loop
         try:
-            self.player.play(audio, p.sample_rate, start_seconds=start)
+            self.player.play(samples, p.sample_rate, start_seconds=how.position(seconds, base, end))
         except Exception as e:  # the device vanished: a message (already in the user's words), not a crash
             self.error.emit(f"Cannot play: {e}")
             return
@@ -340,6 +364,45 @@ class PreviewPane(QWidget):
             self.message.emit(self.player.notice)
         self.play_button.setText("Stop")
         self._play_timer.start()
+
+    def _reversed_start(self, seconds: float, base: float, end: float) -> float:
+        """Where Play starts backwards from Play's start `seconds`: the end of what plays when that is its start
+        (the part's, the sound's), the best window's end when it is that window's start, else `seconds`."""
+        if seconds <= base + 1e-9:
+            return end
+        if self.waveform.best.isVisible():
+            lo, hi = self.waveform.best.getRegion()
+            if abs(seconds - lo) < 1e-9:
+                return min(hi, end)
+        return seconds
+
+    def heard_now(self) -> float:
+        """The file's time being heard (the play head)."""
+        how, base, end = self._playing
+        return how.file_time(self.player.position, base, end)
+
+    @Slot()
+    def _audition_changed(self) -> None:
+        """Varispeed or Reverse moved: the sound playing goes on from the moment heard, as it now says."""
+        if self.player.playing:
+            self.play_from(self.heard_now(), exact=True)
+
+    @Slot()
+    def _audition_ready(self) -> None:
+        if self._wanted_s is not None:
+            self.play_from(self._wanted_s, exact=True)  # as the transport says now (it may have moved meanwhile)
+
+    @Slot(str)
+    def _audition_failed(self, text: str) -> None:
+        self._drop_wanted()
+        self.error.emit(f"Cannot play: {text}")
+
+    def _drop_wanted(self) -> None:
+        """No Play waits for its samples any more."""
+        if self._wanted_s is not None:
+            self._wanted_s = None
+            if not self.player.playing:
+                self.play_button.setText("Play")
 
     @Slot(float)
     def _volume_changed(self, volume: float) -> None:
@@ -351,6 +414,7 @@ class PreviewPane(QWidget):
 
     @Slot()
     def stop_playback(self) -> None:
+        self._wanted_s = None
         self.player.stop()
         self._play_timer.stop()
         self.play_button.setText("Play")
@@ -375,15 +439,18 @@ class PreviewPane(QWidget):
         if part is not None and not part[0] <= seconds <= part[1]:
             self.waveform.clear_selection()  # a click outside the part: the whole sound again
             if self.player.playing:
-                self.play_from(seconds)  # the whole sound now plays, from here
+                self.play_from(seconds, exact=True)  # the whole sound now plays, from here
         elif self.player.playing:
-            self.player.seek(seconds - self._play_base_s)
+            how, base, end = self._playing
+            self.player.seek(how.position(seconds, base, end))
         self.start_s = seconds
         self._show_playhead(seconds)
 
     @Slot()
     def _tick_playhead(self) -> None:
         p = self.state.preview
+        if self._wanted_s is not None and not self.player.playing:
+            return  # its samples are being made
         if p is None or not self.player.playing:
             self._play_timer.stop()
             self.play_button.setText("Play")
@@ -391,7 +458,7 @@ class PreviewPane(QWidget):
                 self.error.emit(self.player.error)
             self._show_playhead(self.start_s)
             return
-        self._show_playhead(self._play_base_s + self.player.position)
+        self._show_playhead(self.heard_now())
 
     def _show_playhead(self, seconds: float) -> None:
         self.waveform.playhead.setValue(seconds)
@@ -515,8 +582,10 @@ class PreviewPane(QWidget):
 
     def stop(self) -> None:
         """No more sound or play head (closing)."""
+        self._wanted_s = None
         self._play_timer.stop()
         self.player.stop()
+        self.audition.wait()
 
 
 def location_root(hit: Hit) -> Path | None:

@@ -171,10 +171,11 @@ def test_the_transport_fits_a_narrow_preview(qtbot, tab: SearchTab) -> None:
     tab.resize(1024, 700)
     qtbot.wait(50)
     transport = tab.preview_pane.transport
-    for w in (transport.play_button, transport.loop_button, transport.autoplay_button, transport.volume_label):
+    for w in (transport.play_button, transport.loop_button, transport.autoplay_button, transport.volume_label,
+              transport.reverse_button, transport.speed_caption, transport.speed_label, transport.speed_reset):
         assert w.isVisible() and w.width() >= w.minimumSizeHint().width(), w
         assert w.geometry().right() <= transport.width()
-    assert transport.volume_slider.width() >= 50
+    assert transport.volume_slider.width() >= 50 and transport.speed_slider.width() >= 50
 
 
 def test_without_an_output_device_selecting_only_shows(qtbot, tab: SearchTab) -> None:
