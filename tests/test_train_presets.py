@@ -30,12 +30,27 @@ def test_the_default_preset_is_the_shipped_models_recipe(kind: str, schemas: dic
     stored = read_metadata(path)["training"]["train_config"]
     recipe = {s.name for s in specs if s.name in stored} - tp.MACHINE_LOCAL
     assert len(recipe) >= 20  # the whole recipe, not a few numbers
-    for name in recipe:
+    for name in recipe - ({"max_minutes"} if stored.get("max_minutes") is None else set()):  # given one: below
         assert tp.same_value(shipped.values[name], stored[name]), name
     assert shipped.values["preset"] == CARD_PRESETS[kind]  # the architecture, not only the hyperparameters
     assert not set(shipped.values) & tp.MACHINE_LOCAL  # that run's cores, caches and init file stay its own
     assert tr.check_settings(kind, shipped.values)  # launchable as it is: types, ranges, the configs' checks
     assert [p.name for p in presets] == [shipped.name, tp.QUICK]
+
+
+@pytest.mark.parametrize("kind", list(tr.KINDS))
+def test_every_shipped_recipe_has_a_time_budget(kind: str, schemas: dict) -> None:
+    """retrieval-default's recipe had none: the Train tab said "Time budget: no limit" with no word of how long
+    40 epochs would take. A recipe without one gets its run's own time with room to spare, and says so."""
+    shipped = tp.presets_for(kind, schemas[kind])[0]
+    training = read_metadata(shipped.source)["training"]
+    budget = shipped.values["max_minutes"]
+    assert isinstance(budget, float) and budget > 0
+    if training["train_config"].get("max_minutes") is None:
+        assert training["wall_time_s"] / 60 < budget <= training["wall_time_s"] / 60 * 1.25 + 5
+        assert budget % 5 == 0 and "no time budget" in shipped.note and f"{budget:g} min" in shipped.note
+    else:
+        assert budget == training["train_config"]["max_minutes"] and "budget" not in shipped.note
 
 
 @pytest.mark.parametrize("kind", list(tr.KINDS))

@@ -9,13 +9,15 @@ Per kind the tab offers, in this order:
   its model card (`<name>.md`, "earshot train KIND ... --preset NAME").
 - "Quick test (tiny)": the smallest model for a few minutes at most, to try a data folder end to end.
 
-What says where a recipe ran rather than how it trains is left out (`MACHINE_LOCAL`): the form keeps its own
-values there. A trainer swapped in for tests or plug-ins (`--trainer-module`) has no shipped model; its module
-may list presets as `TRAIN_PRESETS = {name: {setting: value}}`.
+A shipped recipe without a time budget (retrieval-default's) gets its run's own wall time with room to spare
+(`BUDGET_ROOM`), and its note says so. What says where a recipe ran rather than how it trains is left out
+(`MACHINE_LOCAL`): the form keeps its own values there. A trainer swapped in for tests or plug-ins
+(`--trainer-module`) has no shipped model; its module may list presets as `TRAIN_PRESETS = {name: {setting: value}}`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ QUICK = "Quick test (tiny)"
 # that run, meaningless or missing on another machine; a preset leaves these fields at the form's defaults
 MACHINE_LOCAL = frozenset({"device", "threads", "cache_dir", "init_from", "speech_weights", "data", "out",
                            "resume"})
+BUDGET_ROOM = 1.25  # a shipped run's wall time times this, in whole 5 minutes, is its recipe's budget if it had none
 QUICK_VALUES: dict[str, dict[str, Any]] = {
     "words": {"preset": "tiny", "frontend": "mfcc", "max_epochs": 3, "batch_size": 32, "warmup_steps": 0,
               "max_minutes": 5.0},
@@ -115,7 +118,20 @@ def shipped_preset(kind: str, specs: list[SettingSpec], models_dir: Path | None 
     trainer_preset = training.get("preset") or stored.get("preset") or card_preset(path.with_suffix(".md"), kind)
     if trainer_preset and "preset" in names:
         values["preset"] = trainer_preset
-    return Preset(f"{path.stem} (shipped)", values, _shipped_note(path, training, values), path)
+    note = _shipped_note(path, training, values)
+    budget = budget_from(training.get("wall_time_s"))
+    if "max_minutes" in names and values.get("max_minutes") is None and budget is not None:
+        values["max_minutes"] = budget
+        note += (f" Its recipe had no time budget; {budget:g} min is its run's time "
+                 f"({training['wall_time_s'] / 60:.0f} min on its machine) with room to spare.")
+    return Preset(f"{path.stem} (shipped)", values, note, path)
+
+
+def budget_from(wall_time_s: Any) -> float | None:  # noqa: ANN401 - a checkpoint's record
+    """A time budget for a recipe from how long its run took: that with room to spare, in whole 5 minutes."""
+    if not isinstance(wall_time_s, int | float) or wall_time_s <= 0:
+        return None
+    return float(5 * math.ceil(wall_time_s * BUDGET_ROOM / 60 / 5))
 
 
 def _shipped_note(path: Path, training: dict[str, Any], values: dict[str, Any]) -> str:
