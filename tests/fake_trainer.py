@@ -1,7 +1,8 @@
 """A trainer module with the core/kinds.py interface and no torch, for fast tests of the run plumbing.
 
 It "trains" for `--steps` steps of `--step-seconds` each, writes a real (tiny) words checkpoint with
-safetensors after every `--save-every` steps and a resume state, honours `--resume`, and can crash.
+safetensors after every `--save-every` steps and a resume state, honours `--resume`, and can crash; with
+`--prep-items` a data pass comes first (progress without a loss).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class FakeTrainConfig:
     optimizer: str = setting("adam", help="optimizer", choices=("adam", "sgd"))
     fail_at: int = setting(0, help="raise an error at this step (0: never)", low=0)
     max_minutes: float | None = setting(None, help="wall-clock budget", low=0, low_exclusive=True)
+    prep_items: int = setting(0, help="items of a data pass before the steps (progress without a loss)", low=0)
+    prep_seconds: float = setting(0.0, help="sleep per item of that pass", low=0)
     device: str = setting("auto", help="auto, cpu, cuda, mps")
     hidden: float = 1.0  # a plain field: not a setting, no flag
 
@@ -60,6 +63,14 @@ def save(out: Path, step: int) -> None:
     os.replace(tmp, out)
 
 
+def prepare(items: int, seconds: float) -> Any:  # noqa: ANN401 - a job
+    """A data pass that says where it is after its first item, then every 500 (as words' augmenting did)."""
+    for i in range(items):
+        time.sleep(seconds)
+        if i % 500 == 0 or i + 1 == items:
+            yield {"step": i + 1, "total": items, "message": "augmenting 1 copies of the tokens"}
+
+
 def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a job
     args = argparse.Namespace(**{**vars(args), **vars(config_from_args(FakeTrainConfig, args))})
     out = Path(args.out)
@@ -68,6 +79,7 @@ def train(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a job
         start = int(load_file(str(out))["w"][0])
         yield {"step": start, "total": args.steps, "message": f"resumed at step {start}"}
     loss = 1.0
+    yield from prepare(args.prep_items, args.prep_seconds)
     try:
         for step in range(start + 1, args.steps + 1):
             time.sleep(args.step_seconds)

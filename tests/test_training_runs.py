@@ -317,3 +317,113 @@ def test_the_eta_never_passes_the_time_budget(tmp_path: Path) -> None:
 def test_a_finished_counter_has_no_eta(tmp_path: Path) -> None:
     """36 of 36 features read is not "0:00 left": the training steps are still to come."""
     assert _replayed_run(tmp_path, FEATURES).progress() == (36, 36, None)
+
+
+def test_the_eta_is_there_from_a_counters_first_event(tmp_path: Path) -> None:
+    """words-default said "1/2021 augmenting" for 70-90 s with no time left: a rate needed two events of the
+    pass. Its work began with the event before it, so its first one gives the rate already."""
+    run = _replayed_run(tmp_path, [(40, {"step": 120, "total": 120, "message": "reading data"}),
+                                   (30, {"step": 1, "total": 2021, "message": "augmenting"})], max_minutes=None)
+    step, total, eta = run.progress()
+    assert (step, total) == (1, 2021) and eta == pytest.approx(2020 * 10, rel=0.01)  # one token in 10 s
+    first = _replayed_run(tmp_path / "b", [(30, {"step": 0, "total": 2021})], max_minutes=None)
+    assert first.progress()[2] is None  # nothing counted yet: no rate
+
+
+def test_an_epochs_mean_loss_is_not_a_point_of_the_steps_curve() -> None:
+    """The epoch's end repeats its last step with the epoch's mean loss: drawn, the curve jumped there."""
+    run = tr.Run.__new__(tr.Run)
+    run.events = [{"event": "progress", "step": 1, "loss": 0.9}, {"event": "progress", "step": 2, "loss": 0.7},
+                  {"event": "progress", "step": 2, "loss": 0.8, "epoch_end": True, "dev_ap": 0.5}]
+    curves = run.curves()
+    assert curves["loss"] == ([1.0, 2.0], [0.9, 0.7]) and curves["dev_ap"] == ([2.0], [0.5])
+
+
+def test_a_cancelled_runs_best_checkpoint_can_be_registered(tmp_path: Path, data: Path) -> None:
+    run = start_fake(tmp_path, data, steps=400, step_seconds=0.02, save_every=5)
+    deadline = time.monotonic() + 30
+    while run.progress()[0] < 7 and time.monotonic() < deadline:
+        run.poll()
+        time.sleep(0.05)
+    assert not run.can_use() and run.kept_checkpoint() is None  # still running
+    run.cancel()
+    assert run.wait(30) and run.status == "cancelled"
+    kept = run.kept_checkpoint()
+    assert run.can_use() and kept is not None and kept["steps"] >= 5
+    target = tr.register_model(run, "kept", tmp_path / "models")
+    assert target.read_bytes() == run.checkpoint.read_bytes()
+    card = target.with_suffix(".md").read_text()
+    assert "cancelled before its end" in card and f"- steps: {kept['steps']}" in card
+
+
+def test_a_stopped_run_without_a_whole_checkpoint_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "runs" / "stopped"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"kind": "words", "name": "stopped", "status": "cancelled"}))
+    run = tr.open_run(folder)
+    with pytest.raises(tr.RunError, match="no checkpoint yet"):
+        tr.register_model(run, "nothing", tmp_path / "models")
+    run.checkpoint.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")  # a header and nothing: not a model
+    assert run.kept_checkpoint() is None and not run.can_use()
+    import fake_trainer
+
+    fake_trainer.save(run.checkpoint, 3)
+    assert run.kept_checkpoint() == {"steps": 3, "metrics": {"dev_ap": 0.03}}  # read again: the file changed
+    run.info["kind"] = "units"
+    run._kept = None
+    assert run.kept_checkpoint() is None  # a checkpoint of another kind
+
+
+def test_measuring_a_trainer_times_its_steps_and_leaves_nothing(tmp_path: Path, data: Path) -> None:
+    from app.services.training import estimate as te
+
+    job = te.measure_job("words", data, {"steps": 200, "step_seconds": 0.05}, "cpu", tmp_path / "runs", FAKE, TESTS)
+    said = []
+    try:
+        while True:
+            said.append(next(job))
+    except StopIteration as stop:
+        m = stop.value
+    # each step sleeps 0.05 s (its events' times are rounded to the millisecond)
+    assert m.step_s >= 0.045 and m.total_steps == 200 and m.counts == 200 and m.whole_s is None
+    assert said and all("message" in p for p in said)
+    assert not list((tmp_path / "runs" / te.PROBES).iterdir()) and tr.list_runs(tmp_path / "runs") == []
+    est = te.estimate(m, {"steps": 100, "max_minutes": 0.05})
+    assert est.steps == 100 and est.budget_s == 3.0 and est.seconds > 5.0
+
+    failing = te.measure_job("words", data, {"fail_at": 1}, "cpu", tmp_path / "runs", FAKE, TESTS)
+    with pytest.raises(tr.RunError, match="fake failure"):
+        for _ in failing:
+            pass
+    assert not list((tmp_path / "runs" / te.PROBES).iterdir())
+
+
+def test_a_closed_measuring_job_kills_its_trainer(tmp_path: Path, data: Path) -> None:
+    from app.services.training import estimate as te
+
+    job = te.measure_job("words", data, {"steps": 400, "step_seconds": 5.0}, "cpu", tmp_path / "runs", FAKE, TESTS)
+    next(job)
+    folder = next((tmp_path / "runs" / te.PROBES).iterdir())
+    pid = json.loads((folder / "run.json").read_text())["pid"]
+    job.close()  # the Train tab cancels it: settings changed, Start pressed, the window closed
+    assert not folder.exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_measurement_reads_steps_evaluations_and_a_whole_run() -> None:
+    from app.services.training import estimate as te
+
+    events = [{"time": 0.0, "event": "started"}, {"time": 5.0, "event": "progress", "step": 0, "total": 9}]
+    events += [{"time": 10.0 + 0.5 * i, "event": "progress", "step": i + 1, "total": 6, "loss": 1.0}
+               for i in range(3)]
+    events.append({"time": 11.5, "event": "progress", "step": 3, "total": 6, "loss": 0.9, "epoch_end": True})
+    events += [{"time": 13.5 + 0.5 * i, "event": "progress", "step": 4 + i, "total": 6, "loss": 1.0}
+               for i in range(3)]
+    events.append({"time": 16.0, "event": "result", "result": {}})
+    m = te.measurement_of(events, 2, finished=True)
+    assert (m.step_s, m.prepare_s, m.total_steps, m.eval_s, m.epoch_steps) == (0.5, 9.5, 6, 2.0, 3)
+    assert m.whole_s == 16.0 and te.estimate(m, {"epochs": 2}).seconds == 16.0
+    assert te.estimate(m, {"epochs": 4}).seconds == pytest.approx(9.5 + 12 * 0.5 + 4 * 2.0)
+    with pytest.raises(tr.RunError, match="no training step"):
+        te.measurement_of(events[:2], 2, finished=False)

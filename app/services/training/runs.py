@@ -38,6 +38,7 @@ __all__ = ["KINDS", "Run", "RunError", "SettingSpec", "build_argv", "check_setti
            "register_model", "settings_schema", "start_run"]
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
+KEPT_STATUSES = ("cancelled", "interrupted")  # stopped early by the user or the machine: the best so far is usable
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CHECKPOINT = "model.safetensors"
 KINDS = {name: kind.tab_label for name, kind in kinds.KINDS.items()}  # the Train tab's choices, in table order
@@ -137,6 +138,7 @@ class Run:
         self._attempt_start = 0  # index in events of this attempt's "started" line
         self._signal_at: float | None = None
         self._signals_sent = 0
+        self._kept: tuple[tuple[int, int], dict[str, Any] | None] | None = None  # kept_checkpoint's last reading
 
     def __repr__(self) -> str:
         return f"<Run {self.name} {self.kind} {self.status}>"
@@ -179,6 +181,39 @@ class Run:
 
     def can_resume(self) -> bool:
         return self.status in ("interrupted", "cancelled", "failed") and not self.is_active()
+
+    def kept_checkpoint(self) -> dict[str, Any] | None:
+        """The `training` record of the checkpoint a stopped run keeps (the trainer writes its best model so far
+        at every better epoch), or None: no run that stopped early (cancelled, interrupted), no file yet, a
+        file that is not a whole checkpoint of this kind, or a trainer still running. Read once per file
+        version (size, mtime): the buttons ask often."""
+        if self.status not in KEPT_STATUSES or self.is_active():
+            return None
+        try:
+            stat = self.checkpoint.stat()
+        except OSError:
+            return None
+        version = (stat.st_size, stat.st_mtime_ns)
+        if self._kept is None or self._kept[0] != version:
+            self._kept = (version, _checkpoint_record(self.checkpoint, self.kind))
+        return self._kept[1]
+
+    def can_use(self) -> bool:
+        """Whether "Use this model" has a checkpoint to copy: a finished run's, or a stopped run's best so far."""
+        return self.status == "finished" or self.kept_checkpoint() is not None
+
+    def kill(self, timeout_s: float = 5.0) -> None:
+        """End the trainer at once (SIGKILL to its process group) and reap it: for a scratch run nobody keeps
+        (the estimate's measuring step), not for a user's run, whose Stop keeps its checkpoint."""
+        if self.is_active():
+            self._send(getattr(signal, "SIGKILL", signal.SIGTERM))
+        proc = self.process
+        if proc is not None:
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                return
+            _PROCESSES.pop(str(self.folder), None)
 
     # ----------------------------------------------------------------- following
     def poll(self) -> list[dict[str, Any]]:
@@ -316,7 +351,7 @@ class Run:
             return ""
 
     def curves(self) -> dict[str, tuple[list[float], list[float]]]:
-        """Series to plot: the loss and every numeric metric in the progress events, against the step.
+        """Series to plot: the loss of each step and every numeric metric in the progress events, against the step.
 
         A trainer with stages (units: VQ-VAE, then inverter) gets one loss series per stage, 'loss (stage)':
         their losses are different quantities on different scales.
@@ -329,6 +364,8 @@ class Run:
             for key, value in e.items():
                 if key in _NOT_METRICS and key != "loss":
                     continue
+                if key == "loss" and e.get("epoch_end"):
+                    continue  # the epoch's mean, at its last step's x: a second point there, a jump no step made
                 if key == "loss" and stage:
                     key = f"loss ({stage})"
                 if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -349,8 +386,10 @@ class Run:
         """(step, total, eta seconds) of the current attempt, from the progress events' times.
 
         The rate comes from the counter on show only (the latest event's stage and total): a data pass before
-        the training steps counts other things at another pace. No ETA once that counter is full (what follows
-        is not counted yet), and never beyond the time budget, where the trainer stops whatever is left."""
+        the training steps counts other things at another pace. It is there from the counter's first event (the
+        work it counts began with the event before it), so a long first item ("augmenting 1/2021") has its time
+        left too. No ETA once that counter is full (what follows is not counted yet), and never beyond the time
+        budget, where the trainer stops whatever is left."""
         latest = self.latest
         step, total = int(latest.get("step") or 0), int(latest.get("total") or 0)
         attempt = self.events[self._attempt_start:]
@@ -358,9 +397,10 @@ class Run:
         timed = [e for e in attempt if e.get("event") == "progress" and (e.get("stage"), e.get("total")) == counter
                  and isinstance(e.get("time"), int | float) and isinstance(e.get("step"), int | float)]
         eta = None
-        if total and step < total and len(timed) >= 2:
-            first, last = timed[0], timed[-1]
-            rate = (last["step"] - first["step"]) / max(last["time"] - first["time"], 1e-6)
+        origin = _counter_origin(attempt, timed)
+        if total and step < total and origin is not None:
+            last = timed[-1]
+            rate = (last["step"] - origin[0]) / max(last["time"] - origin[1], 1e-6)
             if rate > 0:
                 eta = max(0.0, (total - step) / rate)
         budget = (self.info.get("settings") or {}).get("max_minutes")
@@ -369,6 +409,30 @@ class Run:
             # the trainer's clock starts with the attempt (a resumed one has spent some before: still a bound)
             eta = max(0.0, min(eta, budget * 60 - (time.time() - started)))
         return step, total, eta
+
+
+def _counter_origin(attempt: list[dict[str, Any]], timed: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """(step, time) the rate of a counter is measured from: its first event once it has two; with one event
+    that has counted something, the event before it, when the counter's work began (step one less)."""
+    if len(timed) >= 2:
+        return float(timed[0]["step"]), float(timed[0]["time"])
+    if not timed or timed[0]["step"] < 1:
+        return None
+    at = next(i for i, e in enumerate(attempt) if e is timed[0])
+    before = [e for e in attempt[:at] if isinstance(e.get("time"), int | float)]
+    return (float(timed[0]["step"]) - 1, float(before[-1]["time"])) if before else None
+
+
+def _checkpoint_record(path: Path, kind: str) -> dict[str, Any] | None:
+    """The `training` record of a whole checkpoint of `kind` at `path` (its header and tensor table read and
+    checked against the file's size, no weights), or None."""
+    from core.checkpoints import CheckpointError, read_metadata
+
+    try:
+        meta = read_metadata(path)
+    except (CheckpointError, OSError):
+        return None
+    return meta["training"] if meta["kind"] == kind else None
 
 
 def _scalars(result: dict[str, Any]) -> dict[str, Any]:
@@ -524,7 +588,14 @@ def model_card(run: Run, name: str) -> str:
              f"- started: {run.info.get('created')}, ended: {run.info.get('ended', '?')}"]
     for key, value in (run.info.get("settings") or {}).items():
         lines.append(f"- {key}: {value}")
-    scalars = _scalars(run.result or {}) or run.info.get("result", {})
+    if run.status != "finished":
+        lines += ["", f"The run was {run.status} before its end; this is the best checkpoint it kept."]
+        record = run.kept_checkpoint() or {}
+        metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+        scalars = {k: record[k] for k in ("steps", "epochs", "best_epoch") if isinstance(record.get(k), int)}
+        scalars |= {f"metrics.{k}": float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+    else:
+        scalars = _scalars(run.result or {}) or run.info.get("result", {})
     if scalars:
         lines += ["", "## Results", ""]
         for key, value in scalars.items():
@@ -540,13 +611,17 @@ def _atomic_copy(write: Callable[[Path], None], target: Path) -> None:
 
 
 def register_model(run: Run, name: str, models_dir: Path | None = None, overwrite: bool = False) -> Path:
-    """Copy a finished run's checkpoint into the user models folder as `<name>.safetensors`, with a card."""
+    """Copy a run's checkpoint into the user models folder as `<name>.safetensors`, with a card: a finished
+    run's, or the best so far of a run stopped early (cancelled, interrupted) that wrote one."""
     from core.checkpoints import CheckpointError, read_metadata
 
     name = check_name(name)
     run.poll()
-    if run.status != "finished":
-        raise RunError(f"run {run.name!r} is {run.status}; only a finished run's model can be used")
+    if run.status != "finished" and run.kept_checkpoint() is None:
+        why = "it is still running" if run.is_active() else \
+            "it has no checkpoint yet (a run writes its best model at the end of an epoch)" \
+            if run.status in KEPT_STATUSES else "only a finished or stopped run's model can be used"
+        raise RunError(f"run {run.name!r} is {run.status}; {why}")
     try:
         meta = read_metadata(run.checkpoint)
     except CheckpointError as e:
