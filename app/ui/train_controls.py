@@ -1,8 +1,10 @@
 """The Train tab's left side: the settings (`TrainSettingsPane`: kind, data folder and its report, preset, time
-budget, device, run name, then the collapsed Advanced form, scrolled) and, under it, never scrolled away, the
-actions (`TrainActions`: Start / Stop / Resume, Use this model, the status line)."""
+budget with the run's estimated time, device, run name, then the collapsed Advanced form, scrolled) and, under
+it, never scrolled away, the actions (`TrainActions`: Start / Stop / Resume, Use this model, the status line)."""
 
 from __future__ import annotations
+
+import html
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -68,6 +70,14 @@ class TrainSettingsPane(QScrollArea):
             self.device_combo.addItem(d, d)
         self.device_combo.setToolTip("auto: a GPU when there is one, else the CPU")
         basic.addRow("Device", self.device_combo)
+        self.estimate_label = QLabel("")  # how long the run would take, once the data passes its check
+        self.estimate_label.setWordWrap(True)
+        self.estimate_label.setTextFormat(Qt.TextFormat.RichText)
+        self.estimate_label.setStyleSheet("color: #5f6368;")
+        self.estimate_label.setToolTip("Measured by running the trainer on your data for a few steps, in the "
+                                       "background; the time budget stops a run that would take longer")
+        self.estimate_label.setVisible(False)
+        basic.addRow(self.estimate_label)
         self.name_edit = QLineEdit()
         self.name_edit.setToolTip("the run folder's name; also the default name of the trained model")
         basic.addRow("Run name", self.name_edit)
@@ -84,6 +94,15 @@ class TrainSettingsPane(QScrollArea):
     def show_kind(self, kind: str) -> None:
         self.kind_combo.setToolTip(self.kind_combo.currentText())  # in full where the box is too narrow
         self.data_edit.setPlaceholderText(DATA_HINTS.get(kind, "data folder"))
+
+    def show_estimate(self, text: str) -> None:
+        """The estimate's line, its time in bold ("About 6 min on this CPU" before what it rests on)."""
+        head, sep, rest = text.partition(" (") if text.startswith("About") else ("", "", text)
+        if ": it stops" in head:
+            head, sep, rest = text.partition(": ")
+        bold = f"<b>{html.escape(head)}</b>{html.escape(sep)}" if head else ""
+        self.estimate_label.setText(bold + html.escape(rest))
+        self.estimate_label.setVisible(bool(text))
 
     def set_devices(self, devices: list[str]) -> None:
         """Enable the devices this machine has (auto and cpu always)."""
@@ -118,7 +137,8 @@ class TrainActions(QWidget):
         self.model_name_edit = QLineEdit()
         self.model_name_edit.setPlaceholderText("model name")
         self.use_button = QPushButton("Use this model")
-        self.use_button.setToolTip("copy the finished run's checkpoint into your models; its tab can use it at once")
+        self.use_button.setToolTip("copy the run's checkpoint into your models (a stopped run's best so far); its "
+                                   "tab can use it at once")
         use.addWidget(self.model_name_edit, 1)
         use.addWidget(self.use_button)
         column.addLayout(use)

@@ -1,5 +1,9 @@
 """The Train tab's right side, drawn from a `TrainState`: the run on show's progress and time left, its loss and
-metric curves (thick) beside those of the runs ticked to compare (thin, dashed), the past runs and the log."""
+metric curves (thick) beside those of the runs ticked to compare (thin, dashed), the past runs and the log.
+
+Metrics go on two plots, side by side: scores and rates (AP, mAP, recall: 0..1) on one, counts and ranks
+(n_captions, mean rank, perplexity) on the other, shown only when there are some; on one axis a count of 210
+flattened an mAP of 0.078 to a line along the bottom."""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.training import runs as tr
-from app.ui.train_state import TrainState
+from app.ui.train_state import TrainState, is_score
 from app.ui.train_text import run_label
 from app.ui.widgets import CurveLegend, DecadeAxis, PlotHint, show_axes
 
@@ -29,6 +33,7 @@ STATUS_COLOURS = {"running": "#4c9be8", "finished": "#2e8b57", "failed": "#c0392
                   "interrupted": "#d68910"}
 NO_RUN_HINT = "Start a run, or pick one under Runs, to see its {} here"  # the plots before a run is on show
 NOTHING_YET_HINT = "No {} reported yet"  # a run on show whose trainer has not reached its first steps
+PREPARING_HINT = "Preparing: {} — the {} start with the first training step"  # a running trainer's data pass
 
 
 def titled(legend: CurveLegend, plot: pg.PlotWidget) -> QWidget:
@@ -65,13 +70,23 @@ class TrainMonitor(QWidget):
         column.addLayout(self._progress_row())
         plots = QSplitter(Qt.Orientation.Vertical)
         self.loss_plot = pg.PlotWidget(axisItems={"left": DecadeAxis("left")})  # a log axis when losses spread
-        self.metric_plot = pg.PlotWidget()
-        self.loss_legend, self.metric_legend = CurveLegend("Training loss"), CurveLegend("Metrics")
-        for plot, legend in ((self.loss_plot, self.loss_legend), (self.metric_plot, self.metric_legend)):
+        self.metric_plot, self.count_plot = pg.PlotWidget(), pg.PlotWidget()  # scores and rates | counts, ranks
+        self.loss_legend, self.metric_legend = CurveLegend("Training loss"), CurveLegend("Scores")
+        self.count_legend = CurveLegend("Counts and ranks")
+        panels = [titled(legend, plot) for plot, legend in ((self.loss_plot, self.loss_legend),
+                                                            (self.metric_plot, self.metric_legend),
+                                                            (self.count_plot, self.count_legend))]
+        for plot in (self.loss_plot, self.metric_plot, self.count_plot):
             plot.setLabel("bottom", "step")
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setMenuEnabled(False)
-            plots.addWidget(titled(legend, plot))
+        self.count_panel = panels[2]
+        metrics = QSplitter(Qt.Orientation.Horizontal)
+        metrics.addWidget(panels[1])
+        metrics.addWidget(self.count_panel)
+        self.count_panel.setVisible(False)  # until a run on show reports a count or a rank
+        plots.addWidget(panels[0])
+        plots.addWidget(metrics)
         self.loss_hint = PlotHint(self.loss_plot, NO_RUN_HINT.format("training loss"))
         self.metric_hint = PlotHint(self.metric_plot, NO_RUN_HINT.format("metrics"))
         plots.addWidget(self._runs_and_log())
@@ -156,6 +171,9 @@ class TrainMonitor(QWidget):
         self.progress_bar.setFormat(progress.text)
         self.progress_bar.setVisible(True)
         self.eta_label.setText(progress.eta)
+        if progress.preparing:  # the plots are empty until the first step: they say what comes first
+            self.loss_hint.setText(PREPARING_HINT.format(progress.preparing, "curves"))
+            self.metric_hint.setText(PREPARING_HINT.format(progress.preparing, "metrics"))
         if self.state.log_text != self._log:
             self._log = self.state.log_text
             self.log_view.setPlainText(self._log)
@@ -163,12 +181,14 @@ class TrainMonitor(QWidget):
 
     def redraw(self) -> None:
         """Loss and metric curves of the run on show (thick) and of the ticked runs (thin, dashed)."""
-        self.loss_plot.clear()
-        self.metric_plot.clear()
+        for plot in (self.loss_plot, self.metric_plot, self.count_plot):
+            plot.clear()
         shown = self.state.shown()
         losses = self._plot_curves(shown)
-        self.loss_legend.show_curves(self.loss_plot)
-        self.metric_legend.show_curves(self.metric_plot)
+        for plot, legend in ((self.loss_plot, self.loss_legend), (self.metric_plot, self.metric_legend),
+                             (self.count_plot, self.count_legend)):
+            legend.show_curves(plot)
+        self.count_panel.setVisible(bool(self.count_plot.listDataItems()))
         # an empty plot says why (no run yet, or none of its steps yet) instead of bare 0..1 axes
         for plot, hint, what, drawn in ((self.loss_plot, self.loss_hint, "training loss", bool(losses)),
                                         (self.metric_plot, self.metric_hint, "metrics",
@@ -176,6 +196,7 @@ class TrainMonitor(QWidget):
             hint.setText((NO_RUN_HINT if not shown else NOTHING_YET_HINT).format(what))
             hint.setVisible(not drawn)
             show_axes(plot, drawn)
+        self.draw_progress()  # a run still preparing: its hints say what it does
         # losses of different stages or runs can differ by orders of magnitude: a log axis keeps all readable
         spread = bool(losses) and min(losses) > 0 and max(losses) / min(losses) > 30
         self.loss_plot.setLogMode(y=spread)
@@ -189,7 +210,7 @@ class TrainMonitor(QWidget):
                 is_loss = key.startswith("loss")
                 pen = pg.mkPen(COLOURS[colour % len(COLOURS)], width=2 if main else 1,
                                style=Qt.PenStyle.SolidLine if main else Qt.PenStyle.DashLine)
-                plot = self.loss_plot if is_loss else self.metric_plot
+                plot = self.loss_plot if is_loss else self.metric_plot if is_score(key, ys) else self.count_plot
                 plot.plot(xs, ys, pen=pen, name=key if main else f"{run.name}: {key}")
                 losses += ys if is_loss else []
                 colour += 1

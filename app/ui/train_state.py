@@ -1,6 +1,6 @@
 """The Train tab's state without Qt: the model kind and data folder with its validation report, whether the
-kind's settings are in, the run on show (its progress, log and status as last polled), the past runs and the
-ones ticked to compare, and the status line.
+kind's settings are in, the time the run would take (measured before Start), the run on show (its progress, log
+and status as last polled), the past runs and the ones ticked to compare, and the status line.
 
 `TrainState` holds them; its methods are the tab's transitions and tell the listeners of `events`. The tab runs
 the jobs (settings, validation), starts and lists the runs (separate processes) and polls on a timer; its panels
@@ -9,11 +9,20 @@ draw the events. No Qt, no torch: tests/test_train_state.py drives it directly.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.services.training import estimate as te
 from app.ui.state_events import Event
-from app.ui.train_text import finished_summary, format_eta
+from app.ui.train_text import (
+    device_words,
+    estimate_text,
+    finished_summary,
+    format_eta,
+    measuring_text,
+    no_estimate_text,
+)
 
 if TYPE_CHECKING:
     from app.services.training import runs as tr
@@ -30,6 +39,7 @@ class TrainEvents:
         self.progress = Event()  # the run on show was polled: its progress and log
         self.status = Event()  # (status: str) the run on show reached another status
         self.message = Event()  # (text: str, error: bool) the status line
+        self.estimate = Event()  # the estimate's line changed (measuring, measured, failed, other settings)
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,32 @@ class RunProgress:
     total: int
     text: str
     eta: str
+    preparing: str = ""  # what a running trainer does before its first step ("augmenting … 501/2021"), else ""
+
+
+@dataclass
+class Plan:
+    """The run Start would launch, and what is known of its time: `key` names the measurement it needs."""
+
+    settings: dict[str, Any]
+    device: str
+    where: str  # "on this CPU"
+    key: str
+    status: str = "measuring"  # measuring | measured | failed
+    doing: str = ""  # the measuring run's progress, or why it failed
+    measurement: te.Measurement | None = None
+
+
+COUNT_WORDS = re.compile(r"(^|_)n_|rank|count|perplexity|used|size|steps|frames|tokens", re.IGNORECASE)
+
+
+def is_score(name: str, values: list[float]) -> bool:
+    """Whether a metric belongs on the scores' axis (0..1: AP, mAP, recall, accuracy, error rates) rather than
+    beside the counts and ranks (n_captions 210, mean rank 56), whose scale would flatten the scores' curves:
+    by its name, and whatever its name, only if its values stay within 0..1 or so."""
+    if COUNT_WORDS.search(name):
+        return False
+    return all(-0.05 <= v <= 1.5 for v in values)
 
 
 class TrainState:
@@ -65,6 +101,8 @@ class TrainState:
         self.compare: dict[str, tr.Run] = {}  # the runs ticked to compare
         self.message = ""
         self.progress_text = ""  # the last job progress line shown in the status line
+        self.plan: Plan | None = None  # what Start would run and its estimate; None: nothing to start
+        self.module: str | None = None  # a trainer swapped in (tests, plug-ins): part of what a measurement is of
 
     # ------------------------------------------------------------------------------------------ messages
 
@@ -145,7 +183,7 @@ class TrainState:
             start=self.can_start(),
             stop=self.running() and not run.info.get("cancel_requested"),
             resume=run is not None and run.can_resume(),
-            use=run is not None and run.status == "finished",
+            use=run is not None and run.can_use(),
         )
 
     # ------------------------------------------------------------------------------------------ runs
@@ -185,7 +223,12 @@ class TrainState:
             return None
         step, total, eta = run.progress()
         text = f"{run.name}: {step}/{total} ({run.status})" if total else run.status
-        return RunProgress(step, total, text, format_eta(eta) if run.status == "running" else "")
+        latest = run.latest
+        preparing = ""
+        if run.status == "running" and "loss" not in latest and not run.curves():
+            preparing = f"{latest.get('message') or 'starting'}" + (f" {step}/{total}" if total else "")
+            text = f"{run.name}: {preparing}"
+        return RunProgress(step, total, text, format_eta(eta) if run.status == "running" else "", preparing)
 
     def _status_reached(self, run: tr.Run) -> None:
         if run.status == "finished":
@@ -195,7 +238,8 @@ class TrainState:
         elif run.status == "interrupted":
             self.error(f"{run.name} was interrupted (the process is gone); Resume continues from its last save")
         elif run.status == "cancelled":
-            self.say(f"{run.name} cancelled; Resume continues from its last save")
+            kept = " or Use this model keeps its best checkpoint" if run.can_use() else ""
+            self.say(f"{run.name} cancelled; Resume continues from its last save{kept}")
         self.events.buttons.emit()
         self.events.status.emit(run.status)
 
@@ -227,3 +271,62 @@ class TrainState:
         """The runs whose curves are drawn: (run, on show) with the one on show first."""
         out = [(self.run, True)] if self.run is not None else []
         return out + [(r, False) for n, r in self.compare.items() if self.run is None or n != self.run.name]
+
+    # ------------------------------------------------------------------------------------------ the estimate
+
+    def set_plan(self, settings: dict[str, Any], device: str, devices: list[str]) -> str | None:
+        """The settings and device Start would use now: the key of the measurement their estimate needs when
+        it is not the one had or being taken (None otherwise, and with nothing to start)."""
+        report = self.report
+        if not self.can_start() or report is None:
+            if self.plan is not None:
+                self.plan = None
+                self.events.estimate.emit()
+            return None
+        key = te.measurement_key(self.kind, self.folder, device, settings, report.counts, self.module)
+        old = self.plan
+        self.plan = Plan(settings, device, device_words(device, devices), key)
+        if old is not None and old.key == key:  # the same measurement holds (other epochs or budget)
+            self.plan.status, self.plan.doing, self.plan.measurement = old.status, old.doing, old.measurement
+        self.events.estimate.emit()
+        return None if old is not None and old.key == key else key
+
+    def _plan_for(self, key: str) -> Plan | None:
+        return self.plan if self.plan is not None and self.plan.key == key else None
+
+    def measure_progress(self, key: str, progress: dict) -> None:
+        plan = self._plan_for(key)
+        if plan is not None and plan.status == "measuring":
+            plan.doing = str(progress.get("message") or "")
+            self.events.estimate.emit()
+
+    def measured(self, key: str, measurement: te.Measurement) -> bool:
+        """A measurement for `key`; False (nothing changes) when the plan has moved on."""
+        plan = self._plan_for(key)
+        if plan is None:
+            return False
+        plan.status, plan.measurement, plan.doing = "measured", measurement, ""
+        self.events.estimate.emit()
+        return True
+
+    def measure_failed(self, key: str, why: str) -> None:
+        plan = self._plan_for(key)
+        if plan is not None:
+            plan.status, plan.doing = "failed", why
+            self.events.estimate.emit()
+
+    def estimate(self) -> te.Estimate | None:
+        plan = self.plan
+        return te.estimate(plan.measurement, plan.settings) if plan is not None and plan.measurement else None
+
+    def estimate_line(self) -> str:
+        """What the estimate's line says: measuring, the time, or why there is none; "" with nothing to start."""
+        plan = self.plan
+        if plan is None:
+            return ""
+        if plan.status == "failed":
+            return no_estimate_text(plan.doing)
+        est = self.estimate()
+        if est is None:
+            return measuring_text(plan.where, plan.doing)
+        return estimate_text(est, self.report.counts, plan.settings, plan.where)

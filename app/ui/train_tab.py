@@ -3,13 +3,15 @@
 The tab draws a Qt-free `TrainState` (`train_state.py`: kind, data folder and its report, the run on show, the
 runs compared) with its panels (`train_controls.py`, `train_monitor.py`; texts in `train_text.py`). Left,
 scrolled: the basic view (model kind, data folder with its validation report, checked in a worker before Start
-is enabled; preset, time budget, device, run name), then the Advanced section, collapsed, with every other
-setting (`train_form.SettingsForm`, generated from the trainer's config dataclasses; presets from
-`app.services.training.presets`). Under it, never scrolled away: Start / Stop / Resume / Use this model. Right:
-progress with ETA, live loss and metric curves, past runs (tick several to overlay their curves) and the log.
+is enabled; preset, time budget, device, the run's estimated time, run name), then the Advanced section,
+collapsed, with every other setting (`train_form.SettingsForm`, generated from the trainer's config dataclasses;
+presets from `app.services.training.presets`). Under it, never scrolled away: Start / Stop / Resume / Use this
+model. Right: progress with ETA, live loss and metric curves, past runs (tick several to overlay their curves)
+and the log.
 
-Training runs in a separate process (`app.services.training.runs`); a QTimer polls its events at 5 Hz, so
-the GUI never blocks and a crashing trainer cannot take the window down.
+The estimate is measured in a worker (`app.services.training.estimate`: the trainer on the data for a few
+steps) once the settings are still a moment. Training runs in a separate process (`app.services.training.runs`);
+a QTimer polls its events at 5 Hz, so the GUI never blocks and a crashing trainer cannot take the window down.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QFrame, QSplitter, QVBoxLayout, QWidget
 
 from app.services.registry import ModelRegistry
+from app.services.training import estimate as te
 from app.services.training import presets as tp
 from app.services.training import runs as tr
 from app.ui.tab_base import JobTab
@@ -30,9 +33,11 @@ from app.ui.train_form import SettingsForm
 from app.ui.train_monitor import TrainMonitor
 from app.ui.train_state import TrainState
 from app.ui.train_text import finished_summary, format_eta, report_html, run_label  # noqa: F401 - their old home
+from app.workers import JobRunner
 
 KINDS = tr.KINDS  # kind -> label, from the one table of model kinds (core/kinds.py)
 POLL_MS = 200
+PLAN_STILL_MS = 600  # the settings unchanged this long before the estimate is measured again
 
 
 class TrainTab(JobTab):
@@ -42,6 +47,7 @@ class TrainTab(JobTab):
     validated = Signal(object)  # DataReport, after each validation
     schema_ready = Signal(str)  # kind, once its settings form is built
     run_changed = Signal(str)  # status of the run on show, when it changes
+    estimated = Signal(str)  # the estimate's line, once measured (or why there is none)
     job_prefix = "train"
 
     def __init__(self, parent: QWidget | None = None, runs_dir: Path | None = None, models_dir: Path | None = None,
@@ -52,10 +58,18 @@ class TrainTab(JobTab):
         self.trainer_module, self.trainer_path = trainer_module, trainer_path  # tests: a fake trainer
         self.registry: ModelRegistry | None = None
         self.train_state = TrainState()
+        self.train_state.module = trainer_module
+        self.devices: list[str] = ["cpu"]  # what this machine has, once the schema job said
+        self.measurements = te.MeasurementCache(runs_dir)
+        self.measurer: JobRunner | None = None  # the estimate's measuring job, while it runs
         self._build()
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
+        self.plan_timer = QTimer(self)
+        self.plan_timer.setSingleShot(True)
+        self.plan_timer.setInterval(PLAN_STILL_MS)
+        self.plan_timer.timeout.connect(self.estimate)
         self._listen()
         self.refresh_runs()
         self.kind_changed()
@@ -105,11 +119,13 @@ class TrainTab(JobTab):
     def _name_widgets(self) -> None:
         """The panels' widgets under the names the tab has always had (tests, screenshots)."""
         self.form_scroll = self.settings_pane
-        named = {self.settings_pane: ("kind_combo", "data_edit", "report_label", "device_combo", "name_edit"),
+        named = {self.settings_pane: ("kind_combo", "data_edit", "report_label", "device_combo", "estimate_label",
+                                      "name_edit"),
                  self.actions: ("start_button", "cancel_button", "resume_button", "model_name_edit", "use_button",
                                 "status_label"),
-                 self.monitor: ("progress_bar", "eta_label", "loss_plot", "metric_plot", "loss_legend",
-                                "metric_legend", "loss_hint", "metric_hint", "runs_list", "log_view")}
+                 self.monitor: ("progress_bar", "eta_label", "loss_plot", "metric_plot", "count_plot", "loss_legend",
+                                "metric_legend", "count_legend", "loss_hint", "metric_hint", "runs_list",
+                                "log_view")}
         for panel, names in named.items():
             for name in names:
                 setattr(self, name, getattr(panel, name))
@@ -120,6 +136,8 @@ class TrainTab(JobTab):
         self.data_edit.editingFinished.connect(self.validate)
         self.settings_pane.browse_button.clicked.connect(self.choose_folder)
         self.form.edited.connect(self._update_buttons)
+        self.form.edited.connect(self.plan_changed)
+        self.device_combo.currentIndexChanged.connect(self.plan_changed)
         self.start_button.clicked.connect(self.start)
         self.cancel_button.clicked.connect(self.cancel)
         self.resume_button.clicked.connect(self.resume)
@@ -134,6 +152,8 @@ class TrainTab(JobTab):
         events.report.connect(self._draw_report)
         events.run.connect(self._run_shown)
         events.status.connect(self._status_reached)
+        events.buttons.connect(self.plan_changed)
+        events.estimate.connect(self._draw_estimate)
         self._update_buttons()
         self.monitor.redraw()  # the empty plots' hints
 
@@ -144,6 +164,7 @@ class TrainTab(JobTab):
 
     def set_devices(self, devices: list[str]) -> None:
         """Enable the devices this machine has (auto and cpu always)."""
+        self.devices = list(devices)
         self.settings_pane.set_devices(devices)
 
     def kind(self) -> str:
@@ -234,12 +255,63 @@ class TrainTab(JobTab):
         self.form.preset_combo.setCurrentText(name)
         self.form.preset_combo.activated.emit(self.form.preset_combo.currentIndex())
 
+    # --------------------------------------------------------------------------------------- the estimate
+
+    @Slot()
+    def plan_changed(self) -> None:
+        """Settings, device, data or buttons changed: estimate again once they have been still a moment."""
+        self.plan_timer.start()
+
+    @Slot()
+    def estimate(self) -> None:
+        """The estimate of what Start would run: the same measurement, a kept one, or a new one measured."""
+        self.plan_timer.stop()
+        state = self.train_state
+        key = state.set_plan(self.settings(), str(self.device_combo.currentData()), self.devices)
+        if state.plan is None or key is not None:
+            self._stop_measuring()
+        if key is None:
+            return
+        kept = self.measurements.get(key)
+        if kept is not None:
+            state.measured(key, kept)
+            return
+        plan = state.plan
+        self.measurer = self.run_job(
+            lambda: te.measure_job(state.kind, state.folder, plan.settings, plan.device, self.runs_dir,
+                                   self.trainer_module_for(), self.trainer_path),
+            "estimate", lambda m, key=key: self._measured(key, m),
+            on_error=lambda why, key=key: state.measure_failed(key, why),
+            on_progress=lambda progress, key=key: state.measure_progress(key, progress))
+
+    def _measured(self, key: str, measurement: te.Measurement) -> None:
+        self.measurements.put(key, measurement, self.train_state.kind, str(self.device_combo.currentData()))
+        self.train_state.measured(key, measurement)
+
+    def _stop_measuring(self) -> None:
+        """Cancel the measuring job (its scratch trainer is killed at its next poll); no wait."""
+        if self.measurer is not None and self.measurer.is_running():
+            self.measurer.cancel()
+        self.measurer = None
+
+    def job_ended(self, runner: JobRunner) -> None:
+        if runner is self.measurer:
+            self.measurer = None
+
+    def _draw_estimate(self) -> None:
+        line = self.train_state.estimate_line()
+        self.settings_pane.show_estimate(line)
+        plan = self.train_state.plan
+        if plan is not None and plan.status != "measuring":
+            self.estimated.emit(line)
+
     # --------------------------------------------------------------------------------------- runs
 
     @Slot()
     def start(self) -> None:
         if not self.train_state.can_start():
             return
+        self._stop_measuring()  # it would take the CPU from the run (and its numbers from the ETA)
         try:
             run = tr.start_run(self.kind(), self.name_edit.text(), self.train_state.folder, self.settings(),
                                device=str(self.device_combo.currentData()), base=self.runs_dir,
@@ -338,6 +410,7 @@ class TrainTab(JobTab):
         """Stop polling and this tab's jobs. Training processes keep going unless `stop_runs` (they are
         separate processes; the next session finds them in the runs list)."""
         self.timer.stop()
+        self.plan_timer.stop()
         if stop_runs and self.train_state.running():
             self.run.cancel()
             self.run.wait(timeout_ms / 1000)

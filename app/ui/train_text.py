@@ -1,5 +1,5 @@
 """What the Train tab says, without Qt: a data folder's validation report, a finished run's summary, a run's
-line in the runs list and the time left."""
+line in the runs list, the time left and the estimate before Start."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from app.ui.durations import format_duration
 
 if TYPE_CHECKING:
     from app.services.training import runs as tr
+    from app.services.training.estimate import Estimate
+
+EPOCH_SETTINGS = ("max_epochs", "epochs", "finetune_epochs")  # the plan's epochs, where a kind counts them
 
 
 def format_eta(seconds: float | None) -> str:
@@ -75,3 +78,68 @@ def run_label(run: tr.Run) -> str:
         value = run.metrics().get(name)
     shown = f" · {name} {value:.3g}" if name and isinstance(value, int | float) else ""
     return f"{run.name} · {run.kind} · {run.status}{shown}"
+
+
+# ------------------------------------------------------------------------------------------------ the estimate
+
+
+def about(seconds: float) -> str:
+    """A length of work in its one unit that matters, never "0 s"."""
+    return format_duration(max(seconds, 1.0), rough=True)
+
+
+def step_words(seconds: float) -> str:
+    """A step's time as precise as it is worth: "12 s", "3.4 s", "0.28 s", "0.003 s"."""
+    if seconds >= 10:
+        return f"{seconds:.0f} s"
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    return f"{seconds:.2f} s" if seconds >= 0.01 else f"{seconds:.1g} s"
+
+
+def device_words(choice: str, available: list[str]) -> str:
+    """Where a run with the device box's `choice` computes, as the estimate says it."""
+    gpu = next((d for d in available if d.startswith(("cuda", "mps"))), None) if choice == "auto" else \
+        choice if choice.startswith(("cuda", "mps")) else None
+    if gpu is None:
+        return "on this CPU"
+    return "on this Mac's GPU" if gpu == "mps" else "on this GPU"
+
+
+def training_items(counts: dict[str, Any]) -> int:
+    """The clips a run trains on, from the data check's counts: its train split, else all of them."""
+    splits = counts.get("splits") if isinstance(counts.get("splits"), dict) else {}
+    if isinstance(splits.get("train"), int):
+        return int(splits["train"])
+    return next((int(counts[k]) for k in ("clips", "rows", "audio_files") if isinstance(counts.get(k), int)), 0)
+
+
+def estimate_text(est: Estimate, counts: dict[str, Any], settings: dict[str, Any], where: str) -> str:
+    """"About 6 min on this CPU (1,403 clips × 20 epochs: 1,740 steps at 0.28 s a step, measured, after 40 s
+    starting and reading the data)", and what the time budget does to it."""
+    m = est.measurement
+    epochs = sum(int(v) for k, v in settings.items() if k in EPOCH_SETTINGS and isinstance(v, int))
+    items = training_items(counts)
+    if m.whole_s is not None and est.steps == m.total_steps:
+        basis = f"{est.steps:,} steps: the whole run, measured"
+    else:
+        plan = f"{items:,} clips × {epochs} epochs: {est.steps:,} steps" if items and epochs else \
+            f"{est.steps:,} steps"
+        basis = (f"{plan} at {step_words(m.step_s)} a step, measured, after {about(m.prepare_s)} starting and "
+                 "reading the data")
+        if m.eval_s:
+            basis += f", and {about(m.eval_s)} checking the dev data after each epoch"
+    if est.budget_s is not None:
+        return (f"About {about(est.budget_s)} {where}: it stops at its {about(est.budget_s)} budget, keeping its "
+                f"best model (the whole plan would take about {about(est.seconds)}: {basis})")
+    return f"About {about(est.seconds)} {where} ({basis})"
+
+
+def measuring_text(where: str, doing: str) -> str:
+    return f"Estimating the time: measuring a training step {where}… ({doing})" if doing else \
+        f"Estimating the time: measuring a training step {where}…"
+
+
+def no_estimate_text(why: str) -> str:
+    return (f"No time estimate: measuring a training step failed ({why}). Once started, the run shows its time "
+            "left from its first steps.")
