@@ -162,7 +162,7 @@ def candidate_pairs(folder: Path) -> tuple[dict, list[tuple[int, int]], list[tup
         config = dup.DuplicateConfig(min_cosine=min(COSINES), min_match=-1.0)
         same = dup._same_bytes(lib, files, None)
         candidates = dup._candidates(lib, model, files, config, None)
-        matched = drain(dup._verified(lib, files, candidates, config))
+        matched = drain(dup._verified(lambda f: lib.root / files[f][0].rel_path, files, candidates, config))
         vecs = lib.vectors.of_files(model, sorted({f for p in candidates for f in p}))
     unit = {f: v / max(float(np.linalg.norm(v)), 1e-12) for f, v in vecs.items()}
     return files, same, [(a, b, float(unit[a] @ unit[b]), m) for a, b, m in matched]

@@ -169,6 +169,9 @@ def test_cli_searches_every_library_given_and_a_saved_set(tmp_path: Path, capsys
     assert "no such folder, nor a library location" in capsys.readouterr().err
     assert main(["search", "chirp", "--set", "all", "--model", ckpt, "--folder", "kits"]) == 2
     assert "start it with a location's name (SFX, Drums)" in capsys.readouterr().err
+    assert main(["duplicates", "--set", "all", "--model", ckpt, "--json"]) == 0  # copies across locations too
+    listed = [[f["path"] for f in g["files"]] for g in json.loads(capsys.readouterr().out)]
+    assert ["Drums/loops/chirp_again.wav", "SFX/birds/chirp_b.wav", "SFX/engines/chirp_copy.wav"] in listed
 
 
 def test_numbered_takes_of_one_score_come_in_natural_order() -> None:
@@ -183,3 +186,24 @@ def test_numbered_takes_of_one_score_come_in_natural_order() -> None:
               hit("z.wav", 0.05), hit("a.wav", 0.05)]
     assert [h.rel_path.rpartition("/")[2] for h in natural_ties(ranked)] == [
         "best.wav", "1.wav", "2.wav", "3.wav", "10.wav", "11.wav", "a.wav", "z.wav"]
+
+
+def test_duplicates_across_locations(tmp_path: Path, embedder) -> None:  # noqa: F811, ANN001
+    from core.audio import decode, resample, write_audio
+
+    a, b = two_libraries(tmp_path)
+    chirp = decode(a / "birds/chirp_b.wav", None)
+    write_audio(b / "loops/chirp_22k.flac", resample(chirp.audio, chirp.sample_rate, 22_050), 22_050)
+    index(a, embedder), index(b, embedder)
+    found = LibrarySet.open([Location("SFX", a), Location("Drums", b)], embedder)
+    try:
+        groups = drain(found.duplicates_job())
+        one = [g for g in groups if "SFX/birds/chirp_b.wav" in [f.rel_path for f in g.files]]
+        assert len(one) == 1 and [f.rel_path for f in one[0].files] == [
+            "Drums/loops/chirp_22k.flac", "Drums/loops/chirp_again.wav", "SFX/birds/chirp_b.wav",
+            "SFX/engines/chirp_copy.wav"]  # the same bytes in both, and another rate in the other location
+        assert not one[0].identical
+        assert drain(found.duplicates_job(b / "loops/chirp_22k.flac")) == one
+        assert found.file_path("Drums/loops/chirp_again.wav") == b / "loops/chirp_again.wav"  # what trash moves
+    finally:
+        found.close()

@@ -18,24 +18,35 @@ def add_parser(sub: Any, argv: Sequence[str]) -> None:  # noqa: ANN401 - argpars
                                    "in another form (found by the stored sound vectors, then checked on the audio). "
                                    "Nothing is deleted: the GUI's Find duplicates moves files to the trash.")
     p.add_argument("file", type=path_arg, nargs="?", default=None, help="only this library file's duplicates")
-    p.add_argument("--library", type=path_arg, required=True, help="the (indexed) library folder")
+    p.add_argument("--library", type=path_arg, action="append", default=None, metavar="FOLDER",
+                   help="the (indexed) library folder, or a library location's name; repeat it to find copies "
+                        "across several")
+    p.add_argument("--set", dest="location_set", default=None, metavar="NAME",
+                   help="the libraries of a saved set of locations (`earshot locations save-set`)")
     p.add_argument("--model", default=None, help=MODEL_HELP)
     p.add_argument("--json", action="store_true", help="print JSON: a list of groups")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from app.cli.search_common import resolve_libraries
     from app.services.jobs import run_in_terminal
     from app.services.search.embedder import LazyEmbedder
+    from app.services.search.library_set import LibrarySet, each_session
     from app.services.search.session import SearchSession
 
-    require_catalog(args.library)
-    session = SearchSession.open(args.library, LazyEmbedder(args.model))  # the stored vectors: no model loaded
+    resolve_libraries(args)
+    for loc in args.locations:
+        require_catalog(loc.path)
+    embedder = LazyEmbedder(args.model)  # the stored vectors: no model loaded
+    session: Any = SearchSession.open(args.library, embedder) if len(args.locations) == 1 else \
+        LibrarySet.open(args.locations, embedder)
     try:
-        print_events(session.library)
-        if session.indexed_count() == 0:
-            raise ValueError(f"{printable(args.library)} has no sounds indexed with {session.embedder.name}; run "
-                             f"`earshot index {printable(args.library)}` first")
+        for one in each_session(session):
+            print_events(one.library)
+            if one.indexed_count() == 0:
+                raise ValueError(f"{printable(one.root)} has no sounds indexed with {embedder.name}; run "
+                                 f"`earshot index {printable(one.root)}` first")
         groups = run_in_terminal(session.duplicates_job(args.file), desc="duplicates",
                                  describe=lambda p: str(p.get("message", "")))  # words, not the job's fields
     finally:

@@ -12,8 +12,9 @@ sounds (bench/duplicates_quality.py; docs/categories.md, "Duplicates").
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -64,11 +65,39 @@ def find_duplicates(lib: Library, model_id: str, config: DuplicateConfig | None 
     yield {"message": "files that sound alike", "step": 1, "total": 3}
     candidates = _candidates(lib, model_id, files, config, file_id)
     yield {"message": f"comparing the audio of {len(candidates)} pairs", "step": 2, "total": 3}
-    matched = yield from _verified(lib, files, candidates, config)
+    matched = yield from _verified(lambda fid: lib.root / files[fid][0].rel_path, files, candidates, config)
     groups = _groups(files, links, matched)
     if file_id is not None:
         groups = [g for g in groups if any(f.file_id == file_id for f in g.files)]
     return groups
+
+
+ID_SHIFT = 40  # several libraries: a file is (its library's place + 1) << ID_SHIFT | its id (library_set.py)
+
+
+def find_duplicates_across(libs: Sequence[tuple[str, Library]], model_id: str,
+                           config: DuplicateConfig | None = None) -> Job[list[DuplicateGroup]]:
+    """Groups of duplicates over several libraries: each one's own and the copies of a sound in another. Paths
+    start with the library's name; ids are numbered across them (ID_SHIFT)."""
+    config = config or DuplicateConfig()
+    files: dict[int, tuple[DupFile, str | None]] = {}
+    roots: dict[int, Path] = {}
+    offsets = [(part + 1) << ID_SHIFT for part in range(len(libs))]
+    for (name, lib), offset in zip(libs, offsets, strict=True):
+        for fid, (f, digest) in _files(lib).items():
+            files[fid + offset] = (replace(f, file_id=fid + offset, rel_path=f"{name}/{f.rel_path}"), digest)
+            roots[fid + offset] = lib.root / f.rel_path
+    yield {"message": "files with the same bytes", "step": 0, "total": 3}
+    links = _same_bytes(None, files, None)
+    yield {"message": "files that sound alike", "step": 1, "total": 3}
+    candidates: set[tuple[int, int]] = set()
+    for (_, lib), a in zip(libs, offsets, strict=True):
+        for (_, other), b in zip(libs, offsets, strict=True):
+            if b >= a:  # each pair of libraries once, and each library with itself
+                candidates |= _candidates(lib, model_id, files, config, None, other, (a, b))
+    yield {"message": f"comparing the audio of {len(candidates)} pairs", "step": 2, "total": 3}
+    matched = yield from _verified(roots.__getitem__, files, candidates, config)
+    return _groups(files, links, matched)
 
 
 def _files(lib: Library) -> dict[int, tuple[DupFile, str | None]]:
@@ -81,7 +110,7 @@ def _files(lib: Library) -> dict[int, tuple[DupFile, str | None]]:
                            int(r[5] or 0)), r[6]) for r in rows}
 
 
-def _same_bytes(lib: Library, files: dict[int, tuple[DupFile, str | None]], file_id: int | None
+def _same_bytes(lib: Library | None, files: dict[int, tuple[DupFile, str | None]], file_id: int | None
                 ) -> list[tuple[int, int]]:
     """Pairs of files whose content hashes are the same (each group as a chain)."""
     by_hash: dict[str, list[int]] = {}
@@ -94,23 +123,26 @@ def _same_bytes(lib: Library, files: dict[int, tuple[DupFile, str | None]], file
 
 
 def _candidates(lib: Library, model_id: str, files: dict[int, tuple[DupFile, str | None]], config: DuplicateConfig,
-                file_id: int | None) -> set[tuple[int, int]]:
-    """Pairs (low id, high id) of different content whose vectors and durations are alike enough."""
-    index = lib.vectors.index(model_id)
+                file_id: int | None, other: Library | None = None, ids: tuple[int, int] = (0, 0)
+                ) -> set[tuple[int, int]]:
+    """Pairs (low id, high id) of different content whose vectors and durations are alike enough: `lib`'s files
+    among themselves, or (`other`) `lib`'s files near `other`'s in its index; `ids`: what each library's ids are
+    offset by in `files` (files of several libraries)."""
+    there = other if other is not None else lib
+    index = there.vectors.index(model_id)
     if index is None or len(index) == 0:
         return set()
-    with lib.lock:
-        owners = dict(lib.catalog.db.execute("SELECT id, file_id FROM vectors WHERE model_id = ?", (model_id,)))
-    mine = [v for v, f in owners.items() if f in files and (file_id is None or f == file_id)]
+    mine_of, theirs_of = _owners(lib, model_id, ids[0]), _owners(there, model_id, ids[1])
+    mine = [v for v, f in mine_of.items() if f in files and (file_id is None or f == file_id)]
     out: set[tuple[int, int]] = set()
     for start in range(0, len(mine), config.block):
-        ids = mine[start:start + config.block]
-        vectors = _vectors(lib, ids)  # (B, D)
+        block = mine[start:start + config.block]
+        vectors = _vectors(lib, block)  # (B, D)
         scores, found = index.search(vectors, config.neighbours + 1)  # (B, k), (B, k)
-        for row, vid in enumerate(ids):
-            a = owners[vid]
-            for score, other in zip(scores[row], found[row], strict=True):
-                b = owners.get(int(other))
+        for row, vid in enumerate(block):
+            a = mine_of[vid]
+            for score, other_vid in zip(scores[row], found[row], strict=True):
+                b = theirs_of.get(int(other_vid))
                 if b is None or b == a or b not in files or score < config.min_cosine:
                     continue
                 if files[a][1] and files[a][1] == files[b][1]:
@@ -118,6 +150,13 @@ def _candidates(lib: Library, model_id: str, files: dict[int, tuple[DupFile, str
                 if _durations_close(files[a][0].duration, files[b][0].duration, config):
                     out.add((min(a, b), max(a, b)))
     return out
+
+
+def _owners(lib: Library, model_id: str, offset: int = 0) -> dict[int, int]:
+    """Vector id -> its file's id (+ offset) of the model's vectors."""
+    with lib.lock:
+        rows = lib.catalog.db.execute("SELECT id, file_id FROM vectors WHERE model_id = ?", (model_id,)).fetchall()
+    return {v: f + offset for v, f in rows}
 
 
 def _vectors(lib: Library, vector_ids: Sequence[int]) -> np.ndarray:
@@ -133,15 +172,15 @@ def _durations_close(a: float, b: float, config: DuplicateConfig) -> bool:
     return abs(a - b) <= max(config.max_gap_s, config.max_gap * max(a, b))
 
 
-def _verified(lib: Library, files: dict[int, tuple[DupFile, str | None]], pairs: set[tuple[int, int]],
-              config: DuplicateConfig) -> Job[list[tuple[int, int, float]]]:
+def _verified(path_of: Callable[[int], Path], files: dict[int, tuple[DupFile, str | None]],
+              pairs: set[tuple[int, int]], config: DuplicateConfig) -> Job[list[tuple[int, int, float]]]:
     """The candidate pairs whose audio prints match, with how well. A file that cannot be read matches nothing."""
     prints: dict[int, audio_match.Print | None] = {}
 
     def print_of(fid: int) -> audio_match.Print | None:
         if fid not in prints:
             try:
-                prints[fid] = audio_match.audio_print(str(lib.root / files[fid][0].rel_path))
+                prints[fid] = audio_match.audio_print(str(path_of(fid)))
             except (AudioError, OSError):
                 prints[fid] = None
         return prints[fid]

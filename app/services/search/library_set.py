@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.services.jobs import Job
-from app.services.library.duplicates import DuplicateGroup
+from app.services.library.duplicates import ID_SHIFT, DuplicateGroup, find_duplicates_across
 from app.services.library.locations import Location
 from app.services.library.records import FailedFile, Hit, IndexReport, SearchFilters
 from app.services.library.tag_writer import TagWrite
@@ -29,9 +29,6 @@ from core.display import natural_path_key
 
 if TYPE_CHECKING:
     from app.services.search.embedder import RetrievalEmbedder
-
-ID_SHIFT = 40  # a catalog's file ids stay far below 2**40
-
 
 class LibrarySet:
     """Open sessions of named locations, searched together."""
@@ -253,22 +250,18 @@ class LibrarySet:
         return self.sessions[part], ids
 
     def duplicates_job(self, path: str | os.PathLike[str] | None = None) -> Job[list[DuplicateGroup]]:
-        """Each location's groups of duplicates (or only `path`'s, in its own location), paths from the
-        location's name. A copy in another location is not looked for: each catalog compares its own files."""
+        """The groups of duplicates over every location, copies from one location in another too (or only the
+        group of the file at `path`), paths from the location's name."""
+        wanted = None
         if path is not None:
             home = self._home_of(Path(os.fspath(path)))
-            if home is None:
-                raise ValueError(f"{os.fspath(path)} is in none of the libraries searched")
-            parts = [home]
-        else:
-            parts = list(range(len(self.sessions)))
-        groups: list[DuplicateGroup] = []
-        for part in parts:
-            found = yield from self.sessions[part].duplicates_job(path)
-            name = self.names[part]
-            groups += [dataclasses.replace(g, files=[dataclasses.replace(f, rel_path=f"{name}/{f.rel_path}")
-                                                     for f in g.files]) for g in found]
-        return sorted(groups, key=lambda g: (-len(g.files), g.files[0].rel_path))
+            fid = self.sessions[home].library.files.id_of(path) if home is not None else None
+            if fid is None:
+                raise ValueError(f"{os.fspath(path)} is in none of the libraries searched (index it first?)")
+            wanted = self.global_id(home, fid)
+        libs = [(name, s.library) for name, s in zip(self.names, self.sessions, strict=True)]
+        groups = yield from find_duplicates_across(libs, self.embedder.model_id)
+        return [g for g in groups if wanted is None or any(f.file_id == wanted for f in g.files)]
 
     def _by_part(self, global_ids: Sequence[int]) -> dict[int, list[int]]:
         by_part: dict[int, list[int]] = {}
