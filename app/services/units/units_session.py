@@ -5,7 +5,8 @@ audio blocks into front-end frames, unit ids (one per 40 ms, through `models.vqv
 display spectrogram frames, exactly as whole-file processing gives them, with a bounded look-ahead
 (`lookahead_ms`); `finish` ends the utterance; `fit_voice` picks the table voice that fits the speaker
 (`core.voices.fitting_voice`); `resynthesize_job` runs the inverter and Griffin-Lim, following the input's
-loudness stream (core/loudness.py); `export_units_text` and `export_textgrid` (app/services/units/textgrid.py)
+loudness stream (core/loudness.py), and brings the result to the input's speech level without clipping
+(core/level_match.py); `export_units_text` and `export_textgrid` (app/services/units/textgrid.py)
 write the units. `LiveStream` feeds a session off the GUI thread. Why streaming is exact, the look-ahead, the
 voice and the export format: docs/units.md.
 """
@@ -24,7 +25,7 @@ import torch
 
 from app.services.jobs import Job
 from app.services.units.textgrid import Word, write_units_textgrid
-from core import loudness
+from core import level_match, loudness
 from core.audio import SOXR, decode, sanitize, save_wav, trim_span
 from core.files import atomic_path
 from core.frontend_builder import FRAMES_PER_UNIT
@@ -60,6 +61,9 @@ class Resynthesis:
     spectrogram: np.ndarray  # (T, F) log10 magnitude of the resynthesised audio
     speaker: str
     loudness: bool = True  # it followed the loudness stream (False: the units alone)
+    gain_db: float = 0.0  # the gain that brought it to the input's speech level (core/level_match.py)
+    limited_db: float = 0.0  # what the peak guard took off the speech level after that
+    level_matched: bool = False  # False: the inverter's own level (asked so, or no speech to match)
 
 
 @dataclass(frozen=True)
@@ -293,11 +297,12 @@ class UnitsSession:
         frame_db = torch.cat(self._frame_db) if self._frame_db else torch.zeros(0)
         return loudness.levels_of(frame_db)
 
-    def resynthesize_job(self, speaker: str | int | None = None, n_iter: int = 32,
-                         follow_loudness: bool = True) -> Job[Resynthesis]:
+    def resynthesize_job(self, speaker: str | int | None = None, n_iter: int = 32, follow_loudness: bool = True,
+                         match_level: bool = True) -> Job[Resynthesis]:
         """Job: units -> inverter (linear magnitudes, `speaker`'s voice; None: the voice that fits the speech)
         -> each unit moved to the speech's level (`follow_loudness`: the loudness stream beside the units; off: the
-        units alone) -> Griffin-Lim -> waveform."""
+        units alone) -> Griffin-Lim -> waveform at the input's speech level, its true peak under -1 dBFS
+        (`match_level`; off: the inverter's own level, ~18 dB under a microphone's)."""
         sid = self.resynthesis_voice(speaker)
         name = self.speakers[sid]
         rate = int(self.model.config.inverter.sample_rate)
@@ -316,19 +321,23 @@ class UnitsSession:
         with torch.no_grad():
             wave = self.model.inverter.griffin_lim(mag, n_iter=n_iter, length=length)  # (N,)
             wave = torch.nan_to_num(wave).float().cpu()
-            mag = mag.cpu()
-            spec = self.spec(wave) if wave.numel() > self.half else mag
         audio = wave.numpy().astype(np.float32)
-        result = Resynthesis(audio, rate, log_spectrogram(spec.numpy()), name, follow_loudness)
+        level = level_match.match_level(audio, self.audio, rate) if match_level else None
+        if level is not None:
+            audio = level.audio
+        with torch.no_grad():
+            spec = self.spec(torch.from_numpy(audio)) if len(audio) > self.half else mag.cpu()
+        result = Resynthesis(audio, rate, log_spectrogram(spec.numpy()), name, follow_loudness,
+                             *((level.gain_db, level.limited_db, level.matched) if level is not None else ()))
         self.resynthesis = result
         yield {"step": 2, "total": 2, "message": "resynthesis ready"}
         return result
 
-    def resynthesize(self, speaker: str | int | None = None, n_iter: int = 32, follow_loudness: bool = True
-                     ) -> np.ndarray:
+    def resynthesize(self, speaker: str | int | None = None, n_iter: int = 32, follow_loudness: bool = True,
+                     match_level: bool = True) -> np.ndarray:
         """Waveform (N,) spoken by `speaker`, rebuilt from the units (and the loudness stream, unless
-        `follow_loudness` is off)."""
-        job = self.resynthesize_job(speaker, n_iter, follow_loudness)
+        `follow_loudness` is off), at the input's speech level unless `match_level` is off."""
+        job = self.resynthesize_job(speaker, n_iter, follow_loudness, match_level)
         while True:
             try:
                 next(job)
