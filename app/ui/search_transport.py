@@ -1,5 +1,5 @@
-"""The Search tab's transport: Play/Stop, Loop, Autoplay (play a result as it is selected), the volume, and on a
-second row Reverse and the varispeed (speed and pitch together, in semitones).
+"""The Search tab's transport: Play/Stop, Loop, Autoplay (play a result as it is selected), the volume, Reverse
+and the varispeed (speed and pitch together, in semitones): one row in a wide preview, two in a narrow one.
 
 Sound designers audition by walking a list with the arrow keys, hearing each sound as it is selected, as in the
 sample browsers they know; Loop holds a short sound while they listen, the volume tames a loud library; a door
@@ -10,10 +10,12 @@ slam an octave down or a swell backwards is often the sound they were looking fo
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, Signal, Slot
+from PySide6.QtCore import QSettings, QSize, Qt, Signal, Slot
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
+    QLayout,
     QPushButton,
     QSizePolicy,
     QSlider,
@@ -29,6 +31,7 @@ LOOP_KEY = "search/loop"
 VOLUME_KEY = "search/volume"  # percent
 VARISPEED_KEY = "search/varispeed"  # semitones, -SEMITONES..SEMITONES
 REVERSE_KEY = "search/reverse"
+ONE_ROW_SLACK = 120  # px more than the controls' least: both sliders get room enough to be aimed
 AUTOPLAY_TIP = "Play each result as it is selected (click, or walk the list with the arrow keys)"
 
 
@@ -51,7 +54,7 @@ class TransportBar(QWidget):
         self.autoplay_button.toggled.connect(lambda on: QSettings().setValue(AUTOPLAY_KEY, on))
         self._build_volume(settings)
         self._build_audition(settings)
-        row = QHBoxLayout()
+        self.row = row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         for w in (self.play_button, self.loop_button, self.autoplay_button):
             row.addWidget(w)
@@ -59,7 +62,8 @@ class TransportBar(QWidget):
         row.addWidget(QLabel("Vol"))
         row.addWidget(self.volume_slider, 1)
         row.addWidget(self.volume_label)
-        second = QHBoxLayout()
+        self.audition_row = QWidget()  # Reverse and the varispeed: beside the rest where the pane is wide enough
+        second = QHBoxLayout(self.audition_row)
         second.setContentsMargins(0, 0, 0, 0)
         second.addWidget(self.reverse_button)
         second.addSpacing(6)
@@ -67,11 +71,12 @@ class TransportBar(QWidget):
         second.addWidget(self.speed_slider, 1)
         second.addWidget(self.speed_label)
         second.addWidget(self.speed_reset)
-        col = QVBoxLayout(self)
+        self.col = col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(2)
+        col.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)  # one row or two: `minimumSizeHint` says
         col.addLayout(row)
-        col.addLayout(second)
+        col.addWidget(self.audition_row)
 
     def _build_volume(self, settings: QSettings) -> None:
         self.volume_slider = QSlider(Qt.Orientation.Horizontal)
@@ -118,6 +123,43 @@ class TransportBar(QWidget):
         self.speed_reset.clicked.connect(lambda: self.speed_slider.setValue(0))
         self.speed_slider.valueChanged.connect(self._speed_moved)
         self._show_speed(self.speed_slider.value())
+
+    def one_row_width(self) -> int:
+        """How wide the bar must be to hold everything in one row, with room for both sliders to be used."""
+        self.row.invalidate()
+        first = self.row.minimumSize().width() - self.audition_row.minimumSizeHint().width() * self.one_row()
+        return first + self.audition_row.minimumSizeHint().width() + 12 + ONE_ROW_SLACK
+
+    def one_row(self) -> bool:
+        return self.row.indexOf(self.audition_row) >= 0
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """As narrow as two rows allow: a wider pane puts them in one (`resizeEvent`), a narrower one back."""
+        self.row.invalidate()
+        first = self.row.minimumSize().width() - self.audition_row.minimumSizeHint().width() * self.one_row()
+        rows = [self.row.minimumSize().height(), self.audition_row.minimumSizeHint().height()]
+        height = max(rows) if self.one_row() else sum(rows) + self.col.spacing()
+        return QSize(max(first, self.audition_row.minimumSizeHint().width()), height)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.fit_rows()
+
+    def fit_rows(self) -> None:
+        """Reverse and the varispeed beside the rest where the bar is wide enough, else on a row of their own (a
+        narrow side-by-side preview is short of width, a stacked one of height)."""
+        wide = self.width() >= self.one_row_width()
+        if wide == self.one_row():
+            return
+        if wide:
+            self.col.removeWidget(self.audition_row)
+            self.row.addSpacing(6)
+            self.row.addWidget(self.audition_row, 2)  # its slider about as wide as the volume's
+        else:
+            self.row.removeWidget(self.audition_row)
+            self.row.takeAt(self.row.count() - 1)  # the spacing before it
+            self.col.addWidget(self.audition_row)
+        self.updateGeometry()
 
     @staticmethod
     def _toggle(text: str, tip: str, on: bool) -> QToolButton:

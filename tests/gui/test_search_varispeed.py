@@ -274,3 +274,21 @@ def test_through_a_real_output_the_speed_changes_live_and_nothing_underflows(qtb
     first, last = loud[0], loud[-1]
     assert pitch(audio[first + 3200:first + 9600], 32000) == pytest.approx(1000, rel=0.01)
     assert pitch(audio[last - 9600:last - 3200], 32000) == pytest.approx(250, rel=0.01)
+
+
+def test_the_transport_takes_one_row_where_it_is_wide_and_two_where_it_is_narrow(qtbot) -> None:
+    """A stacked preview (under the results) is short of height, a side-by-side one of width."""
+    bar = TransportBar()
+    qtbot.addWidget(bar)
+    bar.show()
+    for width, one in ((900, True), (420, False), (900, True)):
+        bar.resize(width, bar.sizeHint().height())
+        qtbot.waitUntil(lambda one=one: bar.one_row() == one, timeout=2_000)
+        qtbot.wait(20)  # the layout takes the move in
+        for w in (bar.play_button, bar.autoplay_button, bar.volume_label, bar.reverse_button, bar.speed_label,
+                  bar.speed_reset):
+            assert w.isVisible() and w.width() >= w.minimumSizeHint().width(), (width, w)
+        assert bar.volume_slider.width() >= 50 and bar.speed_slider.width() >= 50, width
+        top = bar.reverse_button.mapTo(bar, bar.reverse_button.rect().topLeft()).y()
+        assert (top < bar.play_button.height()) == one, (width, top)
+    assert bar.minimumSizeHint().width() < 420  # one row never holds the pane wide
