@@ -3,12 +3,16 @@ own units is closest to it in log-spectral distance.
 
 An unseen speaker has no speaker embedding, so the inverter must speak with a table voice. The evaluation
 (`training/speech_eval.py`) scores unseen voices with the voice `fitting_voice` picks, and the Units tab picks
-the resynthesis voice the same way from the first second of speech: one rule, here, for both.
+the resynthesis voice the same way from the first second of speech: one rule, here, for both. With the voice comes
+an envelope correction fitted on the same speech (`envelope_correction`): one smooth curve that moves the table
+voice's long-term spectrum towards the speaker's (issue 41: it lowered the spectral distance on the dev sets).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -67,3 +71,48 @@ def fitting_voice(model: Any, items: Sequence[Item]) -> int:  # noqa: ANN401 - m
     distances = voice_distances(model, items)
     scored = [(d, k) for k, d in enumerate(distances) if d == d]  # NaN != NaN: no item had a unit
     return min(scored)[1] if scored else 0
+
+
+@dataclass(frozen=True)
+class EnvelopeConfig:
+    """The spectral envelope correction that goes with a fitted voice (`envelope_correction`); chosen on the dev
+    set (FSDD test without theo): lifters 12, 20 and 30 tried, 30 lowest (docs/units.md)."""
+
+    lifter: int = 30  # cepstral coefficients kept: a smooth curve (1.9 ms quefrency: formant-wide, not harmonics)
+    max_db: float = 20.0  # the correction never moves a bin by more than this
+    speech_db: float = 40.0  # frames within this of the loudest frame (0-4 kHz) are the speech it is fitted on
+
+
+def _mean_log_magnitude(mag: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """(F,) mean over `frames` of ln magnitude, floored DYNAMIC_RANGE_DB under the spectrogram's own peak."""
+    floor = float(mag.max()) * 10 ** (-DYNAMIC_RANGE_DB / 20) + 1e-12
+    return torch.log(mag[frames].double().clamp(min=floor)).mean(dim=0)
+
+
+def envelope_correction(pred: torch.Tensor, target: torch.Tensor, max_bin: int,
+                        config: EnvelopeConfig = EnvelopeConfig()) -> torch.Tensor:
+    """Per-bin gain (F,) that moves the average spectrum of a table voice's resynthesis `pred` (T, F) onto the
+    recording's `target` (T, F), both linear magnitudes of the same frames: the difference of their mean
+    ln-magnitude spectra over the recording's speech frames, less its mean over bins 0..max_bin (the level),
+    smoothed by keeping `lifter` cepstral coefficients, clamped to +-max_db. A table voice says the words with its
+    own formants and tilt (and a band the recording may lack: an 8-kHz line has nothing above 4 kHz); one curve per
+    utterance brings them towards the speaker's without copying any frame. Ones when there is nothing to fit on.
+    (The mean of the logs, not of the powers: a power mean follows the loudest vowels and raised the distance on
+    the dev set.)"""
+    n = min(len(pred), len(target))
+    ones = torch.ones(pred.shape[-1], dtype=pred.dtype, device=pred.device)
+    if n == 0:
+        return ones
+    pred, target = pred[:n].cpu(), target[:n].cpu()
+    energy = target[:, :max_bin].double().square().sum(dim=1)  # (n,)
+    if float(energy.max()) <= 0 or float(pred.max()) <= 0:
+        return ones
+    speech = energy > energy.max() * 10 ** (-config.speech_db / 10)
+    diff = _mean_log_magnitude(target, speech) - _mean_log_magnitude(pred, speech)  # (F,) ln amplitude
+    diff = diff - diff[:max_bin].mean()  # the shape only: the level is core/level_match.py's (and no clamp eats it)
+    cep = torch.fft.irfft(diff)  # the curve's real cepstrum, (2F - 2,)
+    quefrency = torch.arange(len(cep))
+    cep[torch.minimum(quefrency, len(cep) - quefrency) > config.lifter] = 0
+    smooth = torch.fft.rfft(cep).real[: len(diff)]
+    limit = config.max_db / (20 / math.log(10))
+    return torch.exp(smooth.clamp(-limit, limit)).to(ones.dtype).to(ones.device)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from core import level_match, loudness
 from core.audio import SOXR, decode, sanitize, save_wav, trim_span
 from core.files import atomic_path
 from core.frontend_builder import FRAMES_PER_UNIT
-from core.voices import fitting_voice, lsd_bins
+from core.voices import envelope_correction, fitting_voice, lsd_bins
 from models.vqvae_stream import StreamingEncoder
 
 LOG_FLOOR = 1e-4  # display spectrograms are log10(magnitude + floor)
@@ -64,6 +64,7 @@ class Resynthesis:
     gain_db: float = 0.0  # the gain that brought it to the input's speech level (core/level_match.py)
     limited_db: float = 0.0  # what the peak guard took off the speech level after that
     level_matched: bool = False  # False: the inverter's own level (asked so, or no speech to match)
+    envelope: bool = False  # the fitted voice's envelope correction was applied (the Auto voice only)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class VoiceFit:
     name: str
     start: float  # seconds
     end: float
+    # (F,) per-bin gain moving the voice's long-term spectrum onto the speaker's (core.voices.envelope_correction)
+    envelope: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
 class UnitsSession:
@@ -255,18 +258,21 @@ class UnitsSession:
     def fit_voice(self) -> VoiceFit | None:
         """Fit the resynthesis voice on the first VOICE_FIT_SECONDS of speech once they are encoded (on the
         speech there is once the utterance is finished); None until then, and for an utterance without speech.
-        The first fit stays. It costs one inverter pass per table voice (~0.15 s for the shipped model on one
-        thread): call it from a worker."""
+        The first fit stays, with the envelope correction fitted on the same speech in that voice. It costs one
+        inverter pass per table voice (~0.15 s for the shipped model on one thread): call it from a worker."""
         if self.voice_fit is None and (span := self._voice_fit_span()) is not None:
             first, last = span
             per_unit = FRAMES_PER_UNIT * self.hop
             wave = self.audio[first * per_unit: min(last * per_unit, self.n_samples)]
             wave = torch.from_numpy(np.pad(wave, (0, max(0, self.half + 1 - len(wave)))))  # a centred frame's
+            codes = torch.tensor(self.units[first:last])
             with torch.inference_mode():
                 mag = self.spec(wave)  # (T, F) linear, framed as the inverter's output
-                voice = fitting_voice(self.model, [(torch.tensor(self.units[first:last]), mag)])
+                voice = fitting_voice(self.model, [(codes, mag)])
+                pred = self.model.units_to_magnitude(codes.to(self.device), voice, num_frames=len(mag)).cpu()
+                envelope = envelope_correction(pred, mag, self.level_bins)  # the same speech, the chosen voice
             self.voice_fit = VoiceFit(voice, self.speakers[voice], first * self.unit_seconds,
-                                      len(wave) / self.sample_rate + first * self.unit_seconds)
+                                      len(wave) / self.sample_rate + first * self.unit_seconds, envelope)
         return self.voice_fit
 
     def _voice_fit_span(self) -> tuple[int, int] | None:
@@ -298,11 +304,12 @@ class UnitsSession:
         return loudness.levels_of(frame_db)
 
     def resynthesize_job(self, speaker: str | int | None = None, n_iter: int = 32, follow_loudness: bool = True,
-                         match_level: bool = True) -> Job[Resynthesis]:
-        """Job: units -> inverter (linear magnitudes, `speaker`'s voice; None: the voice that fits the speech)
-        -> each unit moved to the speech's level (`follow_loudness`: the loudness stream beside the units; off: the
-        units alone) -> Griffin-Lim -> waveform at the input's speech level, its true peak under -1 dBFS
-        (`match_level`; off: the inverter's own level, ~18 dB under a microphone's)."""
+                         match_level: bool = True, correct_envelope: bool = True) -> Job[Resynthesis]:
+        """Job: units -> inverter (linear magnitudes, `speaker`'s voice; None: the voice that fits the speech, with
+        its envelope correction unless `correct_envelope` is off) -> each unit moved to the speech's level
+        (`follow_loudness`: the loudness stream beside the units; off: the units alone) -> Griffin-Lim -> waveform
+        at the input's speech level, its true peak under -1 dBFS (`match_level`; off: the inverter's own level,
+        ~18 dB under a microphone's)."""
         sid = self.resynthesis_voice(speaker)
         name = self.speakers[sid]
         rate = int(self.model.config.inverter.sample_rate)
@@ -314,6 +321,9 @@ class UnitsSession:
         codes = torch.tensor(self.units, dtype=torch.long, device=self.device)
         n_frames = self.n_frames or FRAMES_PER_UNIT * len(self.units)
         mag = self.model.units_to_magnitude(codes, sid, num_frames=n_frames)  # (T, F)
+        envelope = self.voice_fit.envelope if speaker is None and correct_envelope and self.voice_fit else None
+        if envelope is not None:  # a voice the user picked keeps its own timbre
+            mag = mag * envelope.to(mag.device)
         if follow_loudness:
             mag = loudness.apply_levels(mag, self.loudness_levels().to(mag.device), self.level_bins)
         yield {"step": 1, "total": 2, "message": f"Griffin-Lim ({n_iter} iterations)"}
@@ -328,16 +338,18 @@ class UnitsSession:
         with torch.no_grad():
             spec = self.spec(torch.from_numpy(audio)) if len(audio) > self.half else mag.cpu()
         result = Resynthesis(audio, rate, log_spectrogram(spec.numpy()), name, follow_loudness,
-                             *((level.gain_db, level.limited_db, level.matched) if level is not None else ()))
+                             envelope=envelope is not None)
+        if level is not None:
+            result.gain_db, result.limited_db, result.level_matched = level.gain_db, level.limited_db, level.matched
         self.resynthesis = result
         yield {"step": 2, "total": 2, "message": "resynthesis ready"}
         return result
 
     def resynthesize(self, speaker: str | int | None = None, n_iter: int = 32, follow_loudness: bool = True,
-                     match_level: bool = True) -> np.ndarray:
+                     match_level: bool = True, correct_envelope: bool = True) -> np.ndarray:
         """Waveform (N,) spoken by `speaker`, rebuilt from the units (and the loudness stream, unless
         `follow_loudness` is off), at the input's speech level unless `match_level` is off."""
-        job = self.resynthesize_job(speaker, n_iter, follow_loudness, match_level)
+        job = self.resynthesize_job(speaker, n_iter, follow_loudness, match_level, correct_envelope)
         while True:
             try:
                 next(job)
