@@ -75,6 +75,11 @@ class SpectrogramPane(TitledPlot):
         self.n_frames = 0
         self.clear_frames()
 
+    def sparse_frequency_ticks(self) -> None:
+        """0, half and full scale only: a short view (the live one at 1024x700) wrote its five labels over each
+        other."""
+        self.getAxis("left").setTicks([[(hz, f"{hz:g}") for hz in (0.0, self.max_hz / 2, self.max_hz)], []])
+
     def set_frames(self, frames: np.ndarray, hop_seconds: float, start: float = 0.0,
                    levels: tuple[float, float] | None = None, x_range: tuple[float, float] | None = None) -> None:
         frames = np.asarray(frames, dtype=np.float32)  # (T, F)
@@ -101,7 +106,7 @@ class UnitStrip(pg.PlotWidget):
         self.setLabel("left", "units")
         self.getAxis("left").setTicks([[]])
         self.setYRange(0, 1, padding=0)
-        self.setFixedHeight(42)
+        self.setFixedHeight(34)  # a row of cells; at 1024x700 the live view and two review views need the height
         self.image = pg.ImageItem()
         self.addItem(self.image)
         self.units: list[int] = []

@@ -128,9 +128,9 @@ class UnitsTab(ModelTab):
         self.playback = PlaybackBar()
         layout = QVBoxLayout(self.page)
         layout.addWidget(self.bar)
-        layout.addWidget(self.live_pane, 3)
+        layout.addWidget(self.live_pane, 2)
         layout.addWidget(self.status_label)
-        layout.addWidget(self.review, 3)
+        layout.addWidget(self.review, 3)  # two spectrograms one above the other
         layout.addWidget(self.playback)
         self._name_widgets()
         self._connect_widgets()
@@ -144,7 +144,7 @@ class UnitsTab(ModelTab):
                  self.playback: ("speaker_label", "speaker_combo", "loudness_check", "play_original_button",
                                  "play_resynth_button", "export_units_button", "export_wav_button"),
                  self.live_pane: ("live_view", "live_strip"),
-                 self.review: ("original_view", "original_strip", "resynth_view", "histogram")}
+                 self.review: ("original_view", "original_strip", "resynth_view", "histogram", "about_label")}
         for panel, names in named.items():
             for name in names:
                 setattr(self, name, getattr(panel, name))

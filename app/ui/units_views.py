@@ -1,16 +1,28 @@
 """The Units tab's views, drawn from a `UnitsState`: the scrolling live spectrogram with its unit strip, and the
-review of the whole utterance (original with its units, resynthesis, codebook usage) side by side."""
+review of the whole utterance: the original with its units above the resynthesis (one time axis, one frequency
+scale, one colour range), the codebook usage and a paragraph on what the user is looking at beside them."""
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui.unit_plots import LIVE_LEVELS, SpectrogramPane, UnitStrip, UsageHistogram, robust_levels
 from app.ui.units_state import LIVE_SECONDS, UnitsState
 
 RESYNTH_TITLE = {True: ("resynthesis (units + loudness)", "units + loudness"),  # wordings, longest first
                  False: ("resynthesis (from units only)", "units only")}
+
+
+def what_you_see(n_units: int | None, unit_ms: float) -> str:
+    """The review's paragraph, in plain words: what a unit is, how often, what to look for (issue 41)."""
+    which = f"one of the model's {n_units} speech sounds" if n_units else "one of the model's speech sounds"
+    return (f"Each coloured cell is a unit: {which}, learnt from speech without transcripts, one every "
+            f"{unit_ms:.0f} ms (zoom in to read the numbers). Top: what was said. Bottom: speech rebuilt from "
+            "the units and the loudness, on the same time and frequency axes. Look for the same sound getting the "
+            "same unit each time, and for the bright bands (formants) moving alike in both: the words are kept, "
+            "the voice's detail is not.")
 
 
 class LivePane(QWidget):
@@ -23,6 +35,8 @@ class LivePane(QWidget):
         # empty, the view shows the window it fills while recording (0..LIVE_SECONDS, then it scrolls)
         self.live_view = SpectrogramPane((f"live (last {LIVE_SECONDS:g} s)",), empty_range=(0.0, LIVE_SECONDS))
         self.live_view.setMinimumHeight(100)
+        self.live_view.sparse_frequency_ticks()
+        self.live_view.setLabel("bottom", "")  # the seconds need no label; the height goes to the spectrogram
         self.live_strip = UnitStrip()
         self.live_strip.setXLink(self.live_view)
         column = QVBoxLayout(self)
@@ -46,7 +60,8 @@ class LivePane(QWidget):
 
 
 class ReviewPane(QWidget):
-    """The whole utterance: original spectrogram + units, the resynthesis beside it, the codebook usage."""
+    """The whole utterance: original spectrogram + units above the resynthesis; the codebook usage and what to
+    look for beside them."""
 
     def __init__(self, state: UnitsState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,24 +69,41 @@ class ReviewPane(QWidget):
         self._levels: tuple[float, float] | None = None  # colour range of the original, reused for the resynthesis
         self.original_view = SpectrogramPane(("original (zoom in with the wheel to read unit ids)",
                                               "original (the wheel zooms)", "original"), zoomable=True)
+        self.original_view.setLabel("bottom", "")  # the resynthesis below shares its time axis and says "time (s)"
         self.original_strip = UnitStrip()
         self.original_strip.setXLink(self.original_view)
         self.resynth_view = SpectrogramPane(RESYNTH_TITLE[True], zoomable=True)
         self.resynth_view.setXLink(self.original_view)
         self.histogram = UsageHistogram()
-        grid = QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.addWidget(self.original_view, 0, 0)
-        grid.addWidget(self.original_strip, 1, 0)
-        grid.addWidget(self.resynth_view, 0, 1)
-        grid.addWidget(self.histogram, 0, 2, 2, 1)
-        for column, stretch in enumerate((3, 3, 2)):
-            grid.setColumnStretch(column, stretch)
-        for w in (self.original_view, self.resynth_view, self.histogram):
-            w.setMinimumHeight(100)
+        self.about_label = QLabel(what_you_see(None, 40))
+        self.about_label.setWordWrap(True)
+        self.about_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.about_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # wraps to its column
+        self._lay_out()
         state.events.cleared.connect(self.clear)
+        state.events.model.connect(self._say_what_you_see)
         state.events.review.connect(self.show_utterance)
         state.events.resynthesis.connect(self.show_resynthesis)
+
+    def _lay_out(self) -> None:
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setVerticalSpacing(2)
+        grid.addWidget(self.original_view, 0, 0)
+        grid.addWidget(self.original_strip, 1, 0)
+        grid.addWidget(self.resynth_view, 2, 0)
+        grid.addWidget(self.histogram, 0, 1, 2, 1)
+        grid.addWidget(self.about_label, 2, 1)
+        grid.setColumnStretch(0, 5)
+        grid.setColumnStretch(1, 2)
+        grid.setRowStretch(0, 1)
+        grid.setRowStretch(2, 1)
+        for w in (self.original_view, self.resynth_view, self.histogram):
+            w.setMinimumHeight(90)
+
+    def _say_what_you_see(self) -> None:
+        s = self.state.session
+        self.about_label.setText(what_you_see(s.codebook_size if s else None, 1000 * s.unit_seconds if s else 40))
 
     def clear(self) -> None:
         self.original_view.clear_frames()

@@ -150,6 +150,14 @@ def record(qtbot, tab: UnitsTab, audio: np.ndarray, **mic: object) -> list[FakeM
     return mics
 
 
+def speech_rms_db(audio: np.ndarray) -> float:
+    """Plain RMS (dBFS) over the span the one silence trim finds."""
+    from core.audio import trim_span
+
+    first, last = trim_span(audio, sample_rate=16000)
+    return 20 * float(np.log10(np.sqrt(np.mean(np.square(audio[first:last], dtype=np.float64)))))
+
+
 def save_for_review(tab: UnitsTab, name: str) -> None:
     """With EARSHOT_SCREENSHOTS=DIR, keep a screenshot there for looking at the layout by hand."""
     folder = os.environ.get("EARSHOT_SCREENSHOTS")
@@ -168,6 +176,7 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     tab = make_tab(MIC_AND_SPEAKERS)
     tab.player_factory = lambda: Player(stream_factory=FakeSpeakers)
     audio = speech(fsdd, 4)
+    audio *= np.float32(0.9 / np.abs(audio).max())  # a close microphone: peaks at -1 dBFS
     mics = record(qtbot, tab, audio)
     assert tab.record_button.isEnabled() and tab.device_label.text() == ""
     press(qtbot, tab, Qt.Key.Key_Space)  # space starts recording
@@ -193,6 +202,9 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     fit = s.voice_fit  # fitted live, on the first second of speech: Auto resynthesises with it
     assert fit is not None and fit.end < 1.5 and tab.speaker_combo.currentText() == f"Auto: {fit.name}"
     assert abs(len(tab.resynthesis.audio) - s.n_samples) <= 160 and tab.resynthesis.speaker == fit.name
+    # issue 41: what the tab plays is as loud as what was recorded, over the speech, and never clips
+    played, recorded = speech_rms_db(tab.resynthesis.audio), speech_rms_db(s.audio)
+    assert abs(played - recorded) <= 3.0 and np.abs(tab.resynthesis.audio).max() < 0.9, (played, recorded)
     assert tab.xrun_label.text() == "xruns: 0"
     for button in (tab.play_original_button, tab.play_resynth_button, tab.export_units_button,
                    tab.export_wav_button, tab.record_button, tab.load_button):
@@ -217,7 +229,8 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     qtbot.waitUntil(lambda: "loudness" in tab.resynth_view.plotItem.titleLabel.text and tab.state == "idle",
                     timeout=30_000)
 
-    assert tab.original_strip.labels_shown == 0  # 2 s in a narrow view: too small for ids
+    tab.original_view.setXRange(0.0, 4.0, padding=0)
+    assert tab.original_strip.labels_shown == 0  # 100 units across the view: too small for ids
     tab.original_view.setXRange(0.5, 1.0, padding=0)  # zoomed in (as with the wheel): ids written on units
     assert 10 <= tab.original_strip.labels_shown <= 14
     assert tab.resynth_view.viewRange()[0] == pytest.approx([0.5, 1.0])  # the two spectrograms move together
@@ -225,6 +238,36 @@ def test_live_units_from_fake_microphone_then_resynthesis(qtbot, make_tab, fsdd:
     shot = tmp_path / "units-tab.png"
     assert tab.grab().save(str(shot)) and shot.stat().st_size > 10_000
     save_for_review(tab, "units-tab-live.png")
+
+
+def test_the_review_puts_the_resynthesis_under_the_original_and_says_what_they_show(qtbot, make_tab, fsdd: Path
+                                                                                    ) -> None:
+    """Issue 41: the two spectrograms one above the other on one time axis and one frequency scale, and a paragraph
+    in plain words (a unit, every 40 ms, what to look for) that fits in the tab at 1024x700 (its page: 1024x620)."""
+    from PySide6.QtCore import QPoint
+
+    tab = make_tab(NO_DEVICE)
+    tab.resize(1024, 620)
+    path = fsdd_files(fsdd, 1)[0]
+    tab.load_file(path)
+    qtbot.waitUntil(lambda: tab.resynthesis is not None and tab.state == "idle", timeout=30_000)
+    top, strip, bottom = (w.mapTo(tab, QPoint(0, 0)) for w in (tab.original_view, tab.original_strip,
+                                                                 tab.resynth_view))
+    assert top.y() < strip.y() < bottom.y() and top.x() == bottom.x()  # one above the other, flush
+    assert tab.original_view.width() == tab.resynth_view.width()
+    o, r = tab.original_view.getViewBox(), tab.resynth_view.getViewBox()
+    assert (o.screenGeometry().left(), o.width()) == (r.screenGeometry().left(), r.width())  # the same pixels
+    assert o.viewRange() == r.viewRange()  # ... for the same seconds and the same 0-8 kHz
+    tab.original_view.setXRange(0.1, 0.3, padding=0)
+    assert r.viewRange()[0] == pytest.approx([0.1, 0.3])
+    about = tab.about_label
+    assert about.isVisible() and about.wordWrap()
+    text = about.text()
+    assert "unit" in text and "every 40 ms" in text and "16 speech sounds" in text  # the tiny model's 16
+    assert "same sound" in text and "same unit" in text and "words are kept" in text
+    assert about.heightForWidth(about.width()) <= about.height()  # none of it cut off
+    assert about.mapTo(tab, QPoint(0, 0)).x() > bottom.x() + tab.resynth_view.width() - 1  # beside, not over
+    save_for_review(tab, "units-tab-review.png")
 
 
 def red_pixels(widget) -> int:
@@ -393,7 +436,10 @@ def test_empty_views_show_their_frames(make_tab) -> None:
     for view in (tab.original_view, tab.resynth_view):
         (x, y) = view.viewRange()
         assert x == pytest.approx([0.0, 1.0]) and y == pytest.approx([0.0, view.max_hz])
-        assert not view.getAxis("bottom").autoSIPrefix and view.getAxis("bottom").labelString().find("(s)") > 0
+        assert not view.getAxis("bottom").autoSIPrefix
+    # one time axis: "time (s)" under the resynthesis, which the original above shares
+    assert tab.resynth_view.getAxis("bottom").labelString().find("(s)") > 0
+    assert "(s)" not in tab.original_view.getAxis("bottom").labelString()
     (x, y), k = tab.histogram.viewRange(), tab.session.codebook_size
     assert x[0] <= 0 and x[1] >= k - 1 and x[1] - x[0] == pytest.approx(k, rel=0.05)  # every id of the codebook
     assert y[0] <= 0 and y[1] == pytest.approx(1.0, abs=0.1)
