@@ -1,21 +1,13 @@
-"""Bring a resynthesis to the level of the speech it was rebuilt from, without clipping.
+"""Bring a resynthesis to the level of the speech it was rebuilt from, without clipping (issue 41).
 
-The codebook inverter speaks at the level of its training voices and the loudness stream (core/loudness.py) moves
-each unit relative to the resynthesis's own loudest unit, so nothing carried the input's absolute level: a
-microphone recording at -22 dBFS RMS came back near -39 dBFS (issue 41). Here the resynthesis gets one gain that
-makes its mean power over the input's speech equal to the input's (one number per utterance: it costs nothing
-beside the units), then a peak guard keeps it under a true-peak ceiling.
-
-Speech, not silences: the power is averaged over ITU-R BS.1770 gating blocks (400 ms, 75 % overlap) of the input
-that pass its absolute gate (-70 dBFS) and relative gate (10 dB below the absolutely gated mean), the same blocks
-for both signals (the resynthesis is time-aligned with its input). Unweighted (no K-filter): both signals cover
-the same band, and the issue's measure was plain RMS.
-
-Peak guard: the resynthesis's phase is Griffin-Lim's, so its crest factor is not the input's (up to ~4 dB more on
-FSDD), and one gain would clip a hot input's copy. A smooth limiter lowers the gain only around the peaks that
-would pass the ceiling (the per-sample gain each peak needs, a running minimum over +-`limiter_seconds`, then a
-moving average of the same width: never above what any sample needs); the true peak is estimated on a 4x
-oversampled copy (BS.1770-4 Annex 2), and a last scalar gain takes off any interpolation overshoot.
+The inverter speaks at its training voices' level and the loudness stream (core/loudness.py) is relative, so nothing
+carried the input's absolute level. `match_level` gives the resynthesis one gain that makes its mean power over the
+input's speech equal to the input's: ITU-R BS.1770 gating blocks (400 ms, 75 % overlap, absolute gate -70 dBFS,
+relative gate -10 dB) of the input, the same blocks for both signals (they are time-aligned), unweighted. Then a
+smooth limiter (`limit_peaks`) keeps the true peak (4x oversampled, BS.1770-4 Annex 2) under -1 dBTP: Griffin-Lim's
+phase gives up to ~4 dB more crest factor than the input, so one gain alone would clip a hot input's copy. The
+limiter's gain is the per-sample gain each peak needs, a running minimum over +-`limiter_seconds`, then a moving
+average of the same width (never above what any sample needs). Why and the numbers: docs/units.md.
 """
 
 from __future__ import annotations
