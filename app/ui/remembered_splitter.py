@@ -33,6 +33,15 @@ class RememberedSplitter(QSplitter):
         saved = QSettings().value(self.key)
         return saved is not None and self.restoreState(saved)
 
+    def turn(self, orientation: Qt.Orientation, key: str, sizes: list[int]) -> None:
+        """Side by side or one above the other, each way with its own remembered sizes (`key`; at first
+        `sizes`)."""
+        if orientation == self.orientation() and key == self.key:
+            return
+        self.setOrientation(orientation)
+        self.key, self._widths = key, list(sizes)
+        self.restore()
+
     @Slot()
     def save(self) -> None:
         QSettings().setValue(self.key, self.saveState())

@@ -269,8 +269,10 @@ class IndexingRow(QWidget):
         self.runner = runner
         self.say("Indexing: scanning the folder…")
         self.index_bar.setRange(0, 0)  # busy until the scan says how many files
-        runner.cancelled.connect(lambda: self._stopped("Indexing cancelled; what was indexed so far is kept."))
-        runner.error.connect(lambda message: self._stopped(f"Indexing failed: {message}"))
+        # a run of a library since closed says nothing over the run that replaced it
+        runner.cancelled.connect(lambda: runner is self.runner and self._stopped(
+            "Indexing cancelled; what was indexed so far is kept."))
+        runner.error.connect(lambda message: runner is self.runner and self._stopped(f"Indexing failed: {message}"))
         runner.finished.connect(lambda: self._ended(runner))
         self._show_running(True)
 

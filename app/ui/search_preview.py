@@ -22,6 +22,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QMimeData, QSettings, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QCheckBox,
     QDialog,
     QHBoxLayout,
@@ -59,6 +60,8 @@ SELECT_TIP = ("Drag across the waveform to select a part: Play plays it alone, E
               "⠿ Drag carries it into another program; the wheel zooms")
 PLAYHEAD_MS = 33  # ~30 Hz play head
 DEFAULT_WINDOW_S = 10.0  # the window length drawn when no model says otherwise
+CONTROLS_BESIDE_W = 440  # px: the controls' column beside the plots (its widest row of buttons fits)
+QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum"
 
 
 class PreviewPane(QWidget):
@@ -97,8 +100,15 @@ class PreviewPane(QWidget):
         self.update_actions()
 
     def _build(self) -> None:
-        col = QVBoxLayout(self)
+        # the controls, then the plots: one above the other beside the results, side by side under them
+        self.arrangement = QBoxLayout(QBoxLayout.Direction.TopToBottom, self)
+        self.arrangement.setContentsMargins(0, 0, 0, 0)
+        self.controls, self.views = QWidget(), QWidget()
+        col, views = QVBoxLayout(self.controls), QVBoxLayout(self.views)
         col.setContentsMargins(0, 0, 0, 0)
+        views.setContentsMargins(0, 0, 0, 0)
+        self.arrangement.addWidget(self.controls, 0)
+        self.arrangement.addWidget(self.views, 1)
         self._build_titles(col)
         self.transport = TransportBar()
         self.play_button = self.transport.play_button
@@ -112,12 +122,20 @@ class PreviewPane(QWidget):
         self._build_window_plot()
         self.spectrogram = PreviewSpectrogram()
         self.spectrogram.setXLink(self.waveform)
-        col.addWidget(self.waveform, 2)
-        col.addLayout(part)
-        col.addWidget(self.window_plot, 1)
-        col.addWidget(self.spectrogram, 3)
+        col.addStretch(1)  # side by side with the plots: the controls at the top
+        views.addWidget(self.waveform, 2)
+        views.addLayout(part)
+        views.addWidget(self.window_plot, 1)
+        views.addWidget(self.spectrogram, 3)
         for plot in (self.waveform, self.spectrogram):
             plot.setMinimumHeight(60)
+
+    def set_beside(self, beside: bool) -> None:
+        """The controls beside the plots (the pane under the results, wide and low) or above them (the pane
+        beside the results, narrow and tall)."""
+        self.arrangement.setDirection(QBoxLayout.Direction.LeftToRight if beside
+                                      else QBoxLayout.Direction.TopToBottom)
+        self.controls.setMaximumWidth(CONTROLS_BESIDE_W if beside else QWIDGETSIZE_MAX)
 
     def _build_titles(self, col: QVBoxLayout) -> None:
         """The file's name and why it matched."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QMessageBox, QToolButton, QVBoxLayout, QWidget
 
 from app.services.devices import DeviceStatus, device_status
@@ -59,7 +59,12 @@ from core.display import display_name
 
 DEBOUNCE_MS = 250  # search-as-you-type waits this long after the last key
 SIMILAR_PREFIX = "similar to: "  # the query field while it shows a find-similar list
-SPLITTER_KEY = "search/splitter"  # QSettings: the widths of the folder tree, the results and the preview
+SPLITTER_KEY = "search/splitter_v2"  # QSettings: the widths of the folder tree and of the rest
+BODY_KEYS = {Qt.Orientation.Horizontal: "search/body_side_by_side",  # the results' and the preview's sizes, each way
+             Qt.Orientation.Vertical: "search/body_stacked"}
+SIDE_BY_SIDE_FROM = 1200  # px: a narrower tab puts the preview under the results, which then get every column
+CONTROLS_BESIDE_FROM = 900  # px: a narrower tab keeps the preview's controls above its plots, under the results
+STACKED_SIZES = [320, 220]  # the results' and the preview's heights at first, one above the other
 FOLDER_TREE_WIDTH = 180  # at first, in a 1100-px window: at 1024 px the results still fit without scrolling
 
 
@@ -91,6 +96,7 @@ class SearchTab(ModelTab):
         self.locations: list[Location] = []  # the library locations open (several: searched together)
         self._pending_session: Any = None  # the library opened with the next model while it is indexed
         self._pending_runner: JobRunner | None = None  # that index job
+        self._draining_index: JobRunner | None = None  # the index run of a session being closed
         self._loaded_device = ""
         self._job_sessions: dict[JobRunner, SearchSession] = {}  # retiring a session cancels (and awaits) these
         self._search_runner: JobRunner | None = None
@@ -167,13 +173,7 @@ class SearchTab(ModelTab):
         pane.tags_button.clicked.connect(lambda: self.marks.edit_tags())
         pane.favourite_button.clicked.connect(self.marks.toggle_selected)
         self.folder_tree = self._build_folder_tree()
-        # the user's widths are remembered; a larger window gives each pane a share (the results the most)
-        self.splitter = split = RememberedSplitter(SPLITTER_KEY)
-        split.add(self.folder_tree, FOLDER_TREE_WIDTH, 1)
-        split.add(self.lists, 560, 3)
-        split.add(pane, 340, 2)
-        split.restore()
-        page.addWidget(split, 1)
+        page.addWidget(self._build_panes(pane), 1)
         page.addWidget(self.build_status_label())
 
         self.play_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Space), self.page)
@@ -193,6 +193,19 @@ class SearchTab(ModelTab):
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             shortcut.activated.connect(lambda d=direction: self.go(d))
 
+    def _build_panes(self, pane: PreviewPane) -> RememberedSplitter:
+        """The folder tree, then the results and the preview (side by side, or one above the other: fit_layout);
+        the user's sizes are remembered, and a larger window gives each pane a share (the results the most)."""
+        self.splitter = split = RememberedSplitter(SPLITTER_KEY)
+        split.add(self.folder_tree, FOLDER_TREE_WIDTH, 1)
+        self.body = body = RememberedSplitter(BODY_KEYS[Qt.Orientation.Horizontal])
+        body.add(self.lists, 560, 3)
+        body.add(pane, 340, 2)
+        split.add(body, 900, 5)
+        split.restore()
+        body.restore()
+        return split
+
     def _history_button(self, arrow: Qt.ArrowType, tip: str, direction: int) -> QToolButton:
         button = QToolButton()
         button.setArrowType(arrow)
@@ -211,6 +224,18 @@ class SearchTab(ModelTab):
         else:
             where = f"Library: {display_name(library)}"
         return f"{super().empty_message()}\n\n{where}"
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        QTimer.singleShot(0, self.fit_layout)  # once the panes have their new sizes: the split is shared by those
+
+    def fit_layout(self) -> None:
+        """The preview gives width first: beside the results in a wide tab, under them in a narrow one (at 1024 px
+        side by side, the results lost their score, tags and category columns to a sideways scroll)."""
+        side = self.width() >= SIDE_BY_SIDE_FROM
+        way = Qt.Orientation.Horizontal if side else Qt.Orientation.Vertical
+        self.preview_pane.set_beside(not side and self.width() >= CONTROLS_BESIDE_FROM)  # first: its minimum size
+        self.body.turn(way, BODY_KEYS[way], [560, 340] if side else STACKED_SIZES)
 
     def _update_view(self) -> None:
         """No model -> the model empty state; no library -> the library empty state; else the working view."""
@@ -423,6 +448,8 @@ class SearchTab(ModelTab):
     def _retire_session(self) -> None:
         """Stop what uses the current session, then close it (once its jobs have ended)."""
         old, self.session = self.session, None
+        if self.indexing.running():
+            self._draining_index = self.indexing.runner  # cancelled below; the next run waits for it to end
         if self._pending_session is not None and self._pending_runner is not None:
             self._pending_runner.cancel()  # the next model's index: for a library no longer open
         self.state.set_ready(False)
@@ -449,7 +476,11 @@ class SearchTab(ModelTab):
 
     @Slot()
     def start_indexing(self) -> None:
-        session = self.session
+        session, draining = self.session, self._draining_index
+        if session is not None and draining is not None and draining.is_running():
+            # a closed library's run still holds its index lock: this one starts when it has ended
+            draining.finished.connect(self.start_indexing, Qt.ConnectionType.SingleShotConnection)
+            return
         if session is None or self.indexing.running():
             return
         windows = {"max_windows": 0} if self.every_window else {}
