@@ -7,8 +7,8 @@ the start, and 6 dB quieter. The library's other files are the distinct sounds o
 taken for copies. Files of the pack with the same bytes are one sound in the truth.
 
 Pairwise precision and recall over every pair of files (same group in the answer vs in the truth), two ways:
-- strict: the issue's words. Every made copy counts, and the pack's own files whose waveforms correlate >= 0.9
-  (an oracle) are one sound too.
+- literal: the issue's words. Every made copy counts; the pack's other files are distinct sounds.
+- strict: as literal, and the pack's own files whose waveforms correlate >= 0.9 (an oracle) are one sound too.
 - restated: only the made copies decide. A pair the oracle joins but that is no made copy (a pack's "push snow"
   and "push stone", one recording EQ'd two ways) counts neither way. So does a trimmed copy of a sound shorter
   than MIN_TRIM_SOURCE_S: there the 50-ms cut takes a fifth or more of it, its attack, and leaves another sound.
@@ -141,7 +141,7 @@ class Truth:
 
 def both_scores(found: set[tuple[str, str]], truth: Truth) -> dict[str, dict]:
     ignored = truth.ignored()
-    return {"strict": scores(found, grouped(truth.oracle)),
+    return {"strict": scores(found, grouped(truth.oracle)), "literal": scores(found, grouped(truth.made)),
             "restated": scores(found - ignored, grouped(truth.made) - ignored)}
 
 
@@ -210,7 +210,8 @@ def run(libraries: Sequence[str] | None = None) -> dict:
     held = [n for n in names if n not in search_libraries.TUNING]
     return {"chosen": chosen, "per_library": {n: tables[n][chosen] for n in names},
             **{f"{part}_pooled_{way}": pooled([tables[n] for n in group], chosen, way) if group else None
-               for part, group in (("tuning", tuning), ("held_out", held)) for way in ("restated", "strict")},
+               for part, group in (("tuning", tuning), ("held_out", held))
+               for way in ("restated", "strict", "literal")},
             "grid": tables, **pinned.model_fields(*pinned.retrieval(None)),
             "notes": f"thresholds chosen on {', '.join(tuning) or 'none'}; {', '.join(held)} held out; "
                      f"{COPIED} originals x 5 copies per library"}
