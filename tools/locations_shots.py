@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools.screenshots import STEP_SECONDS, Step, _close, _throwaway_settings, scratch_home, settle, warn
+from tools.screenshots import STEP_SECONDS, Step, _close, _throwaway_settings, grab_sizes, scratch_home
 
 SIZES = ((1024, 700), (1600, 1000))
 
@@ -33,7 +33,7 @@ def grab_locations(out_dir: Path, folders: list[Path], query: str, step_seconds:
         indexed: list[Any] = []
         window.search_tab.indexing_finished.connect(indexed.append)
         window.show()
-        paths = []
+        paths: list[Path] = []
         try:
             Step("startup", step_seconds).wait(lambda: window.search_tab.session is not None, "the library")
             indexed.clear()
@@ -45,14 +45,7 @@ def grab_locations(out_dir: Path, folders: list[Path], query: str, step_seconds:
             Step("search", step_seconds).wait(lambda: tab.state.results is not None and tab.state.shown_kind
                                               == "text" and bool(tab.state.results.hits), "results")
             tab.table.selectRow(0)
-            for width, height in SIZES:
-                window.resize(width, height)
-                settle(800)
-                path = Path(out_dir) / f"search-locations-{width}.png"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                if not window.grab().save(str(path)):
-                    warn(f"could not write {path}")
-                paths.append(path)
+            paths = grab_sizes(window, SIZES, out_dir, "search-locations", 800)
         finally:
             _close(window, step_seconds)
         return paths

@@ -273,6 +273,21 @@ def _throwaway_settings(scratch: Path) -> None:
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(scratch / "settings"))
 
 
+def grab_sizes(window: Any, sizes: Sequence[tuple[int, int]], out_dir: Path, stem: str,  # noqa: ANN401
+               settle_ms: int = 300) -> list[Path]:
+    """The window at each size, into `out_dir/<stem>-<width>.png`."""
+    paths = []
+    for width, height in sizes:
+        window.resize(width, height)
+        settle(settle_ms)
+        path = Path(out_dir) / f"{stem}-{width}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not window.grab().save(str(path)):
+            warn(f"could not write {path}")
+        paths.append(path)
+    return paths
+
+
 def _close(window: Any, step_seconds: float) -> None:  # noqa: ANN401 - MainWindow
     window.close()  # cancels the tabs' jobs; a job that cannot be cancelled (opening a library) runs on
     from app.workers import active_runners
@@ -317,13 +332,7 @@ def grab_train_basic(out_dir: Path, sizes: Sequence[tuple[int, int]] = TRAIN_SIZ
         try:
             Step("startup", step_seconds).wait(lambda: window.environment is not None, "the models and devices")
             drive_train(window, Step("train", step_seconds), data)
-            for width, height in sizes:
-                window.resize(width, height)
-                settle()
-                path = out_dir / f"train-basic-{width}.png"
-                if not window.grab().save(str(path)):
-                    warn(f"could not write {path}")
-                paths.append(path)
+            paths += grab_sizes(window, sizes, out_dir, "train-basic")
         finally:
             _close(window, step_seconds)
         return paths

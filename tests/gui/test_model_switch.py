@@ -10,7 +10,8 @@ from test_search_tab import make_library, open_and_index, shown_tab, write_tiny_
 from app.services.registry import ModelRegistry
 
 
-def test_switching_model_asks_first_with_what_it_costs(qtbot, tmp_path: Path) -> None:
+def indexed_with_two_models(qtbot, tmp_path: Path) -> object:  # noqa: ANN001 - a SearchTab
+    """A Search tab over an indexed library, with a second tiny model to switch to."""
     models = tmp_path / "models"
     write_tiny_model(models)
     write_tiny_model(models, name="tiny-other", depth=1)
@@ -18,6 +19,11 @@ def test_switching_model_asks_first_with_what_it_costs(qtbot, tmp_path: Path) ->
     registry.scan()
     tab = shown_tab(qtbot, registry)
     open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib"))
+    return tab
+
+
+def test_switching_model_asks_first_with_what_it_costs(qtbot, tmp_path: Path) -> None:
+    tab = indexed_with_two_models(qtbot, tmp_path)
     in_use = tab.embedder.name
     other = next(i for i in range(tab.model_combo.count()) if tab.model_entry_at(i).name != in_use)
     asked: list[str] = []
@@ -40,13 +46,7 @@ def test_switching_model_asks_first_with_what_it_costs(qtbot, tmp_path: Path) ->
 
 
 def test_a_library_opened_during_a_switch_drops_the_next_models_index(qtbot, tmp_path: Path) -> None:
-    models = tmp_path / "models"
-    write_tiny_model(models)
-    write_tiny_model(models, name="tiny-other", depth=1)
-    registry = ModelRegistry(folders=[(models, "user")], device="cpu")
-    registry.scan()
-    tab = shown_tab(qtbot, registry)
-    open_and_index(qtbot, tab, registry, make_library(tmp_path / "lib"))
+    tab = indexed_with_two_models(qtbot, tmp_path)
     in_use = tab.embedder.name
     tab.confirm_switch = lambda text: True
     tab.model_combo.setCurrentIndex(next(i for i in range(tab.model_combo.count())
