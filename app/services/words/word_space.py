@@ -20,6 +20,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.services.jobs import Job, drain
+from app.services.words.term_search import (
+    TermHit,  # noqa: F401 - re-exported: the tab and its tests import the search's types from here
+    TermSearchResult,
+    best_over_lengths,
+    pick_hits,
+    search_scores,
+    valid_windows,
+)
 from core import audio as audio_path
 from core.audio import SOXR, AudioError, TrimConfig, decode, frame_energy_db, resample, to_mono, trim_span
 from core.display import display_name
@@ -190,39 +198,6 @@ class WordSet:
 
 
 # ------------------------------------------------------------------------------------------- search
-
-
-@dataclass
-class TermHit:
-    start_s: float
-    end_s: float
-    score: float
-
-    @property
-    def centre_s(self) -> float:
-        return 0.5 * (self.start_s + self.end_s)
-
-
-@dataclass
-class TermSearchResult:
-    times: np.ndarray  # (W,) window centres in seconds
-    scores: np.ndarray  # (W,) best cosine over the window lengths centred there
-    window_s: np.ndarray  # (W,) length of that best window
-    hits: list[TermHit]  # best matches, best first, non-overlapping
-    duration_s: float  # of the searched recording
-
-
-def pick_hits(times: np.ndarray, scores: np.ndarray, window_s: np.ndarray, k: int = 5) -> list[TermHit]:
-    """Greedy non-maximum suppression: the best windows, each overlapping a better one by at most 25 %."""
-    hits: list[TermHit] = []
-    for i in np.argsort(-scores, kind="stable"):
-        c, w = float(times[i]), float(window_s[i])
-        start, end = c - w / 2, c + w / 2
-        if all(min(end, h.end_s) - max(start, h.start_s) <= 0.25 * min(w, h.end_s - h.start_s) for h in hits):
-            hits.append(TermHit(start, end, float(scores[i])))
-            if len(hits) >= k:
-                break
-    return hits
 
 
 # ------------------------------------------------------------------------------------------ the space
@@ -422,10 +397,13 @@ spoken_term_search = WordSpace.spoken_term_search  # function form: spoken_term_
 
 def load_space_job(registry: ModelRegistry | None, entry: ModelEntry) -> Job[WordSpace]:
     """Load a words model (through the registry when there is one, so it is cached on its device)."""
+    from models.phonemes import default_lexicon
+
     yield {"message": f"loading {entry.name}…"}
-    if registry is not None:
-        return WordSpace.from_registry(registry, entry.name)
-    return WordSpace.from_checkpoint(entry.path)
+    space = WordSpace.from_registry(registry, entry.name) if registry is not None else \
+        WordSpace.from_checkpoint(entry.path)
+    len(default_lexicon())  # CMUdict is read here (~0.8 s), not on the first typed word of a search
+    return space
 
 
 def load_items_job(space: WordSpace, paths: Sequence[str | os.PathLike[str]]) -> Job[LoadResult]:
@@ -493,14 +471,13 @@ def term_search_job(
     query_duration_s: float = 0.6,
     top_k: int = 5,
     batch_size: int = 64,
+    exhaustive: bool = False,
 ) -> Job[TermSearchResult]:
-    """Slide windows over `recording`, embed them in batches, score each time by cosine with the query.
-
-    Windows of each length L in `space.window_lengths(query_duration_s, window_s)` are centred on a grid of
-    `hop_s`; a recording shorter than every window is scored as a single window.
+    """Score every time of `recording` against the query: windows of each length L in
+    `space.window_lengths(query_duration_s, window_s)` centred on a grid of `hop_s`, scored cheaply over the
+    whole recording's frames, the best places then exactly (`term_search.search_scores`; `exhaustive`: every
+    window exactly). A recording shorter than every window is scored as a single window.
     """
-    import torch
-
     x = resample(to_mono(recording), int(sample_rate), space.sample_rate, space.resampler)
     sr = space.sample_rate
     duration = len(x) / sr
@@ -518,34 +495,16 @@ def term_search_job(
     lengths = [min(round(w * sr), round(space.max_word_seconds * sr)) for w in
                space.window_lengths(query_duration_s, window_s)]
     lengths = sorted({max(space.frontend.config.n_fft // 2 + 1, n) for n in lengths})
-    scores = np.full((len(lengths), len(grid)), -np.inf, dtype=np.float32)  # (L, G)
-    wave = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    plan = []  # (length index, first grid index, count)
-    for li, n in enumerate(lengths):
-        ok = np.flatnonzero((grid - n // 2 >= 0) & (grid - n // 2 + n <= len(x)))
-        if len(ok):
-            plan.append((li, int(ok[0]), len(ok)))
-    if not plan:  # shorter than every window: one window, the whole recording
+    if not valid_windows(grid, lengths, len(x)).any():  # shorter than every window: the whole recording
         vec = space.embed_prepared([x])[0]
-        c = len(x) / 2 / sr
-        times, best, widths = np.array([c]), np.array([float(vec @ q)]), np.array([duration])
+        times, best, widths = np.array([len(x) / 2 / sr]), np.array([float(vec @ q)]), np.array([duration])
         yield {"step": 1, "total": 1, "message": "scored 1 window"}
         return TermSearchResult(times, best, widths, pick_hits(times, best, widths, top_k), duration)
-    total = sum(-(-count // batch_size) for _, _, count in plan)
-    step = 0
-    for li, first, count in plan:
-        n = lengths[li]
-        start = int(grid[first]) - n // 2
-        windows = wave[start:].unfold(0, n, hop)[:count]  # (count, n) view, window j centred on grid[first + j]
-        for b in range(0, count, batch_size):
-            chunk = windows[b : b + batch_size]
-            vec = space.embed_waves(chunk.contiguous())  # (b, D); equal lengths: no padding
-            scores[li, first + b : first + b + len(chunk)] = vec @ q
-            step += 1
-            yield {"step": step, "total": total, "message": f"{n / sr:.2f}-s windows"}
+    scores, exact = yield from search_scores(space, x, q, lengths, grid, hop, top_k, exhaustive, batch_size)
     valid = np.isfinite(scores).any(axis=0)  # (G,)
-    best_li = scores.argmax(axis=0)  # (G,)
+    best, widths = best_over_lengths(scores[:, valid], lengths, sr)
     times = grid[valid] / sr
-    best = scores.max(axis=0)[valid].astype(np.float32)
-    widths = np.array(lengths, dtype=np.float64)[best_li[valid]] / sr
-    return TermSearchResult(times, best, widths, pick_hits(times, best, widths, top_k), duration)
+    rescored = exact.any(axis=0)  # hits from exact scores only: a coarse score is a guide, not a match
+    exact_best, exact_widths = best_over_lengths(np.where(exact, scores, -np.inf)[:, rescored], lengths, sr)
+    hits = pick_hits(grid[rescored] / sr, exact_best, exact_widths, top_k)
+    return TermSearchResult(times, best.astype(np.float32), widths, hits, duration)
