@@ -272,7 +272,36 @@ def test_letter_and_number_sets_are_labelled_by_file_name_and_never_trained_on()
                        for ext in ("wav", "ogg"))
     assert by_split["heldout-letters"] == {"gentle", "qabcs-data", "scid-data"}
     assert by_split["heldout-numbers"] == {"csmash-data", "scid-data"}
-    assert {"heldout-kajongg", "heldout-letters", "heldout-numbers"} <= set(sc.HELDOUT_SETS)
+    assert by_split["heldout-saytime"] == {"saytime"} and by_split["heldout-mandarin"] == {"gcin-voice"}
+    assert {"heldout-kajongg", "heldout-letters", "heldout-numbers", "heldout-saytime",
+            "heldout-mandarin"} <= set(sc.HELDOUT_SETS)
+    assert is_held_out("saytime") and is_held_out("gcin-voice")
+
+
+def test_the_saytime_and_mandarin_rules_keep_what_they_say() -> None:
+    """saytime: numbers only ("0", "oh" and the clock's words out); gcin: first-tone syllables, lone initials out."""
+    say = next(s for s in sc.REAL_SOURCES if s.split == "heldout-saytime")
+    kept = {stem for stem in ("0", "1", "9", "10", "20", "21", "30", "50", "60", "oh", "am", "the_time_is")
+            if re.fullmatch(say.pattern, f"{stem}.au")}
+    assert kept == {"1", "9", "10", "20", "30", "50"} and kept <= set(dict(sc.SAYTIME_TEXTS))
+    assert dict(sc.SAYTIME_TEXTS)["13"] == "thirteen" and dict(sc.SAYTIME_TEXTS)["40"] == "forty"
+    assert say.raw == ("ULAW", 8000)  # headerless SPARCstation audio
+    mandarin = {name: bool(re.fullmatch(sc.MANDARIN_PATTERN, name)) for name in (
+        "ㄅㄚ/3.ogg", "ㄅㄚ/5.ogg", "ㄅㄚ3/3.ogg", "ㄅㄚ1/5.ogg", "ㄅ/3.ogg", "ㄒ/5.ogg", "ㄓ/3.ogg", "ㄚ/5.ogg",
+        "ㄅㄚ/4.ogg")}
+    assert [k for k, v in mandarin.items() if v] == ["ㄅㄚ/3.ogg", "ㄅㄚ/5.ogg", "ㄓ/3.ogg", "ㄚ/5.ogg"]
+
+
+def test_a_word_group_and_a_raw_format_reach_the_rows(tmp_path) -> None:
+    """A source's `word_group` is each file's word (no ARPAbet), its `raw` format is how the file is read."""
+    src = sc.RealSource("gcin-voice", "gcin-{voice}", "zh", "/x/ogg/", pattern=sc.MANDARIN_PATTERN,
+                        word_group="syllable", split="heldout-mandarin", raw=("ULAW", 8000))
+    items = sc.real_items([src], (), 0.05, 0, lambda p: ["/x/ogg/ㄇㄚ/5.ogg", "/x/ogg/ㄇㄚ2/5.ogg"], tmp_path)
+    assert [(it.word, it.speaker, it.phonemes, it.raw) for it in items] == [("ㄇㄚ", "gcin-5", "", ("ULAW", 8000))]
+    raw = tmp_path / "7.au"
+    raw.write_bytes(bytes([0x00, 0x80, 0x7F, 0xFF] * 400))  # mu-law: loud negative, loud positive, two silences
+    wave, sr = sc.read_origin(str(raw), ("ULAW", 8000))
+    assert sr == 8000 and len(wave) == 1600 and wave[0] < -0.9 and wave[1] > 0.9 and abs(wave[2]) < 1e-3
 
 
 def test_an_evaluation_package_is_refused_a_training_split(tmp_path, fake_packages):

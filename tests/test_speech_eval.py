@@ -89,6 +89,9 @@ def test_corpus_tables_split_speaker_filter_and_no_duplicates(corpus: Path) -> N
     assert len(words) == 4 and not utts
     words, utts, _ = list_eval_clips([corpus], Selection("heldout", exclude_speakers=("theo", "nicolas")))
     assert {c.speaker for c in words} == {"george", "jackson"} and not utts
+    # "a,b": the rows of either split (a set evaluated with the voices of another, e.g. saytime's numbers)
+    either = list_eval_clips([corpus], Selection("heldout,train"))[0]
+    assert len(either) > len(words) and {c.split for c in either} == {"heldout", "train"}
 
 
 def test_abx_per_speaker_and_why_no_triplet() -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 RESERVED_PREFIXES = ("tuxpaint-stamps", "ktuberling", "klettres", "asterisk-core-sounds-en", "triplea")
-# Earshot's own held-out speech (training/speech_corpus.py, splits "heldout-kajongg", "heldout-letters",
-# "heldout-numbers"): real voices the speech models are measured on, so they must not reach a speech model as
-# training data or augmentation noise either
-SPEECH_EVAL_PACKAGES = ("kajongg", "gentle", "qabcs-data", "scid-data", "csmash-data")
+# Earshot's own held-out speech (training/speech_corpus.py, the splits "heldout-NAME" of its HELDOUT_SETS): real
+# voices the speech models are measured on, so they must not reach a speech model as training data or noise either
+SPEECH_EVAL_PACKAGES = ("kajongg", "gentle", "qabcs-data", "scid-data", "csmash-data", "saytime", "gcin-voice")
 # the packages of the search libraries (bench/data/search_libraries/*/library.json): unseen by every model so far,
 # some only because the corpus's download limit kept them out; never corpus material (a test keeps this in step)
 SEARCH_BENCH_PACKAGES = ("berusky2-data", "crossfire-client", "flare-game", "flightgear-data-base", "micropolis-data",

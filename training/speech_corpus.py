@@ -5,8 +5,8 @@ recordings, and espeak-ng, every utterance labelled (real or synthetic, speaker,
 
 OUT_DIR gets 16-kHz mono wavs, `utterances.csv` (everything, for the units model), `words.csv` (isolated
 English words, the format training/words_train.py reads) and `summary.json`. Sources are `REAL_SOURCES` and
-`TTS_VOICES`; held-out packages and speakers (`heldout`, `heldout-kajongg`, `heldout-letters`,
-`heldout-numbers`) are never trained on, and reserved packages (training/reserved.py) are refused. Deterministic
+`TTS_VOICES`; held-out packages and speakers (`heldout` and the `heldout-NAME` sets of `HELDOUT_SETS`) are never
+trained on, and reserved packages (training/reserved.py) are refused. Deterministic
 given the seed and resumable. The sources, columns, splits and the packages to install: docs/corpora.md.
 """
 
@@ -38,7 +38,7 @@ from training.reserved import is_speech_eval
 Job = Generator[dict[str, Any], None, Any]
 
 # reserved for evaluation by the project: never read, whatever the caller asks
-AUDIO_SUFFIXES = (".wav", ".gsm", ".flac", ".ogg")
+AUDIO_SUFFIXES = (".wav", ".gsm", ".flac", ".ogg", ".au")
 # prompt-set files that are not speech, by path (Asterisk ships silence/1.wav .. silence/10.wav)
 NON_SPEECH = re.compile(r"(beep|tone|silence|monkeys|glorious|music|dtmf)", re.IGNORECASE)
 MIN_SECONDS, MAX_SECONDS = 0.3, 30.0
@@ -64,6 +64,8 @@ class RealSource:
     split: str = ""  # an evaluation-only source: every file gets this split, whatever the held-out settings
     min_rms_db: float = MIN_RMS_DB  # quieter files are left out (a source recorded very low sets its own)
     min_seconds: float = MIN_SECONDS  # shorter files are left out (a source of clipped single letters sets its own)
+    word_group: str = ""  # a group of `pattern` that is each file's word (a set that is not English: no ARPAbet)
+    raw: tuple[str, int] = ("", 0)  # headerless files: (libsndfile subtype, rate), e.g. ("ULAW", 8000)
 
 
 _NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -87,6 +89,14 @@ LETTER_TEXTS = tuple((c, f"{c}.") for c in "abcdefghijklmnopqrstuvwxyz")
 _NUMBER_WORDS = ("zero", *_NUMBERS, "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
                  "seventeen", "eighteen", "nineteen", "twenty", "thirty")
 NUMBER_TEXTS = (*((w, w) for w in _NUMBER_WORDS), *((str(i), w) for i, w in enumerate(_NUMBER_WORDS) if i <= 9))
+# saytime's clock (split "heldout-saytime"): a file named by a number says it; "0" (which the clock never says
+# alone: it says "oh"), "oh" and the clock's other words are left out
+SAYTIME_TEXTS = (*((str(i), w) for i, w in enumerate(_NUMBER_WORDS[:21]) if i), ("30", "thirty"), ("40", "forty"),
+                 ("50", "fifty"))
+# gcin's syllables (split "heldout-mandarin"): a folder names a syllable in bopomofo and its tone (no digit: the
+# first tone). Kept: the first-tone syllables, so words differ in their segments and not in pitch, less the lone
+# initials U+3105-U+3112 (ㄅ..ㄒ), whose letter names sound as other folders' syllables do (ㄅ "bo" = ㄅㄛ)
+MANDARIN_PATTERN = r"(?P<syllable>(?![\u3105-\u3112]/)[\u3105-\u3129]+)/(?P<voice>3|5)\.ogg$"
 
 REAL_SOURCES = (
     RealSource("asterisk-core-sounds-es-wav", "es_MX_f_Allison", "es-MX"),
@@ -130,6 +140,16 @@ REAL_SOURCES = (
                texts=NUMBER_TEXTS, split="heldout-numbers", license="GPL-2+ (Kanna Yoshihiro)"),
     RealSource("scid-data", "scid", "en", "/usr/share/scid/sounds/", pattern=r"[1-8]\.wav$", texts=NUMBER_TEXTS,
                split="heldout-numbers", license="GPL-2.0 (Files: *: Shane Hudson)", min_seconds=0.2),
+    # evaluation only (split "heldout-saytime"): a third voice for the numbers set's words, telephone-band (the
+    # talking clock's headerless 8-kHz mu-law); evaluated with them: `--split heldout-numbers,heldout-saytime`
+    RealSource("saytime", "saytime", "en", "/usr/share/saytime/", pattern=r"([1-9]|1[0-9]|[2-5]0)\.au$",
+               texts=SAYTIME_TEXTS, split="heldout-saytime", raw=("ULAW", 8000), min_seconds=0.2,
+               license="GPL (sound files: 2004 David C Dawson)"),
+    # evaluation only (split "heldout-mandarin"): Mandarin syllables by two voices, `3.ogg` (gcin-3: Edward
+    # Der-Hua Liu) and `5.ogg` (gcin-5: Chu Lo, recorded for ChionMeilin)
+    RealSource("gcin-voice", "gcin-{voice}", "zh", "/usr/share/gcin-voice/ogg/", pattern=MANDARIN_PATTERN,
+               word_group="syllable", split="heldout-mandarin", min_seconds=0.2,
+               license="3.ogg: GPL-3 or LGPL-3 (2014 Edward Der-Hua Liu); 5.ogg: CC-BY-3 (Chu Lo, ChionMeilin)"),
 )
 # the evaluation-only sets: `python -m training.speech_corpus OUT --only-split heldout-letters` builds one alone
 HELDOUT_SETS = tuple(sorted({s.split for s in REAL_SOURCES if s.split}))
@@ -180,6 +200,7 @@ class Item:
     phonemes: str = ""  # ARPAbet of `word` when the source named the text (`RealSource.texts`)
     min_rms_db: float = MIN_RMS_DB
     min_seconds: float = MIN_SECONDS
+    raw: tuple[str, int] = ("", 0)  # RealSource.raw
 
 
 def dpkg_files(package: str) -> list[str]:
@@ -253,13 +274,16 @@ def real_items(
             split = src.split or ("heldout" if held else _split(f"{src.package}/{rel}", dev_fraction, seed))
             said = texts.get(stem, "")  # what the file says, when the source names it
             word, phonemes = said, " ".join(text_to_phonemes(said)) if said else ""
+            if src.word_group:
+                said = word = groups[src.word_group]
             if not said and src.words:
                 vocabulary = vocabulary or _cmudict_word
                 word = stem.lower() if vocabulary(stem.lower()) else ""
             out = f"real/{src.package}/{Path(rel).with_suffix('.wav')}"
             items.append(Item(out, speaker, 1, language, src.package, license_,
                               said or Path(rel).with_suffix("").as_posix(), split, origin=f, word=word,
-                              phonemes=phonemes, min_rms_db=src.min_rms_db, min_seconds=src.min_seconds))
+                              phonemes=phonemes, min_rms_db=src.min_rms_db, min_seconds=src.min_seconds,
+                              raw=src.raw))
     return items
 
 
@@ -325,10 +349,13 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------------------------------------- audio
 
 
-def read_origin(path: str) -> tuple[np.ndarray, int]:
-    """A package's audio file -> (float32 mono, rate); Asterisk's .gsm files are headerless 8-kHz GSM 6.10."""
+def read_origin(path: str, raw: tuple[str, int] = ("", 0)) -> tuple[np.ndarray, int]:
+    """A package's audio file -> (float32 mono, rate); Asterisk's .gsm files are headerless 8-kHz GSM 6.10, and a
+    source names the format of its other headerless files (`raw`: subtype, rate)."""
     if path.lower().endswith(".gsm"):  # no header: the one audio path cannot know its format
-        decoded = audio_path.decode_raw(path, 8000, "GSM610")
+        raw = ("GSM610", 8000)
+    if raw[0]:
+        decoded = audio_path.decode_raw(path, raw[1], raw[0])
         return decoded.audio, decoded.sample_rate
     return read_mono(path)
 
@@ -379,7 +406,7 @@ def festival_batch(items: Sequence[Item], voice: str, out_dir: Path) -> None:
 def make_one(it: Item, out_dir: Path) -> None:
     """Write one non-festival item (festival goes in batches)."""
     if it.real:
-        wave, sr = read_origin(it.origin)
+        wave, sr = read_origin(it.origin, it.raw)
     elif it.engine == "flite":
         wave, sr = flite_say(it.text, it.voice)
     elif it.engine == "espeak":

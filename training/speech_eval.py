@@ -53,12 +53,12 @@ class EvalClip:
 class Selection:
     """Which rows of the data tables are evaluated."""
 
-    split: str | None = "test"  # None or "all": every row
+    split: str | None = "test"  # None or "all": every row; "a,b": the rows of either split
     speakers: Sequence[str] = ()  # empty: every speaker
     exclude_speakers: Sequence[str] = ()
 
     def keeps(self, speaker: str, split: str | None) -> bool:
-        if self.split not in (None, "all") and split is not None and split != self.split:
+        if self.split not in (None, "all") and split is not None and split not in self.split.split(","):
             return False
         if self.speakers and speaker not in self.speakers:
             return False
@@ -437,7 +437,7 @@ def _read_words_set(model_path: str | os.PathLike[str], folders: Sequence[str | 
     trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
     max_frames = int(pre.get("max_frames", model.config.max_len))
     resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
-    splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else (split,)
+    splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else tuple(split.split(","))
     if splits is not None and not any(has_split_column(Path(f)) for f in folders):
         splits, split = None, "all (no split column: every row evaluated)"
     try:

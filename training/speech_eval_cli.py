@@ -38,8 +38,9 @@ def add_units_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test",
-                   help="CSV rows of this split: test (FSDD), heldout, heldout-kajongg, heldout-letters and "
-                        "heldout-numbers (speech corpus), dev, train ... 'all': every row")
+                   help="CSV rows of this split: test (FSDD), heldout, heldout-kajongg, heldout-letters, "
+                        "heldout-numbers, heldout-saytime, heldout-mandarin (speech corpus), dev, train ... 'all': "
+                        "every row; 'a,b': the rows of either")
     p.add_argument("--speaker", action="append", default=[], help="only these speakers; repeatable")
     p.add_argument("--exclude-speaker", action="append", default=[], help="leave these speakers out; repeatable")
 
