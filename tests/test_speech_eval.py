@@ -221,6 +221,31 @@ def test_words_speaker_filter_and_too_few_words(fsdd: Path, corpus: Path, words_
     assert "no rows" in err and "speaker(s) nobody" in err and "splits here: heldout (13 rows), train (2 rows)" in err
 
 
+def test_words_of_another_language_get_ap_and_no_cross_view(corpus: Path, words_model: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Words with no pronunciation (Mandarin syllables in bopomofo) keep their tokens for the acoustic AP and
+    the DTW baseline; cross-view AP covers the spelled words alone, and is None (said) when there are none."""
+    foreign = {"Zero": "ㄅㄚ", "One": "ㄇㄚ", "Six": "ㄓ", "Eight": "ㄚ"}
+    for name, keep in (("all_foreign", set(foreign)), ("half_foreign", {"Zero", "One"})):
+        root = corpus.parent / name
+        root.mkdir(exist_ok=True)
+        with open(corpus / "words.csv", newline="") as f, open(root / "words.csv", "w", newline="") as g:
+            rows = [dict(row, word=foreign[row["word"]] if row["word"] in keep else row["word"])
+                    for row in csv.DictReader(f) if row["split"] == "heldout"]
+            w = csv.DictWriter(g, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        r = run_cli(capsys, "eval", "words", "--model", str(words_model), "--data", str(root), "--split", "heldout",
+                    "--device", "cpu", "--json")
+        assert r["tokens"] == 12 and r["words"] == 4 and r["positive_pairs"] == 12 and 0 < r["dtw_ap"] <= 1
+        assert 0 < r["ap"] <= 1 and not r["problems"].get("not_in_dictionary")
+        if name == "all_foreign":
+            assert r["cross_view_ap"] is None and any("no word of the set has a pronunciation" in n
+                                                      for n in r["notes"])
+        else:
+            assert 0 < r["cross_view_ap"] <= 1 and all(0 < v["cross_view_ap"] <= 1 for v in r["per_speaker"].values())
+
+
 def test_per_speaker_table_shows_missing_scores_as_dashes() -> None:
     text = per_speaker_table({"a": {"ap": 0.5, "tokens": 3}, "bb": {"ap": None, "tokens": 1, "lsd": float("nan")}})
     lines = text.splitlines()

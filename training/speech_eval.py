@@ -442,7 +442,7 @@ def _read_words_set(model_path: str | os.PathLike[str], folders: Sequence[str | 
         splits, split = None, "all (no split column: every row evaluated)"
     try:
         data = yield from load_words(folders, frontend, splits, trim, max_frames, None, max_items=max_items,
-                                     seed=seed, resampler=resampler, keep_row=sel.keeps_row)
+                                     seed=seed, resampler=resampler, keep_row=sel.keeps_row, unspelled=True)
     except ValueError as e:  # "no rows in split ...": say which speakers were asked for and what is there
         if not str(e).startswith("no rows"):
             raise
@@ -469,13 +469,32 @@ def _dtw_scores(ws: _WordsSet, folders: Sequence[str | os.PathLike[str]], max_it
     baseline = ws.data.tokens
     if not isinstance(ws.frontend, MFCC):  # the baseline is MFCC+DTW whatever the model's features are
         mfcc = yield from load_words(folders, MFCC(), ws.splits, ws.trim, 300, None, max_items=max_items, seed=seed,
-                                     resampler=ws.resampler, keep_row=ws.sel.keeps_row)
+                                     resampler=ws.resampler, keep_row=ws.sel.keeps_row, unspelled=True)
         by_path = {t.path: t for t in mfcc.tokens}
         baseline = [by_path[t.path] for t in ws.data.tokens]
     t0 = time.perf_counter()
     feats = [dtw_features(t.feats) for t in baseline]
     scores = np.array([-dtw_distance(feats[p], feats[q]) for p, q in zip(i, j, strict=True)])
     return scores, time.perf_counter() - t0
+
+
+def _cross_view(model: Any, e: np.ndarray, labels: np.ndarray, spelled: Sequence[str],  # noqa: ANN401
+                phonemes: dict[str, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(N, W) cosines of the tokens' unit vectors `e` to the written words `spelled`, and which are the token's."""
+    from training.words_embedding import embed_words
+
+    if not spelled:
+        return np.zeros((len(labels), 0)), np.zeros((len(labels), 0), dtype=bool)
+    written = embed_words(model, [phonemes[w] for w in spelled])
+    w_unit = written / np.maximum(np.linalg.norm(written, axis=1, keepdims=True), 1e-12)
+    return e @ w_unit.T, labels[:, None] == np.array(spelled)[None, :]
+
+
+def _cross_ap(cross: np.ndarray, cross_pos: np.ndarray, rows: Any) -> float | None:  # noqa: ANN401
+    """Cross-view AP over `rows` of the tokens (None when the set has no written words)."""
+    from training.metrics import average_precision
+
+    return average_precision(cross[rows].ravel(), cross_pos[rows].ravel()) if cross.shape[1] else None
 
 
 def evaluate_words(
@@ -486,7 +505,7 @@ def evaluate_words(
     """Job: AP, cross-view AP, and the MFCC+DTW baseline AP on the same pairs, with wall times, overall and
     per speaker."""
     from training.metrics import average_precision, word_discrimination_ap
-    from training.words_embedding import embed_tokens, embed_words
+    from training.words_embedding import embed_tokens
 
     ws = yield from _read_words_set(model_path, folders, split, max_items, device, seed,
                                     Selection(None, tuple(speakers), tuple(exclude_speakers)))
@@ -500,10 +519,8 @@ def evaluate_words(
     sims = e @ e.T  # (N, N) the cosine matrix, timed as part of the embedding method
     embed_s = time.perf_counter() - t0
     words = sorted(set(labels.tolist()))
-    written = embed_words(model, [ws.data.phonemes[w] for w in words])
-    w_unit = written / np.maximum(np.linalg.norm(written, axis=1, keepdims=True), 1e-12)
-    cross = e @ w_unit.T  # (N, W)
-    cross_pos = labels[:, None] == np.array(words)[None, :]
+    spelled = [w for w in words if w in ws.data.phonemes]  # another language's words have no written view
+    cross, cross_pos = _cross_view(model, e, labels, spelled, ws.data.phonemes)
     n = len(tokens)
     i, j = np.triu_indices(n, k=1)
     same = labels[i] == labels[j]
@@ -513,7 +530,7 @@ def evaluate_words(
         "tokens": n, "words": len(words), "speakers": len(set(spk.tolist())),
         "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": len(i), "positive_pairs": int(same.sum()),
         "ap": word_discrimination_ap(acoustic, labels.tolist()),
-        "cross_view_ap": average_precision(cross.ravel(), cross_pos.ravel()),
+        "cross_view_ap": _cross_ap(cross, cross_pos, slice(None)),
         "embedding_time_s": round(embed_s, 3), "embedding_pairs_per_s": round(len(i) / max(embed_s, 1e-9)),
         "problems": ws.data.report["problems"],
     }  # fmt: skip
@@ -525,8 +542,10 @@ def evaluate_words(
         per_speaker[s] = {"tokens": int(mine.sum()), "words": len(set(labels[mine].tolist())),
                           "positive_pairs": int((same & involves[s]).sum()),
                           "ap": _pair_ap(pair_sims, same, involves[s]),
-                          "cross_view_ap": average_precision(cross[mine].ravel(), cross_pos[mine].ravel())}
+                          "cross_view_ap": _cross_ap(cross, cross_pos, mine)}
     notes = [] if result["positive_pairs"] else ["ap: no two tokens share a word, so no pair is positive"]
+    if not spelled:
+        notes.append("cross_view_ap: no word of the set has a pronunciation (CMUdict or a phonemes column)")
     if dtw:
         yield {"step": 1, "total": 2, "message": f"DTW baseline on {len(i)} pairs"}
         dtw_scores, dtw_s = yield from _dtw_scores(ws, folders, max_items, seed, i, j)

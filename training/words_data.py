@@ -210,6 +210,7 @@ def load_words(
     keep_row: Callable[[dict[str, str]], bool] | None = None,
     exclude_speakers: Sequence[str] = (),
     keep_waves: Iterable[str] = (),
+    unspelled: bool = False,
 ) -> Job:
     """Job: read, trim, featurise and check the spoken words of `folders`; returns a `WordSet`.
 
@@ -217,7 +218,9 @@ def load_words(
     filtering, e.g. by speaker; `max_items` keeps a seeded random subset of the rows before decoding;
     `resampler` is the model's (soxr for new training); rows of `exclude_speakers` and rows whose `source`
     package is reserved for evaluation are left out; tokens of the splits in `keep_waves` also hold their
-    trimmed audio (for augmentation).
+    trimmed audio (for augmentation). A word without a pronunciation (not in CMUdict, no `phonemes` column) is
+    left out, unless `unspelled`: then its tokens are kept without one (another language's words, for the
+    acoustic view alone), and `WordSet.phonemes` lacks it.
     """
     if not folders:
         raise ValueError("no data folder given")
@@ -249,7 +252,8 @@ def load_words(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one short file at a time: extra threads only spin
     try:
-        yield from _featurise(rows, cache, lexicon, max_frames, problems, tokens, phonemes, unknown, set(keep_waves))
+        yield from _featurise(rows, cache, lexicon, max_frames, problems, tokens, phonemes, unknown, set(keep_waves),
+                              unspelled)
     finally:
         torch.set_num_threads(threads)
     report = {
@@ -260,13 +264,13 @@ def load_words(
     }  # fmt: skip
     if problems.counts:
         yield {"step": len(rows), "total": len(rows), "message": f"skipped/altered: {problems.message()}"}
-    return WordSet([t for t in tokens if t.word in phonemes], phonemes, report)
+    return WordSet([t for t in tokens if unspelled or t.word in phonemes], phonemes, report)
 
 
 def _featurise(
     rows: Sequence[tuple[Path, dict[str, str]]], cache: FeatureCache, lexicon: Any, max_frames: int,  # noqa: ANN401
     problems: ProblemLog, tokens: list[WordToken], phonemes: dict[str, list[int]], unknown: set[str],
-    wave_splits: frozenset[str] | set[str] = frozenset(),
+    wave_splits: frozenset[str] | set[str] = frozenset(), unspelled: bool = False,
 ) -> Generator[dict[str, Any], None, None]:  # fmt: skip
     """Look up, read and featurise `rows` into `tokens` (appending), reporting problems."""
     for i, (folder, row) in enumerate(rows):
@@ -280,7 +284,7 @@ def _featurise(
                 phonemes[word] = encode(phones)
             except (WordNotInDictionaryError, ValueError):
                 unknown.add(word)
-        if word in unknown:
+        if word in unknown and not unspelled:
             problems.add("not_in_dictionary", repr(row["word"]))
             continue
         path = folder / row["path"]
