@@ -17,9 +17,10 @@ scale, 10/ln10 · sqrt(2 Σ Δc²)): the spectral envelope alone, blind to the l
 
 Sets: `dev` (FSDD's test split without theo: recordings no model trained on, by voices it did; the one to tune on)
 and the held-out sets of docs/speech-eval.md, read with `earshot eval units`' loaders (training/speech_eval.py):
-FSDD theo, kajongg, letters, numbers (built by `python -m training.speech_corpus DIR --only-split heldout-NAME`
-under EARSHOT_HELDOUT_SETS, default /work/data/heldout-sets/NAME) and hedgewars (the corpus's `heldout` split, at
-EARSHOT_SPEECH_CORPUS, default /work/data/speech-corpus). A set not built here is reported as missing.
+FSDD theo, kajongg, letters, numbers, saytime, mandarin (built by `python -m training.speech_corpus DIR
+--only-split heldout-NAME` under EARSHOT_HELDOUT_SETS, default /work/data/heldout-sets/NAME) and hedgewars (the
+corpus's `heldout` split, at EARSHOT_SPEECH_CORPUS, default /work/data/speech-corpus, else
+EARSHOT_HELDOUT_SETS/hedgewars from `--only-split heldout`). A set not built here is reported as missing.
 `python -m bench.bench_resynthesis --sets dev,theo --per-voice 3` runs some sets only.
 """
 
@@ -75,7 +76,10 @@ def eval_sets() -> list[EvalSet]:
             EvalSet("kajongg", HELDOUT_SETS / "kajongg", "heldout-kajongg"),
             EvalSet("letters", HELDOUT_SETS / "letters", "heldout-letters"),
             EvalSet("numbers", HELDOUT_SETS / "numbers", "heldout-numbers"),
-            EvalSet("hedgewars", SPEECH_CORPUS, "heldout", exclude=("fr_FR_f_Armelle",))]
+            EvalSet("saytime", HELDOUT_SETS / "saytime", "heldout-saytime"),
+            EvalSet("mandarin", HELDOUT_SETS / "mandarin", "heldout-mandarin"),
+            EvalSet("hedgewars", SPEECH_CORPUS if SPEECH_CORPUS.is_dir() else HELDOUT_SETS / "hedgewars", "heldout",
+                    exclude=("fr_FR_f_Armelle",))]
 
 
 def utterances(s: EvalSet, per_voice: int, sample_rate: int, resampler: str) -> list[tuple[str, np.ndarray]]:

@@ -337,6 +337,24 @@ def test_one_heldout_set_alone_has_the_rows_of_the_whole_corpus(tmp_path, fake_p
         sc.build_heldout_set(alone, "train", [prompts, letters])
 
 
+def test_the_corpus_heldout_split_alone_holds_the_heldout_voices(tmp_path, fake_packages):
+    """`--only-split heldout`: the sources that hold a held-out voice, that voice's rows split heldout."""
+    _, docs = fake_packages
+    files = []
+    for voice in ("Pirate", "Classic"):
+        (tmp_path / voice).mkdir()
+        sf.write(tmp_path / voice / "hello.wav", burst(0.5, 8000), 8000, subtype="PCM_16")
+        files.append(str(tmp_path / voice / "hello.wav"))
+    games = sc.RealSource("game-pkg", "game-{voice}", "en", str(tmp_path) + "/", pattern=r"(?P<voice>\w+)/[^/]+$",
+                          words=True, license="GPL")
+    other = sc.RealSource("other-pkg", "other", "en", str(tmp_path) + "/", pattern=r"Classic/hello\.wav$")
+    run(sc.build_heldout_set(tmp_path / "out", "heldout", [games, other], list_files=lambda p: files,
+                             doc_root=docs, heldout_packages=(), heldout_speakers=("game-Pirate",)))
+    rows = {(r["speaker"], r["split"]) for r in read_csv(tmp_path / "out" / "words.csv")}
+    assert ("game-Pirate", "heldout") in rows and all(split != "heldout" for spk, split in rows if spk != "game-Pirate")
+    assert "other" not in {spk for spk, _ in rows}  # a source with no held-out voice is not built
+
+
 def test_a_source_package_that_is_not_installed_is_named_not_silently_dropped(fake_packages, tmp_path):
     files, docs = fake_packages
     root = Path(files["prompts-a"][0]).parents[1]

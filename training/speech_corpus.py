@@ -570,15 +570,30 @@ def build_heldout_set(
     seed: int = 0,
     list_files: Callable[[str], list[str]] = dpkg_files,
     doc_root: str | os.PathLike[str] = "/usr/share/doc",
+    heldout_packages: Sequence[str] = DEFAULT_HELDOUT_PACKAGES,
+    heldout_speakers: Sequence[str] = DEFAULT_HELDOUT_SPEAKERS,
 ) -> Job:
     """Job: one evaluation-only set alone (`split`, e.g. heldout-letters): `build_corpus` over the real sources of
-    that split and no TTS, so its files and rows are those the whole corpus has for the split."""
+    that split and no TTS, so its files and rows are those the whole corpus has for the split. `heldout` is the
+    corpus's held-out packages and voices (hedgewars' three), beside their sources' other voices."""
+    if split == "heldout":
+        chosen = [s for s in sources if not s.split and _may_hold(s, heldout_packages, heldout_speakers)]
+        return build_corpus(out_dir, heldout_packages=heldout_packages, heldout_speakers=heldout_speakers,
+                            sources=chosen, voices=[], words=[], sentences=[], seed=seed, list_files=list_files,
+                            doc_root=doc_root)
     chosen = [s for s in sources if s.split == split]
     if not split.startswith("heldout-") or not chosen:
-        sets = ", ".join(sorted({s.split for s in sources if s.split}))
+        sets = ", ".join(sorted({"heldout", *(s.split for s in sources if s.split)}))
         raise ValueError(f"no evaluation set {split!r} (sets: {sets})")
     return build_corpus(out_dir, heldout_packages=(), heldout_speakers=(), sources=chosen, voices=[], words=[],
                         sentences=[], seed=seed, list_files=list_files, doc_root=doc_root)
+
+
+def _may_hold(src: RealSource, packages: Sequence[str], speakers: Sequence[str]) -> bool:
+    """Whether a source is a held-out package or names a held-out speaker ("hedgewars-{voice}": hedgewars-Pirate)."""
+    prefix = src.speaker.split("{")[0]
+    return src.package in packages or any(s == src.speaker or ("{" in src.speaker and s.startswith(prefix))
+                                          for s in speakers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -597,14 +612,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=f"real speaker kept out of training (repeatable; default "
                         f"{', '.join(DEFAULT_HELDOUT_SPEAKERS)}); '' for none")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only-split", choices=HELDOUT_SETS, default=None,
+    p.add_argument("--only-split", choices=("heldout", *HELDOUT_SETS), default=None,
                    help="build only this evaluation set (its real sources, no TTS): the same files and rows as in "
-                        "the whole corpus")
+                        "the whole corpus; 'heldout': the held-out packages and speakers (--heldout-package, "
+                        "--heldout-speaker) with their sources' other voices")
     args = p.parse_args(argv)
-    if args.only_split:
-        return espeak_corpus.run_cli(build_heldout_set(args.out, args.only_split, seed=args.seed))
     packages = DEFAULT_HELDOUT_PACKAGES if args.heldout_package is None else [p for p in args.heldout_package if p]
     speakers = DEFAULT_HELDOUT_SPEAKERS if args.heldout_speaker is None else [s for s in args.heldout_speaker if s]
+    if args.only_split:
+        return espeak_corpus.run_cli(build_heldout_set(args.out, args.only_split, seed=args.seed,
+                                                       heldout_packages=packages, heldout_speakers=speakers))
     job = build_corpus(args.out, args.words, args.sentences, args.dev_words, args.dev_fraction, packages, speakers,
                        seed=args.seed)
     return espeak_corpus.run_cli(job)
