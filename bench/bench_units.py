@@ -32,6 +32,7 @@ from core.frontend_builder import units_frontend
 from models.frontends import MFCC
 from models.units import UnitsModel
 from models.units_frontend import SpeechUnitsFrontend
+from models.vqvae_stream import StreamingEncoder
 from training.units_train import units_config
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "units-default.safetensors"
@@ -73,7 +74,7 @@ def stream_pass(model: UnitsModel, frontend: torch.nn.Module, wave: torch.Tensor
     block = sr * BLOCK_MS // 1000
     # STFT half window + the Δ/ΔΔ regression span (±4 frames), whole frames so the block's frames line up
     ctx = (-(-mfcc.config.n_fft // 2 // hop) + 4) * hop
-    stream = model.vqvae.stream()
+    stream = StreamingEncoder(model.vqvae)
     emb_stream = combined.embedding.stream() if combined is not None else None
     emb = torch.zeros(0, 96)  # embedding frames of units n_sent // 4 ..
     pending = torch.zeros(0, mfcc.dim)  # MFCC frames waiting for their unit's embedding frame
@@ -164,7 +165,7 @@ def run() -> dict:
         audio = model.inverter.griffin_lim(mag, n_iter=32)
         t_resynth = time.perf_counter() - t2
 
-    lookahead_ms = model.vqvae.stream().lookahead_ms
+    lookahead_ms = StreamingEncoder(model.vqvae).lookahead_ms
     frontend_delay_ms = (mfcc.config.win_length / 2 + 4 * hop) / sr * 1000
     compute_p95_ms = float(np.percentile(times, 95) * 1000)
     result = {
