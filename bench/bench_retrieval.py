@@ -1,7 +1,8 @@
 """Retrieval audio embedding on CPU: throughput (audio seconds per wall second) and peak memory, for the shipped
 default model and full-size PaSST-N / PaSST-S (random weights: speed does not depend on them), by batch size,
 and what inference options buy: inference_mode vs no_grad, bf16 autocast, dynamic int8 Linear layers, 1 vs 2
-threads. Input: 10-s clips as PaSST log-mels (the front end is benchmarked in bench_frontends).
+threads. Input: 10-s clips as the tower's front end makes them (PaSST log-mels; AisfxMel frames for an aiSFX
+default; the front ends are benchmarked in bench_frontends); the torch tower, not the indexer's ONNX runner.
 
 Peak memory: the process's peak resident set (VmHWM) is reset before each case through /proc/self/clear_refs
 where Linux allows it; otherwise the ru_maxrss growth is reported. The allocator keeps memory that earlier
@@ -29,29 +30,36 @@ DEFAULT = Path(__file__).resolve().parents[1] / "resources" / "models" / "retrie
 
 
 class AudioTower(nn.Module):
-    """PaSST + audio projection: the audio half of RetrievalModel.embed_audio."""
+    """Sound tower + audio projection: the audio half of RetrievalModel.embed_audio, on `clip_shape` inputs (what
+    the tower's front end makes of one 10-s clip)."""
 
-    def __init__(self, config: PasstConfig, embed_dim: int = 1024) -> None:
+    def __init__(self, encoder: nn.Module, proj: nn.Module, clip_shape: tuple[int, ...]) -> None:
         super().__init__()
-        self.audio_encoder = PaSST(config)
-        self.audio_proj = nn.Linear(config.embed_dim, embed_dim)
+        self.audio_encoder, self.audio_proj, self.clip_shape = encoder, proj, clip_shape
 
-    def forward(self, mel: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.audio_proj(self.audio_encoder.embed_windows(mel)), dim=-1)
+    @classmethod
+    def passt(cls, config: PasstConfig, embed_dim: int = 1024) -> AudioTower:
+        """A PaSST tower (random weights) on 10-s PaSST log-mels."""
+        return cls(PaSST(config), nn.Linear(config.embed_dim, embed_dim), (128, int(CLIP_SECONDS * 100)))
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        enc = self.audio_encoder  # PaSST averages its windows; the aiSFX towers pool their blocks themselves
+        return F.normalize(self.audio_proj(enc.embed_windows(feats) if isinstance(enc, PaSST) else enc(feats)), dim=-1)
 
 
-def default_tower() -> tuple[nn.Module, str]:
+def default_tower() -> tuple[AudioTower, str]:
     if DEFAULT.is_file():
         from core.checkpoints import load_model
+        from models.retrieval import audio_frontend
 
         model, _ = load_model(DEFAULT, kind="retrieval")
-        tower = AudioTower(model.config.audio, model.config.embed_dim)
-        tower.audio_encoder, tower.audio_proj = model.audio_encoder, model.audio_proj
-        return tower.eval(), "retrieval-default.safetensors"
+        frontend = audio_frontend(model.config)  # the default's tower may be aiSFX: its own frames, not PaSST's
+        clip = frontend(torch.zeros(int(CLIP_SECONDS * frontend.config.sample_rate)))
+        return AudioTower(model.audio_encoder, model.audio_proj, tuple(clip.shape)).eval(), DEFAULT.name
     from training.retrieval_train import cpu_small
 
     config = cpu_small().model
-    return AudioTower(config.audio, config.embed_dim).eval(), "cpu-small config (no checkpoint found)"
+    return AudioTower.passt(config.audio, config.embed_dim).eval(), "cpu-small config (no checkpoint found)"
 
 
 def _peak_kib() -> int:
@@ -107,8 +115,7 @@ def measure(fn: Callable[[], torch.Tensor], batch: int, reps: int) -> dict[str, 
 
 def case(model: nn.Module, batch: int, reps: int, mode: str = "inference_mode", bf16: bool = False,
          threads: int = 1) -> dict[str, float]:
-    frames = int(CLIP_SECONDS * 100)
-    mel = torch.randn(batch, 128, frames)
+    mel = torch.randn(batch, *model.clip_shape)
     ctx = torch.inference_mode if mode == "inference_mode" else torch.no_grad
 
     def run() -> torch.Tensor:
@@ -136,7 +143,7 @@ def run() -> dict:
     results["default_b8_int8"] = case(quantized(tower), 8, reps=5)
     results["default_b8_2threads"] = case(tower, 8, reps=5, threads=2)
 
-    n = AudioTower(passt_n()).eval()
+    n = AudioTower.passt(passt_n()).eval()
     results["models"]["params_passt_n"] = sum(p.numel() for p in n.parameters())
     for b in (1, 4):
         results[f"passt_n_b{b}"] = case(n, b, reps=1)
@@ -146,7 +153,7 @@ def run() -> dict:
     results["passt_n_b1_2threads"] = case(n, 1, reps=1, threads=2)
     del n
 
-    s = AudioTower(passt_s()).eval()
+    s = AudioTower.passt(passt_s()).eval()
     results["models"]["params_passt_s"] = sum(p.numel() for p in s.parameters())
     results["passt_s_b1"] = case(s, 1, reps=1)
     results["passt_s_b4"] = case(s, 4, reps=1)
