@@ -90,8 +90,21 @@ def test_corpus_tables_split_speaker_filter_and_no_duplicates(corpus: Path) -> N
     words, utts, _ = list_eval_clips([corpus], Selection("heldout", exclude_speakers=("theo", "nicolas")))
     assert {c.speaker for c in words} == {"george", "jackson"} and not utts
     # "a,b": the rows of either split (a set evaluated with the voices of another, e.g. saytime's numbers)
-    either = list_eval_clips([corpus], Selection("heldout,train"))[0]
+    either = list_eval_clips([corpus], Selection("heldout, train,"))[0]  # spaces and an empty name are dropped
     assert len(either) > len(words) and {c.split for c in either} == {"heldout", "train"}
+    assert Selection(" a , b,").splits == ("a", "b") and Selection("all").splits == ()
+
+
+def test_a_listed_split_with_no_rows_is_an_error_not_a_smaller_set(
+        corpus: Path, units_model: Path, words_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for kind, model in (("units", units_model), ("words", words_model)):
+        assert main(["eval", kind, "--model", str(model), "--data", str(corpus), "--split", "heldout,heldot",
+                     "--json"]) == 2
+        err = capsys.readouterr().err
+        assert "no rows in split(s) heldot" in err and "splits here: heldout" in err, err
+    r = run_cli(capsys, "eval", "words", "--model", str(words_model), "--data", str(corpus), "--split",
+                "heldout, train", "--no-dtw", "--device", "cpu", "--json")
+    assert r["tokens"] == 13  # the twelve heldout tokens and lucas's train token
 
 
 def test_abx_per_speaker_and_why_no_triplet() -> None:
@@ -226,24 +239,34 @@ def test_words_of_another_language_get_ap_and_no_cross_view(corpus: Path, words_
     """Words with no pronunciation (Mandarin syllables in bopomofo) keep their tokens for the acoustic AP and
     the DTW baseline; cross-view AP covers the spelled words alone, and is None (said) when there are none."""
     foreign = {"Zero": "ㄅㄚ", "One": "ㄇㄚ", "Six": "ㄓ", "Eight": "ㄚ"}
-    for name, keep in (("all_foreign", set(foreign)), ("half_foreign", {"Zero", "One"})):
+    cross = {}
+    for name, keep in (("all_foreign", set(foreign)), ("half_foreign", {"Zero", "One"}), ("spelled_only", set())):
         root = corpus.parent / name
         root.mkdir(exist_ok=True)
-        with open(corpus / "words.csv", newline="") as f, open(root / "words.csv", "w", newline="") as g:
+        with open(corpus / "words.csv", newline="", encoding="utf-8") as f, \
+                open(root / "words.csv", "w", newline="", encoding="utf-8") as g:
             rows = [dict(row, word=foreign[row["word"]] if row["word"] in keep else row["word"])
-                    for row in csv.DictReader(f) if row["split"] == "heldout"]
+                    for row in csv.DictReader(f) if row["split"] == "heldout"
+                    and (name != "spelled_only" or row["word"] in ("Six", "Eight"))]
             w = csv.DictWriter(g, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
         r = run_cli(capsys, "eval", "words", "--model", str(words_model), "--data", str(root), "--split", "heldout",
                     "--device", "cpu", "--json")
+        cross[name] = r["cross_view_ap"]
+        if name == "spelled_only":
+            continue
         assert r["tokens"] == 12 and r["words"] == 4 and r["positive_pairs"] == 12 and 0 < r["dtw_ap"] <= 1
         assert 0 < r["ap"] <= 1 and not r["problems"].get("not_in_dictionary")
         if name == "all_foreign":
             assert r["cross_view_ap"] is None and any("no word of the set has a pronunciation" in n
                                                       for n in r["notes"])
+            assert r["unspelled_words"] == 4 and all(v["cross_view_ap"] is None for v in r["per_speaker"].values())
         else:
             assert 0 < r["cross_view_ap"] <= 1 and all(0 < v["cross_view_ap"] <= 1 for v in r["per_speaker"].values())
+            assert r["unspelled_words"] == 2 and any("over the 2 words with a pronunciation" in n for n in r["notes"])
+    # cross-view of the spelled words alone: the unspelled words' tokens add no negatives to it
+    assert cross["half_foreign"] == pytest.approx(cross["spelled_only"])
 
 
 def test_per_speaker_table_shows_missing_scores_as_dashes() -> None:

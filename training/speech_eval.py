@@ -57,8 +57,13 @@ class Selection:
     speakers: Sequence[str] = ()  # empty: every speaker
     exclude_speakers: Sequence[str] = ()
 
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits named ("a, b" -> ("a", "b")); empty for every row."""
+        return () if self.split in (None, "all") else split_parts(self.split)
+
     def keeps(self, speaker: str, split: str | None) -> bool:
-        if self.split not in (None, "all") and split is not None and split not in self.split.split(","):
+        if self.splits and split is not None and split not in self.splits:
             return False
         if self.speakers and speaker not in self.speakers:
             return False
@@ -67,6 +72,18 @@ class Selection:
     def keeps_row(self, row: dict[str, str]) -> bool:
         """For training.words_train.load_words: speakers only (it applies the split itself)."""
         return Selection(None, self.speakers, self.exclude_speakers).keeps(row.get("speaker") or "?", None)
+
+
+def split_parts(split: str) -> tuple[str, ...]:
+    """`--split a,b` -> ("a", "b"): spaces around a name and empty names dropped."""
+    return tuple(p.strip() for p in split.split(",") if p.strip())
+
+
+def check_splits_found(named: Sequence[str], found: set[str | None], data: Sequence[str | os.PathLike[str]]) -> None:
+    """A split named in a list that matched no row is a typo, not an empty part of the set: say so."""
+    missing = [p for p in named if p not in found]
+    if len(named) > 1 and missing and None not in found:
+        raise ValueError(f"no rows in split(s) {', '.join(missing)}; {available_splits(data)}")
 
 
 def _synthetic(row: dict[str, str]) -> bool:
@@ -354,6 +371,7 @@ def evaluate_units_command(args: argparse.Namespace) -> Job:
     if not clips:
         raise ValueError(f"no audio found in {', '.join(map(str, args.data))} ({_describe(sel)}); "
                          f"{available_splits(args.data)}")
+    check_splits_found(sel.splits, {c.split for c in clips}, args.data)
     resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
     result = yield from evaluate_units(model, clips, args.max_per_cell, args.representation, args.resynth_items,
                                        baseline=not args.no_baseline, resampler=resampler, features=ckpt.features)
@@ -437,7 +455,8 @@ def _read_words_set(model_path: str | os.PathLike[str], folders: Sequence[str | 
     trim = TrimConfig(**pre["trim"]) if isinstance(pre.get("trim"), dict) else TrimConfig()
     max_frames = int(pre.get("max_frames", model.config.max_len))
     resampler = audio_path.resampler_from_training(ckpt.training)  # a missing field: torchaudio (old checkpoints)
-    splits = DEV_SPLITS[:1] if split in DEV_SPLITS else None if split == "all" else tuple(split.split(","))
+    named = Selection(split).splits
+    splits = None if not named else tuple(DEV_SPLITS[0] if p in DEV_SPLITS else p for p in named)
     if splits is not None and not any(has_split_column(Path(f)) for f in folders):
         splits, split = None, "all (no split column: every row evaluated)"
     try:
@@ -452,6 +471,7 @@ def _read_words_set(model_path: str | os.PathLike[str], folders: Sequence[str | 
     if not tokens:
         where = _describe(Selection(split, sel.speakers, sel.exclude_speakers))
         raise ValueError(f"no word tokens in {', '.join(map(str, folders))} ({where})")
+    check_splits_found(splits or (), {t.split for t in tokens}, folders)
     if len({t.word for t in tokens}) < 2:
         raise ValueError(f"split {split!r} has fewer than two different words to discriminate "
                          f"({len(tokens)} token(s) of {tokens[0].word!r})")
@@ -490,11 +510,12 @@ def _cross_view(model: Any, e: np.ndarray, labels: np.ndarray, spelled: Sequence
     return e @ w_unit.T, labels[:, None] == np.array(spelled)[None, :]
 
 
-def _cross_ap(cross: np.ndarray, cross_pos: np.ndarray, rows: Any) -> float | None:  # noqa: ANN401
-    """Cross-view AP over `rows` of the tokens (None when the set has no written words)."""
+def _cross_ap(cross: np.ndarray, cross_pos: np.ndarray, rows: np.ndarray) -> float | None:
+    """Cross-view AP over the tokens of the mask `rows` (N,) whose word is written (None when there are none)."""
     from training.metrics import average_precision
 
-    return average_precision(cross[rows].ravel(), cross_pos[rows].ravel()) if cross.shape[1] else None
+    keep = rows & cross_pos.any(axis=1)  # a token of an unspelled word has no written word to find
+    return average_precision(cross[keep].ravel(), cross_pos[keep].ravel()) if keep.any() else None
 
 
 def evaluate_words(
@@ -530,7 +551,8 @@ def evaluate_words(
         "tokens": n, "words": len(words), "speakers": len(set(spk.tolist())),
         "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": len(i), "positive_pairs": int(same.sum()),
         "ap": word_discrimination_ap(acoustic, labels.tolist()),
-        "cross_view_ap": _cross_ap(cross, cross_pos, slice(None)),
+        "cross_view_ap": _cross_ap(cross, cross_pos, np.ones(len(labels), dtype=bool)),
+        "unspelled_words": len(words) - len(spelled),
         "embedding_time_s": round(embed_s, 3), "embedding_pairs_per_s": round(len(i) / max(embed_s, 1e-9)),
         "problems": ws.data.report["problems"],
     }  # fmt: skip
@@ -546,6 +568,10 @@ def evaluate_words(
     notes = [] if result["positive_pairs"] else ["ap: no two tokens share a word, so no pair is positive"]
     if not spelled:
         notes.append("cross_view_ap: no word of the set has a pronunciation (CMUdict or a phonemes column)")
+    elif len(spelled) < len(words):
+        unspelled = [w for w in words if w not in ws.data.phonemes]
+        notes.append(f"cross_view_ap: over the {len(spelled)} words with a pronunciation; {len(unspelled)} without "
+                     f"(e.g. {', '.join(map(repr, unspelled[:3]))}) count in ap and dtw_ap only")
     if dtw:
         yield {"step": 1, "total": 2, "message": f"DTW baseline on {len(i)} pairs"}
         dtw_scores, dtw_s = yield from _dtw_scores(ws, folders, max_items, seed, i, j)
