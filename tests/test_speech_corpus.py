@@ -298,6 +298,10 @@ def test_a_word_group_and_a_raw_format_reach_the_rows(tmp_path) -> None:
                         word_group="syllable", split="heldout-mandarin", raw=("ULAW", 8000))
     items = sc.real_items([src], (), 0.05, 0, lambda p: ["/x/ogg/ㄇㄚ/5.ogg", "/x/ogg/ㄇㄚ2/5.ogg"], tmp_path)
     assert [(it.word, it.speaker, it.phonemes, it.raw) for it in items] == [("ㄇㄚ", "gcin-5", "", ("ULAW", 8000))]
+    with pytest.raises(ValueError, match="not both"):
+        sc.RealSource("p", "s", "zh", pattern=sc.MANDARIN_PATTERN, word_group="syllable", texts=(("3", "three"),))
+    with pytest.raises(ValueError, match="not a group of its pattern"):
+        sc.RealSource("p", "s", "zh", pattern=r"(?P<voice>\d)\.ogg$", word_group="syllable")
     raw = tmp_path / "7.au"
     raw.write_bytes(bytes([0x00, 0x80, 0x7F, 0xFF] * 400))  # mu-law: loud negative, loud positive, two silences
     wave, sr = sc.read_origin(str(raw), ("ULAW", 8000))

@@ -67,6 +67,12 @@ class RealSource:
     word_group: str = ""  # a group of `pattern` that is each file's word (a set that is not English: no ARPAbet)
     raw: tuple[str, int] = ("", 0)  # headerless files: (libsndfile subtype, rate), e.g. ("ULAW", 8000)
 
+    def __post_init__(self) -> None:
+        if self.word_group and (self.texts or self.words):
+            raise ValueError(f"{self.package}: a source's words come from word_group or from texts/words, not both")
+        if self.word_group and self.word_group not in re.compile(self.pattern).groupindex:
+            raise ValueError(f"{self.package}: word_group {self.word_group!r} is not a group of its pattern")
+
 
 _NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # kajongg's voice files by stem: tiles are suit then number ("b3": "bamboo three"). The game ships no
