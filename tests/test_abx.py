@@ -168,3 +168,17 @@ def test_bitrate_hand_examples():
     assert bitrate([[0, 1, 2, 3], [3, 2, 1, 0]], [1.5, 0.5]) == pytest.approx(8.0)
     # pooled, not per utterance: each utterance alone has entropy 0, pooled 1 bit
     assert bitrate([[0, 0], [1, 1]], [1.0, 1.0]) == pytest.approx(4 / 2 * 1.0)
+
+
+def test_abx_scores_keep_each_cell_per_speaker_of_a_and_b():
+    """`cells`: (X speaker, word A, word B) -> one (error, triplets) per speaker A and B came from."""
+    from training.abx import abx_scores
+
+    # three voices; X = s3's "a" is near s1's a (right) and near s2's b (wrong)
+    items = [at_angle(0), at_angle(90), at_angle(80), at_angle(40), at_angle(10), at_angle(0)]
+    words = ["a", "b", "a", "b", "a", "b"]
+    speakers = ["s1", "s1", "s2", "s2", "s3", "s3"]
+    score = abx_scores(items, words, speakers, "across")
+    assert sorted(score.cells[("s3", "a", "b")]) == [(0.0, 1), (1.0, 1)]  # from s1: right; from s2: wrong
+    assert len(score.cells) == 6  # 3 X speakers x 2 ordered word pairs, each a list over the other 2 speakers
+    assert all(len(v) == 2 for v in score.cells.values())

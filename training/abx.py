@@ -122,6 +122,8 @@ class AbxScore:
     per_speaker: dict[str, float] = field(default_factory=dict)  # NaN: no triplet with X from this speaker
     per_speaker_triplets: dict[str, int] = field(default_factory=dict)
     reason: str | None = None  # why there is no triplet (None when there is one)
+    # (X speaker, word A, word B) -> [(error, triplets)], one entry per speaker of A and B (tools/units_breakdown)
+    cells: dict[tuple[str, str, str], list[tuple[float, int]]] = field(default_factory=dict)
 
 
 def abx_scores(
@@ -167,7 +169,7 @@ def abx_scores(
                 cells[(t, wa, wb)].append((triplet_errors(d(A, X), d(B, X), same_ax=mode == "within"), n))
     per_speaker = {s: _average_cells({k: v for k, v in cells.items() if k[0] == s}) for s in spk_words}
     counts = {s: sum(n for k, v in cells.items() if k[0] == s for _, n in v) for s in spk_words}
-    return AbxScore(_average_cells(cells), sum(counts.values()), per_speaker, counts)
+    return AbxScore(_average_cells(cells), sum(counts.values()), per_speaker, counts, cells=dict(cells))
 
 
 def _average_cells(cells: dict[tuple[str, str, str], list[tuple[float, int]]]) -> float:
