@@ -670,7 +670,9 @@ def test_the_quick_test_is_estimated_and_its_loss_never_drops_to_an_artefactual_
             tab.set_data_folder(quick_words(fsdd, tmp_path / "data"))
         with qtbot.waitSignal(tab.estimated, timeout=120_000) as said:
             pass
-        assert said.args[0].startswith("About") and "100 clips × 3 epochs: 12 steps" in said.args[0], said.args
+        # a box fast enough finishes all 12 steps while they are being timed: then the whole run is the measure
+        assert said.args[0].startswith("About") and ("100 clips × 3 epochs: 12 steps" in said.args[0]
+                                                      or "12 steps: the whole run, measured" in said.args[0]), said.args
         tab.name_edit.setText("quick")
         tab.start_button.click()
         qtbot.waitUntil(lambda: tab.run.status != "running", timeout=180_000)
