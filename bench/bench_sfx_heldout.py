@@ -43,6 +43,9 @@ MAX_SECONDS = 10.0
 
 def load_features(corpus: Path) -> dict[str, tuple[torch.Tensor, list[str], list[str]]]:
     """split -> ((n, 1024) features, captions, paths) of the clips whose features were precomputed."""
+    if not (corpus / "captions.csv").is_file():
+        raise SystemExit(f"{corpus}: no caption corpus (captions.csv); build it with python -m training.sfx_corpus "
+                         f"{corpus} --no-midi --no-tts --no-debian --embed-aisfx first")
     with open(corpus / "captions.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     feats, idx = [], []
