@@ -21,10 +21,10 @@ all pairs) is given beside the rate for both.
 
 from __future__ import annotations
 
-import csv
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,17 +82,16 @@ def embed(space, items: list[tuple[np.ndarray, int, str, str]]) -> Tokens:  # no
     return np.stack(vecs), words, voices
 
 
-def table_items(folder: Path, keep: Callable[[dict[str, str]], bool] = lambda r: True
-                ) -> list[tuple[np.ndarray, int, str, str]]:
+def table_items(folders: Sequence[Path], sel: Any) -> list[tuple[np.ndarray, int, str, str]]:  # noqa: ANN401
+    """(audio, rate, word, voice) of the word tokens `earshot eval words` reads from `folders` with `sel`
+    (a training.speech_eval.Selection): the same tables, rows and word grouping."""
     from core.audio import decode
-    from training.words_data import word_key
+    from training.speech_eval import list_eval_clips
 
-    with open(folder / ("words.csv" if (folder / "words.csv").is_file() else "metadata.csv"), newline="") as f:
-        rows = [r for r in csv.DictReader(f) if keep(r)]
     out = []
-    for r in rows:
-        d = decode(folder / r["path"], sample_rate=16000)
-        out.append((d.audio, d.sample_rate, word_key(r["word"]), r["speaker"]))
+    for clip in list_eval_clips(folders, sel)[0]:
+        d = decode(clip.path, sample_rate=16000)
+        out.append((d.audio, d.sample_rate, clip.word, clip.speaker))
     return out
 
 
@@ -104,17 +103,18 @@ def espeak_items(voices: tuple[str, ...]) -> list[tuple[np.ndarray, int, str, st
 
 def sets() -> dict[str, Callable[[], list[tuple[np.ndarray, int, str, str]]]]:
     from training.espeak_corpus import DEFAULT_HELDOUT_VOICES, espeak_available
+    from training.speech_eval import Selection
 
     out: dict[str, Callable[[], list[tuple[np.ndarray, int, str, str]]]] = {}
     if FSDD.is_dir():
-        out["dev: FSDD test without theo"] = lambda: table_items(FSDD, lambda r: r["split"] == "test"
-                                                                 and r["speaker"] != "theo")
+        out["dev: FSDD test without theo"] = lambda: table_items([FSDD], Selection("test", exclude_speakers=("theo",)))
     if espeak_available():
         out["dev: espeak-ng dev voices"] = lambda: espeak_items(DEV_VOICES)
         out["held-out: espeak-ng held-out voices"] = lambda: espeak_items(DEFAULT_HELDOUT_VOICES)
     for name, folders in REAL_SETS.items():
         if all((HELDOUT / f / "words.csv").is_file() for f in folders):
-            out[f"held-out: {name}"] = lambda folders=folders: [it for f in folders for it in table_items(HELDOUT / f)]
+            out[f"held-out: {name}"] = lambda folders=folders: table_items([HELDOUT / f for f in folders],
+                                                                           Selection("all"))
     return out
 
 
