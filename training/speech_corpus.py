@@ -95,8 +95,8 @@ LETTER_TEXTS = tuple((c, f"{c}.") for c in "abcdefghijklmnopqrstuvwxyz")
 _NUMBER_WORDS = ("zero", *_NUMBERS, "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
                  "seventeen", "eighteen", "nineteen", "twenty", "thirty")
 NUMBER_TEXTS = (*((w, w) for w in _NUMBER_WORDS), *((str(i), w) for i, w in enumerate(_NUMBER_WORDS) if i <= 9))
-# saytime's clock (split "heldout-saytime"): a file named by a number says it; "0" (which the clock never says
-# alone: it says "oh"), "oh" and the clock's other words are left out
+# saytime's clock (split "heldout-saytime"): a file named by a number says it; "0" (what the clock says with it is
+# not known here; times such as 10:05 take its "oh" file), "oh" and the clock's other words are left out
 SAYTIME_TEXTS = (*((str(i), w) for i, w in enumerate(_NUMBER_WORDS[:21]) if i), ("30", "thirty"), ("40", "forty"),
                  ("50", "fifty"))
 # gcin's syllables (split "heldout-mandarin"): a folder names a syllable in bopomofo and its tone (no digit: the

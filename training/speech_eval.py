@@ -541,6 +541,7 @@ def evaluate_words(
     embed_s = time.perf_counter() - t0
     words = sorted(set(labels.tolist()))
     spelled = [w for w in words if w in ws.data.phonemes]  # another language's words have no written view
+    unspelled = [w for w in words if w not in ws.data.phonemes]
     cross, cross_pos = _cross_view(model, e, labels, spelled, ws.data.phonemes)
     n = len(tokens)
     i, j = np.triu_indices(n, k=1)
@@ -552,7 +553,7 @@ def evaluate_words(
         "synthetic_tokens": sum(t.synthetic for t in tokens), "pairs": len(i), "positive_pairs": int(same.sum()),
         "ap": word_discrimination_ap(acoustic, labels.tolist()),
         "cross_view_ap": _cross_ap(cross, cross_pos, np.ones(len(labels), dtype=bool)),
-        "unspelled_words": len(words) - len(spelled),
+        "unspelled_words": len(unspelled),
         "embedding_time_s": round(embed_s, 3), "embedding_pairs_per_s": round(len(i) / max(embed_s, 1e-9)),
         "problems": ws.data.report["problems"],
     }  # fmt: skip
@@ -568,8 +569,7 @@ def evaluate_words(
     notes = [] if result["positive_pairs"] else ["ap: no two tokens share a word, so no pair is positive"]
     if not spelled:
         notes.append("cross_view_ap: no word of the set has a pronunciation (CMUdict or a phonemes column)")
-    elif len(spelled) < len(words):
-        unspelled = [w for w in words if w not in ws.data.phonemes]
+    elif unspelled:
         notes.append(f"cross_view_ap: over the {len(spelled)} words with a pronunciation; {len(unspelled)} without "
                      f"(e.g. {', '.join(map(repr, unspelled[:3]))}) count in ap and dtw_ap only")
     if dtw:
