@@ -84,9 +84,10 @@ def coarse_scores(space: Any, x: np.ndarray, q: np.ndarray, lengths: Sequence[in
             if feats.shape[1] < T or not valid[li].any():
                 continue
             slices = feats[0].unfold(0, T, stride).transpose(1, 2)  # (K, T, F) views
-            sims = [space.model.embed_acoustic(slices[b:b + batch_size].contiguous(),
-                                               torch.full((len(slices[b:b + batch_size]),), T)).float().cpu().numpy()
-                    @ q for b in range(0, len(slices), batch_size)]
+            sims = []
+            for b in range(0, len(slices), batch_size):
+                part = slices[b:b + batch_size].contiguous()  # (b, T, F)
+                sims.append(space.model.embed_acoustic(part, torch.full((len(part),), T)).float().cpu().numpy() @ q)
             centres = np.arange(len(slices)) * stride * frame_hop + n / 2
             scores[li, valid[li]] = np.interp(grid[valid[li]], centres, np.concatenate(sims))
     return scores
