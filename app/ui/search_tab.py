@@ -64,6 +64,7 @@ BODY_KEYS = {Qt.Orientation.Horizontal: "search/body_side_by_side",  # the resul
              Qt.Orientation.Vertical: "search/body_stacked"}
 SIDE_BY_SIDE_FROM = 1200  # px: a narrower tab puts the preview under the results, which then get every column
 CONTROLS_BESIDE_FROM = 900  # px: a narrower tab keeps the preview's controls above its plots, under the results
+SIDE_BY_SIDE_SIZES = [560, 340]  # the results' and the preview's widths at first, side by side
 STACKED_SIZES = [320, 220]  # the results' and the preview's heights at first, one above the other
 FOLDER_TREE_WIDTH = 180  # at first, in a 1100-px window: at 1024 px the results still fit without scrolling
 
@@ -199,8 +200,8 @@ class SearchTab(ModelTab):
         self.splitter = split = RememberedSplitter(SPLITTER_KEY)
         split.add(self.folder_tree, FOLDER_TREE_WIDTH, 1)
         self.body = body = RememberedSplitter(BODY_KEYS[Qt.Orientation.Horizontal])
-        body.add(self.lists, 560, 3)
-        body.add(pane, 340, 2)
+        body.add(self.lists, SIDE_BY_SIDE_SIZES[0], 3)
+        body.add(pane, SIDE_BY_SIDE_SIZES[1], 2)
         split.add(body, 900, 5)
         split.restore()
         body.restore()
@@ -235,7 +236,7 @@ class SearchTab(ModelTab):
         side = self.width() >= SIDE_BY_SIDE_FROM
         way = Qt.Orientation.Horizontal if side else Qt.Orientation.Vertical
         self.preview_pane.set_beside(not side and self.width() >= CONTROLS_BESIDE_FROM)  # first: its minimum size
-        self.body.turn(way, BODY_KEYS[way], [560, 340] if side else STACKED_SIZES)
+        self.body.turn(way, BODY_KEYS[way], SIDE_BY_SIDE_SIZES if side else STACKED_SIZES)
 
     def _update_view(self) -> None:
         """No model -> the model empty state; no library -> the library empty state; else the working view."""
